@@ -1,0 +1,72 @@
+"""Suite-wide guard: a test must not leave a process behind.
+
+Every test is checked: processes that are descendants of the test process after the test, and were not
+before it, must be gone within a few seconds, or the test fails naming them. Long-lived servers that a
+session fixture starts on purpose (PostgreSQL, MariaDB, Ray) register themselves with
+``allow_process`` and are left alone.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator
+
+import psutil
+import pytest
+
+_ALLOWED: set[int] = set()
+_ALLOWED_NAMES = ("postgres", "mariadbd", "mysqld", "raylet", "gcs_server", "ray::", "ray_", "dashboard",
+                  "plasma_store", "log_monitor", "runtime_env", "monitor.py", "default_worker")
+
+
+def allow_process(pid: int) -> None:
+    """Exempt a deliberately long-lived process (and its descendants) from the leak check."""
+    _ALLOWED.add(pid)
+
+
+def _descendants() -> dict[int, psutil.Process]:
+    me = psutil.Process(os.getpid())
+    found: dict[int, psutil.Process] = {}
+    for p in me.children(recursive=True):
+        found[p.pid] = p
+    return found
+
+
+def _is_allowed(p: psutil.Process) -> bool:
+    try:
+        if p.pid in _ALLOWED or any(a.pid in _ALLOWED for a in p.parents()):
+            return True
+        text = " ".join(p.cmdline()) or p.name()
+    except (psutil.NoSuchProcess, psutil.ZombieProcess, psutil.AccessDenied):
+        return True
+    return any(name in text for name in _ALLOWED_NAMES)
+
+
+def _alive(p: psutil.Process) -> bool:
+    try:
+        return p.is_running() and p.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+@pytest.fixture(autouse=True)
+def no_process_left_behind(request: pytest.FixtureRequest) -> Iterator[None]:
+    before = set(_descendants())
+    yield
+    deadline = time.monotonic() + 5.0
+    while True:
+        left = [p for pid, p in _descendants().items()
+                if pid not in before and _alive(p) and not _is_allowed(p)]
+        if not left or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
+    if left:
+        described = ", ".join(f"{p.pid} ({' '.join(p.cmdline())[:80]})" for p in left if _alive(p))
+        if described:
+            for p in left:
+                try:
+                    p.kill()
+                except psutil.Error:
+                    pass
+            pytest.fail(f"test left processes behind: {described}")

@@ -1,0 +1,42 @@
+"""toolfork: run the tool calls of LLM agents in parallel in forked worker processes."""
+
+from toolfork.tools import (
+    ArrayProperty,
+    ContentBlock,
+    DuplicateToolError,
+    ObjectProperty,
+    PropertyType,
+    Tool,
+    ToolDefinitionError,
+    ToolError,
+    ToolInputError,
+    Toolkit,
+    ToolOutput,
+    ToolOutputError,
+    ToolProperty,
+    ToolRuntime,
+    collect_tools,
+    tool,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "ArrayProperty",
+    "ContentBlock",
+    "DuplicateToolError",
+    "ObjectProperty",
+    "PropertyType",
+    "Tool",
+    "ToolDefinitionError",
+    "ToolError",
+    "ToolInputError",
+    "ToolOutput",
+    "ToolOutputError",
+    "ToolProperty",
+    "ToolRuntime",
+    "Toolkit",
+    "__version__",
+    "collect_tools",
+    "tool",
+]

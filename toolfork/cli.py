@@ -1,0 +1,52 @@
+"""`toolfork` command line: one subcommand per module in ``toolfork.commands``.
+
+Subcommand modules are imported only when chosen, so `toolfork run` does not pay for the agent's
+SDK imports and `toolfork tools` does not start a worker pool.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+# name -> (module, one-line help). Each module defines add_arguments(parser) and main(args) -> int.
+COMMANDS: dict[str, tuple[str, str]] = {
+    "run": ("toolfork.commands.run", "run a JSONL batch of tool calls in parallel"),
+    "tools": ("toolfork.commands.tools", "print tool definitions (anthropic, openai or json)"),
+    "bench": ("toolfork.commands.bench", "benchmark toolfork against the other executors"),
+    "chat": ("toolfork.commands.chat", "chat with an agent that uses tools"),
+    "worker": ("toolfork.commands.worker", "serve tool calls on stdin/stdout as a co-process"),
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="toolfork", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+    for name, (module_name, help_text) in COMMANDS.items():
+        sp = sub.add_parser(name, help=help_text, description=help_text)
+        sp.set_defaults(_module=module_name)
+        # Arguments are added lazily below, only for the chosen command.
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser()
+    # Find the chosen command first so only its module is imported.
+    chosen = next((a for a in argv if not a.startswith("-")), None)
+    if chosen in COMMANDS:
+        module = importlib.import_module(COMMANDS[chosen][0])
+        subparsers = next(
+            a for a in parser._actions if isinstance(a, argparse._SubParsersAction)
+        )
+        module.add_arguments(subparsers.choices[chosen])
+    args = parser.parse_args(argv)
+    module = importlib.import_module(args._module)
+    return int(module.main(args) or 0)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())

@@ -1,0 +1,1 @@
+"""One module per `toolfork` subcommand: add_arguments(parser) and main(args) -> int."""

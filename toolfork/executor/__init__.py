@@ -1,0 +1,26 @@
+"""Run batches of tool calls: fork pool, sequential, or Ray; results in call order."""
+
+from toolfork.executor.executor import Executor, default_workers
+from toolfork.executor.types import (
+    CallFinished,
+    CallProgress,
+    CallStarted,
+    ErrorInfo,
+    Event,
+    ToolCall,
+    ToolResult,
+)
+from toolfork.tools.runtime import ToolRuntime
+
+__all__ = [
+    "CallFinished",
+    "CallProgress",
+    "CallStarted",
+    "ErrorInfo",
+    "Event",
+    "Executor",
+    "ToolCall",
+    "ToolResult",
+    "ToolRuntime",
+    "default_workers",
+]

@@ -1,0 +1,128 @@
+"""The worker loop: what runs in each forked worker process until the host lets it go.
+
+A worker reads frames of calls from its call pipe, runs them one after the other (hooks around each),
+and writes one result frame per call on its result pipe as soon as the call ends. It is the leader of
+its own process group, so a timeout kills the tool's own children with it, and it never returns into
+the code that forked it: it leaves with ``os._exit`` so no atexit handler inherited from the host runs
+twice.
+
+Frames in (host -> worker):  ("c", [(call_id, name, arguments, timeout, context), ...])
+                             ("t", dill bytes of {name: Tool})      tools added after start
+Frames out (worker -> host): ("r", call_id, status, output, error, duration_s, context_updates)
+                             ("p", call_id, value)                  progress, while the call runs
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from typing import Any
+
+from toolfork.executor import framing
+from toolfork.executor.backends.base import Hooks
+from toolfork.executor.invoke import CallInterrupted, error_info, execute_call
+from toolfork.executor.types import ErrorInfo, ToolResult
+from toolfork.tools.runtime import ToolRuntime
+
+
+class WorkerRuntime(ToolRuntime):
+    """Progress goes straight onto the result pipe so the host sees it while the call runs."""
+
+    __slots__ = ("_fd",)
+
+    def __init__(self, fd: int, call_id: str, tool_name: str, deadline: float | None,
+                 context: dict[str, Any] | None) -> None:
+        super().__init__(call_id, tool_name, deadline, context)
+        self._fd = fd
+
+    def emit_progress(self, value: Any) -> None:
+        try:
+            frame = framing.encode(("p", self.call_id, value))
+        except Exception as exc:
+            raise TypeError(f"progress value of type {type(value).__name__} cannot be sent to the host: "
+                            f"{exc}") from None
+        framing.write_all(self._fd, frame)
+
+
+def _on_sigterm(signum: int, frame: Any) -> None:
+    raise CallInterrupted("the executor stopped this call (deadline passed or executor closing)")
+
+
+def _die_with_parent() -> None:
+    """Ask Linux to SIGKILL us when the template (our parent) dies, so no worker outlives it."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        pr_set_pdeathsig = 1
+        libc.prctl(pr_set_pdeathsig, signal.SIGKILL, 0, 0, 0)
+    except Exception:  # not Linux: the worker still exits on EOF of its call pipe
+        pass
+
+
+def worker_main(call_fd: int, result_fd: int, tools: dict[str, Any], hooks: Hooks, parent_pid: int) -> None:
+    """Entry point in the freshly forked worker; never returns."""
+    code = 0
+    try:
+        os.setpgid(0, 0)
+        _die_with_parent()
+        if os.getppid() != parent_pid:  # the template died between fork and prctl
+            os._exit(1)
+        signal.signal(signal.SIGTERM, _on_sigterm)
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        _serve(call_fd, result_fd, tools, hooks)
+    except (EOFError, CallInterrupted, BrokenPipeError):
+        code = 0
+    except BaseException:
+        code = 70
+    finally:
+        os._exit(code)
+
+
+def _serve(call_fd: int, result_fd: int, tools: dict[str, Any], hooks: Hooks) -> None:
+    pid = os.getpid()
+    start_error: ErrorInfo | None = None
+    if hooks.on_worker_start is not None:
+        try:
+            hooks.on_worker_start()
+        except Exception as exc:
+            # A worker whose start hook failed stays up but fails every call, naming the hook: respawning
+            # it would only fail again, in a loop.
+            start_error = error_info(exc, prefix="on_worker_start hook failed")
+    before, after = hooks.before_child, hooks.after_child
+    recv, encode, write_all = framing.recv_blocking, framing.encode, framing.write_all
+    monotonic = time.monotonic
+    while True:
+        msg = recv(call_fd)
+        if msg[0] == "t":
+            import dill
+
+            tools.update(dill.loads(msg[1]))
+            continue
+        for call_id, name, arguments, timeout, context in msg[1]:
+            if start_error is not None:
+                result = ToolResult(call_id, name, "error", error=start_error, worker_pid=pid)
+            else:
+                tool = tools.get(name)
+                if tool is None:  # the front checks names; this guards against a lost tools frame
+                    result = ToolResult(call_id, name, "error", worker_pid=pid,
+                                        error=ErrorInfo("LookupError", f"tool '{name}' is not in this worker"))
+                else:
+                    runtime = None
+                    if tool.uses_runtime:
+                        deadline = None if timeout is None else monotonic() + timeout
+                        runtime = WorkerRuntime(result_fd, call_id, name, deadline, context)
+                    result = execute_call(tool, call_id, arguments, runtime, before, after, pid)
+            try:
+                frame = encode(("r", call_id, result.status, result.output, result.error,
+                                result.duration_s, result.context_updates))
+            except Exception as exc:
+                frame = encode(("r", call_id, "error", None, error_info(
+                    exc, prefix=f"the result of tool '{name}' could not be serialized to send it to the host"),
+                    result.duration_s, None))
+            write_all(result_fd, frame)
+
+
+__all__ = ["worker_main"]

@@ -1,0 +1,81 @@
+"""The in-process backend: one call at a time in the calling thread.
+
+It is what "auto" falls back to where fork is unavailable, and what an agent uses when parallel tool
+calls are off. There is no child, so no hook runs. Timeouts are enforced with ``SIGALRM`` (raising
+inside the tool) when the executor runs on the main thread; elsewhere Python offers no safe way to
+stop a running function, so the call runs to its end and only then reports "timeout" if it overran.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+from toolfork.executor.backends.base import Backend, Dispatch, Feed
+from toolfork.executor.invoke import CallInterrupted, execute_call
+from toolfork.executor.runtime import CallbackRuntime
+from toolfork.executor.types import CallFinished, CallProgress, CallStarted, ErrorInfo, Event, ToolResult
+
+
+class SequentialBackend(Backend):
+    mode = "sequential"
+
+    def execute(self, feed: Feed) -> Iterator[Event]:
+        while True:
+            d = feed.pull()
+            immediate = feed.take_immediate()
+            yield from immediate
+            if d is None:
+                if feed.exhausted:
+                    return
+                if not immediate:
+                    raise RuntimeError("the feed has no room although nothing is outstanding")
+                continue  # the consumer made room by taking the immediate events
+            yield CallStarted(d.call.id, d.call.name)
+            progress: list[Any] = []
+            result = run_in_host(d, lambda _cid, value, sink=progress: sink.append(value))
+            for value in progress:
+                yield CallProgress(d.call.id, value)
+            yield CallFinished(d.call.id, result)
+
+
+def run_in_host(d: Dispatch, on_progress: Any) -> ToolResult:
+    """Run one dispatch in this process, with a SIGALRM deadline where that is possible."""
+    deadline = None if d.timeout is None else time.monotonic() + d.timeout
+    runtime = CallbackRuntime(d.call.id, d.tool.name, deadline, d.context, on_progress)
+    use_alarm = d.timeout is not None and threading.current_thread() is threading.main_thread()
+    start = time.perf_counter()
+    if not use_alarm:
+        result = execute_call(d.tool, d.call.id, d.call.arguments, runtime, worker_pid=os.getpid())
+        if d.timeout is not None and result.duration_s > d.timeout and result.status == "ok":
+            return _timeout_result(d, result.duration_s, ran_to_end=True)
+        return result
+
+    def on_alarm(signum: int, frame: Any) -> None:
+        raise CallInterrupted(f"deadline of {d.timeout}s passed")
+
+    previous = signal.signal(signal.SIGALRM, on_alarm)
+    signal.setitimer(signal.ITIMER_REAL, max(d.timeout or 0.0, 1e-6))
+    try:
+        return execute_call(d.tool, d.call.id, d.call.arguments, runtime, worker_pid=os.getpid())
+    except CallInterrupted:
+        return _timeout_result(d, time.perf_counter() - start, ran_to_end=False)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def _timeout_result(d: Dispatch, duration: float, *, ran_to_end: bool) -> ToolResult:
+    how = "it ran to its end (no preemption off the main thread)" if ran_to_end else "it was interrupted"
+    return ToolResult(
+        d.call.id, d.call.name, "timeout",
+        error=ErrorInfo("TimeoutError", f"tool '{d.call.name}' exceeded its timeout of {d.timeout}s; {how}"),
+        duration_s=duration, worker_pid=os.getpid(),
+    )
+
+
+__all__ = ["SequentialBackend", "run_in_host"]

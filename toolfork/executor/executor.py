@@ -1,0 +1,311 @@
+"""``Executor``: the front door. Everything that does not depend on where a call runs happens here.
+
+``Executor.run(calls)`` → ``stream(calls)`` → for each call, in order:
+  unknown tool        → an error result at once, naming the known tools (nothing is dispatched);
+  ``inline`` tool     → run here, in the host, never killed;
+  anything else       → a ``Dispatch`` (tool resolved, effective timeout = call's, else tool's, else the
+                        executor's) handed to the backend (fork pool | sequential | ray), which yields
+                        events in completion order.
+``run`` puts the ``CallFinished`` results back in call order; the context updates the calls asked for
+are merged into ``Executor.context`` in call order too, so the last call wins whatever finished last.
+A tool that declares ``retries`` gets that many more attempts for calls that crashed, timed out or raised.
+``imap`` is the same path for batch jobs: the backend pulls calls lazily within a window.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import os
+import threading
+import weakref
+from collections.abc import Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, Any
+
+from toolfork.executor.backends.base import Backend, Dispatch, Feed, Hooks
+from toolfork.executor.backends.sequential import SequentialBackend, run_in_host
+from toolfork.executor.modes import resolve_mode
+from toolfork.executor.types import CallFinished, CallProgress, CallStarted, ErrorInfo, Event, ToolCall, ToolResult
+
+if TYPE_CHECKING:
+    from toolfork.tools.tool import Tool
+
+RETRYABLE = frozenset({"crashed", "timeout", "error"})
+
+
+def default_workers() -> int:
+    """Enough workers that a typical batch of I/O-bound calls runs at once, bounded for small hosts."""
+    return max(4, min(32, (os.cpu_count() or 1) * 4))
+
+
+class Executor:
+    """Runs batches of tool calls: in parallel in forked workers, or sequentially where fork is not
+    possible. See ``docs/executor.md`` for the contract."""
+
+    def __init__(
+        self,
+        tools: Iterable[Any] = (),
+        *,
+        mode: str = "auto",
+        workers: int | None = None,
+        timeout: float | None = None,
+        before_child: Callable[[], Any] | None = None,
+        after_child: Callable[[], Any] | None = None,
+        on_worker_start: Callable[[], Any] | None = None,
+        kill_grace: float = 1.0,
+        address: str | None = None,
+    ) -> None:
+        from toolfork.tools.registry import collect_tools
+
+        if timeout is not None and timeout <= 0:
+            raise ValueError(f"timeout must be positive or None, got {timeout}")
+        if kill_grace < 0:
+            raise ValueError(f"kill_grace must be >= 0, got {kill_grace}")
+        self._tools: dict[str, Tool] = collect_tools(tools)
+        self._timeout = timeout
+        self._lock = threading.RLock()
+        self._closed = False
+        self.context: dict[str, Any] = {}
+        self._mode, self._fallback_reason = resolve_mode(mode)
+        hooks = Hooks(before_child, after_child, on_worker_start)
+        self.workers = workers if workers is not None else default_workers()
+        self._backend: Backend
+        if self._mode == "fork":
+            from toolfork.executor.backends.fork_pool import ForkBackend
+
+            self._backend = ForkBackend(self._tools, self.workers, hooks, kill_grace)
+        elif self._mode == "ray":
+            from toolfork.executor.backends.ray import RayBackend
+
+            self._backend = RayBackend(self._tools, self.workers, hooks, kill_grace, address=address)
+        else:
+            self._backend = SequentialBackend()
+        _LIVE.add(self)
+
+    # ----------------------------------------------------------------- properties
+
+    @property
+    def mode(self) -> str:
+        """The effective mode: "fork", "sequential" or "ray" (never "auto")."""
+        return self._mode
+
+    @property
+    def fallback_reason(self) -> str | None:
+        """Why "auto" runs sequentially (None when it did not fall back)."""
+        return self._fallback_reason
+
+    @property
+    def tools(self) -> dict[str, Tool]:
+        return dict(self._tools)
+
+    @property
+    def backend(self) -> Backend:
+        return self._backend
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def add_tools(self, *tools: Any) -> None:
+        """Register more tools; the fork pool ships them to its workers (serialized with dill)."""
+        from toolfork.tools.registry import collect_tools
+
+        new = collect_tools([*self._tools.values(), *tools])
+        added = [t for name, t in new.items() if name not in self._tools]
+        with self._lock:
+            self._check_open()
+            if added:
+                self._backend.add_tools(added)
+            self._tools = new
+
+    # ----------------------------------------------------------------- running
+
+    def run(self, calls: Iterable[ToolCall | dict[str, Any]]) -> list[ToolResult]:
+        """One result per call, in call order. Tool failures become results; misuse raises."""
+        batch = self._prepare(calls)
+        position = {c.id: i for i, c in enumerate(batch)}
+        results: list[ToolResult | None] = [None] * len(batch)
+        for event in self._events(batch, None, len(batch)):
+            if type(event) is CallFinished:
+                results[position[event.call_id]] = event.result
+        self._merge_context(results)
+        return results  # type: ignore[return-value]  # every slot is filled: one CallFinished per call
+
+    def stream(self, calls: Iterable[ToolCall | dict[str, Any]]) -> Iterator[Event]:
+        """``CallStarted`` / ``CallProgress`` / ``CallFinished`` events as they happen."""
+        batch = self._prepare(calls)
+
+        def events() -> Iterator[Event]:
+            finished: dict[str, ToolResult] = {}
+            for event in self._events(batch, None, len(batch)):
+                if type(event) is CallFinished:
+                    finished[event.call_id] = event.result
+                yield event
+            self._merge_context([finished.get(c.id) for c in batch])
+
+        return events()
+
+    def imap(self, calls: Iterable[ToolCall | dict[str, Any]], window: int | None = None) -> Iterator[ToolResult]:
+        """Results in call order, pulling ``calls`` lazily: at most ``window`` calls (default 4 x
+        workers) are running or waiting for an earlier one, so a million-call job runs in bounded
+        memory. Duplicate ids are refused among the calls in that window."""
+        self._check_open()
+        limit = window if window is not None else 4 * max(1, self.workers)
+        if limit < 1:
+            raise ValueError(f"window must be at least 1, got {limit}")
+        seq_of: dict[str, int] = {}  # call id -> position, for the calls in the window
+        counts = [0, 0]  # pulled, yielded
+
+        def prepared() -> Iterator[ToolCall]:
+            for c in calls:
+                call = c if isinstance(c, ToolCall) else _call_from_dict(c)
+                if call.id in seq_of:
+                    raise ValueError(f"duplicate call id {call.id!r} among the calls in flight")
+                seq_of[call.id] = counts[0]
+                counts[0] += 1
+                yield call
+
+        def room() -> bool:
+            return counts[0] - counts[1] < limit
+
+        buffer: dict[int, ToolResult] = {}
+        for event in self._events(prepared(), room, None):
+            if type(event) is CallFinished:
+                buffer[seq_of.pop(event.call_id)] = event.result
+                while counts[1] in buffer:
+                    result = buffer.pop(counts[1])
+                    counts[1] += 1
+                    if result.context_updates:
+                        self.context.update(result.context_updates)
+                    yield result
+
+    async def arun(self, calls: Iterable[ToolCall | dict[str, Any]]) -> list[ToolResult]:
+        """``run`` for asyncio hosts: the batch runs in a thread so the event loop stays free."""
+        batch = list(calls)
+        return await asyncio.to_thread(self.run, batch)
+
+    def _prepare(self, calls: Iterable[ToolCall | dict[str, Any]]) -> list[ToolCall]:
+        self._check_open()
+        batch: list[ToolCall] = []
+        seen: set[str] = set()
+        for c in calls:
+            call = c if isinstance(c, ToolCall) else _call_from_dict(c)
+            if call.id in seen:
+                raise ValueError(f"duplicate call id {call.id!r} in one batch: ids must be unique")
+            seen.add(call.id)
+            batch.append(call)
+        return batch
+
+    def _events(self, calls: Iterable[ToolCall], room: Callable[[], bool] | None,
+                size: int | None) -> Iterator[Event]:
+        """Feed the calls to the backend; retry what a tool's ``retries`` allows."""
+        with self._lock:
+            self._check_open()
+            feed = Feed(self._dispatches(calls), room, size)
+            attempts: dict[str, int] = {}
+            backend = self._backend
+            for event in backend.execute(feed):
+                if type(event) is CallFinished:
+                    result = event.result
+                    if result.status in RETRYABLE and not _is_input_error(result):
+                        tool = self._tools.get(result.name)
+                        n = attempts.get(result.call_id, 0)
+                        if tool is not None and n < tool.retries and not tool.inline:
+                            attempts[result.call_id] = n + 1
+                            feed.retry(self._dispatch_for(result.call_id, tool))
+                            continue
+                    attempts.pop(result.call_id, None)
+                yield event
+
+    def _dispatches(self, calls: Iterable[ToolCall]) -> Iterator[Dispatch | Event]:
+        """What the backend pulls: a Dispatch per call, or ready events for unknown and inline tools."""
+        context = dict(self.context) if self.context else {}
+        tools = self._tools
+        default_timeout = self._timeout
+        self._inflight_calls: dict[str, Dispatch] = {}
+        for i, call in enumerate(calls):
+            tool = tools.get(call.name)
+            if tool is None:
+                yield CallStarted(call.id, call.name)
+                yield CallFinished(call.id, self._unknown_tool(call))
+                continue
+            timeout = call.timeout if call.timeout is not None else tool.timeout
+            d = Dispatch(i, call, tool, default_timeout if timeout is None else timeout, context)
+            if tool.inline:
+                yield CallStarted(call.id, call.name)
+                progress: list[Any] = []
+                result = run_in_host(d, lambda _cid, value, sink=progress: sink.append(value))
+                for value in progress:
+                    yield CallProgress(call.id, value)
+                yield CallFinished(call.id, result)
+                continue
+            if tool.retries:
+                self._inflight_calls[call.id] = d
+            yield d
+
+    def _dispatch_for(self, call_id: str, tool: Tool) -> Dispatch:
+        return self._inflight_calls[call_id]
+
+    def _merge_context(self, results: Iterable[ToolResult | None]) -> None:
+        """Context updates merge in call order: the last call wins, whatever finished last."""
+        for r in results:
+            if r is not None and r.context_updates:
+                self.context.update(r.context_updates)
+
+    def _unknown_tool(self, call: ToolCall) -> ToolResult:
+        known = ", ".join(sorted(self._tools)) or "(none)"
+        return ToolResult(call.id, call.name, "error", error=ErrorInfo(
+            "UnknownToolError", f"unknown tool {call.name!r}; the available tools are: {known}"))
+
+    # ----------------------------------------------------------------- lifecycle
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise RuntimeError("this Executor is closed; create a new one")
+
+    def close(self) -> None:
+        """End every worker (no zombie, no orphan). Safe to call twice."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            self._backend.close()
+            _LIVE.discard(self)
+
+    def __enter__(self) -> Executor:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else f"{len(self._tools)} tools"
+        return f"<Executor mode={self._mode} workers={self.workers} {state}>"
+
+
+def _call_from_dict(data: dict[str, Any]) -> ToolCall:
+    try:
+        return ToolCall(id=str(data["id"]), name=str(data["name"]), arguments=dict(data.get("arguments") or {}),
+                        timeout=data.get("timeout"))
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ValueError(f"a call must be a ToolCall or a dict with 'id', 'name', 'arguments': {exc}") from None
+
+
+def _is_input_error(result: ToolResult) -> bool:
+    return result.error is not None and result.error.type == "ToolInputError"
+
+
+_LIVE: weakref.WeakSet[Executor] = weakref.WeakSet()
+
+
+@atexit.register
+def _close_all() -> None:
+    """An executor the program forgot to close still leaves no process behind at exit."""
+    for ex in list(_LIVE):
+        try:
+            ex.close()
+        except Exception:
+            pass
+
+
+__all__ = ["Executor", "default_workers"]

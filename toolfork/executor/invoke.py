@@ -1,0 +1,105 @@
+"""Run one call where it is executed: hooks, the tool, and the outcome as a ToolResult.
+
+Every backend calls ``execute_call`` in its worker (a forked process, a Ray task, or the host for the
+sequential backend), so the hook rules of the executor contract live in one place:
+
+* ``before_child`` raising: the tool does not run, ``after_child`` does not run, the result is an
+  error naming the hook;
+* ``after_child`` runs in a ``finally`` after the tool; if it raises, the call's result becomes an
+  error naming the hook (the tool's own error, if any, is kept in the message).
+"""
+
+from __future__ import annotations
+
+import time
+import traceback
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from toolfork.executor.types import ErrorInfo, ToolResult
+
+if TYPE_CHECKING:
+    from toolfork.tools.runtime import ToolRuntime
+    from toolfork.tools.tool import Tool
+
+Hook = Callable[[], Any]
+
+
+class CallInterrupted(BaseException):
+    """Raised inside a tool when the executor stops it (deadline passed, executor closing).
+
+    A BaseException so that a tool's ``except Exception`` does not swallow it, while its ``finally``
+    blocks still run.
+    """
+
+
+def error_info(exc: BaseException, *, prefix: str = "") -> ErrorInfo:
+    """Describe an exception with strings only: exceptions themselves may not survive pickling."""
+    try:
+        message = str(exc)
+    except Exception as str_exc:  # a broken __str__ must not break the worker
+        message = f"<unprintable {type(exc).__name__}: {type(str_exc).__name__}>"
+    if prefix:
+        message = f"{prefix}: {message}" if message else prefix
+    try:
+        tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    except Exception:
+        tb = ""
+    return ErrorInfo(type=type(exc).__name__, message=message, traceback=tb)
+
+
+def execute_call(
+    tool: Tool,
+    call_id: str,
+    arguments: Mapping[str, Any],
+    runtime: ToolRuntime | None,
+    before_child: Hook | None = None,
+    after_child: Hook | None = None,
+    worker_pid: int | None = None,
+) -> ToolResult:
+    """Run ``tool`` once with the hook rules above; never raises an ``Exception``.
+
+    ``CallInterrupted`` (and other BaseExceptions such as KeyboardInterrupt) propagate after
+    ``after_child`` has run, so the caller decides what an interrupted call means.
+    """
+    name = tool.name
+    start = time.perf_counter()
+    if before_child is not None:
+        try:
+            before_child()
+        except Exception as exc:
+            return ToolResult(
+                call_id, name, "error",
+                error=error_info(exc, prefix=f"before_child hook {_hook_name(before_child)} failed"),
+                duration_s=time.perf_counter() - start, worker_pid=worker_pid,
+            )
+    result: ToolResult | None = None
+    try:
+        # A ToolOutput with is_error set is still "ok": the tool ran and chose to report a failure
+        # the model can act on (the agent forwards it); "error" is reserved for exceptions.
+        output = tool.invoke(arguments, runtime) if tool.uses_runtime else tool.invoke(arguments)
+        result = ToolResult(call_id, name, "ok", output=output)
+    except Exception as exc:
+        result = ToolResult(call_id, name, "error", error=error_info(exc))
+    finally:
+        if after_child is not None:
+            try:
+                after_child()
+            except Exception as exc:
+                hook_error = error_info(exc, prefix=f"after_child hook {_hook_name(after_child)} failed")
+                if result is not None and result.error is not None:
+                    hook_error.message += f" (the tool had failed too: {result.error})"
+                result = ToolResult(call_id, name, "error", error=hook_error)
+    assert result is not None  # a BaseException from the tool propagated past the finally otherwise
+    result.duration_s = time.perf_counter() - start
+    result.worker_pid = worker_pid
+    if runtime is not None and runtime.context_updates:
+        result.context_updates = runtime.context_updates
+    return result
+
+
+def _hook_name(hook: Hook) -> str:
+    return getattr(hook, "__qualname__", None) or repr(hook)
+
+
+__all__ = ["CallInterrupted", "error_info", "execute_call"]
