@@ -25,7 +25,15 @@ from typing import TYPE_CHECKING, Any
 from toolfork.executor.backends.base import Backend, Dispatch, Feed, Hooks
 from toolfork.executor.backends.sequential import SequentialBackend, run_in_host
 from toolfork.executor.modes import resolve_mode
-from toolfork.executor.types import CallFinished, CallProgress, CallStarted, ErrorInfo, Event, ToolCall, ToolResult
+from toolfork.executor.types import (
+    CallFinished,
+    CallProgress,
+    CallStarted,
+    ErrorInfo,
+    Event,
+    ToolCall,
+    ToolResult,
+)
 
 if TYPE_CHECKING:
     from toolfork.tools.tool import Tool

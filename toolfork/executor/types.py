@@ -7,7 +7,7 @@ one of each, and they cross a pipe: construction and pickling sit on the executo
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, Union
+from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
     from toolfork.tools.output import ToolOutput
@@ -90,7 +90,7 @@ class CallFinished:
     result: ToolResult
 
 
-Event = Union[CallStarted, CallProgress, CallFinished]
+Event = CallStarted | CallProgress | CallFinished
 
 __all__ = [
     "STATUSES",

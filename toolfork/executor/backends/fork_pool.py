@@ -457,7 +457,7 @@ class ForkBackend(Backend):
 
 
 def _template_entry(ctrl: socket.socket, host_ctrl_fd: int, tools: dict[str, Any], hooks: Hooks) -> None:
-    for fd in list(_HOST_FDS) + [host_ctrl_fd]:
+    for fd in [*list(_HOST_FDS), host_ctrl_fd]:
         try:
             os.close(fd)
         except OSError:

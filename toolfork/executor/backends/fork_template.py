@@ -65,7 +65,8 @@ def template_main(ctrl: socket.socket, tools: dict[str, Any], hooks: Hooks) -> N
         if deadlines:
             timeout = max(0.0, min(deadlines) - time.monotonic())
         try:
-            ready, _, _ = select.select([ctrl, wake_r], [], [], timeout)
+            watched: list[Any] = [ctrl, wake_r]
+            ready, _, _ = select.select(watched, [], [], timeout)
         except InterruptedError:
             ready = []
         if wake_r in ready:

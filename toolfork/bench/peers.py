@@ -1,0 +1,564 @@
+"""The executors the benchmark compares, each behind one small adapter.
+
+Every adapter uses its library the way that library's documentation recommends: a warm pool made once
+per workload, the library's own per-task timeout where it has one (pebble's ``timeout=``, Ray's
+``ray.cancel(force=True)``), else the documented way to stop waiting (``future.result(timeout)``,
+``AsyncResult.get(timeout)``), which abandons the call but leaves it running. Heavy libraries are
+imported inside the adapters, so listing peers costs nothing and a missing one is just "n/a".
+
+The adapters report plain outcomes (status ok/error/timeout/crashed/cancelled, the value, an error
+text) in call order; the workloads in ``workloads.py`` turn batches of outcomes into figures.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import importlib
+import importlib.util
+import math
+import os
+import pickle
+import selectors
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from toolfork.bench.calls import FUNCTIONS, toolfork_tools
+
+
+@dataclass(frozen=True)
+class Task:
+    """One call of a batch: a function of ``calls.FUNCTIONS`` by name, its arguments, a timeout."""
+
+    fn: str
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    timeout: float | None = None
+
+
+@dataclass
+class Outcome:
+    status: str  # ok | error | timeout | crashed | cancelled
+    value: Any = None
+    error: str | None = None
+
+
+class Peer:
+    """One way of running a batch of calls in parallel.
+
+    ``timeout_support`` says what a per-call timeout means for this executor: "kill" (the stuck call
+    is stopped), "abandon" (the caller stops waiting; the call keeps running) or "none" (the executor
+    has no timeout at all, so the hang workload is not run and is reported as such).
+    """
+
+    name: ClassVar[str] = ""
+    description: ClassVar[str] = ""
+    timeout_support: ClassVar[str] = "kill"
+    in_process: ClassVar[bool] = False  # calls run inside the host (no worker processes)
+    shared_processes: ClassVar[bool] = False  # processes outlive one pool (a Ray cluster)
+    limit_factor: ClassVar[float] = 1.0  # slow start-up: the harness stretches time limits
+    requires: ClassVar[tuple[str, ...]] = ()  # importable modules needed
+
+    def __init__(self, workers: int) -> None:
+        self.workers = workers
+
+    @classmethod
+    def unavailable(cls) -> str | None:
+        """Why this executor cannot run here (shown as "n/a: ..."), or None."""
+        for module in cls.requires:
+            if importlib.util.find_spec(module) is None:
+                return f"n/a: {module} not installed"
+        return None
+
+    @classmethod
+    def version(cls) -> str | None:
+        if not cls.requires:
+            return None
+        try:
+            from importlib.metadata import version
+
+            return version(cls.requires[0])
+        except Exception:
+            return None
+
+    @classmethod
+    def setup_session(cls) -> None:
+        """Once per runner process, before any pool (Ray starts its local instance here)."""
+
+    @classmethod
+    def teardown_session(cls) -> None:
+        """Once per runner process, after the last pool."""
+
+    def start(self) -> None:
+        raise NotImplementedError
+
+    def run(self, tasks: Sequence[Task]) -> list[Outcome]:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+
+def _exc_text(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}"[:500]
+
+
+def _collect_futures(
+    futures: Sequence[Any],
+    tasks: Sequence[Task],
+    submitted_at: float,
+    classify: Callable[[BaseException], str],
+    wait_for_timeout: bool = True,
+) -> list[Outcome]:
+    """Results of concurrent.futures-style futures in call order.
+
+    With ``wait_for_timeout`` the task's timeout bounds the wait (``future.result(timeout)``, the
+    documented way for executors without their own timeout); the deadline counts from submission
+    because the caller cannot see when a queued call really started.
+    """
+    outcomes: list[Outcome] = []
+    for fut, task in zip(futures, tasks, strict=True):
+        wait: float | None = None
+        if wait_for_timeout and task.timeout is not None:
+            wait = max(0.0, submitted_at + task.timeout - time.monotonic())
+        try:
+            outcomes.append(Outcome("ok", fut.result(timeout=wait)))
+        except BaseException as exc:
+            if isinstance(exc, (cf.TimeoutError, TimeoutError)) and not fut.done():
+                fut.cancel()
+            outcomes.append(Outcome(classify(exc), error=_exc_text(exc)))
+    return outcomes
+
+
+class ThreadsPeer(Peer):
+    name = "threads"
+    description = "concurrent.futures.ThreadPoolExecutor"
+    timeout_support = "abandon"
+    in_process = True
+
+    def start(self) -> None:
+        self.pool = cf.ThreadPoolExecutor(max_workers=self.workers)
+
+    def run(self, tasks: Sequence[Task]) -> list[Outcome]:
+        t0 = time.monotonic()
+        futures = [self.pool.submit(FUNCTIONS[t.fn], **t.kwargs) for t in tasks]
+        return _collect_futures(futures, tasks, t0, _classify_std)
+
+    def close(self) -> None:
+        # wait=False: a thread stuck in a hung call can never be joined.
+        self.pool.shutdown(wait=False, cancel_futures=True)
+
+
+def _classify_std(exc: BaseException) -> str:
+    from concurrent.futures.process import BrokenProcessPool
+
+    if isinstance(exc, (cf.TimeoutError, TimeoutError)):
+        return "timeout"
+    if isinstance(exc, BrokenProcessPool):
+        return "crashed"
+    if isinstance(exc, cf.CancelledError):
+        return "cancelled"
+    return "error"
+
+
+class ProcessPoolPeer(Peer):
+    name = "process-pool"
+    description = "concurrent.futures.ProcessPoolExecutor (fork context)"
+    timeout_support = "abandon"
+
+    def start(self) -> None:
+        import multiprocessing
+
+        self.pool = cf.ProcessPoolExecutor(
+            max_workers=self.workers, mp_context=multiprocessing.get_context("fork")
+        )
+
+    def run(self, tasks: Sequence[Task]) -> list[Outcome]:
+        t0 = time.monotonic()
+        futures: list[Any] = []
+        for t in tasks:
+            try:
+                futures.append(self.pool.submit(FUNCTIONS[t.fn], **t.kwargs))
+            except Exception as exc:  # a broken pool refuses new work
+                failed: cf.Future[Any] = cf.Future()
+                failed.set_exception(exc)
+                futures.append(failed)
+        return _collect_futures(futures, tasks, t0, _classify_std)
+
+    def close(self) -> None:
+        # wait=True would block forever on a worker stuck in a hung call; the documented way out is
+        # not to wait, which leaves that worker behind (the hang workload counts it).
+        self.pool.shutdown(wait=False, cancel_futures=True)
+
+
+class MultiprocessPoolPeer(Peer):
+    name = "multiprocess"
+    description = "multiprocess.Pool (dill)"
+    timeout_support = "abandon"
+    requires = ("multiprocess",)
+
+    def start(self) -> None:
+        import multiprocess
+
+        self.pool = multiprocess.Pool(processes=self.workers)
+
+    def run(self, tasks: Sequence[Task]) -> list[Outcome]:
+        import multiprocess
+
+        t0 = time.monotonic()
+        pending = [self.pool.apply_async(FUNCTIONS[t.fn], kwds=t.kwargs) for t in tasks]
+        outcomes: list[Outcome] = []
+        for res, task in zip(pending, tasks, strict=True):
+            wait = None if task.timeout is None else max(0.0, t0 + task.timeout - time.monotonic())
+            try:
+                outcomes.append(Outcome("ok", res.get(timeout=wait)))
+            except multiprocess.TimeoutError as exc:
+                outcomes.append(Outcome("timeout", error=_exc_text(exc)))
+            except Exception as exc:
+                outcomes.append(Outcome("error", error=_exc_text(exc)))
+        return outcomes
+
+    def close(self) -> None:
+        # What `with Pool() as pool:` does on exit.
+        self.pool.terminate()
+        self.pool.join()
+
+
+class PebblePeer(Peer):
+    name = "pebble"
+    description = "pebble.ProcessPool with its per-task timeout"
+    timeout_support = "kill"
+    requires = ("pebble",)
+
+    def start(self) -> None:
+        import pebble
+
+        self.pool = pebble.ProcessPool(max_workers=self.workers)
+
+    def run(self, tasks: Sequence[Task]) -> list[Outcome]:
+        t0 = time.monotonic()
+        futures = [self.pool.schedule(FUNCTIONS[t.fn], kwargs=t.kwargs, timeout=t.timeout) for t in tasks]
+        return _collect_futures(futures, tasks, t0, _classify_pebble, wait_for_timeout=False)
+
+    def close(self) -> None:
+        # What `with ProcessPool() as pool:` does on exit.
+        self.pool.close()
+        self.pool.join()
+
+
+def _classify_pebble(exc: BaseException) -> str:
+    import pebble
+
+    if isinstance(exc, (cf.TimeoutError, TimeoutError)):
+        return "timeout"
+    if isinstance(exc, pebble.ProcessExpired):
+        return "crashed"
+    if isinstance(exc, cf.CancelledError):
+        return "cancelled"
+    return "error"
+
+
+class LokyPeer(Peer):
+    name = "loky"
+    description = "loky.get_reusable_executor"
+    timeout_support = "abandon"
+    requires = ("loky",)
+
+    def _executor(self) -> Any:
+        from loky import get_reusable_executor
+
+        # The documented pattern: ask for the reusable executor each time; loky hands back the live
+        # one, or a fresh one when the previous one broke.
+        return get_reusable_executor(max_workers=self.workers, timeout=600)
+
+    def start(self) -> None:
+        self._executor()
+
+    def run(self, tasks: Sequence[Task]) -> list[Outcome]:
+        t0 = time.monotonic()
+        ex = self._executor()
+        futures: list[Any] = []
+        for t in tasks:
+            try:
+                futures.append(ex.submit(FUNCTIONS[t.fn], **t.kwargs))
+            except Exception as exc:
+                failed: cf.Future[Any] = cf.Future()
+                failed.set_exception(exc)
+                futures.append(failed)
+        return _collect_futures(futures, tasks, t0, _classify_loky)
+
+    def close(self) -> None:
+        self._executor().shutdown(wait=True, kill_workers=True)
+
+
+def _classify_loky(exc: BaseException) -> str:
+    from loky.process_executor import BrokenProcessPool, TerminatedWorkerError
+
+    if isinstance(exc, (TerminatedWorkerError, BrokenProcessPool)):
+        return "crashed"
+    return _classify_std(exc)
+
+
+class ForkPerCallPeer(Peer):
+    """spatie/fork's model in Python: each call in a freshly forked child, its result sent back on a
+    pipe, at most ``workers`` children at a time, results in call order. spatie/fork has no timeout,
+    so neither has this."""
+
+    name = "fork-per-call"
+    description = "os.fork per call, result on a pipe (spatie/fork style)"
+    timeout_support = "none"
+
+    def start(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+    def run(self, tasks: Sequence[Task]) -> list[Outcome]:
+        outcomes: list[Outcome | None] = [None] * len(tasks)
+        pending = deque(enumerate(tasks))
+        running: dict[int, tuple[int, int, list[bytes]]] = {}  # read fd -> (index, pid, chunks)
+        sel = selectors.DefaultSelector()
+        try:
+            while pending or running:
+                while pending and len(running) < self.workers:
+                    index, task = pending.popleft()
+                    fd, pid = _fork_call(task)
+                    running[fd] = (index, pid, [])
+                    sel.register(fd, selectors.EVENT_READ)
+                for key, _ in sel.select():
+                    fd = int(key.fd)
+                    chunk = os.read(fd, 1 << 20)
+                    if chunk:
+                        running[fd][2].append(chunk)
+                        continue
+                    sel.unregister(fd)
+                    os.close(fd)
+                    index, pid, chunks = running.pop(fd)
+                    outcomes[index] = _reap_fork(pid, chunks)
+        finally:
+            sel.close()
+        return [o if o is not None else Outcome("error", error="lost") for o in outcomes]
+
+
+def _fork_call(task: Task) -> tuple[int, int]:
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # child: run, send, leave without running the host's atexit handlers
+        code = 0
+        try:
+            os.close(r)
+            try:
+                data = pickle.dumps(("ok", FUNCTIONS[task.fn](**task.kwargs)), pickle.HIGHEST_PROTOCOL)
+            except BaseException as exc:
+                data = pickle.dumps(("error", _exc_text(exc)), pickle.HIGHEST_PROTOCOL)
+            view = memoryview(data)
+            while view:
+                view = view[os.write(w, view) :]
+        except BaseException:
+            code = 70
+        finally:
+            os._exit(code)
+    os.close(w)
+    return r, pid
+
+
+def _reap_fork(pid: int, chunks: list[bytes]) -> Outcome:
+    _, status = os.waitpid(pid, 0)
+    code = os.waitstatus_to_exitcode(status)
+    if code == 0 and chunks:
+        kind, value = pickle.loads(b"".join(chunks))
+        return Outcome("ok", value) if kind == "ok" else Outcome("error", error=value)
+    return Outcome("crashed", error=_exit_text(code))
+
+
+def _exit_text(code: int) -> str:
+    if code < 0:
+        import signal
+
+        try:
+            return f"killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"exit code {code}"
+
+
+class RayPeer(Peer):
+    """Ray tasks on a local instance (``ray.init(num_cpus=2)``). Each task asks for
+    ``num_cpus=2/workers`` so that ``workers`` of them run at once; ``max_retries=0`` because a tool
+    call has side effects and the other executors do not retry either. A timeout is
+    ``ray.get(timeout=)`` followed by ``ray.cancel(force=True)``, which kills the worker."""
+
+    name = "ray"
+    description = "Ray tasks, local instance"
+    timeout_support = "kill"
+    shared_processes = True
+    limit_factor = 3.0
+    requires = ("ray",)
+    _remote: ClassVar[dict[str, Any]] = {}
+
+    @classmethod
+    def setup_session(cls) -> None:
+        import ray
+
+        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="ERROR")
+        cls._remote = {name: ray.remote(fn) for name, fn in FUNCTIONS.items()}
+
+    @classmethod
+    def teardown_session(cls) -> None:
+        import ray
+
+        ray.shutdown()
+
+    def start(self) -> None:
+        self.options = {"num_cpus": math.floor(2 / self.workers * 10000) / 10000, "max_retries": 0}
+
+    def close(self) -> None:
+        pass
+
+    def run(self, tasks: Sequence[Task]) -> list[Outcome]:
+        import ray
+
+        t0 = time.monotonic()
+        refs = [self._remote[t.fn].options(**self.options).remote(**t.kwargs) for t in tasks]
+        outcomes: list[Outcome] = []
+        for ref, task in zip(refs, tasks, strict=True):
+            wait = None if task.timeout is None else max(0.0, t0 + task.timeout - time.monotonic())
+            try:
+                outcomes.append(Outcome("ok", ray.get(ref, timeout=wait)))
+            except ray.exceptions.GetTimeoutError as exc:
+                ray.cancel(ref, force=True)
+                outcomes.append(Outcome("timeout", error=_exc_text(exc)))
+            except (ray.exceptions.WorkerCrashedError, ray.exceptions.NodeDiedError) as exc:
+                outcomes.append(Outcome("crashed", error=_exc_text(exc)))
+            except ray.exceptions.TaskCancelledError as exc:
+                outcomes.append(Outcome("cancelled", error=_exc_text(exc)))
+            except Exception as exc:
+                outcomes.append(Outcome("error", error=_exc_text(exc)))
+        return outcomes
+
+
+class ToolforkPeer(Peer):
+    """toolfork's Executor with the benchmark functions as ``@tool`` tools, fork pool."""
+
+    name = "toolfork"
+    description = "toolfork Executor, fork pool"
+    mode: ClassVar[str] = "fork"
+    timeout_support = "kill"
+    requires = ("toolfork.executor",)
+
+    @classmethod
+    def version(cls) -> str | None:
+        import toolfork
+
+        return toolfork.__version__
+
+    def start(self) -> None:
+        from toolfork.executor import Executor
+
+        self.ex = Executor(toolfork_tools(), mode=self.mode, workers=self.workers)
+
+    def run(self, tasks: Sequence[Task]) -> list[Outcome]:
+        from toolfork.executor import ToolCall
+
+        calls = [
+            ToolCall(id=f"c{i}", name=t.fn, arguments=t.kwargs, timeout=t.timeout)
+            for i, t in enumerate(tasks)
+        ]
+        outcomes: list[Outcome] = []
+        for r in self.ex.run(calls):
+            value: Any = None
+            if r.output is not None:
+                value = r.output.data if r.output.data is not None else r.output.as_text()
+            outcomes.append(Outcome(r.status, value, None if r.error is None else str(r.error)[:500]))
+        return outcomes
+
+    def close(self) -> None:
+        self.ex.close()
+
+
+class ToolforkSequentialPeer(ToolforkPeer):
+    name = "toolfork-sequential"
+    description = "toolfork Executor, sequential mode (in the host)"
+    mode = "sequential"
+    # SIGALRM interrupts the call when the executor runs on the main thread, as the runner does.
+    timeout_support = "kill"
+    in_process = True
+
+
+class ToolforkRayPeer(ToolforkPeer):
+    """toolfork's Ray backend on the same local Ray instance as the ``ray`` peer. Listed only once
+    ``toolfork.executor.backends.ray`` exists."""
+
+    name = "toolfork-ray"
+    description = "toolfork Executor, Ray backend"
+    mode = "ray"
+    shared_processes = True
+    limit_factor = 3.0
+    requires = ("ray", "toolfork.executor.backends.ray")
+
+    @classmethod
+    def setup_session(cls) -> None:
+        import ray
+
+        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="ERROR")
+
+    @classmethod
+    def teardown_session(cls) -> None:
+        import ray
+
+        ray.shutdown()
+
+
+PEERS: dict[str, type[Peer]] = {
+    cls.name: cls
+    for cls in (
+        ToolforkPeer,
+        ToolforkSequentialPeer,
+        ToolforkRayPeer,
+        ThreadsPeer,
+        ProcessPoolPeer,
+        MultiprocessPoolPeer,
+        PebblePeer,
+        LokyPeer,
+        ForkPerCallPeer,
+        RayPeer,
+    )
+}
+
+# Executors whose names start with this prefix are toolfork's own; the rest are the peers it is
+# compared against ("best peer").
+TOOLFORK_PREFIX = "toolfork"
+
+
+def is_toolfork(name: str) -> bool:
+    return name == TOOLFORK_PREFIX or name.startswith(TOOLFORK_PREFIX + "-")
+
+
+def default_executors() -> list[str]:
+    """Every registered executor; toolfork-ray only once its backend exists."""
+    return [n for n, cls in PEERS.items() if n != "toolfork-ray" or cls.unavailable() is None]
+
+
+def resolve(spec: str) -> type[Peer]:
+    """A registered name, or ``module:Class`` for a custom executor (a Peer subclass)."""
+    if spec in PEERS:
+        return PEERS[spec]
+    if ":" in spec:
+        module_name, _, attr = spec.partition(":")
+        obj = getattr(importlib.import_module(module_name), attr)
+        if not (isinstance(obj, type) and issubclass(obj, Peer)):
+            raise ValueError(f"{spec} is not a toolfork.bench.peers.Peer subclass")
+        return obj
+    raise ValueError(f"unknown executor {spec!r}; choose from {', '.join(PEERS)} or give module:Class")
+
+
+def executor_name(spec: str) -> str:
+    """The label of an executor spec in reports: the registered name, or the class's ``name``."""
+    if spec in PEERS:
+        return spec
+    try:
+        return resolve(spec).name or spec
+    except Exception:
+        return spec

@@ -1,0 +1,505 @@
+"""The workloads: each submits batches the way an agent or a batch job would and turns the outcomes
+into figures. They only talk to the ``Peer`` interface, so every executor runs exactly the same code.
+
+Every pool is warm before timing starts (made, then a warm-up batch on every worker); every figure
+comes with the statuses it was measured on, and a batch that did not come back fully "ok" where it
+should have makes the workload fail loudly instead of reporting a fast wrong answer.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import shutil
+import statistics
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import psutil
+
+from toolfork.bench import procs
+from toolfork.bench.config import KB, MB, BenchConfig
+from toolfork.bench.peers import Outcome, Peer, Task
+
+
+class WorkloadError(RuntimeError):
+    """The executor gave wrong or missing results where the workload needs them all."""
+
+
+@dataclass
+class Context:
+    peer_cls: type[Peer]
+    config: BenchConfig
+    leftovers: list[int] = field(default_factory=list)  # per pool closed: processes left behind
+
+    @contextlib.contextmanager
+    def pool(self, workers: int, after_close: Callable[[], None] | None = None) -> Iterator[Peer]:
+        """A started, warmed pool; on exit it is closed, ``after_close`` looks at what is left (before
+        anything is cleaned up), then what it left behind is counted and killed so that it cannot
+        disturb the next measurement."""
+        baseline = procs.descendant_pids()
+        peer = self.peer_cls(workers)
+        peer.start()
+        try:
+            warm_up(peer, workers)
+            yield peer
+        finally:
+            peer.close()
+            if after_close is not None:
+                after_close()
+            if not self.peer_cls.shared_processes:
+                left = procs.leftovers(baseline)
+                self.leftovers.append(len(left))
+                procs.kill_all(left)
+
+
+def run_batch(peer: Peer, tasks: Sequence[Task]) -> tuple[list[Outcome], float]:
+    """Outcomes and wall time of one batch; an executor that raises fails every call of the batch."""
+    t0 = time.perf_counter()
+    try:
+        outcomes = peer.run(tasks)
+    except Exception as exc:
+        outcomes = [Outcome("error", error=f"{type(exc).__name__}: {exc}"[:500]) for _ in tasks]
+    return outcomes, time.perf_counter() - t0
+
+
+def require_ok(what: str, outcomes: Sequence[Outcome]) -> None:
+    bad = [o for o in outcomes if o.status != "ok"]
+    if bad:
+        first = bad[0]
+        raise WorkloadError(
+            f"{what}: {len(bad)}/{len(outcomes)} calls not ok (first: {first.status}: {first.error})"
+        )
+
+
+def warm_up(peer: Peer, workers: int) -> None:
+    """Make every worker exist and have run a call (spawn-style pools start lazily)."""
+    for _ in range(2):
+        outcomes, _ = run_batch(peer, [Task("sleep_call", {"seconds": 0.02}) for _ in range(workers)])
+        require_ok("warm-up", outcomes)
+    outcomes, _ = run_batch(peer, [Task("trivial_call", {"x": i}) for i in range(2 * workers)])
+    require_ok("warm-up", outcomes)
+
+
+def _median(values: Sequence[float]) -> float:
+    return float(statistics.median(values))
+
+
+def timed_reps(peer: Peer, make: Callable[[], list[Task]], reps: int, what: str) -> list[float]:
+    times = []
+    for _ in range(reps):
+        outcomes, dt = run_batch(peer, make())
+        require_ok(what, outcomes)
+        times.append(dt)
+    return times
+
+
+# --- the workloads ------------------------------------------------------------------------------
+
+
+def w_io(ctx: Context) -> dict[str, Any]:
+    c = ctx.config
+    with ctx.pool(c.io_workers) as peer:
+        times = timed_reps(
+            peer, lambda: [Task("sleep_call", {"seconds": c.io_sleep_s})] * c.io_calls, c.reps, "io"
+        )
+    return {"io_wall_s": _median(times), "io_all_s": times}
+
+
+def w_cpu(ctx: Context) -> dict[str, Any]:
+    from toolfork.bench.calls import time_cpu_call
+
+    c = ctx.config
+    one = time_cpu_call(c.cpu_iterations)
+    tasks = [Task("cpu_call", {"iterations": c.cpu_iterations})] * c.cpu_calls
+    with ctx.pool(c.cores) as peer:
+        times = timed_reps(peer, lambda: tasks, c.reps, "cpu")
+    return {
+        "cpu_wall_s": _median(times),
+        "cpu_all_s": times,
+        "cpu_one_call_s": one,
+        "cpu_ideal_s": math.ceil(c.cpu_calls / c.cores) * one,
+    }
+
+
+def w_small(ctx: Context) -> dict[str, Any]:
+    c = ctx.config
+    tasks = [Task("trivial_call", {"x": i}) for i in range(c.small_calls)]
+    with ctx.pool(c.small_calls) as peer:
+        times = timed_reps(peer, lambda: tasks, c.small_reps, "small")
+    times.sort()
+    return {
+        "small_median_ms": _median(times) * 1e3,
+        "small_p90_ms": times[min(len(times) - 1, int(len(times) * 0.9))] * 1e3,
+    }
+
+
+def w_tiny(ctx: Context) -> dict[str, Any]:
+    c = ctx.config
+    tasks = [Task("trivial_call", {"x": i}) for i in range(c.tiny_calls)]
+    with ctx.pool(c.cores) as peer:
+        times = timed_reps(peer, lambda: tasks, c.tiny_reps, "tiny")
+    return {"tiny_us_per_call": _median(times) / c.tiny_calls * 1e6, "tiny_batch_s": _median(times)}
+
+
+def w_mixed(ctx: Context) -> dict[str, Any]:
+    """One slow call first, then quick ones, on 2 workers: the quick ones should not wait."""
+    c = ctx.config
+    tasks = [Task("stamp_call", {"seconds": c.mixed_slow_s})] + [
+        Task("stamp_call", {"seconds": 0.0}) for _ in range(c.mixed_quick_calls)
+    ]
+    quick_done, walls = [], []
+    with ctx.pool(c.mixed_workers) as peer:
+        for _ in range(c.reps):
+            t0 = time.monotonic()
+            outcomes, dt = run_batch(peer, tasks)
+            require_ok("mixed", outcomes)
+            quick_done.append(max(float(o.value) for o in outcomes[1:]) - t0)
+            walls.append(dt)
+    return {"mixed_quick_done_s": _median(quick_done), "mixed_wall_s": _median(walls)}
+
+
+def w_hang(ctx: Context) -> dict[str, Any]:
+    """One call that never returns among quick ones, all with a timeout. Afterwards: is the stuck
+    call still running somewhere (a process or thread left behind), and does the next batch run at
+    full speed?"""
+    c = ctx.config
+    marker_dir = tempfile.mkdtemp(prefix="toolfork-bench-hang-")
+    try:
+        t = c.hang_timeout_s
+        tasks = [Task("hang_call", {"marker_dir": marker_dir}, t)] + [
+            Task("sleep_call", {"seconds": 0.05}, t) for _ in range(c.hang_calls - 1)
+        ]
+        still: list[tuple[int, list[psutil.Process]]] = []
+        with ctx.pool(c.hang_calls, after_close=lambda: still.append(_still_running(marker_dir))) as peer:
+            outcomes, wall = run_batch(peer, tasks)
+            nxt = [Task("sleep_call", {"seconds": 0.1}, 10.0) for _ in range(c.hang_calls)]
+            next_outcomes, next_wall = run_batch(peer, nxt)
+        procs.kill_all(still[0][1])  # shared-process peers (Ray) are not cleaned up by ctx.pool
+        return {
+            "hang_wall_s": wall,
+            "hang_status": outcomes[0].status,
+            "hang_others_ok": sum(o.status == "ok" for o in outcomes[1:]),
+            "hang_next_batch_s": next_wall if all(o.status == "ok" for o in next_outcomes) else None,
+            "hang_still_running": still[0][0],
+        }
+    finally:
+        shutil.rmtree(marker_dir, ignore_errors=True)
+
+
+def _still_running(marker_dir: str, grace_s: float = 1.0) -> tuple[int, list[psutil.Process]]:
+    """How many hung calls still run after the pool was closed: processes alive, or threads of this
+    process. (The processes are then killed with the rest of what the pool left behind.)"""
+    deadline = time.monotonic() + grace_s
+    while True:
+        alive_procs, alive_threads = [], 0
+        thread_ids = {th.ident for th in threading.enumerate()}
+        for name in os.listdir(marker_dir):
+            pid_s, _, tid_s = name.partition("-")
+            pid = int(pid_s)
+            if pid == os.getpid():
+                alive_threads += int(tid_s) in thread_ids
+                continue
+            with contextlib.suppress(psutil.Error):
+                p = psutil.Process(pid)
+                if p.status() != psutil.STATUS_ZOMBIE:
+                    alive_procs.append(p)
+        if not alive_procs or time.monotonic() >= deadline:
+            return len(alive_procs) + alive_threads, alive_procs
+        time.sleep(0.02)
+
+
+def w_crash(ctx: Context) -> dict[str, Any]:
+    """One call kills its process; the others are in flight at that moment. How many results come
+    back, and does the same executor run the next batch?"""
+    c = ctx.config
+    t = c.crash_call_timeout_s
+    tasks = [Task("sleep_call", {"seconds": 0.1}, t) for _ in range(c.crash_calls)]
+    tasks[1] = Task("crash_call", {"delay": 0.01, "code": 3}, t)
+    with ctx.pool(c.crash_calls) as peer:
+        outcomes, wall = run_batch(peer, tasks)
+        after, _ = run_batch(peer, [Task("trivial_call", {"x": i}, t) for i in range(c.crash_calls)])
+    others = [o for i, o in enumerate(outcomes) if i != 1]
+    return {
+        "crash_results_back": sum(o.status == "ok" for o in others),
+        "crash_status": outcomes[1].status,
+        "crash_usable_after": all(o.status == "ok" for o in after),
+        "crash_wall_s": wall,
+    }
+
+
+def _size_label(n: int) -> str:
+    if n >= MB:
+        return f"{n // MB}MB"
+    if n >= KB:
+        return f"{n // KB}KB"
+    return f"{n}B"
+
+
+def w_payload(ctx: Context) -> dict[str, Any]:
+    c = ctx.config
+    out: dict[str, Any] = {}
+    with ctx.pool(2) as peer:
+        for size, reps in zip(c.payload_sizes, c.payload_reps, strict=True):
+            times = []
+            for _ in range(reps):
+                outcomes, dt = run_batch(peer, [Task("payload_call", {"nbytes": size})])
+                require_ok(f"payload {_size_label(size)}", outcomes)
+                if len(outcomes[0].value) != size:
+                    raise WorkloadError(
+                        f"payload {_size_label(size)} came back with {len(outcomes[0].value)} bytes"
+                    )
+                outcomes.clear()
+                times.append(dt)
+            out[f"payload_{_size_label(size)}_s"] = _median(times)
+    return out
+
+
+def w_memory(ctx: Context) -> dict[str, Any]:
+    """The host holds data (many small objects, like a real host's heap); per-worker unique memory."""
+    c = ctx.config
+    chunk = 1000
+    held = [bytes([i % 251]) * chunk for i in range(c.memory_host_mb * 1000)]
+    try:
+        with ctx.pool(c.memory_workers) as peer:
+            outcomes, _ = run_batch(peer, [Task("memory_call", {"hold": 0.3})] * c.memory_workers)
+            require_ok("memory", outcomes)
+            host_rss = psutil.Process().memory_info().rss
+        uss_by_pid: dict[int, int] = {}
+        for o in outcomes:
+            pid, uss = int(o.value["pid"]), int(o.value["uss"])
+            uss_by_pid[pid] = max(uss, uss_by_pid.get(pid, 0))
+        uss = sorted(uss_by_pid.values())
+        return {
+            "memory_uss_mb_median": _median(uss) / MB,
+            "memory_uss_mb_max": uss[-1] / MB,
+            "memory_workers_seen": len(uss),
+            "memory_host_rss_mb": host_rss / MB,
+        }
+    finally:
+        del held
+
+
+def w_scaling(ctx: Context) -> dict[str, Any]:
+    c = ctx.config
+    iterations = max(1, int(c.cpu_iterations * c.scaling_cpu_call_s / c.cpu_call_s))
+    io_tasks = [Task("sleep_call", {"seconds": c.scaling_io_sleep_s})] * c.scaling_io_calls
+    cpu_tasks = [Task("cpu_call", {"iterations": iterations})] * c.scaling_cpu_calls
+    out: dict[str, Any] = {}
+    for w in c.scaling_workers:
+        with ctx.pool(w) as peer:
+            io_t = timed_reps(peer, lambda: io_tasks, c.scaling_reps, f"scaling io w={w}")
+            cpu_t = timed_reps(peer, lambda: cpu_tasks, c.scaling_reps, f"scaling cpu w={w}")
+        out[f"scaling_io_w{w}"] = c.scaling_io_calls / _median(io_t)
+        out[f"scaling_cpu_w{w}"] = c.scaling_cpu_calls / _median(cpu_t)
+    return out
+
+
+def _footprint() -> dict[str, float]:
+    me = psutil.Process()
+    kids = procs.descendants()
+    return {
+        "host_rss": float(me.memory_info().rss),
+        "worker_rss": float(procs.rss_total(kids)),
+        "fds": float(me.num_fds()) if hasattr(me, "num_fds") else float("nan"),
+        "procs": float(len(kids)),
+    }
+
+
+def w_soak(ctx: Context) -> dict[str, Any]:
+    c = ctx.config
+    failed = 0
+    with ctx.pool(c.cores) as peer:
+        before = _footprint()
+        t0 = time.perf_counter()
+        done = 0
+        while done < c.soak_calls:
+            n = min(c.soak_chunk, c.soak_calls - done)
+            outcomes, _ = run_batch(peer, [Task("trivial_call", {"x": done + i}) for i in range(n)])
+            failed += sum(o.status != "ok" for o in outcomes)
+            done += n
+        wall = time.perf_counter() - t0
+        after = _footprint()
+    return {
+        "soak_calls_per_s": c.soak_calls / wall,
+        "soak_failed": failed,
+        "soak_host_rss_delta_mb": (after["host_rss"] - before["host_rss"]) / MB,
+        "soak_worker_rss_delta_mb": (after["worker_rss"] - before["worker_rss"]) / MB,
+        "soak_fd_delta": after["fds"] - before["fds"],
+        "soak_proc_delta": after["procs"] - before["procs"],
+    }
+
+
+def not_applicable(peer_cls: type[Peer], workload: str) -> str | None:
+    """Why ``workload`` says nothing about this executor (reported as the cell), or None."""
+    if workload == "hang" and peer_cls.timeout_support == "none":
+        return "n/a: no timeout support"
+    if workload == "memory" and peer_cls.in_process:
+        return "n/a: calls run in the host"
+    return None
+
+
+WORKLOAD_FUNCS: dict[str, Callable[[Context], dict[str, Any]]] = {
+    "io": w_io,
+    "cpu": w_cpu,
+    "small": w_small,
+    "tiny": w_tiny,
+    "mixed": w_mixed,
+    "hang": w_hang,
+    "crash": w_crash,
+    "payload": w_payload,
+    "memory": w_memory,
+    "scaling": w_scaling,
+    "soak": w_soak,
+}
+
+
+# --- what the figures mean (for the report) ------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class MetricSpec:
+    key: str
+    workload: str
+    label: str
+    unit: str  # s, ms, us, MB, calls/s, count, yes/no, status
+    better: str | None = "lower"  # lower | higher | None (not comparable as a ratio)
+    ideal: float | None = None
+    target: float | None = None
+    target_text: str | None = None
+
+
+def metric_specs(config: BenchConfig, cpu_one_call_s: float | None = None) -> list[MetricSpec]:
+    c = config
+    cpu_ideal = None if cpu_one_call_s is None else math.ceil(c.cpu_calls / c.cores) * cpu_one_call_s
+    specs = [
+        MetricSpec(
+            "io_wall_s",
+            "io",
+            f"io: {c.io_calls} x {c.io_sleep_s * 1e3:g} ms sleep, wall",
+            "s",
+            ideal=c.io_sleep_s,
+            target=1.05 * c.io_sleep_s,
+            target_text="<= 1.05x ideal",
+        ),
+        MetricSpec(
+            "cpu_wall_s",
+            "cpu",
+            f"cpu: {c.cpu_calls} CPU-bound calls, wall",
+            "s",
+            ideal=cpu_ideal,
+            target=None if cpu_ideal is None else 1.05 * cpu_ideal,
+            target_text="<= 1.05x ideal",
+        ),
+        MetricSpec(
+            "small_median_ms",
+            "small",
+            f"small: batch of {c.small_calls} trivial calls, median",
+            "ms",
+            target=0.2,
+            target_text="<= 0.2 ms",
+        ),
+        MetricSpec(
+            "tiny_us_per_call",
+            "tiny",
+            f"tiny: {c.tiny_calls} trivial calls, per call",
+            "us",
+            target=10.0,
+            target_text="<= 10 us",
+        ),
+        MetricSpec(
+            "mixed_quick_done_s",
+            "mixed",
+            f"mixed: {c.mixed_quick_calls} quick calls behind a {c.mixed_slow_s:g} s one, done after",
+            "s",
+            ideal=0.0,
+        ),
+        MetricSpec("mixed_wall_s", "mixed", "mixed: batch wall", "s", ideal=c.mixed_slow_s),
+        MetricSpec(
+            "hang_wall_s",
+            "hang",
+            f"hang: 1 stuck call of {c.hang_calls}, timeout {c.hang_timeout_s:g} s, wall",
+            "s",
+            ideal=c.hang_timeout_s,
+            target=c.hang_timeout_s + 0.05,
+            target_text="<= timeout + 50 ms",
+        ),
+        MetricSpec("hang_status", "hang", "hang: status of the stuck call", "status", better=None),
+        MetricSpec(
+            "hang_still_running",
+            "hang",
+            "hang: stuck calls still running after close",
+            "count",
+            better=None,
+            ideal=0,
+            target=0,
+            target_text="nothing left behind",
+        ),
+        MetricSpec(
+            "hang_next_batch_s", "hang", f"hang: next batch ({c.hang_calls} x 100 ms) wall", "s", ideal=0.1
+        ),
+        MetricSpec(
+            "crash_results_back",
+            "crash",
+            f"crash: other results back (of {c.crash_calls - 1})",
+            "count",
+            better="higher",
+            ideal=c.crash_calls - 1,
+            target=c.crash_calls - 1,
+            target_text="every other result back",
+        ),
+        MetricSpec("crash_status", "crash", "crash: status of the crashing call", "status", better=None),
+        MetricSpec(
+            "crash_usable_after", "crash", "crash: same executor runs the next batch", "yes/no", better=None
+        ),
+        MetricSpec("crash_wall_s", "crash", "crash: batch wall", "s", better=None, ideal=0.1),
+    ]
+    for size in c.payload_sizes:
+        label = _size_label(size)
+        specs.append(MetricSpec(f"payload_{label}_s", "payload", f"payload: one {label} result", "s"))
+    specs += [
+        MetricSpec(
+            "memory_uss_mb_median",
+            "memory",
+            f"memory: unique MB per worker ({c.memory_workers} workers, host holds {c.memory_host_mb} MB)",
+            "MB",
+        ),
+        MetricSpec("memory_uss_mb_max", "memory", "memory: unique MB, largest worker", "MB"),
+    ]
+    for w in c.scaling_workers:
+        specs.append(
+            MetricSpec(
+                f"scaling_io_w{w}",
+                "scaling",
+                f"scaling io, {w} workers",
+                "calls/s",
+                better="higher",
+                ideal=min(w, c.scaling_io_calls) / c.scaling_io_sleep_s,
+            )
+        )
+    for w in c.scaling_workers:
+        specs.append(
+            MetricSpec(
+                f"scaling_cpu_w{w}", "scaling", f"scaling cpu, {w} workers", "calls/s", better="higher"
+            )
+        )
+    specs += [
+        MetricSpec(
+            "soak_calls_per_s",
+            "soak",
+            f"soak: {c.soak_calls:,} trivial calls, throughput",
+            "calls/s",
+            better="higher",
+        ),
+        MetricSpec("soak_failed", "soak", "soak: failed calls", "count", better=None, ideal=0),
+        MetricSpec("soak_host_rss_delta_mb", "soak", "soak: host RSS growth", "MB", better=None, ideal=0),
+        MetricSpec("soak_worker_rss_delta_mb", "soak", "soak: worker RSS growth", "MB", better=None, ideal=0),
+        MetricSpec("soak_fd_delta", "soak", "soak: host open fds growth", "count", better=None, ideal=0),
+        MetricSpec("soak_proc_delta", "soak", "soak: process count growth", "count", better=None, ideal=0),
+    ]
+    return specs

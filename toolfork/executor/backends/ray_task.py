@@ -1,0 +1,185 @@
+"""The Ray backend, worker side: the task body that runs one call, and the actor that carries messages.
+
+``run_call`` is the body of the Ray task submitted for each call. It runs in a Ray worker process (on
+any node of the cluster) and calls ``execute_call``, so the hook rules are the ones every backend
+shares. Ray resolves only top-level ``ObjectRef`` arguments, so the tool and the hooks arrive wrapped in
+a tuple, unresolved: the worker fetches and unpickles them once per (executor, tool) and keeps them.
+Without that cache every call would unpickle its tool again and rebuild its pydantic validators.
+
+``Sink`` is a small async actor: workers ``put`` messages into it, the host keeps one ``take`` pending
+and includes it in its ``ray.wait``, so a message wakes the host at once instead of being polled for.
+Messages (all tagged with the host's per-dispatch token, not the call id: a retried call reuses its id)::
+
+    ("s", token, wall_time, pid)   the call started (sent only when it has a deadline)
+    ("p", token, value)            ToolRuntime.emit_progress(value)
+
+The task returns ``(ToolResult, number of progress messages)``; before returning it waits until the
+actor has taken its messages, so the host, which drains the sink until it has seen that many, always
+yields a call's progress events before its result.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from typing import TYPE_CHECKING, Any
+
+import ray
+
+from toolfork.executor.backends.base import Hooks
+from toolfork.executor.invoke import error_info, execute_call
+from toolfork.executor.types import ErrorInfo, ToolResult
+from toolfork.tools.runtime import ToolRuntime
+
+if TYPE_CHECKING:
+    from toolfork.tools.tool import Tool
+
+FLUSH_TIMEOUT_S = 10.0  # how long a finished call waits for the sink to take its progress messages
+CACHE_LIMIT = 512  # (executor, tool) entries a long-lived Ray worker keeps
+
+# Per Ray worker process: what earlier calls of the same executor already loaded or ran.
+_TOOLS: dict[tuple[str, str], Tool] = {}
+_HOOKS: dict[str, Hooks] = {}
+_STARTED: dict[str, ErrorInfo | None] = {}  # executor id -> the on_worker_start error, if it failed
+
+
+class Sink:
+    """Messages from running calls to the host (an async Ray actor; see the module docstring)."""
+
+    def __init__(self) -> None:
+        self._messages: list[tuple[Any, ...]] = []
+        self._ready = asyncio.Event()
+
+    async def put(self, message: tuple[Any, ...]) -> None:
+        self._messages.append(message)
+        self._ready.set()
+
+    async def take(self) -> list[tuple[Any, ...]]:
+        """Every message so far; waits until there is at least one."""
+        await self._ready.wait()
+        messages, self._messages = self._messages, []
+        self._ready.clear()
+        return messages
+
+
+class RayRuntime(ToolRuntime):
+    """Progress goes to the sink actor at once, so the host sees it while the call still runs."""
+
+    __slots__ = ("_refs", "_sink", "_token")
+
+    def __init__(self, sink: Any, token: int, call_id: str, tool_name: str, deadline: float | None,
+                 context: dict[str, Any] | None) -> None:
+        super().__init__(call_id, tool_name, deadline, context)
+        self._sink = sink
+        self._token = token
+        self._refs: list[Any] = []
+
+    def emit_progress(self, value: Any) -> None:
+        try:
+            ref = self._sink.put.remote(("p", self._token, value))
+        except Exception as exc:
+            raise TypeError(f"progress value of type {type(value).__name__} cannot be sent to the host: "
+                            f"{exc}") from None
+        self._refs.append(ref)
+
+    def flush(self) -> int:
+        """Wait until the sink holds every progress message; returns how many were sent."""
+        if self._refs:
+            try:
+                ray.wait(self._refs, num_returns=len(self._refs), timeout=FLUSH_TIMEOUT_S)
+            except Exception:  # the sink is gone (executor closing): the host no longer listens
+                pass
+        return len(self._refs)
+
+
+def run_call(
+    executor_id: str,
+    tool_box: tuple[str, Any],
+    hooks_box: tuple[Any] | None,
+    token: int,
+    call_id: str,
+    arguments: dict[str, Any],
+    timeout: float | None,
+    context: dict[str, Any] | None,
+    sink: Any,
+) -> tuple[ToolResult, int]:
+    """The body of the Ray task for one call; never raises for a tool's failure.
+
+    A KeyboardInterrupt (what ``ray.cancel(force=False)`` raises inside the task when the host's
+    deadline passed) propagates after ``after_child`` ran: Ray then reports the task as cancelled.
+    """
+    pid = os.getpid()
+    if timeout is not None and sink is not None:
+        sink.put.remote(("s", token, time.time(), pid))
+    name, tool_ref = tool_box
+    try:
+        tool = _load_tool(executor_id, name, tool_ref)
+        hooks = _load_hooks(executor_id, hooks_box)
+    except Exception as exc:
+        return ToolResult(call_id, name, "error", worker_pid=pid, error=error_info(
+            exc, prefix=f"tool '{name}' could not be loaded on the Ray worker (are the modules that define "
+                        "it and its hooks installed on every node?)")), 0
+    start_error = _worker_started(executor_id, hooks)
+    if start_error is not None:
+        return ToolResult(call_id, name, "error", error=start_error, worker_pid=pid), 0
+    runtime: RayRuntime | None = None
+    if tool.uses_runtime:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        runtime = RayRuntime(sink, token, call_id, name, deadline, context)
+    try:
+        result = execute_call(tool, call_id, arguments, runtime, hooks.before_child, hooks.after_child, pid)
+    except SystemExit as exc:  # the tool asked the process to exit: that call crashed, the worker stays
+        result = ToolResult(call_id, name, "crashed", worker_pid=pid, error=ErrorInfo(
+            "WorkerCrashed", f"tool '{name}' crashed: it called sys.exit({exc.code!r})"))
+    sent = runtime.flush() if runtime is not None else 0
+    return result, sent
+
+
+def _load_tool(executor_id: str, name: str, ref: Any) -> Tool:
+    key = (executor_id, name)
+    tool = _TOOLS.get(key)
+    if tool is None:
+        tool = ray.get(ref)
+        _remember(_TOOLS, key, tool)
+    return tool
+
+
+def _load_hooks(executor_id: str, hooks_box: tuple[Any] | None) -> Hooks:
+    if hooks_box is None:
+        return _NO_HOOKS
+    hooks = _HOOKS.get(executor_id)
+    if hooks is None:
+        hooks = ray.get(hooks_box[0])
+        _remember(_HOOKS, executor_id, hooks)
+    return hooks
+
+
+def _worker_started(executor_id: str, hooks: Hooks) -> ErrorInfo | None:
+    """Run ``on_worker_start`` the first time this executor's calls reach this worker process.
+
+    A worker whose start hook failed fails every call of that executor, naming the hook, as a fork
+    worker does: running the hook again for each call would hide the problem behind retries.
+    """
+    if executor_id in _STARTED:
+        return _STARTED[executor_id]
+    error = None
+    if hooks.on_worker_start is not None:
+        try:
+            hooks.on_worker_start()
+        except Exception as exc:
+            error = error_info(exc, prefix="on_worker_start hook failed")
+    _remember(_STARTED, executor_id, error)
+    return error
+
+
+def _remember(cache: dict[Any, Any], key: Any, value: Any) -> None:
+    """Insert, dropping the oldest entry (executors long closed) once the cache is full."""
+    if len(cache) >= CACHE_LIMIT:
+        del cache[next(iter(cache))]
+    cache[key] = value
+
+
+_NO_HOOKS = Hooks()
+
+__all__ = ["RayRuntime", "Sink", "run_call"]
