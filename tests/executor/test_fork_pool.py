@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import time
-from pathlib import Path
 
 import psutil
 import pytest
@@ -228,7 +227,7 @@ def test_slow_call_does_not_hold_up_quick_ones(make_executor):
 def test_close_leaves_no_process_and_no_zombie(make_executor):
     ex = make_executor(mode="fork", workers=3)
     ex.run([ToolCall(str(i), "add", {"a": 1, "b": i}) for i in range(6)])
-    pids = ex.backend.worker_pids + [ex.backend.template_pid]
+    pids = [*ex.backend.worker_pids, ex.backend.template_pid]
     ex.close()
     ex.close()  # idempotent
     for pid in pids:
