@@ -1,5 +1,6 @@
 """Run batches of tool calls: fork pool, sequential, or Ray; results in call order."""
 
+from toolfork.executor.backends.base import WAIT
 from toolfork.executor.executor import Executor, default_workers
 from toolfork.executor.types import (
     CallFinished,
@@ -13,6 +14,7 @@ from toolfork.executor.types import (
 from toolfork.tools.runtime import ToolRuntime
 
 __all__ = [
+    "WAIT",
     "CallFinished",
     "CallProgress",
     "CallStarted",

@@ -22,7 +22,7 @@ import weakref
 from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
-from toolfork.executor.backends.base import Backend, Dispatch, Feed, Hooks
+from toolfork.executor.backends.base import WAIT, Backend, Dispatch, Feed, Hooks, _Wait
 from toolfork.executor.backends.sequential import SequentialBackend, run_in_host
 from toolfork.executor.modes import resolve_mode
 from toolfork.executor.types import (
@@ -153,10 +153,25 @@ class Executor:
 
         return events()
 
-    def imap(self, calls: Iterable[ToolCall | dict[str, Any]], window: int | None = None) -> Iterator[ToolResult]:
+    def imap(self, calls: Iterable[ToolCall | dict[str, Any] | _Wait], window: int | None = None,
+             wakeup_fd: int | None = None) -> Iterator[ToolResult]:
         """Results in call order, pulling ``calls`` lazily: at most ``window`` calls (default 4 x
         workers) are running or waiting for an earlier one, so a million-call job runs in bounded
-        memory. Duplicate ids are refused among the calls in that window."""
+        memory. Duplicate ids are refused among the calls in that window.
+
+        A live source (a co-process reading its stdin) may yield ``WAIT`` when it has no call yet; the
+        calls in flight keep running, and the source is asked again once ``wakeup_fd`` (a pipe the
+        source writes a byte to when it has more; the executor drains it) is readable.
+        """
+        return self._windowed(calls, window, wakeup_fd, ordered=True)
+
+    def imap_unordered(self, calls: Iterable[ToolCall | dict[str, Any] | _Wait], window: int | None = None,
+                       wakeup_fd: int | None = None) -> Iterator[ToolResult]:
+        """``imap`` in completion order: a quick call is never held behind a slow one sent before it."""
+        return self._windowed(calls, window, wakeup_fd, ordered=False)
+
+    def _windowed(self, calls: Iterable[ToolCall | dict[str, Any] | _Wait], window: int | None,
+                  wakeup_fd: int | None, *, ordered: bool) -> Iterator[ToolResult]:
         self._check_open()
         limit = window if window is not None else 4 * max(1, self.workers)
         if limit < 1:
@@ -164,9 +179,12 @@ class Executor:
         seq_of: dict[str, int] = {}  # call id -> position, for the calls in the window
         counts = [0, 0]  # pulled, yielded
 
-        def prepared() -> Iterator[ToolCall]:
+        def prepared() -> Iterator[ToolCall | _Wait]:
             for c in calls:
-                call = c if isinstance(c, ToolCall) else _call_from_dict(c)
+                if c is WAIT:
+                    yield WAIT
+                    continue
+                call = c if isinstance(c, ToolCall) else _call_from_dict(c)  # type: ignore[arg-type]
                 if call.id in seq_of:
                     raise ValueError(f"duplicate call id {call.id!r} among the calls in flight")
                 seq_of[call.id] = counts[0]
@@ -177,15 +195,24 @@ class Executor:
             return counts[0] - counts[1] < limit
 
         buffer: dict[int, ToolResult] = {}
-        for event in self._events(prepared(), room, None):
-            if type(event) is CallFinished:
-                buffer[seq_of.pop(event.call_id)] = event.result
-                while counts[1] in buffer:
-                    result = buffer.pop(counts[1])
-                    counts[1] += 1
-                    if result.context_updates:
-                        self.context.update(result.context_updates)
-                    yield result
+        for event in self._events(prepared(), room, None, wakeup_fd):
+            if type(event) is not CallFinished:
+                continue
+            result = event.result
+            seq = seq_of.pop(event.call_id)
+            if not ordered:
+                counts[1] += 1
+                if result.context_updates:
+                    self.context.update(result.context_updates)
+                yield result
+                continue
+            buffer[seq] = result
+            while counts[1] in buffer:
+                result = buffer.pop(counts[1])
+                counts[1] += 1
+                if result.context_updates:
+                    self.context.update(result.context_updates)
+                yield result
 
     async def arun(self, calls: Iterable[ToolCall | dict[str, Any]]) -> list[ToolResult]:
         """``run`` for asyncio hosts: the batch runs in a thread so the event loop stays free."""
@@ -204,12 +231,12 @@ class Executor:
             batch.append(call)
         return batch
 
-    def _events(self, calls: Iterable[ToolCall], room: Callable[[], bool] | None,
-                size: int | None) -> Iterator[Event]:
+    def _events(self, calls: Iterable[ToolCall | _Wait], room: Callable[[], bool] | None,
+                size: int | None, wakeup_fd: int | None = None) -> Iterator[Event]:
         """Feed the calls to the backend; retry what a tool's ``retries`` allows."""
         with self._lock:
             self._check_open()
-            feed = Feed(self._dispatches(calls), room, size)
+            feed = Feed(self._dispatches(calls), room, size, wakeup_fd)
             attempts: dict[str, int] = {}
             backend = self._backend
             for event in backend.execute(feed):
@@ -225,13 +252,17 @@ class Executor:
                     attempts.pop(result.call_id, None)
                 yield event
 
-    def _dispatches(self, calls: Iterable[ToolCall]) -> Iterator[Dispatch | Event]:
+    def _dispatches(self, calls: Iterable[ToolCall | _Wait]) -> Iterator[Dispatch | Event | _Wait]:
         """What the backend pulls: a Dispatch per call, or ready events for unknown and inline tools."""
         context = dict(self.context) if self.context else {}
         tools = self._tools
         default_timeout = self._timeout
         self._inflight_calls: dict[str, Dispatch] = {}
         for i, call in enumerate(calls):
+            if call is WAIT:
+                yield WAIT
+                continue
+            assert isinstance(call, ToolCall)
             tool = tools.get(call.name)
             if tool is None:
                 yield CallStarted(call.id, call.name)

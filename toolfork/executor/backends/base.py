@@ -12,6 +12,9 @@ what is still running.
 
 from __future__ import annotations
 
+import os
+import select
+import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -23,6 +26,7 @@ if TYPE_CHECKING:
     from toolfork.tools.tool import Tool
 
 Hook = Callable[[], Any]
+POLL_INTERVAL = 0.01  # how often a live source without a wake-up fd is asked again
 
 
 @dataclass(slots=True)
@@ -36,21 +40,37 @@ class Dispatch:
     context: dict[str, Any] = field(default_factory=dict)
 
 
+class _Wait:
+    """The type of ``WAIT``."""
+
+    def __repr__(self) -> str:
+        return "WAIT"
+
+
+#: A live source of calls yields WAIT when no call is available yet (a co-process whose client has
+#: not written the next line): the backend keeps running what is in flight and asks again when the
+#: source's wake-up fd becomes readable.
+WAIT = _Wait()
+
+
 class Feed:
     """Dispatches pulled lazily by a backend, with backpressure from whoever consumes the results.
 
-    The source yields ``Dispatch`` items, or ready-made events (an unknown tool's error, an inline
-    call's result) that the backend passes on through ``immediate``. ``room()`` says whether the
-    consumer can take more (imap's window); None means always.
+    The source yields ``Dispatch`` items, ready-made events (an unknown tool's error, an inline call's
+    result) that the backend passes on through ``immediate``, or ``WAIT``. ``room()`` says whether the
+    consumer can take more (imap's window); None means always. ``wakeup_fd`` (with a live source) is
+    readable when the source has more; the backend drains it.
     """
 
-    __slots__ = ("_retry", "_room", "_source", "exhausted", "immediate", "size_hint")
+    __slots__ = ("_retry", "_room", "_source", "exhausted", "immediate", "size_hint", "waiting", "wakeup_fd")
 
-    def __init__(self, source: Iterable[Dispatch | Event], room: Callable[[], bool] | None = None,
-                 size_hint: int | None = None) -> None:
-        self._source: Iterator[Dispatch | Event] = iter(source)
+    def __init__(self, source: Iterable[Dispatch | Event | _Wait], room: Callable[[], bool] | None = None,
+                 size_hint: int | None = None, wakeup_fd: int | None = None) -> None:
+        self._source: Iterator[Dispatch | Event | _Wait] = iter(source)
         self._room = room
         self.size_hint = size_hint
+        self.wakeup_fd = wakeup_fd
+        self.waiting = False
         self.exhausted = False
         self.immediate: list[Event] = []
         self._retry: list[Dispatch] = []
@@ -64,6 +84,7 @@ class Feed:
         """The next dispatch, or None when the source is exhausted or the consumer has no room."""
         if self._retry:
             return self._retry.pop(0)
+        self.waiting = False
         while not self.exhausted and (self._room is None or self._room()):
             item = next(self._source, None)
             if item is None:
@@ -71,8 +92,30 @@ class Feed:
                 return None
             if isinstance(item, Dispatch):
                 return item
-            self.immediate.append(item)
+            if item is WAIT:
+                self.waiting = True
+                return None
+            self.immediate.append(item)  # type: ignore[arg-type]
         return None
+
+    def wait_for_source(self, timeout: float | None) -> None:
+        """Block until the live source has more (or ``timeout``); used when nothing else can happen."""
+        if self.wakeup_fd is None:
+            time.sleep(POLL_INTERVAL if timeout is None else min(timeout, POLL_INTERVAL))
+            return
+        ready, _, _ = select.select([self.wakeup_fd], [], [], timeout)
+        if ready:
+            self.drain_wakeup()
+
+    def drain_wakeup(self) -> None:
+        if self.wakeup_fd is None:
+            return
+        try:
+            os.set_blocking(self.wakeup_fd, False)
+            while os.read(self.wakeup_fd, 4096):
+                pass
+        except (BlockingIOError, InterruptedError):
+            pass
 
     def take_immediate(self) -> list[Event]:
         events, self.immediate = self.immediate, []
@@ -102,4 +145,4 @@ class Backend(ABC):
         """Release workers; must leave no process behind and be safe to call twice."""
 
 
-__all__ = ["Backend", "Dispatch", "Feed", "Hooks"]
+__all__ = ["WAIT", "Backend", "Dispatch", "Feed", "Hooks"]

@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 import multiprocess
 
 from toolfork.executor import framing
-from toolfork.executor.backends.base import Backend, Dispatch, Feed, Hooks
+from toolfork.executor.backends.base import POLL_INTERVAL, Backend, Dispatch, Feed, Hooks
 from toolfork.executor.backends.fork_template import template_main
 from toolfork.executor.types import CallFinished, CallProgress, CallStarted, ErrorInfo, Event, ToolResult
 
@@ -250,13 +250,14 @@ class ForkBackend(Backend):
         events: list[Event] = []
         outstanding = 0  # pulled dispatches without a CallFinished yet
         yielded = False
+        wakeup_key = None
         try:
             while True:
                 while idle:
-                    sent = self._dispatch(feed, pending, idle, events)
-                    if not sent:
+                    pulled = self._dispatch(feed, pending, idle, events)
+                    if pulled < 0:
                         break
-                    outstanding += sent
+                    outstanding += pulled
                 if feed.immediate:
                     ready = feed.take_immediate()
                     outstanding += sum(1 for ev in ready if type(ev) is CallFinished)
@@ -272,6 +273,9 @@ class ForkBackend(Backend):
                 if not outstanding and not pending:
                     if feed.exhausted:
                         return
+                    if feed.waiting:  # a live source with nothing to give yet, and nothing running
+                        feed.wait_for_source(None)
+                        continue
                     if not yielded:  # the consumer cannot make room: nothing would ever change
                         raise RuntimeError("the feed has no room although nothing is outstanding")
                     yielded = False
@@ -279,14 +283,25 @@ class ForkBackend(Backend):
                 timeout = self._next_deadline()
                 if timeout is not None:
                     timeout = max(0.0, timeout - time.monotonic())
+                if feed.waiting and idle:  # also wake up when the live source has more
+                    if feed.wakeup_fd is None:
+                        timeout = POLL_INTERVAL if timeout is None else min(timeout, POLL_INTERVAL)
+                    elif wakeup_key is None:
+                        wakeup_key = self._sel.register(feed.wakeup_fd, selectors.EVENT_READ, feed)
                 for key, _ in self._sel.select(timeout):
                     w = key.data
                     if w is None:
                         self._handle_ctrl()
+                    elif w is feed:
+                        feed.drain_wakeup()
+                        self._sel.unregister(feed.wakeup_fd)
+                        wakeup_key = None
                     elif w.wid in self._workers:
                         self._read(w, pending, idle, events)
                 self._expire(pending, idle, events)
         finally:
+            if wakeup_key is not None:
+                self._sel.unregister(wakeup_key.fd)
             if outstanding or pending:  # the consumer stopped early or the host was interrupted
                 self._abandon()
 
@@ -295,11 +310,11 @@ class ForkBackend(Backend):
 
     def _dispatch(self, feed: Feed, pending: deque[Dispatch], idle: deque[_Worker], events: list[Event]) -> int:
         """Send the next call (or chunk of quick calls) to an idle worker; returns how many were pulled
-        from the feed (requeued calls were counted when first pulled)."""
+        from the feed (requeued calls were counted when first pulled), or -1 when there was nothing."""
         from_feed = not pending
         first = self._next_dispatch(feed, pending)
         if first is None:
-            return 0
+            return -1
         pulled = 1 if from_feed else 0
         chunk = [first]
         mean = self._ewma.get(first.call.name)

@@ -6,12 +6,14 @@ shares. Ray resolves only top-level ``ObjectRef`` arguments, so the tool and the
 a tuple, unresolved: the worker fetches and unpickles them once per (executor, tool) and keeps them.
 Without that cache every call would unpickle its tool again and rebuild its pydantic validators.
 
-``Sink`` is a small async actor: workers ``put`` messages into it, the host keeps one ``take`` pending
-and includes it in its ``ray.wait``, so a message wakes the host at once instead of being polled for.
-Messages (all tagged with the host's per-dispatch token, not the call id: a retried call reuses its id)::
+``Sink`` is a small async actor: workers ``put`` messages into their executor's channel, the host keeps
+one ``take`` pending and includes it in its ``ray.wait``, so a message wakes the host at once instead of
+being polled for. Messages (tagged with the host's per-dispatch token, not the call id: a retried call
+reuses its id)::
 
-    ("s", token, wall_time, pid)   the call started (sent only when it has a deadline)
-    ("p", token, value)            ToolRuntime.emit_progress(value)
+    ("s", token, wall_time, pid)     the call started (sent only when it has a deadline)
+    ("p", token, seq, value)         ToolRuntime.emit_progress(value); an async actor may run two puts
+                                     out of order, so the host puts them back in ``seq`` order
 
 The task returns ``(ToolResult, number of progress messages)``; before returning it waits until the
 actor has taken its messages, so the host, which drains the sink until it has seen that many, always
@@ -37,6 +39,7 @@ if TYPE_CHECKING:
 
 FLUSH_TIMEOUT_S = 10.0  # how long a finished call waits for the sink to take its progress messages
 CACHE_LIMIT = 512  # (executor, tool) entries a long-lived Ray worker keeps
+INTERRUPTED_EXIT = 75  # exit status of a worker whose call was interrupted at its deadline
 
 # Per Ray worker process: what earlier calls of the same executor already loaded or ran.
 _TOOLS: dict[tuple[str, str], Tool] = {}
@@ -45,39 +48,67 @@ _STARTED: dict[str, ErrorInfo | None] = {}  # executor id -> the on_worker_start
 
 
 class Sink:
-    """Messages from running calls to the host (an async Ray actor; see the module docstring)."""
+    """Messages from running calls to the host (an async Ray actor; see the module docstring).
+
+    One per driver process, shared by its executors: each reads its own channel (its executor id), so
+    the ~0.7 s start of an actor process is paid once, not per executor.
+    """
+
+    CLOSED_LIMIT = 4096
 
     def __init__(self) -> None:
-        self._messages: list[tuple[Any, ...]] = []
-        self._ready = asyncio.Event()
+        self._messages: dict[str, list[tuple[Any, ...]]] = {}
+        self._ready: dict[str, asyncio.Event] = {}
+        self._closed: dict[str, None] = {}  # channels whose executor closed: late messages are dropped
 
-    async def put(self, message: tuple[Any, ...]) -> None:
-        self._messages.append(message)
-        self._ready.set()
+    def _event(self, channel: str) -> asyncio.Event:
+        event = self._ready.get(channel)
+        if event is None:
+            event = self._ready[channel] = asyncio.Event()
+        return event
 
-    async def take(self) -> list[tuple[Any, ...]]:
-        """Every message so far; waits until there is at least one."""
-        await self._ready.wait()
-        messages, self._messages = self._messages, []
-        self._ready.clear()
-        return messages
+    async def ping(self) -> bool:
+        return True
+
+    async def put(self, channel: str, message: tuple[Any, ...]) -> None:
+        if channel in self._closed:
+            return
+        self._messages.setdefault(channel, []).append(message)
+        self._event(channel).set()
+
+    async def take(self, channel: str) -> list[tuple[Any, ...]]:
+        """Every message of ``channel`` so far; waits until there is at least one (or it is closed)."""
+        event = self._event(channel)
+        await event.wait()
+        event.clear()
+        return self._messages.pop(channel, [])
+
+    async def close(self, channel: str) -> None:
+        self._messages.pop(channel, None)
+        event = self._ready.pop(channel, None)
+        if event is not None:
+            event.set()  # a pending take returns []
+        if len(self._closed) >= self.CLOSED_LIMIT:
+            del self._closed[next(iter(self._closed))]
+        self._closed[channel] = None
 
 
 class RayRuntime(ToolRuntime):
     """Progress goes to the sink actor at once, so the host sees it while the call still runs."""
 
-    __slots__ = ("_refs", "_sink", "_token")
+    __slots__ = ("_channel", "_refs", "_sink", "_token")
 
-    def __init__(self, sink: Any, token: int, call_id: str, tool_name: str, deadline: float | None,
-                 context: dict[str, Any] | None) -> None:
+    def __init__(self, sink: Any, channel: str, token: int, call_id: str, tool_name: str,
+                 deadline: float | None, context: dict[str, Any] | None) -> None:
         super().__init__(call_id, tool_name, deadline, context)
         self._sink = sink
+        self._channel = channel
         self._token = token
         self._refs: list[Any] = []
 
     def emit_progress(self, value: Any) -> None:
         try:
-            ref = self._sink.put.remote(("p", self._token, value))
+            ref = self._sink.put.remote(self._channel, ("p", self._token, len(self._refs), value))
         except Exception as exc:
             raise TypeError(f"progress value of type {type(value).__name__} cannot be sent to the host: "
                             f"{exc}") from None
@@ -104,14 +135,10 @@ def run_call(
     context: dict[str, Any] | None,
     sink: Any,
 ) -> tuple[ToolResult, int]:
-    """The body of the Ray task for one call; never raises for a tool's failure.
-
-    A KeyboardInterrupt (what ``ray.cancel(force=False)`` raises inside the task when the host's
-    deadline passed) propagates after ``after_child`` ran: Ray then reports the task as cancelled.
-    """
+    """The body of the Ray task for one call; never raises for a tool's failure."""
     pid = os.getpid()
     if timeout is not None and sink is not None:
-        sink.put.remote(("s", token, time.time(), pid))
+        sink.put.remote(executor_id, ("s", token, time.time(), pid))
     name, tool_ref = tool_box
     try:
         tool = _load_tool(executor_id, name, tool_ref)
@@ -123,16 +150,22 @@ def run_call(
     start_error = _worker_started(executor_id, hooks)
     if start_error is not None:
         return ToolResult(call_id, name, "error", error=start_error, worker_pid=pid), 0
-    runtime: RayRuntime | None = None
+    runtime: ToolRuntime | None = None
     if tool.uses_runtime:
         deadline = None if timeout is None else time.monotonic() + timeout
-        runtime = RayRuntime(sink, token, call_id, name, deadline, context)
+        runtime = (ToolRuntime(call_id, name, deadline, context) if sink is None  # the host lost its sink
+                   else RayRuntime(sink, executor_id, token, call_id, name, deadline, context))
     try:
         result = execute_call(tool, call_id, arguments, runtime, hooks.before_child, hooks.after_child, pid)
     except SystemExit as exc:  # the tool asked the process to exit: that call crashed, the worker stays
         result = ToolResult(call_id, name, "crashed", worker_pid=pid, error=ErrorInfo(
             "WorkerCrashed", f"tool '{name}' crashed: it called sys.exit({exc.code!r})"))
-    sent = runtime.flush() if runtime is not None else 0
+    except KeyboardInterrupt:
+        # ray.cancel(force=False) at the deadline: the tool's finally blocks and after_child have run.
+        # Leave as a fork worker stopped by SIGTERM does: Ray kills the processes the tool started
+        # with this worker and starts a fresh one, so nothing of the interrupted call lingers.
+        os._exit(INTERRUPTED_EXIT)
+    sent = runtime.flush() if isinstance(runtime, RayRuntime) else 0
     return result, sent
 
 

@@ -32,6 +32,9 @@ class SequentialBackend(Backend):
             if d is None:
                 if feed.exhausted:
                     return
+                if feed.waiting:
+                    feed.wait_for_source(None)
+                    continue
                 if not immediate:
                     raise RuntimeError("the feed has no room although nothing is outstanding")
                 continue  # the consumer made room by taking the immediate events

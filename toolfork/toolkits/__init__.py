@@ -1,0 +1,29 @@
+"""Built-in toolkits. ``TOOLKITS`` maps the names `toolfork tools --toolkit NAME` accepts to classes;
+add a line to it (and the import) for each new toolkit."""
+
+from toolfork.toolkits.calculator import CalculatorToolkit
+from toolfork.toolkits.jina import JinaToolkit
+from toolfork.toolkits.ses import SESTool
+from toolfork.toolkits.supadata import SupadataYouTubeToolkit
+from toolfork.toolkits.tavily import TavilyToolkit
+from toolfork.toolkits.zep import ZepMemoryToolkit
+from toolfork.tools.toolkit import Toolkit
+
+TOOLKITS: dict[str, type[Toolkit]] = {
+    "calculator": CalculatorToolkit,
+    "tavily": TavilyToolkit,
+    "jina": JinaToolkit,
+    "supadata": SupadataYouTubeToolkit,
+    "zep": ZepMemoryToolkit,
+    "ses": SESTool,
+}
+
+__all__ = [
+    "TOOLKITS",
+    "CalculatorToolkit",
+    "JinaToolkit",
+    "SESTool",
+    "SupadataYouTubeToolkit",
+    "TavilyToolkit",
+    "ZepMemoryToolkit",
+]

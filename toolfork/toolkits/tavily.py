@@ -1,0 +1,196 @@
+"""Tavily web search, page extraction and site crawl (https://docs.tavily.com/api-reference).
+
+Tool names carry the ``tavily_`` prefix because Jina offers the same verbs: an agent given both
+toolkits must still have unique tool names.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import Field
+
+from toolfork.tools import Tool, Toolkit, ToolOutput, tool
+
+from .http import HttpClient, RetryPolicy, ServiceError, clip, is_http_url
+
+__all__ = ["TavilyToolkit"]
+
+DEFAULT_BASE_URL = "https://api.tavily.com"
+ENV_VAR = "TAVILY_API_KEY"
+
+
+class TavilyToolkit(Toolkit):
+    """Tools: ``tavily_search``, ``tavily_extract``, ``tavily_crawl``.
+
+    The key comes from ``api_key`` or ``TAVILY_API_KEY`` and is looked up when a tool runs, so the
+    toolkit can be built (and its definitions listed) without one; a call without a key returns an
+    error output naming the variable. ``max_page_chars`` bounds each page's text so one long page
+    cannot flood the model's context.
+    """
+
+    name = "tavily"
+
+    def __init__(
+        self,
+        api_key: str | None = None,
+        *,
+        base_url: str = DEFAULT_BASE_URL,
+        timeout: float = 60.0,
+        retry: RetryPolicy | None = None,
+        max_page_chars: int = 10_000,
+    ) -> None:
+        super().__init__()
+        if max_page_chars < 1:
+            raise ValueError(f"max_page_chars must be >= 1, got {max_page_chars}")
+        self.max_page_chars = max_page_chars
+        self.http = HttpClient(
+            "Tavily",
+            base_url,
+            api_key=api_key,
+            env_var=ENV_VAR,
+            timeout=timeout,
+            retry=retry,
+            owner="TavilyToolkit",
+        )
+
+    def guidelines(self) -> str | None:
+        return (
+            "Use tavily_search for questions about current events or facts you are unsure of, then "
+            "tavily_extract to read the full text of the most relevant result URLs. Use tavily_crawl "
+            "only when the answer spans many pages of one site; it is slow and costs more. Cite the "
+            "URLs you used."
+        )
+
+    def provide(self) -> list[Tool]:
+        http = self.http
+        page_chars = self.max_page_chars
+
+        @tool("tavily_search")
+        def tavily_search(
+            query: str,
+            topic: Literal["general", "news", "finance"] = "general",
+            time_range: Literal["day", "week", "month", "year"] | None = None,
+            max_results: Annotated[int, Field(ge=1, le=20)] = 5,
+            search_depth: Literal["basic", "advanced"] = "basic",
+        ) -> ToolOutput:
+            """Search the web with Tavily; returns a short answer and the best matching pages.
+
+            Args:
+                query: what to look for, as a question or keywords
+                topic: "news" for recent events, "finance" for markets and companies, else "general"
+                time_range: only pages published within this period before today
+                max_results: number of results, 1 to 20
+                search_depth: "advanced" is slower and costs more but finds more relevant passages
+            """
+            if not query.strip():
+                return ToolOutput.error("query must not be empty")
+            body: dict[str, Any] = {
+                "query": query,
+                "topic": topic,
+                "max_results": max_results,
+                "search_depth": search_depth,
+                "include_answer": True,
+            }
+            if time_range is not None:
+                body["time_range"] = time_range
+            try:
+                data = http.request("POST", "search", json=body)
+            except ServiceError as exc:
+                return ToolOutput.error(str(exc))
+            if not isinstance(data, dict) or not isinstance(data.get("results"), list):
+                return _unexpected("search", data)
+            return ToolOutput.from_value(
+                {
+                    "answer": data.get("answer"),
+                    "results": [
+                        {
+                            "title": r.get("title"),
+                            "url": r.get("url"),
+                            "content": clip(str(r.get("content") or ""), page_chars),
+                            "score": r.get("score"),
+                        }
+                        for r in data["results"]
+                        if isinstance(r, dict)
+                    ],
+                }
+            )
+
+        @tool("tavily_extract")
+        def tavily_extract(
+            urls: Annotated[list[str], Field(min_length=1, max_length=20)],
+            extract_depth: Literal["basic", "advanced"] = "basic",
+        ) -> ToolOutput:
+            """Fetch web pages with Tavily and return their main text as markdown.
+
+            Args:
+                urls: absolute http(s) URLs to read, 1 to 20
+                extract_depth: "advanced" also gets tables and embedded content, and works on more
+                    sites, but is slower and costs more
+            """
+            bad = [u for u in urls if not is_http_url(u)]
+            if bad:
+                return ToolOutput.error(f"not an absolute http(s) URL: {', '.join(map(repr, bad))}")
+            try:
+                data = http.request("POST", "extract", json={"urls": urls, "extract_depth": extract_depth})
+            except ServiceError as exc:
+                return ToolOutput.error(str(exc))
+            if not isinstance(data, dict) or not isinstance(data.get("results"), list):
+                return _unexpected("extract", data)
+            pages = [
+                {"url": r.get("url"), "content": clip(str(r.get("raw_content") or ""), page_chars)}
+                for r in data["results"]
+                if isinstance(r, dict)
+            ]
+            failed = [
+                {"url": f.get("url"), "error": f.get("error")}
+                for f in data.get("failed_results") or []
+                if isinstance(f, dict)
+            ]
+            if not pages and failed:
+                reasons = "; ".join(f"{f['url']}: {f['error']}" for f in failed)
+                return ToolOutput.error(f"Tavily could not extract any of the URLs ({reasons})")
+            return ToolOutput.from_value({"results": pages, "failed": failed})
+
+        @tool("tavily_crawl")
+        def tavily_crawl(
+            url: str,
+            instructions: str | None = None,
+            max_depth: Annotated[int, Field(ge=1, le=5)] = 1,
+            limit: Annotated[int, Field(ge=1, le=100)] = 20,
+        ) -> ToolOutput:
+            """Crawl a website from a start URL with Tavily and return the text of the pages found.
+
+            Args:
+                url: absolute http(s) URL where the crawl starts
+                instructions: what to look for, in plain language, so only relevant pages are kept
+                max_depth: how many links away from the start URL to go, 1 to 5
+                limit: the most pages to return, 1 to 100
+            """
+            if not is_http_url(url):
+                return ToolOutput.error(f"url must be an absolute http(s) URL, got {url!r}")
+            body: dict[str, Any] = {"url": url, "max_depth": max_depth, "limit": limit}
+            if instructions:
+                body["instructions"] = instructions
+            try:
+                data = http.request("POST", "crawl", json=body)
+            except ServiceError as exc:
+                return ToolOutput.error(str(exc))
+            if not isinstance(data, dict) or not isinstance(data.get("results"), list):
+                return _unexpected("crawl", data)
+            return ToolOutput.from_value(
+                {
+                    "base_url": data.get("base_url", url),
+                    "pages": [
+                        {"url": r.get("url"), "content": clip(str(r.get("raw_content") or ""), page_chars)}
+                        for r in data["results"]
+                        if isinstance(r, dict)
+                    ],
+                }
+            )
+
+        return [tavily_search, tavily_extract, tavily_crawl]
+
+
+def _unexpected(endpoint: str, data: Any) -> ToolOutput:
+    return ToolOutput.error(f"Tavily {endpoint} returned JSON without a 'results' list: {str(data)[:200]!r}")

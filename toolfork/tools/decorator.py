@@ -1,0 +1,64 @@
+"""``@tool``: a function becomes a ``Tool`` whose schema comes from its type hints and docstring."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, overload
+
+from pydantic import BaseModel
+
+from toolfork.tools.errors import ToolDefinitionError
+from toolfork.tools.tool import _UNSET, OnError, Tool, _Unset
+
+
+@overload
+def tool(fn: Callable[..., Any], /) -> Tool: ...
+
+
+@overload
+def tool(
+    name: str | None = None,
+    /,
+    *,
+    description: str | None = None,
+    timeout: float | _Unset | None = _UNSET,
+    max_runs: int | _Unset | None = _UNSET,
+    on_error: OnError | _Unset = _UNSET,
+    inline: bool | _Unset = _UNSET,
+    retries: int | _Unset = _UNSET,
+    track_by_inputs: bool | _Unset = _UNSET,
+    approval_policy: Callable[[dict[str, Any]], bool | str] | _Unset | None = _UNSET,
+    output_model: type[BaseModel] | _Unset | None = _UNSET,
+    max_output_chars: int | _Unset | None = _UNSET,
+    visible: bool = True,
+) -> Callable[[Callable[..., Any]], Tool]: ...
+
+
+def tool(fn_or_name: Any = None, /, *, name: str | None = None, **settings: Any) -> Any:
+    """Turn a function into a ``Tool``: bare (``@tool``), with settings (``@tool(timeout=5)``) or
+    with a name (``@tool("lookup")``). The result is still callable like the function."""
+    if isinstance(fn_or_name, str):
+        if name is not None:
+            raise ToolDefinitionError("give the tool name once: @tool('x') or @tool(name='x')")
+        name, fn_or_name = fn_or_name, None
+
+    def wrap(fn: Callable[..., Any]) -> Tool:
+        if isinstance(fn, Tool):
+            raise ToolDefinitionError(f"{fn!r} is already a tool")
+        if not callable(fn):
+            raise ToolDefinitionError(f"@tool needs a function, got {fn!r}")
+        description = settings.pop("description", None)
+        t = Tool(name, description, fn, **settings)
+        # Keep the function's identity visible on the tool (help(), introspection, functools.wraps users).
+        for attr in ("__module__", "__qualname__", "__doc__"):
+            if hasattr(fn, attr):
+                t.__dict__[attr] = getattr(fn, attr)
+        t.__dict__["__wrapped__"] = fn
+        return t
+
+    if fn_or_name is None:
+        return wrap
+    return wrap(fn_or_name)
+
+
+__all__ = ["tool"]

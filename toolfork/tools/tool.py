@@ -1,0 +1,460 @@
+"""``Tool``: a callable plus what a model needs to call it (name, description, JSON Schema) and what
+the executor and agent need to run it (timeout, max runs, error policy, ...).
+
+Three ways to define one, all identical on the wire: ``@tool`` on a function (see decorator.py), a
+subclass with ``properties()`` or a typed ``__call__``, the fluent ``Tool.make(...)`` form, and
+``Tool.from_json_schema(...)``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import enum
+import inspect
+import re
+import types
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Literal, TypeVar, Union, get_args, get_origin
+
+from pydantic import BaseModel, TypeAdapter, ValidationError
+
+from toolfork.tools.errors import ToolDefinitionError, ToolOutputError
+from toolfork.tools.output import ToolOutput
+from toolfork.tools.params import (
+    JsonSchemaParams,
+    Params,
+    PropertyParams,
+    SignatureParams,
+    accepted_names,
+    doc_description,
+    parse_doc,
+    runtime_parameter,
+)
+from toolfork.tools.properties import ToolProperty
+from toolfork.tools.runtime import ToolRuntime
+from toolfork.tools.schema import (
+    NAME_PATTERN,
+    anthropic_definition,
+    check_name,
+    clean_schema,
+    inline_refs,
+    openai_definition,
+    type_label,
+)
+from toolfork.tools.validation import pydantic_errors
+
+OnError = Literal["fail-run", "return-to-model"]
+ON_ERROR_VALUES: tuple[str, ...] = ("fail-run", "return-to-model")
+T = TypeVar("T", bound="Tool")
+
+
+class _Unset(enum.Enum):
+    UNSET = 0
+
+
+_UNSET = _Unset.UNSET
+_SETTINGS = ("timeout", "max_runs", "on_error", "inline", "retries", "track_by_inputs",
+             "approval_policy", "output_model", "max_output_chars")
+
+
+def _snake(name: str) -> str:
+    return re.sub(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])", "_", name).lower()
+
+
+def _run_coroutine(coro: Any) -> Any:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coro)
+    # Called from inside a running loop (an inline tool in an async agent): asyncio.run would refuse,
+    # so the coroutine gets its own loop on a helper thread.
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, coro).result()
+
+
+class Tool:
+    """A tool a model can call. Settings may be given to the constructor or, in a subclass, as class
+    attributes (``timeout = 5``)."""
+
+    # Class-level defaults; a subclass may override any of them as class attributes.
+    name: str = ""
+    description: str = ""
+    timeout: float | None = None
+    max_runs: int | None = None
+    on_error: OnError = "return-to-model"
+    inline: bool = False
+    retries: int = 0
+    track_by_inputs: bool = False
+    approval_policy: Callable[[dict[str, Any]], bool | str] | None = None
+    output_model: type[BaseModel] | None = None
+    # Cap on the text a model reads from this tool; applied by the agent (head and tail kept), not here.
+    max_output_chars: int | None = None
+
+    def __init__(
+        self,
+        name: str | None = None,
+        description: str | None = None,
+        fn: Callable[..., Any] | None = None,
+        *,
+        properties: Sequence[ToolProperty] | None = None,
+        timeout: float | _Unset | None = _UNSET,
+        max_runs: int | _Unset | None = _UNSET,
+        on_error: OnError | _Unset = _UNSET,
+        inline: bool | _Unset = _UNSET,
+        retries: int | _Unset = _UNSET,
+        track_by_inputs: bool | _Unset = _UNSET,
+        approval_policy: Callable[[dict[str, Any]], bool | str] | _Unset | None = _UNSET,
+        output_model: type[BaseModel] | _Unset | None = _UNSET,
+        max_output_chars: int | _Unset | None = _UNSET,
+        visible: bool = True,
+    ) -> None:
+        cls = type(self)
+        subclass_call = cls.__call__ is not Tool.__call__
+        subclass_props = cls.properties is not Tool.properties
+        if subclass_call and fn is not None:
+            raise ToolDefinitionError(f"{cls.__name__} defines __call__; do not also pass fn=")
+        doc_source: Any = fn
+        if name is None:
+            name = cls.name or (getattr(fn, "__name__", None) if fn is not None else None)
+            if not name and cls is not Tool:
+                name = _snake(cls.__name__)
+        if not name:
+            raise ToolDefinitionError(f"a tool needs a name; cannot derive one from {fn!r}, pass name=")
+        if fn is not None and name == getattr(fn, "__name__", None) and not NAME_PATTERN.match(name):
+            raise ToolDefinitionError(
+                f"the function name {name!r} is not a valid tool name (^[a-zA-Z0-9_-]{{1,64}}$); pass name=")
+        self.name = check_name(name)
+        self._visible = bool(visible)
+        self.configure(timeout=timeout, max_runs=max_runs, on_error=on_error, inline=inline, retries=retries,
+                       track_by_inputs=track_by_inputs, approval_policy=approval_policy,
+                       output_model=output_model, max_output_chars=max_output_chars)
+        # Where the parameters come from: "signature" (fn or typed __call__), "properties" or "schema".
+        self._source: str
+        self._spec: Any
+        if subclass_props or properties is not None:
+            if subclass_props and properties is not None:
+                raise ToolDefinitionError(
+                    f"{cls.__name__} defines properties(); do not also pass properties=")
+            self._source = "properties"
+            self._spec = list(self.properties() if subclass_props else properties or [])
+        elif subclass_call:
+            self._source, self._spec = "signature", None  # None: self.__call__, rebound after unpickling
+            doc_source = cls.__call__
+        elif fn is not None:
+            self._source, self._spec = "signature", fn
+        else:
+            self._source, self._spec = "properties", []
+        self._fn: Callable[..., Any] | None = self.__call__ if subclass_call else fn
+        self._compiled: Params | None = None
+        params = self._params()
+        if description is None:
+            description = cls.description
+        if not description:
+            doc = params.doc if isinstance(params, SignatureParams) else parse_doc(doc_source) \
+                if doc_source is not None else None
+            description = doc_description(doc) if doc is not None else ""
+            if not description and cls is not Tool and cls.__doc__:
+                description = doc_description(parse_doc(cls))
+        self.description = description
+        self._bind_callable()
+
+    # -- settings -------------------------------------------------------------------------------
+    def configure(self: T, **settings: Any) -> T:
+        """Change settings (``timeout``, ``max_runs``, ``on_error``...) after construction; returns self."""
+        for key, value in settings.items():
+            if value is _UNSET:
+                continue
+            if key not in _SETTINGS:
+                raise ToolDefinitionError(
+                    f"tool '{self.name}': unknown setting {key!r} (valid: {', '.join(_SETTINGS)})")
+            setattr(self, key, self._check_setting(key, value))
+        return self
+
+    def _check_setting(self, key: str, value: Any) -> Any:
+        where = f"tool '{self.name}'"
+        if key in ("timeout",) and value is not None:
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+                raise ToolDefinitionError(f"{where}: timeout must be a positive number of seconds or None")
+            return float(value)
+        if key in ("max_runs", "max_output_chars") and value is not None:
+            least = 0 if key == "max_runs" else 1
+            if isinstance(value, bool) or not isinstance(value, int) or value < least:
+                raise ToolDefinitionError(f"{where}: {key} must be an integer >= {least}, or None")
+        if key == "retries" and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
+            raise ToolDefinitionError(f"{where}: retries must be a non-negative integer")
+        if key == "on_error" and value not in ON_ERROR_VALUES:
+            raise ToolDefinitionError(f"{where}: on_error must be one of {ON_ERROR_VALUES}, got {value!r}")
+        if key in ("inline", "track_by_inputs"):
+            return bool(value)
+        if key == "output_model" and value is not None and not (
+                isinstance(value, type) and issubclass(value, BaseModel)):
+            raise ToolDefinitionError(f"{where}: output_model must be a pydantic BaseModel subclass")
+        if key == "approval_policy" and value is not None and not callable(value):
+            raise ToolDefinitionError(f"{where}: approval_policy must be callable")
+        return value
+
+    @property
+    def is_visible(self) -> bool:
+        """Hidden tools are not offered to the model but may still be called (e.g. by the program)."""
+        return self._visible
+
+    def visible(self: T, flag: bool = True) -> T:
+        self._visible = bool(flag)
+        return self
+
+    def set_max_runs(self: T, n: int | None) -> T:
+        return self.configure(max_runs=n)
+
+    def set_timeout(self: T, seconds: float | None) -> T:
+        return self.configure(timeout=seconds)
+
+    # -- the fluent definition ------------------------------------------------------------------
+    @classmethod
+    def make(cls, name: str, description: str = "") -> Tool:
+        """Start a fluent definition: ``Tool.make("n", "d").add_property(p).set_callable(fn)``."""
+        return Tool(name, description, properties=[])
+
+    def properties(self) -> list[ToolProperty]:
+        """The declared properties (subclasses override this to declare theirs)."""
+        return list(self._spec) if self._source == "properties" else []
+
+    def add_property(self: T, prop: ToolProperty) -> T:
+        if self._source != "properties":
+            raise ToolDefinitionError(
+                f"tool '{self.name}' takes its parameters from its {self._source}; add_property() is for "
+                "tools built with Tool.make()")
+        self._spec = [*self._spec, prop]
+        self._compiled = None
+        self._params()
+        self._check_callable_accepts()
+        return self
+
+    def set_callable(self: T, fn: Callable[..., Any]) -> T:
+        if not callable(fn):
+            raise ToolDefinitionError(f"tool '{self.name}': set_callable() needs a callable, got {fn!r}")
+        if type(self).__call__ is not Tool.__call__:
+            raise ToolDefinitionError(f"tool '{self.name}': {type(self).__name__} defines __call__ already")
+        self._fn = fn
+        if self._source == "signature":
+            self._spec = fn
+            self._compiled = None
+            self.__dict__.pop("_hints", None)
+            self._params()
+        self._bind_callable()
+        return self
+
+    def _bind_callable(self) -> None:
+        fn = self._fn
+        self._runtime_param = None
+        self._is_async = False
+        if fn is None:
+            return
+        params = self._params()
+        self._runtime_param = params.runtime_param if isinstance(params, SignatureParams) \
+            else runtime_parameter(fn)
+        self._is_async = inspect.iscoroutinefunction(fn) or (
+            not inspect.isroutine(fn) and inspect.iscoroutinefunction(type(fn).__call__))
+        self._check_callable_accepts()
+
+    def _check_callable_accepts(self) -> None:
+        if self._fn is None or self._source == "signature":
+            return
+        names = accepted_names(self._fn)
+        if names is None:
+            return
+        missing = [n for n in self._params().argument_names if n not in names]
+        if missing:
+            raise ToolDefinitionError(
+                f"tool '{self.name}': the callable does not accept argument(s) {', '.join(missing)} "
+                "declared as properties")
+
+    # -- raw JSON Schema ------------------------------------------------------------------------
+    @classmethod
+    def from_json_schema(
+        cls,
+        name: str,
+        description: str | None,
+        schema: Mapping[str, Any],
+        fn: Callable[..., Any] | None = None,
+        **settings: Any,
+    ) -> Tool:
+        """A tool described by a raw JSON Schema (as MCP servers describe theirs). Arguments are
+        validated against the schema as JSON Schema: no coercion, top-level defaults filled in."""
+        visible = settings.pop("visible", True)
+        t = Tool.__new__(Tool)
+        t.name = check_name(name)
+        t._visible = bool(visible)
+        t.configure(**settings)
+        t._source, t._spec = "schema", schema
+        t._compiled = None
+        params = t._params()
+        t.description = description if description is not None else str(params.schema.get("description", ""))
+        t._fn = fn
+        t._bind_callable()
+        return t
+
+    # -- compiled parameters ---------------------------------------------------------------------
+    def _params(self) -> Params:
+        params = self._compiled
+        if params is None:
+            if self._source == "signature":
+                spec = self._spec if self._spec is not None else self.__call__
+                doc_owner = type(self).__call__ if self._spec is None else None
+                params = SignatureParams(spec, self.name, doc_owner=doc_owner,
+                                         hints=self.__dict__.get("_hints"))
+                self._hints = params.hints
+            elif self._source == "properties":
+                params = PropertyParams(self._spec, self.name)
+            else:
+                params = JsonSchemaParams(self._spec, self.name)
+            self._compiled = params
+        return params
+
+    @property
+    def uses_runtime(self) -> bool:
+        return self._runtime_param is not None
+
+    @property
+    def argument_names(self) -> list[str]:
+        return list(self._params().argument_names)
+
+    # -- calling ----------------------------------------------------------------------------------
+    def validate(self, arguments: Mapping[str, Any]) -> dict[str, Any]:
+        """Validated, coerced keyword arguments; raises ``ToolInputError`` listing every bad field.
+        Unknown arguments are refused (named, with the valid ones listed)."""
+        params = self._compiled or self._params()
+        return params.validate(self.name, arguments)
+
+    def invoke(self, arguments: Mapping[str, Any], runtime: ToolRuntime | None = None) -> ToolOutput:
+        """Validate, call, normalise. Exceptions from the tool's own code propagate unchanged: the
+        executor owns turning them into results."""
+        kwargs = (self._compiled or self._params()).validate(self.name, arguments)
+        if self._runtime_param is not None:
+            kwargs[self._runtime_param] = runtime if runtime is not None else ToolRuntime("", self.name)
+        fn = self._fn
+        if fn is None:
+            raise ToolDefinitionError(f"tool '{self.name}' has no callable; call set_callable(fn)")
+        result = fn(**kwargs)
+        if self._is_async or type(result) is types.CoroutineType:
+            result = _run_coroutine(result)
+        if self.output_model is not None:
+            return self._checked_output(result)
+        return ToolOutput.from_value(result)
+
+    def _checked_output(self, result: Any) -> ToolOutput:
+        model = self.output_model
+        assert model is not None
+        if isinstance(result, ToolOutput):
+            if result.is_error:
+                return result
+            value = result.data
+            if value is None:
+                raise ToolOutputError(self.name, [{"loc": "", "type": "no_data",
+                                                   "msg": f"the tool returned no structured data to check "
+                                                          f"against {model.__name__}"}])
+        else:
+            value = result
+        if isinstance(value, BaseModel) and not isinstance(value, model):
+            value = value.model_dump()
+        try:
+            checked = model.model_validate(value)
+        except ValidationError as exc:
+            raise ToolOutputError(self.name, pydantic_errors(exc, value)) from None
+        if isinstance(result, ToolOutput):
+            return ToolOutput(content=result.content, is_error=False, data=checked.model_dump(mode="json"))
+        return ToolOutput.from_value(checked)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        """Call the underlying function directly (no validation): a decorated function stays usable."""
+        if self._fn is None:
+            raise ToolDefinitionError(f"tool '{self.name}' has no callable; call set_callable(fn)")
+        return self._fn(*args, **kwargs)
+
+    # -- schema export --------------------------------------------------------------------------
+    def to_json_schema(self, inline: bool = False) -> dict[str, Any]:
+        """The JSON Schema of the arguments (an object schema; ``$defs`` kept unless ``inline``)."""
+        schema = self._params().schema
+        return inline_refs(schema) if inline else clean_schema(schema)
+
+    def to_anthropic(self) -> dict[str, Any]:
+        return anthropic_definition(self.name, self.description, self.to_json_schema())
+
+    def to_openai(self, strict: bool = False, api: Literal["chat", "responses"] = "chat") -> dict[str, Any]:
+        """A function tool for Chat Completions (``api="chat"``) or the Responses API. ``strict``
+        rewrites the schema for OpenAI strict mode (see ``schema.to_strict``)."""
+        try:
+            return openai_definition(self.name, self.description, self.to_json_schema(), strict, api)
+        except ToolDefinitionError as exc:
+            raise ToolDefinitionError(f"tool '{self.name}': {exc}") from None
+
+    def to_string(self) -> str:
+        """One line for prompt-based tool use: ``add(a: integer, b: integer = 0) -> integer: Add...``."""
+        schema = self._params().schema
+        props = schema.get("properties", {})
+        required = set(schema.get("required", []))
+        args = []
+        notes = []
+        for key, sub in props.items():
+            label = f"{key}: {type_label(sub, schema)}"
+            if key not in required:
+                label += f" = {_json(sub['default'])}" if isinstance(sub, dict) and "default" in sub else "?"
+            args.append(label)
+            if isinstance(sub, dict) and sub.get("description"):
+                notes.append(f"{key}: {sub['description']}")
+        line = f"{self.name}({', '.join(args)}) -> {self._output_label()}"
+        description = " ".join(self.description.split())
+        if description:
+            line += f": {description}"
+        if notes:
+            line += " (" + "; ".join(" ".join(n.split()) for n in notes) + ")"
+        return line
+
+    def _output_label(self) -> str:
+        if self.output_model is not None:
+            return self.output_model.__name__
+        params = self._params()
+        returns = params.returns if isinstance(params, SignatureParams) else inspect.Parameter.empty
+        if returns is inspect.Parameter.empty or returns is ToolOutput:
+            return "any"
+        if returns is None or returns is type(None):
+            return "null"
+        if get_origin(returns) in (Union, types.UnionType):
+            # ToolOutput in a union means "or an error/media result": not a data type worth showing.
+            members = [a for a in get_args(returns) if a is not ToolOutput]
+            returns = Union[tuple(members)] if members else ToolOutput  # noqa: UP007
+            if returns is ToolOutput:
+                return "any"
+        try:
+            return type_label(TypeAdapter(returns).json_schema())
+        except Exception:
+            return getattr(returns, "__name__", str(returns))
+
+    # -- pickling -----------------------------------------------------------------------------
+    def __getstate__(self) -> dict[str, Any]:
+        # Compiled validators hold dynamically created pydantic classes: rebuilt on first use instead.
+        state = self.__dict__.copy()
+        state["_compiled"] = None
+        if type(self).__call__ is not Tool.__call__:
+            state["_fn"] = None  # the bound __call__; re-bound in __setstate__
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        if type(self).__call__ is not Tool.__call__:
+            self._fn = self.__call__
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.name!r}>"
+
+
+def _json(value: Any) -> str:
+    import json
+
+    try:
+        return json.dumps(value, ensure_ascii=False)
+    except (TypeError, ValueError):
+        return repr(value)
+
+
+__all__ = ["ON_ERROR_VALUES", "OnError", "Tool"]

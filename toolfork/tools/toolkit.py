@@ -1,0 +1,159 @@
+"""``Toolkit``: a named group of related tools with shared guidelines, filterable by the user."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any, ClassVar, TypeVar
+
+from toolfork.tools.errors import ToolDefinitionError
+from toolfork.tools.tool import Tool
+
+K = TypeVar("K", bound="Toolkit")
+ToolRef = str | type[Tool]
+
+
+def _matches(t: Tool, ref: ToolRef) -> bool:
+    if isinstance(ref, str):
+        return t.name == ref
+    return isinstance(t, ref)
+
+
+def _label(ref: ToolRef) -> str:
+    return repr(ref) if isinstance(ref, str) else ref.__name__
+
+
+class Toolkit:
+    """Subclasses override ``provide()`` (and optionally ``guidelines()``); users narrow or adjust the
+    result with ``exclude``/``only``/``with_`` and extend it with ``add``. Filters apply to added tools
+    too, and ``tools()`` is computed once per configuration (``provide()`` may be costly)."""
+
+    # The toolkit's name (in messages, `toolfork tools`); a subclass that sets none gets its class name.
+    name: ClassVar[str] = "Toolkit"
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "name" not in cls.__dict__:
+            cls.name = cls.__name__
+
+    def __init__(self) -> None:
+        self._state()
+
+    def _state(self) -> dict[str, Any]:
+        # Created lazily too, so a subclass that forgets super().__init__() still works.
+        state: dict[str, Any] | None = self.__dict__.get("_toolkit_state")
+        if state is None:
+            state = {"exclude": [], "only": None, "with": [], "added": [], "cache": None}
+            self.__dict__["_toolkit_state"] = state
+        return state
+
+    @property
+    def toolkit_name(self) -> str:
+        return type(self).name or type(self).__name__
+
+    def guidelines(self) -> str | None:
+        """Instructions for the model on using these tools together; the agent puts them in the system
+        prompt."""
+        return None
+
+    def provide(self) -> list[Tool]:
+        return []
+
+    # -- configuration (each returns self) -------------------------------------------------------
+    def exclude(self: K, refs: Iterable[ToolRef]) -> K:
+        """Drop tools by name or class. Excluding a tool that is not there is not an error."""
+        state = self._state()
+        state["exclude"] = [*state["exclude"], *_refs(refs)]
+        state["cache"] = None
+        return self
+
+    def only(self: K, refs: Iterable[ToolRef]) -> K:
+        """Keep only these tools; naming a tool that does not exist is an error (a typo would otherwise
+        silently remove everything)."""
+        state = self._state()
+        state["only"] = [*(state["only"] or []), *_refs(refs)]
+        state["cache"] = None
+        return self
+
+    def with_(self: K, ref: ToolRef, fn: Callable[[Tool], Tool | None]) -> K:
+        """Adjust one tool: ``fn(tool)`` may change it in place (return None) or return a replacement."""
+        if not callable(fn):
+            raise ToolDefinitionError(f"{self.toolkit_name}.with_(): the second argument must be callable")
+        state = self._state()
+        state["with"] = [*state["with"], (_refs([ref])[0], fn)]
+        state["cache"] = None
+        return self
+
+    def add(self: K, *tools: Tool | Callable[..., Any]) -> K:
+        """Add tools (plain functions are wrapped with ``@tool``)."""
+        from toolfork.tools.decorator import tool as make_tool
+
+        state = self._state()
+        state["added"] = [*state["added"], *(t if isinstance(t, Tool) else make_tool(t) for t in tools)]
+        state["cache"] = None
+        return self
+
+    # -- the result -----------------------------------------------------------------------------
+    def tools(self) -> list[Tool]:
+        state = self._state()
+        if state["cache"] is not None:
+            return list(state["cache"])
+        provided = self.provide()
+        if not isinstance(provided, (list, tuple)):
+            raise ToolDefinitionError(f"{self.toolkit_name}.provide() must return a list of tools")
+        result: list[Tool] = []
+        for t in [*provided, *state["added"]]:
+            if not isinstance(t, Tool):
+                raise ToolDefinitionError(
+                    f"{self.toolkit_name}.provide() returned {t!r}, which is not a Tool")
+            result.append(t)
+        all_names = [t.name for t in result]
+        only = state["only"]
+        if only is not None:
+            for ref in only:
+                if not any(_matches(t, ref) for t in result):
+                    raise ToolDefinitionError(
+                        f"{self.toolkit_name}.only(): no tool {_label(ref)} "
+                        f"(tools: {', '.join(all_names) or 'none'})")
+            result = [t for t in result if any(_matches(t, r) for r in only)]
+        result = [t for t in result if not any(_matches(t, r) for r in state["exclude"])]
+        for ref, fn in state["with"]:
+            hit = False
+            for i, t in enumerate(result):
+                if _matches(t, ref):
+                    hit = True
+                    replaced = fn(t)
+                    if replaced is not None:
+                        if not isinstance(replaced, Tool):
+                            raise ToolDefinitionError(
+                                f"{self.toolkit_name}.with_({_label(ref)}): the function returned "
+                                f"{replaced!r}, not a Tool (return None to keep the adjusted tool)")
+                        result[i] = replaced
+            if not hit:
+                raise ToolDefinitionError(
+                    f"{self.toolkit_name}.with_(): no tool {_label(ref)} among the selected tools "
+                    f"({', '.join(t.name for t in result) or 'none'})")
+        state["cache"] = result
+        return list(result)
+
+    def __iter__(self) -> Any:
+        return iter(self.tools())
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.toolkit_name!r}>"
+
+
+def _refs(refs: Iterable[ToolRef]) -> list[ToolRef]:
+    if isinstance(refs, (str, type)):
+        refs = [refs]  # a single name or class is forgiven
+    out: list[ToolRef] = []
+    for ref in refs:
+        if isinstance(ref, str) or (isinstance(ref, type) and issubclass(ref, Tool)):
+            out.append(ref)
+        elif isinstance(ref, Tool):
+            out.append(ref.name)
+        else:
+            raise ToolDefinitionError(f"a tool filter takes tool names or Tool subclasses, got {ref!r}")
+    return out
+
+
+__all__ = ["Toolkit"]
