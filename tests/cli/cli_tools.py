@@ -1,0 +1,83 @@
+"""Tools and hooks the CLI tests load by spec (``tests/cli/cli_tools.py:TOOLS`` or
+``tests.cli.cli_tools:...``), each built to make one outcome of a call happen on purpose."""
+
+from __future__ import annotations
+
+import os
+import time
+
+from toolfork import ToolOutput, tool
+
+_HOOK_CALLS = {"before": 0}
+
+
+@tool
+def echo(text: str) -> str:
+    """Return the text unchanged.
+
+    Args:
+        text: what to return
+    """
+    return text
+
+
+@tool
+def boom(message: str = "boom") -> str:
+    """Raise, as a broken tool does.
+
+    Args:
+        message: the exception's message
+    """
+    raise RuntimeError(message)
+
+
+@tool
+def soft_fail(reason: str) -> ToolOutput:
+    """Return an error output without raising (the tool reports a failure it handled).
+
+    Args:
+        reason: the message the model would see
+    """
+    return ToolOutput.error(reason)
+
+
+@tool
+def nap(seconds: float, tag: str = "") -> str:
+    """Sleep, then say so.
+
+    Args:
+        seconds: how long to sleep
+        tag: echoed back, to tell calls apart
+    """
+    time.sleep(seconds)
+    return f"slept {seconds} {tag}".strip()
+
+
+@tool
+def blob(size: int) -> str:
+    """A string of ``size`` characters: a big output on demand.
+
+    Args:
+        size: number of characters
+    """
+    return "x" * size
+
+
+@tool
+def hook_count() -> dict[str, int]:
+    """How often the before_child hook has run in this worker, and where we are."""
+    return {"before": _HOOK_CALLS["before"], "pid": os.getpid()}
+
+
+def count_before() -> None:
+    _HOOK_CALLS["before"] += 1
+
+
+def failing_after() -> None:
+    raise RuntimeError("after hook broke")
+
+
+NOT_CALLABLE = 42
+NOT_A_TOOL = [echo, "nope"]
+
+TOOLS = [echo, boom, soft_fail, nap, blob, hook_count]

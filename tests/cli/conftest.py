@@ -1,0 +1,50 @@
+"""Helpers for the CLI tests: input files, running ``toolfork`` in-process or as a real process."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+TOOLS_SPEC = "tests/cli/cli_tools.py:TOOLS"
+
+
+def write_jsonl(path: Path, rows: Iterable[Any]) -> Path:
+    """Rows that are str are written as they are (to make malformed lines), others as JSON."""
+    with open(path, "w", encoding="utf-8") as f:
+        for row in rows:
+            f.write((row if isinstance(row, str) else json.dumps(row)) + "\n")
+    return path
+
+
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+
+
+def toolfork_cmd(*args: str) -> list[str]:
+    return [sys.executable, "-m", "toolfork.cli", *args]
+
+
+def run_process(*args: str, stdin: str | None = None, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(toolfork_cmd(*args), input=stdin, capture_output=True, text=True, cwd=REPO,
+                          timeout=timeout, env=child_env())
+
+
+def child_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env.pop("TOOLFORK_MODE", None)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
+    return env
+
+
+@pytest.fixture(autouse=True)
+def _in_repo(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Specs such as ``tests/cli/cli_tools.py:TOOLS`` are relative to the cwd, as for a user."""
+    monkeypatch.chdir(REPO)

@@ -1,0 +1,251 @@
+"""``toolfork run`` and ``toolfork worker`` as real processes: co-process use, kill and resume, exit
+codes, progress output with and without a terminal, bounded memory."""
+
+from __future__ import annotations
+
+import json
+import os
+import pty
+import re
+import select
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+from tests.cli.conftest import REPO, TOOLS_SPEC, child_env, read_jsonl, run_process, toolfork_cmd, write_jsonl
+
+
+def _readline(proc: subprocess.Popen[bytes], timeout: float = 10.0) -> dict[str, Any]:
+    assert proc.stdout is not None
+    ready, _, _ = select.select([proc.stdout], [], [], timeout)
+    assert ready, "no result line within the timeout"
+    line = proc.stdout.readline()
+    assert line.endswith(b"\n"), line
+    return json.loads(line)  # type: ignore[no-any-return]
+
+
+def _send(proc: subprocess.Popen[bytes], row: Any) -> None:
+    assert proc.stdin is not None
+    proc.stdin.write(((row if isinstance(row, str) else json.dumps(row)) + "\n").encode())
+    proc.stdin.flush()
+
+
+def _popen(*args: str) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(toolfork_cmd(*args), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, cwd=REPO, env=child_env())
+
+
+def _finish(proc: subprocess.Popen[bytes]) -> tuple[int, str]:
+    assert proc.stdin is not None and proc.stderr is not None
+    proc.stdin.close()
+    code = proc.wait(timeout=20)
+    return code, proc.stderr.read().decode()
+
+
+def test_run_as_a_co_process_answers_each_line_before_the_next_is_sent() -> None:
+    proc = _popen("run", "-", "-o", "-", "--tools", TOOLS_SPEC, "--workers", "2")
+    try:
+        for i in range(5):  # the next line is only written once this one's result has been read
+            _send(proc, {"id": f"c{i}", "name": "echo", "arguments": {"text": f"hello {i}"}})
+            record = _readline(proc)
+            assert (record["id"], record["status"]) == (f"c{i}", "ok")
+            assert record["output"]["content"][0]["text"] == f"hello {i}"
+        _send(proc, "not json")
+        assert _readline(proc)["error"]["type"] == "MalformedCallError"
+        _send(proc, {"id": "x", "name": "boom", "arguments": {}})
+        assert _readline(proc)["status"] == "error"
+        # A burst is answered in input order, each line once.
+        for i in range(3):
+            _send(proc, {"id": f"b{i}", "name": "nap", "arguments": {"seconds": 0.1 * (3 - i)}})
+        assert [_readline(proc)["id"] for _ in range(3)] == ["b0", "b1", "b2"]
+    finally:
+        code, err = _finish(proc)
+    assert code == 1  # some calls failed
+    assert re.search(r"toolfork run: 10 done, 2 failed, [\d.]+ calls/s", err), err
+
+
+def test_worker_answers_in_completion_order_and_survives_bad_lines() -> None:
+    proc = _popen("worker", "--tools", TOOLS_SPEC, "--workers", "2")
+    try:
+        assert proc.stdin is not None
+        burst = [{"id": "slow", "name": "nap", "arguments": {"seconds": 0.6}},
+                 {"id": "quick", "name": "echo", "arguments": {"text": "q"}}]
+        proc.stdin.write("".join(json.dumps(r) + "\n" for r in burst).encode())
+        proc.stdin.flush()
+        assert [_readline(proc)["id"] for _ in range(2)] == ["quick", "slow"]
+        _send(proc, "{broken")
+        bad = _readline(proc)
+        assert bad["id"] == "line-3" and "not valid JSON" in bad["error"]["message"]
+        # Ids may be reused once their call has finished: a long-lived client need not invent new ones.
+        _send(proc, {"type": "tool_use", "id": "quick", "name": "echo", "input": {"text": "again"}})
+        again = _readline(proc)
+        assert again["id"] == "quick" and again["output"]["content"][0]["text"] == "again"
+    finally:
+        code, err = _finish(proc)
+    assert code == 0
+    assert "toolfork worker: 6 tools" in err
+
+
+def test_worker_usage_error_exits_2() -> None:
+    result = run_process("worker", "--tools", "tests/cli/cli_tools.py:NOPE", stdin="")
+    assert result.returncode == 2
+    assert "toolfork worker: error:" in result.stderr and "NOPE" in result.stderr
+
+
+def test_exit_codes_of_the_real_command(tmp_path: Path) -> None:
+    ok = run_process("run", "examples/calls.jsonl", "-o", str(tmp_path / "a.jsonl"))
+    assert ok.returncode == 0, ok.stderr
+    assert len(read_jsonl(tmp_path / "a.jsonl")) == len(Path(REPO, "examples/calls.jsonl").read_text().splitlines())
+    calls = write_jsonl(tmp_path / "c.jsonl", [{"id": "a", "name": "boom", "arguments": {}}])
+    failed = run_process("run", str(calls), "-o", str(tmp_path / "b.jsonl"), "--tools", TOOLS_SPEC)
+    assert failed.returncode == 1
+    usage = run_process("run", str(calls), "--tools", "nowhere.py:TOOLS")
+    assert usage.returncode == 2 and "toolfork run: error: 'nowhere.py': no such file" in usage.stderr
+    assert usage.stdout == ""
+
+
+def test_plain_progress_lines_when_stderr_is_not_a_terminal(tmp_path: Path) -> None:
+    rows = [{"id": f"p{i}", "name": "nap", "arguments": {"seconds": 0.03}} for i in range(40)]
+    rows.append({"id": "bad", "name": "boom", "arguments": {}})
+    calls = write_jsonl(tmp_path / "c.jsonl", rows)
+    result = run_process("run", str(calls), "-o", str(tmp_path / "o.jsonl"), "--tools", TOOLS_SPEC,
+                         "--workers", "2", "--progress-interval", "0.1")
+    assert result.returncode == 1
+    lines = result.stderr.splitlines()
+    assert "\r" not in result.stderr and "\x1b" not in result.stderr
+    assert lines[0].startswith("toolfork run: 6 tools from tests/cli/cli_tools.py:TOOLS; fork mode, 2 workers")
+    periodic = [ln for ln in lines if re.fullmatch(r"toolfork run: \d+%, \d+ done, \d failed, [\d.]+ calls/s, "
+                                                   r"ETA \d+:\d\d", ln)]
+    assert len(periodic) >= 2, result.stderr
+    assert re.fullmatch(r"toolfork run: 41 done, 1 failed, [\d.]+ calls/s, [\d.]+ s", lines[-1]), lines[-1]
+
+
+def test_progress_bar_when_stderr_is_a_terminal(tmp_path: Path) -> None:
+    rows = [{"id": f"p{i}", "name": "nap", "arguments": {"seconds": 0.05}} for i in range(30)]
+    calls = write_jsonl(tmp_path / "c.jsonl", rows)
+    master, slave = pty.openpty()
+    proc = subprocess.Popen(toolfork_cmd("run", str(calls), "-o", str(tmp_path / "o.jsonl"), "--tools", TOOLS_SPEC,
+                                         "--workers", "2"),
+                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=slave, cwd=REPO,
+                            env=child_env())
+    os.close(slave)
+    chunks: list[bytes] = []
+    while True:  # drain as we go: a full pty buffer would block the child
+        try:
+            data = os.read(master, 4096)
+        except OSError:  # EIO once the child has closed its end
+            break
+        if not data:
+            break
+        chunks.append(data)
+    os.close(master)
+    assert proc.wait(timeout=20) == 0
+    text = b"".join(chunks).decode()
+    assert "\r\x1b[K[" in text  # redrawn in place
+    assert re.search(r"\[#+\.*\] +\d+% \d+ done, 0 failed, [\d.]+ calls/s", text), text
+    assert re.search(r"\[#{24}\] 100% 30 done, 0 failed, [\d.]+ calls/s, [\d.]+ s", text), text
+
+
+def test_resume_after_sigkill_finishes_every_call_exactly_once(tmp_path: Path) -> None:
+    ids = [f"k{i:03d}" for i in range(120)]
+    rows = [{"id": i, "name": "nap", "arguments": {"seconds": 0.02, "tag": i}} for i in ids]
+    calls = write_jsonl(tmp_path / "c.jsonl", rows)
+    out = tmp_path / "out.jsonl"
+    args = ("run", str(calls), "-o", str(out), "--tools", TOOLS_SPEC, "--workers", "2", "-q")
+    proc = subprocess.Popen(toolfork_cmd(*args), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=REPO,
+                            env=child_env())
+    deadline = time.monotonic() + 30
+    while (not out.exists() or out.read_bytes().count(b"\n") < 20) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    children = psutil.Process(proc.pid).children(recursive=True)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=10)
+    psutil.wait_procs(children, timeout=10)  # the executor's workers notice and exit
+    first = out.read_bytes()
+    first_ids = [json.loads(line)["id"] for line in first.splitlines(keepends=True) if line.endswith(b"\n")]
+    assert 20 <= len(first_ids) < len(ids), "the job was not killed midway"
+    with open(out, "ab") as f:  # as if the kill had landed in the middle of a write
+        f.write(b'{"id": "k9')
+
+    resumed = subprocess.run(toolfork_cmd(*args, "--resume"), capture_output=True, text=True, cwd=REPO,
+                             env=child_env(), timeout=60)
+    assert resumed.returncode == 0, resumed.stderr
+    records = read_jsonl(out)
+    got = [r["id"] for r in records]
+    assert sorted(got) == ids  # each id exactly once
+    assert got[:len(first_ids)] == first_ids
+    new_part = got[len(first_ids):]
+    assert new_part == [i for i in ids if i not in set(first_ids)]  # the new part follows input order
+    assert all(r["status"] == "ok" and r["output"]["content"][0]["text"].endswith(r["id"]) for r in records)
+
+
+MEMORY_DRIVER = textwrap.dedent("""
+    import json, resource, sys
+    import psutil
+    import toolfork.commands.run, toolfork.executor, toolfork.tools, tests.cli.cli_tools
+    from toolfork import cli
+    base = psutil.Process().memory_info().rss
+    code = cli.main(["run", sys.argv[1], "-o", sys.argv[2], "--tools", "tests/cli/cli_tools.py:TOOLS",
+                     "--workers", "2", "-q"])
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    print(json.dumps({"code": code, "growth": peak - base}))
+""")
+
+
+def test_memory_stays_bounded_for_a_long_input(tmp_path: Path) -> None:
+    n, size = 20_000, 10_000  # 200 MB of output in all: holding the results would show at once
+    calls = tmp_path / "c.jsonl"
+    with open(calls, "w") as f:
+        for i in range(n):
+            f.write(f'{{"id": "m{i}", "name": "blob", "arguments": {{"size": {size}}}}}\n')
+    out = tmp_path / "out.jsonl"
+    result = subprocess.run([sys.executable, "-c", MEMORY_DRIVER, str(calls), str(out)], capture_output=True,
+                            text=True, cwd=REPO, env=child_env(), timeout=110)
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout.splitlines()[-1])
+    assert report["code"] == 0
+    assert report["growth"] < 100 * 2**20, f"peak RSS grew by {report['growth'] / 2**20:.0f} MB"
+    with open(out, "rb") as f:
+        count = sum(1 for _ in f)
+    assert count == n
+    assert out.stat().st_size > n * size
+
+
+def test_ctrl_c_stops_cleanly_with_130_and_resume_finishes(tmp_path: Path) -> None:
+    rows = [{"id": f"i{i:03d}", "name": "nap", "arguments": {"seconds": 0.03}} for i in range(60)]
+    calls = write_jsonl(tmp_path / "c.jsonl", rows)
+    out = tmp_path / "out.jsonl"
+    args = ("run", str(calls), "-o", str(out), "--tools", TOOLS_SPEC, "--workers", "2")
+    proc = subprocess.Popen(toolfork_cmd(*args), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=REPO,
+                            env=child_env())
+    deadline = time.monotonic() + 30
+    while (not out.exists() or out.read_bytes().count(b"\n") < 5) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    proc.send_signal(signal.SIGINT)
+    assert proc.wait(timeout=20) == 130
+    assert proc.stderr is not None
+    err = proc.stderr.read().decode()
+    assert "interrupted; rerun with --resume to continue" in err and "Traceback" not in err
+    partial = read_jsonl(out)  # only whole lines
+    assert 5 <= len(partial) < 60
+    resumed = run_process(*args, "--resume")
+    assert resumed.returncode == 0, resumed.stderr
+    assert [r["id"] for r in read_jsonl(out)][len(partial):] == [r["id"] for r in rows][len(partial):]
+
+
+def test_a_reader_that_goes_away_ends_the_job_quietly(tmp_path: Path) -> None:
+    rows = [{"id": f"i{i}", "name": "echo", "arguments": {"text": "y" * 1000}} for i in range(3000)]
+    calls = write_jsonl(tmp_path / "c.jsonl", rows)
+    proc = subprocess.Popen(toolfork_cmd("run", str(calls), "--tools", TOOLS_SPEC, "--workers", "2", "-q"),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=REPO, env=child_env())
+    assert proc.stdout is not None and proc.stderr is not None
+    assert json.loads(proc.stdout.readline())["id"] == "i0"
+    proc.stdout.close()  # like `toolfork run ... | head -1`
+    assert proc.wait(timeout=20) == 1
+    assert "Traceback" not in proc.stderr.read().decode()
