@@ -134,7 +134,7 @@ def test_decorator_with_settings_and_name() -> None:
 
 def test_default_settings() -> None:
     assert (forecast.timeout, forecast.max_runs, forecast.on_error, forecast.inline, forecast.retries) == (
-        None, None, "return-to-model", False, 0)
+        None, None, "fail-run", False, 0)
     assert forecast.is_visible and not forecast.track_by_inputs and forecast.approval_policy is None
     assert forecast.visible(False) is forecast and not forecast.is_visible
     forecast.visible(True)

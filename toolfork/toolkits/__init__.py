@@ -2,8 +2,11 @@
 add a line to it (and the import) for each new toolkit."""
 
 from toolfork.toolkits.calculator import CalculatorToolkit
+from toolfork.toolkits.calendar import CalendarToolkit
+from toolfork.toolkits.filesystem import FileSystemToolkit
 from toolfork.toolkits.jina import JinaToolkit
 from toolfork.toolkits.ses import SESTool
+from toolfork.toolkits.sql import MySQLToolkit, PostgreSQLToolkit, SQLiteToolkit
 from toolfork.toolkits.supadata import SupadataYouTubeToolkit
 from toolfork.toolkits.tavily import TavilyToolkit
 from toolfork.toolkits.zep import ZepMemoryToolkit
@@ -11,6 +14,11 @@ from toolfork.tools.toolkit import Toolkit
 
 TOOLKITS: dict[str, type[Toolkit]] = {
     "calculator": CalculatorToolkit,
+    "calendar": CalendarToolkit,
+    "filesystem": FileSystemToolkit,
+    "sqlite": SQLiteToolkit,
+    "postgresql": PostgreSQLToolkit,
+    "mysql": MySQLToolkit,
     "tavily": TavilyToolkit,
     "jina": JinaToolkit,
     "supadata": SupadataYouTubeToolkit,
@@ -21,8 +29,13 @@ TOOLKITS: dict[str, type[Toolkit]] = {
 __all__ = [
     "TOOLKITS",
     "CalculatorToolkit",
+    "CalendarToolkit",
+    "FileSystemToolkit",
     "JinaToolkit",
+    "MySQLToolkit",
+    "PostgreSQLToolkit",
     "SESTool",
+    "SQLiteToolkit",
     "SupadataYouTubeToolkit",
     "TavilyToolkit",
     "ZepMemoryToolkit",

@@ -17,9 +17,10 @@ def tool(fn: Callable[..., Any], /) -> Tool: ...
 
 @overload
 def tool(
-    name: str | None = None,
+    fn_or_name: str | None = None,
     /,
     *,
+    name: str | None = None,
     description: str | None = None,
     timeout: float | _Unset | None = _UNSET,
     max_runs: int | _Unset | None = _UNSET,

@@ -82,7 +82,7 @@ class Tool:
     description: str = ""
     timeout: float | None = None
     max_runs: int | None = None
-    on_error: OnError = "return-to-model"
+    on_error: OnError = "fail-run"
     inline: bool = False
     retries: int = 0
     track_by_inputs: bool = False

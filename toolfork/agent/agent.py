@@ -1,0 +1,623 @@
+"""``Agent``: configuration, the public calls (chat / stream / async twins / resume), and the two
+drivers that perform the loop's operations.
+
+The loop (``loop.py``) decides; the drivers talk to the provider and the executor. The executor
+is created on the first batch that has something to run, reused across turns and closed by
+``close()``, the context manager, or at interpreter exit.
+"""
+
+from __future__ import annotations
+
+import functools
+import weakref
+from collections.abc import AsyncIterator, Callable, Generator, Iterable, Iterator, Mapping
+from typing import Any
+
+from toolfork.agent.errors import AgentConfigError, ResumeError, describe
+from toolfork.agent.events import (
+    AgentEvent,
+    Callback,
+    EventBus,
+    RunFinished,
+    TextDelta,
+    ToolCallFinished,
+    ToolCallProgress,
+    ToolCallStarted,
+)
+from toolfork.agent.gate import not_executed
+from toolfork.agent.history import ChatHistory, InMemoryChatHistory
+from toolfork.agent.loop import CallModel, Emit, Execute, Loop, LoopGen
+from toolfork.agent.messages import AssistantMessage, ToolResultItem, UserMessage, as_user_message
+from toolfork.agent.output_limit import limit_output
+from toolfork.agent.policy import error_output
+from toolfork.agent.providers.base import ModelRequest, Provider
+from toolfork.agent.runs import DEFAULT_MAX_RUNS, RunCounter
+from toolfork.agent.state import APPROVAL, FRONTEND, RUN, ApprovalRequest, RunPaused, RunState, ToolResultsRequest
+from toolfork.agent.telemetry import Telemetry
+from toolfork.agent.telemetry import available as telemetry_available
+from toolfork.agent.toolset import Toolset
+from toolfork.executor.types import CallFinished, CallProgress, CallStarted, ToolCall, ToolResult
+from toolfork.tools.output import ToolOutput
+
+DEFAULT_MAX_STEPS = 20
+DEFAULT_MAX_OUTPUT_CHARS = 100_000
+_APPROVE = ("approve", "approved", "yes")
+_REJECT = ("reject", "rejected", "no")
+
+
+class _hybridmethod:
+    """A method that works on the class (building an instance) and on an instance."""
+
+    def __init__(self, func: Callable[..., Any]) -> None:
+        self.func = func
+        functools.update_wrapper(self, func)  # type: ignore[arg-type]
+
+    def __get__(self, obj: Any, cls: type) -> Callable[..., Any]:
+        return functools.partial(self.func, obj if obj is not None else cls)
+
+
+def _close_quietly(executor: Any) -> None:
+    try:
+        executor.close()
+    except Exception:
+        pass
+
+
+class Agent:
+    """An LLM agent whose tool calls run through the toolfork executor.
+
+    Configure by arguments, or subclass and override ``provider()``, ``instructions()``, ``tools()``
+    (and ``chat_history()``, ``tool_error_handler()``). Not thread-safe: one run at a time.
+    """
+
+    def __init__(
+        self,
+        provider: Provider | None = None,
+        instructions: str | None = None,
+        tools: Iterable[Any] | None = None,
+        *,
+        history: ChatHistory | None = None,
+        max_steps: int = DEFAULT_MAX_STEPS,
+        tool_max_runs: int = DEFAULT_MAX_RUNS,
+        max_output_chars: int | None = DEFAULT_MAX_OUTPUT_CHARS,
+        tool_error_handler: Callable[[BaseException, Any], Any] | None = None,
+        tool_timeout: float | None = None,
+        parallel: bool = False,
+        before_child: Callable[[], Any] | None = None,
+        after_child: Callable[[], Any] | None = None,
+        workers: int | None = None,
+        callbacks: Iterable[Callback] = (),
+        telemetry: bool = True,
+        thread_id: str | None = None,
+    ) -> None:
+        if max_steps < 1:
+            raise AgentConfigError(f"max_steps must be at least 1, got {max_steps}")
+        if max_output_chars is not None and max_output_chars < 1:
+            raise AgentConfigError(f"max_output_chars must be positive or None, got {max_output_chars}")
+        if tool_timeout is not None and tool_timeout <= 0:
+            raise AgentConfigError(f"tool_timeout must be positive or None, got {tool_timeout}")
+        self._provider_arg = provider
+        self._instructions_arg = instructions
+        self._tools_arg = list(tools) if tools is not None else None
+        self._history_arg = history
+        self.max_steps = max_steps
+        self.max_output_chars = max_output_chars
+        self.tool_timeout = tool_timeout
+        self._error_handler = tool_error_handler
+        self._max_runs = DEFAULT_MAX_RUNS
+        self.tool_max_runs(tool_max_runs)
+        self._parallel = parallel
+        self._before_child = before_child
+        self._after_child = after_child
+        self._workers = workers
+        self._thread_id = thread_id
+
+        self._resolved_provider: Provider | None = None
+        self._toolset: Toolset | None = None
+        self._history: ChatHistory | None = None
+        self._extra_tools: list[Any] = []
+        self._discovered: set[str] = set()
+        self._paused: RunPaused | None = None
+        self._last_answered: set[str] = set()  # call ids of the last resume / submission
+        self._executor: Any = None
+        self._finalizer: Any = None
+        self._loop = Loop(self)
+        self._bus = EventBus()
+        self._observers = 0
+        for callback in callbacks:
+            self.observe(callback)
+        self._telemetry = Telemetry(type(self).__name__) if telemetry and telemetry_available() else None
+        if self._telemetry is not None:
+            self._bus.subscribe(self._telemetry)
+
+    # ------------------------------------------------------------------ subclass hooks
+    def provider(self) -> Provider:
+        """The model provider. Override in a subclass, or pass ``provider=``."""
+        if self._provider_arg is None:
+            raise AgentConfigError("the agent has no provider: pass provider=... or override provider()")
+        return self._provider_arg
+
+    def instructions(self) -> str:
+        """The system prompt (toolkit guidelines are appended to it)."""
+        return self._instructions_arg or ""
+
+    def tools(self) -> list[Any]:
+        """Tools, functions, toolkits, FrontendTool, ProviderTool and ToolSearch items."""
+        return list(self._tools_arg or [])
+
+    def chat_history(self) -> ChatHistory:
+        """The history used when none was passed: in memory."""
+        return InMemoryChatHistory()
+
+    def tool_error_handler(self, exc: BaseException, tool: Any) -> Any:
+        """A value to use as the failed call's result, or None to apply the tool's ``on_error``."""
+        if self._error_handler is not None:
+            return self._error_handler(exc, tool)
+        return None
+
+    # ------------------------------------------------------------------ fluent settings
+    def parallel_tool_calls(self, enabled: bool = True, before_child: Callable[[], Any] | None = None,
+                            after_child: Callable[[], Any] | None = None) -> Agent:
+        """On: calls of a batch run at once in the fork pool, with the hooks around each call in the
+        child. Off: the sequential executor. Takes effect from the next batch."""
+        changed = (bool(enabled), before_child, after_child) != (self._parallel, self._before_child,
+                                                                 self._after_child)
+        self._parallel, self._before_child, self._after_child = bool(enabled), before_child, after_child
+        if changed:
+            self._close_executor()
+        return self
+
+    def tool_max_runs(self, n: int) -> Agent:
+        """Runs allowed per run key per ``chat()`` (a tool's own ``max_runs`` wins)."""
+        if not isinstance(n, int) or isinstance(n, bool) or n < 0:
+            raise AgentConfigError(f"tool_max_runs must be a non-negative int, got {n!r}")
+        self._max_runs = n
+        return self
+
+    def observe(self, callback: Callback) -> Agent:
+        """Call ``callback(event)`` for every event (model calls, text deltas, tool calls)."""
+        self._bus.subscribe(callback)
+        self._observers += 1
+        return self
+
+    def add_tools(self, *items: Any) -> Agent:
+        """Add tools after construction; a running worker pool gets them too (from the next batch)."""
+        self._extra_tools.extend(items)
+        self._toolset = None
+        if self._executor is not None:
+            known = self._executor.tools
+            new = [t for name, t in self._get_toolset().local.items() if name not in known]
+            if new:
+                self._executor.add_tools(*new)
+        return self
+
+    # ------------------------------------------------------------------ state
+    @property
+    def history(self) -> ChatHistory:
+        if self._history is None:
+            self._history = self._history_arg if self._history_arg is not None else self.chat_history()
+        return self._history
+
+    @property
+    def thread_id(self) -> str | None:
+        return self._thread_id or getattr(self.history, "thread_id", None)
+
+    @property
+    def paused(self) -> RunPaused | None:
+        """The pending ApprovalRequest / ToolResultsRequest, if the last run paused."""
+        return self._paused
+
+    @property
+    def discovered_tools(self) -> list[str]:
+        return sorted(self._discovered)
+
+    @property
+    def executor(self) -> Any:
+        """The executor (created on first use)."""
+        return self._get_executor()
+
+    @property
+    def parallel(self) -> bool:
+        return self._parallel
+
+    def _get_provider(self) -> Provider:
+        if self._resolved_provider is None:
+            provider = self.provider()
+            if not isinstance(provider, Provider):
+                raise AgentConfigError(f"provider must be a toolfork Provider, got {type(provider).__name__}")
+            self._resolved_provider = provider
+        return self._resolved_provider
+
+    def _get_toolset(self) -> Toolset:
+        if self._toolset is None:
+            self._toolset = Toolset([*self.tools(), *self._extra_tools])
+        return self._toolset
+
+    def _model_request(self) -> ModelRequest:
+        toolset = self._get_toolset()
+        return ModelRequest(system=toolset.system_prompt(self.instructions()), messages=self.history.messages(),
+                            tools=toolset.offered(self._discovered), provider_tools=list(toolset.provider_tools))
+
+    def _get_executor(self) -> Any:
+        if self._executor is None:
+            from toolfork.executor import Executor
+
+            kwargs: dict[str, Any] = {"mode": "auto" if self._parallel else "sequential",
+                                      "timeout": self.tool_timeout}
+            if self._parallel:
+                kwargs.update(before_child=self._before_child, after_child=self._after_child,
+                              workers=self._workers)
+            self._executor = Executor(list(self._get_toolset().local.values()), **kwargs)
+            self._finalizer = weakref.finalize(self, _close_quietly, self._executor)
+        return self._executor
+
+    def _close_executor(self) -> None:
+        executor, self._executor = self._executor, None
+        if self._finalizer is not None:
+            self._finalizer.detach()
+            self._finalizer = None
+        if executor is not None:
+            executor.close()
+
+    def close(self) -> None:
+        """End the worker pool and the provider's HTTP clients."""
+        self._close_executor()
+        if self._resolved_provider is not None:
+            self._resolved_provider.close()
+
+    async def aclose(self) -> None:
+        """``close()`` for async use: also closes the provider's async HTTP client."""
+        self._close_executor()
+        if self._resolved_provider is not None:
+            await self._resolved_provider.aclose()
+
+    def __enter__(self) -> Agent:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    async def __aenter__(self) -> Agent:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    # ------------------------------------------------------------------ public calls
+    def chat(self, message: str | UserMessage) -> AssistantMessage:
+        """Run until the model answers without tool calls; returns that answer (``reply.text``).
+        Raises ApprovalRequest / ToolResultsRequest when the run pauses."""
+        return self._finish(self._events(self._start(message), live=self._observers > 0))
+
+    def stream(self, message: str | UserMessage) -> Iterator[AgentEvent]:
+        """Events as they happen (``TextDelta`` pieces, tool call start / progress / end, ...),
+        ending with ``RunFinished(message)``."""
+        yield from self._events(self._start(message), live=True)
+
+    async def achat(self, message: str | UserMessage) -> AssistantMessage:
+        final: AssistantMessage | None = None
+        async for event in self._aevents(self._start(message), live=self._observers > 0):
+            if isinstance(event, RunFinished):
+                final = event.message
+        assert final is not None
+        return final
+
+    async def astream(self, message: str | UserMessage) -> AsyncIterator[AgentEvent]:
+        async for event in self._aevents(self._start(message), live=True):
+            yield event
+
+    def resume(self, decisions: Mapping[str, Any]) -> AssistantMessage:
+        """Answer an ApprovalRequest: ``{call_id: "approve" | "reject" | ("reject", reason)}``."""
+        return self._finish(self._events(self._resume_state(decisions), live=self._observers > 0))
+
+    async def aresume(self, decisions: Mapping[str, Any]) -> AssistantMessage:
+        return await self._afinish(self._resume_state(decisions))
+
+    def submit_tool_results(self, results: Mapping[str, Any]) -> AssistantMessage:
+        """Answer a ToolResultsRequest: ``{call_id: {"result": value} | {"error": "message"}}``."""
+        return self._finish(self._events(self._submit_state(results), live=self._observers > 0))
+
+    async def asubmit_tool_results(self, results: Mapping[str, Any]) -> AssistantMessage:
+        return await self._afinish(self._submit_state(results))
+
+    @_hybridmethod
+    def resume_from(target: Any, state: str | bytes | dict[str, Any] | RunPaused, **agent_kwargs: Any) -> Agent:
+        """Restore a paused run from ``to_json()`` output. On the class, builds the agent first
+        (``Agent.resume_from(text, provider=..., tools=...)`` or ``MyAgent.resume_from(text)``);
+        on an instance, restores into it. Then call ``resume()`` / ``submit_tool_results()``."""
+        if isinstance(target, type):
+            agent: Agent = target(**agent_kwargs)
+        else:
+            if agent_kwargs:
+                raise TypeError("resume_from() on an agent instance takes no agent arguments")
+            agent = target
+        paused = RunPaused.from_json(state.payload if isinstance(state, RunPaused) else state)
+        agent._restore(paused)
+        return agent
+
+    # ------------------------------------------------------------------ run setup
+    def _start(self, message: str | UserMessage) -> Callable[[], LoopGen]:
+        user = as_user_message(message)
+
+        def begin() -> LoopGen:
+            # Refuse unsupported provider tools before the user message is stored.
+            self._get_provider().check_request(
+                ModelRequest("", [], [], list(self._get_toolset().provider_tools)))
+            self._paused = None
+            self.history.extend([user])
+            return self._loop.run(RunState(counter=RunCounter(self._max_runs)))
+
+        return begin
+
+    def _restore(self, paused: RunPaused) -> None:
+        toolset = self._get_toolset()
+        known = set(toolset.local) | set(toolset.frontend) | set(toolset.searches)
+        for slot in paused.payload["run"]["pending"]["slots"]:
+            name = slot["call"]["name"]
+            if slot["kind"] in (RUN, APPROVAL, FRONTEND) and slot.get("item") is None and name not in known:
+                raise ResumeError(f"the paused run waits on a call of tool '{name}', which this agent does not "
+                                  f"have (its tools: {', '.join(sorted(known)) or 'none'})")
+        history = paused.history()
+        if history is not None and not self.history.persistent:
+            self.history.replace(history)
+        self._discovered = set(paused.payload.get("discovered") or [])
+        self._paused = paused
+
+    def _take_paused(self, kind: type[RunPaused], answer: str, given: Iterable[str] = ()
+                     ) -> tuple[RunPaused, RunState]:
+        paused = self._paused
+        if paused is None:
+            answered = sorted(set(given) & self._last_answered)
+            if answered:
+                raise ResumeError(f"call(s) {', '.join(answered)} were answered already; a second submission "
+                                  "is refused (the run has moved on)")
+        if paused is None or not isinstance(paused, kind):
+            what = "approval" if kind is ApprovalRequest else "frontend tool results"
+            now = f" (it waits for {type(paused).__name__})" if paused is not None else ""
+            raise ResumeError(f"no run is paused waiting for {what}{now}; nothing to {answer}")
+        state = RunState.from_dict(paused.payload["run"])
+        assert state.pending is not None
+        self._check_not_answered(state)
+        return paused, state
+
+    def _check_not_answered(self, state: RunState) -> None:
+        """A paused state answered before (e.g. the same JSON resumed twice over a persistent
+        history) must not add a second set of results for the same calls: the paused turn is
+        already in the history then (turns carry a unique id)."""
+        assert state.pending is not None
+        turn = state.pending.assistant.id
+        if turn is None:
+            return
+        if any(isinstance(m, AssistantMessage) and m.id == turn for m in self.history.messages()):
+            self._paused = None
+            ids = ", ".join(s.call.id for s in state.pending.slots)
+            raise ResumeError(f"the paused turn (calls {ids}) is already in the history with its results: "
+                              "this paused run was resumed before; the second answer is refused")
+
+    @staticmethod
+    def _check_ids(given: Mapping[str, Any], waiting: list[str], what: str) -> None:
+        if not isinstance(given, Mapping):
+            raise ResumeError(f"{what} must be a dict keyed by call id, got {type(given).__name__}")
+        unknown = [k for k in given if k not in waiting]
+        if unknown:
+            raise ResumeError(f"unknown call id(s) in {what}: {', '.join(map(str, unknown))}; "
+                              f"the run waits on: {', '.join(waiting)}")
+        missing = [k for k in waiting if k not in given]
+        if missing:
+            raise ResumeError(f"{what} lack call id(s): {', '.join(missing)} (every waiting call needs an answer)")
+
+    def _resume_state(self, decisions: Mapping[str, Any]) -> Callable[[], LoopGen]:
+        _, state = self._take_paused(ApprovalRequest, "approve", _keys(decisions))
+        assert state.pending is not None
+        waiting = state.pending.waiting(APPROVAL)
+        self._check_ids(decisions, [s.call.id for s in waiting], "approval decisions")
+        parsed = {s.call.id: _parse_decision(s.call.id, decisions[s.call.id]) for s in waiting}
+        for slot in waiting:
+            approved, reason = parsed[slot.call.id]
+            if approved:
+                slot.kind = RUN
+            else:
+                state.counter.release(slot.run_key or "")
+                why = "the user rejected this call" + (f": {reason}" if reason else "")
+                not_executed(slot, why, status="rejected")
+        self._paused = None
+        self._last_answered = {s.call.id for s in waiting}
+        return lambda: self._loop.run(state)
+
+    def _submit_state(self, results: Mapping[str, Any]) -> Callable[[], LoopGen]:
+        _, state = self._take_paused(ToolResultsRequest, "submit", _keys(results))
+        assert state.pending is not None
+        waiting = state.pending.waiting(FRONTEND)
+        self._check_ids(results, [s.call.id for s in waiting], "tool results")
+        toolset = self._get_toolset()
+        outputs: dict[str, ToolResultItem] = {}
+        for slot in waiting:
+            output, status = _parse_submission(slot.call.id, results[slot.call.id])
+            tool = toolset.frontend.get(slot.call.name)
+            own = getattr(tool, "max_output_chars", None)
+            output = limit_output(output, own if own is not None else self.max_output_chars)
+            outputs[slot.call.id] = ToolResultItem(slot.call.id, slot.call.name, output, status)
+        for slot in waiting:
+            slot.item = outputs[slot.call.id]
+            slot.kind = "done"
+        self._paused = None
+        self._last_answered = {s.call.id for s in waiting}
+        return lambda: self._loop.run(state)
+
+    # ------------------------------------------------------------------ drivers
+    def _finish(self, events: Iterator[AgentEvent]) -> AssistantMessage:
+        for event in events:
+            if isinstance(event, RunFinished):
+                return event.message
+        raise AssertionError("the run ended without a final message")  # pragma: no cover
+
+    async def _afinish(self, begin: Callable[[], LoopGen]) -> AssistantMessage:
+        final: AssistantMessage | None = None
+        async for event in self._aevents(begin, live=self._observers > 0):
+            if isinstance(event, RunFinished):
+                final = event.message
+        assert final is not None
+        return final
+
+    def _publish(self, event: AgentEvent) -> AgentEvent:
+        self._bus.publish(event)
+        return event
+
+    def _run_span(self, error: BaseException | None) -> None:
+        if self._telemetry is not None:
+            self._telemetry.end_run(None if isinstance(error, RunPaused) else error)
+
+    def _events(self, begin: Callable[[], LoopGen], live: bool) -> Iterator[AgentEvent]:
+        """The sync driver. ``live``: stream the model's text and the executor's events."""
+        provider = self._get_provider()
+        if self._telemetry is not None:
+            self._telemetry.start_run(provider.name, provider.model)
+        error: BaseException | None = None
+        try:
+            gen = begin()
+            send: Any = None
+            throw: BaseException | None = None
+            while True:
+                try:
+                    op = gen.throw(throw) if throw is not None else gen.send(send)
+                except StopIteration as stop:
+                    yield self._publish(RunFinished(stop.value))
+                    return
+                send, throw = None, None
+                try:
+                    if isinstance(op, Emit):
+                        yield self._publish(op.event)
+                    elif isinstance(op, CallModel):
+                        if live:
+                            message: AssistantMessage | None = None
+                            for item in provider.stream(op.request):
+                                if isinstance(item, str):
+                                    yield self._publish(TextDelta(item))
+                                else:
+                                    message = item
+                            send = message
+                        else:
+                            send = provider.complete(op.request)
+                    elif isinstance(op, Execute):
+                        send = yield from self._execute(op.calls, live)
+                except GeneratorExit:
+                    gen.close()
+                    raise
+                except BaseException as exc:
+                    throw = exc
+        except BaseException as exc:
+            error = exc
+            raise
+        finally:
+            self._run_span(error)
+
+    def _execute(self, calls: list[ToolCall], live: bool) -> Generator[AgentEvent, None, list[ToolResult]]:
+        executor = self._get_executor()
+        args = {c.id: c.arguments for c in calls}
+        if not live:
+            results: list[ToolResult] = executor.run(calls)
+            for result in results:
+                self._publish(_finished(result, args))
+            return results
+        finished: dict[str, ToolResult] = {}
+        names = {c.id: c.name for c in calls}
+        stream = executor.stream(calls)
+        try:
+            for event in stream:
+                if isinstance(event, CallStarted):
+                    yield self._publish(ToolCallStarted(event.call_id, event.name, dict(args[event.call_id])))
+                elif isinstance(event, CallProgress):
+                    yield self._publish(ToolCallProgress(event.call_id, names.get(event.call_id, ""), event.value))
+                elif isinstance(event, CallFinished):
+                    finished[event.call_id] = event.result
+                    yield self._publish(_finished(event.result, args))
+        finally:
+            close = getattr(stream, "close", None)
+            if close is not None:
+                close()
+        return [finished[c.id] for c in calls if c.id in finished]
+
+    async def _aevents(self, begin: Callable[[], LoopGen], live: bool) -> AsyncIterator[AgentEvent]:
+        """The async driver: the provider's async client, ``executor.arun`` for batches."""
+        provider = self._get_provider()
+        if self._telemetry is not None:
+            self._telemetry.start_run(provider.name, provider.model)
+        error: BaseException | None = None
+        try:
+            gen = begin()
+            send: Any = None
+            throw: BaseException | None = None
+            while True:
+                try:
+                    op = gen.throw(throw) if throw is not None else gen.send(send)
+                except StopIteration as stop:
+                    yield self._publish(RunFinished(stop.value))
+                    return
+                send, throw = None, None
+                try:
+                    if isinstance(op, Emit):
+                        yield self._publish(op.event)
+                    elif isinstance(op, CallModel):
+                        if live:
+                            message: AssistantMessage | None = None
+                            async for item in provider.astream(op.request):
+                                if isinstance(item, str):
+                                    yield self._publish(TextDelta(item))
+                                else:
+                                    message = item
+                            send = message
+                        else:
+                            send = await provider.acomplete(op.request)
+                    elif isinstance(op, Execute):
+                        args = {c.id: c.arguments for c in op.calls}
+                        if live:
+                            for call in op.calls:
+                                yield self._publish(ToolCallStarted(call.id, call.name, dict(call.arguments)))
+                        results = await self._get_executor().arun(op.calls)
+                        for result in results:
+                            yield self._publish(_finished(result, args))
+                        send = results
+                except GeneratorExit:
+                    gen.close()
+                    raise
+                except BaseException as exc:
+                    throw = exc
+        except BaseException as exc:
+            error = exc
+            raise
+        finally:
+            self._run_span(error)
+
+
+def _finished(result: ToolResult, args: Mapping[str, Any]) -> ToolCallFinished:
+    return ToolCallFinished(result.call_id, result.name, result.status, result.output, result.duration_s,
+                            None if result.error is None else str(result.error),
+                            dict(args.get(result.call_id) or {}))
+
+
+def _keys(value: Any) -> list[str]:
+    return [str(k) for k in value] if isinstance(value, Mapping) else []
+
+
+def _parse_decision(call_id: str, value: Any) -> tuple[bool, str | None]:
+    if value is True or (isinstance(value, str) and value.lower() in _APPROVE):
+        return True, None
+    if value is False or (isinstance(value, str) and value.lower() in _REJECT):
+        return False, None
+    if isinstance(value, (tuple, list)) and len(value) == 2 and isinstance(value[0], str) \
+            and value[0].lower() in _REJECT:
+        return False, str(value[1]) if value[1] is not None else None
+    raise ResumeError(f"decision for call {call_id} must be 'approve', 'reject' or ('reject', reason), "
+                      f"got {describe(value)}")
+
+
+def _parse_submission(call_id: str, value: Any) -> tuple[ToolOutput, str]:
+    if not isinstance(value, Mapping) or len(value) != 1 or next(iter(value)) not in ("result", "error"):
+        raise ResumeError(f"the result for call {call_id} must be {{'result': value}} or {{'error': 'message'}}, "
+                          f"got {describe(value)}")
+    if "error" in value:
+        return error_output(str(value["error"])), "error"
+    return ToolOutput.from_value(value["result"]), "ok"
+
+
+__all__ = ["DEFAULT_MAX_OUTPUT_CHARS", "DEFAULT_MAX_STEPS", "Agent"]
