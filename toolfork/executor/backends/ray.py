@@ -27,7 +27,7 @@ from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from toolfork.executor.backends import ray_session
-from toolfork.executor.backends.base import Backend, Dispatch, Feed, Hooks
+from toolfork.executor.backends.base import POLL_INTERVAL, Backend, Dispatch, Feed, Hooks
 from toolfork.executor.types import CallFinished, CallProgress, CallStarted, ErrorInfo, Event, ToolResult
 
 if TYPE_CHECKING:
@@ -108,19 +108,20 @@ class RayBackend(Backend):
         self._tool_refs.update(refs)
 
     def _put_hooks(self, hooks: Hooks) -> tuple[Any] | None:
+        """The hooks travel like the tools: pickled once, refused here (naming the hook) if they cannot be."""
         if hooks.before_child is None and hooks.after_child is None and hooks.on_worker_start is None:
             return None
-        for label in ("before_child", "after_child", "on_worker_start"):
-            hook = getattr(hooks, label)
-            if hook is None:
-                continue
-            try:
-                self._ray.put(hook)
-            except Exception as exc:
-                name = getattr(hook, "__qualname__", None) or repr(hook)
-                raise TypeError(f"{label} hook {name} cannot be sent to Ray workers: it cannot be serialized "
-                                f"({_pickle_cause(hook, exc)})") from exc
-        return (self._ray.put(hooks),)
+        try:
+            return (self._ray.put(hooks),)
+        except Exception as exc:
+            for label in ("before_child", "after_child", "on_worker_start"):
+                hook = getattr(hooks, label)
+                cause = _pickle_error(hook) if hook is not None else None
+                if cause is not None:
+                    name = getattr(hook, "__qualname__", None) or repr(hook)
+                    raise TypeError(f"{label} hook {name} cannot be sent to Ray workers: it cannot be "
+                                    f"serialized ({cause})") from exc
+            raise TypeError(f"the hooks cannot be sent to Ray workers: {_first_line(exc)}") from exc
 
     def add_tools(self, tools: list[Tool]) -> None:
         self._put_tools(tools)
@@ -158,11 +159,19 @@ class RayBackend(Backend):
                 if not outstanding:
                     if feed.exhausted:
                         return
+                    if feed.waiting:  # a live source with nothing to give yet, and nothing running
+                        feed.wait_for_source(None)
+                        continue
                     if not yielded:  # the consumer cannot make room: nothing would ever change
                         raise RuntimeError("the feed has no room although nothing is outstanding")
                     yielded = False
                     continue
-                self._wait(running, by_token, events)
+                # ray.wait cannot watch the live source's wake-up fd: with room for more calls, ask the
+                # source again every POLL_INTERVAL while tasks run.
+                poll = feed.waiting and len(running) < self._size
+                self._wait(running, by_token, events, POLL_INTERVAL if poll else None)
+                if poll:
+                    feed.drain_wakeup()
         finally:
             if running:  # the consumer stopped early or the host was interrupted
                 for task in running.values():
@@ -194,8 +203,10 @@ class RayBackend(Backend):
             self._take = self._sink.take.remote(self._id)
         return self._sink
 
-    def _wait(self, running: dict[Any, _Running], by_token: dict[int, _Running], events: list[Event]) -> None:
-        """Block until a task ends, a message arrives or a deadline passes; turn that into events."""
+    def _wait(self, running: dict[Any, _Running], by_token: dict[int, _Running], events: list[Event],
+              poll: float | None = None) -> None:
+        """Block until a task ends, a message arrives, a deadline passes or ``poll`` seconds went by;
+        turn what happened into events."""
         ray = self._ray
         refs = list(running)
         if self._take is None:  # the sink was lost: what it would have said is gone with it
@@ -210,6 +221,8 @@ class RayBackend(Backend):
             refs.append(take)
         deadlines = [t.deadline for t in running.values() if t.deadline is not None]
         timeout = None if not deadlines else max(0.0, min(deadlines) - time.monotonic())
+        if poll is not None:
+            timeout = poll if timeout is None else min(timeout, poll)
         ready, _ = ray.wait(refs, num_returns=1, timeout=timeout)
         if ready and len(refs) > 1:
             ready, _ = ray.wait(refs, num_returns=len(refs), timeout=0)
@@ -403,15 +416,20 @@ class RayBackend(Backend):
         ray_session.release(ray)
 
 
-def _pickle_cause(obj: Any, exc: BaseException) -> str:
-    """The one-line reason cloudpickle gives (Ray's own message is a page of diagnostics)."""
+def _pickle_error(obj: Any) -> str | None:
+    """Why cloudpickle refuses ``obj`` in one line, or None if it does not."""
     try:
         from ray import cloudpickle
 
         cloudpickle.dumps(obj)
-    except Exception as direct:
-        return f"{type(direct).__name__}: {direct}"
-    return _first_line(exc)
+    except Exception as exc:
+        return f"{type(exc).__name__}: {exc}"
+    return None
+
+
+def _pickle_cause(obj: Any, exc: BaseException) -> str:
+    """The one-line reason (Ray's own message is a page of diagnostics)."""
+    return _pickle_error(obj) or _first_line(exc)
 
 
 def _first_line(exc: BaseException) -> str:

@@ -1,0 +1,508 @@
+"""The Ray backend: the shared contract suite with mode="ray", plus what only Ray workers can show.
+
+Everything runs on one local 2-CPU Ray instance (``conftest_ray.ray_cluster``), started once; the module
+is one xdist group so that instance is started in one xdist worker only.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from tests.executor import test_contract as _contract
+from tests.executor import tools_for_tests as T
+from tests.executor.conftest_ray import RAY_CPUS, ray_cluster, wait_gone  # noqa: F401 - a fixture
+from toolfork.executor import WAIT, CallFinished, CallProgress, CallStarted, Executor, ToolCall
+from toolfork.executor.backends import ray_session
+from toolfork.executor.backends.ray import RayBackend
+from toolfork.tools import ToolRuntime, tool
+
+pytestmark = [pytest.mark.ray, pytest.mark.xdist_group("ray")]
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def mode(ray_cluster):  # noqa: F811 - the fixture imported above
+    """Overrides the executor conftest's ``mode``: every contract test below runs against Ray."""
+    return "ray"
+
+
+# The shared contract suite (test_contract.py), collected a second time here with mode="ray".
+for _name, _test in vars(_contract).items():
+    if _name.startswith("test_") and callable(_test):
+        globals()[_name] = _test
+
+
+def _pid_gone(pid: int, seconds: float = 10.0) -> bool:
+    return not wait_gone([psutil.Process(pid)], seconds) if psutil.pid_exists(pid) else True
+
+
+# ----------------------------------------------------------------------------- where calls run
+
+
+def test_calls_run_in_ray_workers_not_in_the_host(make_executor, mode):
+    ex = make_executor(mode=mode)
+    assert ex.mode == "ray" and isinstance(ex.backend, RayBackend)
+    results = ex.run([ToolCall(str(i), "whoami", {}) for i in range(4)])
+    pids = {r.output.data for r in results}
+    assert os.getpid() not in pids
+    assert all(r.worker_pid == r.output.data for r in results)
+
+
+def test_hooks_run_in_the_ray_worker_around_every_call(make_executor, mode, tmp_path):
+    log = tmp_path / "hooks.log"
+
+    def before() -> None:
+        with log.open("a") as f:
+            f.write(f"before {os.getpid()}\n")
+
+    def after() -> None:
+        with log.open("a") as f:
+            f.write(f"after {os.getpid()}\n")
+
+    ex = make_executor(mode=mode, before_child=before, after_child=after)
+    results = ex.run([ToolCall(str(i), "whoami", {}) for i in range(4)] +
+                     [ToolCall("f", "fail", {"message": "x"})])
+    lines = log.read_text().splitlines()
+    assert len(lines) == 10
+    for r in results[:4]:
+        assert f"before {r.output.data}" in lines and f"after {r.output.data}" in lines
+    assert all(line.split()[1] != str(os.getpid()) for line in lines)
+    assert results[4].status == "error" and f"after {results[4].worker_pid}" in lines  # after a raise too
+
+
+def test_before_child_raising_skips_the_tool_and_after_child(make_executor, mode, tmp_path):
+    marker = tmp_path / "after-ran"
+
+    def before() -> None:
+        raise ConnectionError("database unreachable")
+
+    def after() -> None:
+        marker.write_text("ran")
+
+    ex = make_executor(mode=mode, before_child=before, after_child=after)
+    [r] = ex.run([ToolCall("h", "hang", {"marker": str(tmp_path / "tool-ran")})])
+    assert r.status == "error" and r.error.type == "ConnectionError"
+    assert "before_child" in r.error.message and "database unreachable" in r.error.message
+    assert not marker.exists() and not (tmp_path / "tool-ran").exists()
+
+
+def test_after_child_raising_turns_the_result_into_an_error(make_executor, mode):
+    def after() -> None:
+        raise RuntimeError("could not close the connection")
+
+    ex = make_executor(mode=mode, after_child=after)
+    [r] = ex.run([ToolCall("a", "add", {"a": 1, "b": 2})])
+    assert r.status == "error" and "after_child" in r.error.message and "could not close" in r.error.message
+
+
+def test_on_worker_start_runs_once_per_ray_worker_process(make_executor, mode, tmp_path):
+    starts = tmp_path / "starts"
+
+    def on_start() -> None:
+        with starts.open("a") as f:
+            f.write(f"{os.getpid()}\n")
+
+    ex = make_executor(mode=mode, on_worker_start=on_start)
+    first = ex.run([ToolCall(f"a{i}", "whoami", {}) for i in range(8)])
+    second = ex.run([ToolCall(f"b{i}", "whoami", {}) for i in range(8)])
+    started = starts.read_text().split()
+    assert len(started) == len(set(started))  # once per process, not per call
+    assert {str(r.output.data) for r in first + second} <= set(started)
+
+
+def test_on_worker_start_failing_fails_the_calls_naming_the_hook(make_executor, mode):
+    def on_start() -> None:
+        raise OSError("no credentials on this node")
+
+    ex = make_executor(mode=mode, on_worker_start=on_start)
+    results = ex.run([ToolCall(str(i), "add", {"a": i, "b": 1}) for i in range(3)])
+    assert all(r.status == "error" and "on_worker_start" in r.error.message and "no credentials" in r.error.message
+               for r in results)
+
+
+def test_the_context_snapshot_reaches_the_worker(make_executor, mode):
+    @tool
+    def read_context(key: str, runtime: ToolRuntime) -> str:
+        """Return a value of the host's context as the call saw it."""
+        return str(runtime.context.get(key))
+
+    ex = make_executor([read_context, T.set_ctx], mode=mode)
+    ex.run([ToolCall("s", "set_ctx", {"key": "user", "value": 7, "delay": 0.0})])
+    assert ex.context == {"user": 7}
+    [r] = ex.run([ToolCall("r", "read_context", {"key": "user"})])
+    assert r.output.as_text() == "7"
+
+
+# ----------------------------------------------------------------------------- progress
+
+
+def test_progress_reaches_the_host_while_the_call_still_runs(make_executor, mode, tmp_path):
+    release = tmp_path / "release"
+
+    @tool
+    def wait_for_host(path: str, runtime: ToolRuntime) -> str:
+        """Report progress, then wait until the host reacts to it (it writes ``path``)."""
+        runtime.emit_progress("waiting")
+        end = time.monotonic() + 20
+        while time.monotonic() < end:
+            if Path(path).exists():
+                return "released"
+            time.sleep(0.01)
+        return "the host never saw the progress"
+
+    ex = make_executor([wait_for_host], mode=mode)
+    kinds = []
+    for event in ex.stream([ToolCall("w", "wait_for_host", {"path": str(release)})]):
+        kinds.append(type(event).__name__)
+        if isinstance(event, CallProgress):
+            assert event.value == "waiting"
+            release.write_text("go")  # only a live progress event can unblock the call
+        if isinstance(event, CallFinished):
+            assert event.result.output.as_text() == "released"
+    assert kinds == ["CallStarted", "CallProgress", "CallFinished"]
+
+
+def test_many_progress_values_keep_their_order(make_executor, mode):
+    ex = make_executor(mode=mode)
+    events = list(ex.stream([ToolCall("p", "progress", {"steps": 40, "pause": 0.0}),
+                             ToolCall("q", "progress", {"steps": 5, "pause": 0.0})]))
+    for cid, steps in (("p", 40), ("q", 5)):
+        values = [e.value["step"] for e in events if isinstance(e, CallProgress) and e.call_id == cid]
+        assert values == list(range(steps))
+        finished = next(n for n, e in enumerate(events) if isinstance(e, CallFinished) and e.call_id == cid)
+        assert all(n < finished for n, e in enumerate(events) if isinstance(e, CallProgress) and e.call_id == cid)
+
+
+# ----------------------------------------------------------------------------- timeouts
+
+
+def test_timeout_interrupts_the_tool_and_its_worker_exits_with_its_children(make_executor, mode, tmp_path):
+    marker, child_file = tmp_path / "finally", tmp_path / "child.pid"
+    ex = make_executor(mode=mode, kill_grace=5.0)
+    results = ex.run([
+        ToolCall("stuck", "hang", {"marker": str(marker), "child_pid_file": str(child_file)}, timeout=0.5),
+        ToolCall("quick", "add", {"a": 1, "b": 2}),
+    ])
+    assert [r.status for r in results] == ["timeout", "ok"]
+    assert "timeout of 0.5s" in results[0].error.message and results[0].duration_s >= 0.5
+    stuck_pid = results[0].worker_pid
+    assert stuck_pid is not None and stuck_pid != os.getpid()
+    end = time.monotonic() + 5
+    while not marker.exists() and time.monotonic() < end:
+        time.sleep(0.02)
+    assert marker.read_text() == "finally ran"  # the KeyboardInterrupt of ray.cancel(force=False)
+    assert _pid_gone(stuck_pid) and _pid_gone(int(child_file.read_text()))
+    again = ex.run([ToolCall(str(i), "add", {"a": 1, "b": i}) for i in range(6)])
+    assert [r.output.data for r in again] == [1, 2, 3, 4, 5, 6]
+
+
+def test_worker_is_force_killed_after_the_grace_when_the_tool_does_not_return(make_executor, mode):
+    @tool
+    def stuck_in_c() -> str:
+        """One long C call: a KeyboardInterrupt cannot be raised until it returns."""
+        time.sleep(600)
+        return "never"
+
+    ex = make_executor([stuck_in_c, T.add], mode=mode, kill_grace=0.3)
+    [r, ok] = ex.run([ToolCall("s", "stuck_in_c", {}, timeout=0.3), ToolCall("a", "add", {"a": 2, "b": 2})])
+    assert r.status == "timeout" and ok.output.data == 4
+    assert _pid_gone(r.worker_pid)  # ray.cancel(force=True) killed it
+
+
+def test_a_call_waiting_for_a_cpu_is_not_timed_out_for_the_wait(make_executor, mode):
+    # 6 calls of 0.5 s on 2 CPUs run in 3 waves: the last starts >= 1.0 s after submission and would
+    # pass a 1.2 s deadline counted from submission. Deadlines count from the start of each task.
+    ex = make_executor(mode=mode, workers=3 * RAY_CPUS)
+    results = ex.run([ToolCall(str(i), "sleep_for", {"seconds": 0.5, "value": str(i)}, timeout=1.2)
+                      for i in range(3 * RAY_CPUS)])
+    assert [r.status for r in results] == ["ok"] * (3 * RAY_CPUS)
+
+
+# ----------------------------------------------------------------------------- crashes
+
+
+def test_crashes_fail_only_their_own_calls(make_executor, mode):
+    ex = make_executor(mode=mode)
+    calls = [ToolCall("before", "sleep_for", {"seconds": 0.2, "value": "b"}),
+             ToolCall("exit", "exit_now", {"code": 7}),
+             ToolCall("segv", "segfault", {}),
+             ToolCall("kill", "kill_self", {}),
+             *[ToolCall(f"q{i}", "add", {"a": i, "b": 1}) for i in range(5)]]
+    results = ex.run(calls)
+    for r, name in zip(results[1:4], ("exit_now", "segfault", "kill_self"), strict=True):
+        assert r.status == "crashed" and r.error.type == "WorkerCrashed"
+        assert f"tool '{name}' crashed" in r.error.message and "worker process died" in r.error.message
+    assert results[0].status == "ok" and results[0].output.as_text() == "b"
+    assert [r.output.data for r in results[4:]] == [1, 2, 3, 4, 5]
+
+
+def test_sys_exit_in_a_tool_is_a_crash_of_that_call(make_executor, mode):
+    @tool
+    def leave(code: int) -> str:
+        """Call sys.exit, as a script turned into a tool might."""
+        sys.exit(code)
+
+    ex = make_executor([leave, T.add], mode=mode)
+    [r, ok] = ex.run([ToolCall("x", "leave", {"code": 4}), ToolCall("a", "add", {"a": 1, "b": 1})])
+    assert r.status == "crashed" and "sys.exit(4)" in r.error.message
+    assert ok.output.data == 2
+
+
+def test_ray_never_retries_a_crashed_call_only_the_tools_retries_do(make_executor, mode, tmp_path):
+    @tool(retries=2)
+    def retried(counter_file: str, succeed_on: int) -> int:
+        """Crash until the attempt number reaches ``succeed_on``."""
+        return T.count_attempts.invoke({"counter_file": counter_file, "succeed_on": succeed_on}).data
+
+    ex = make_executor([retried, T.count_attempts], mode=mode)
+    a, b = ex.run([
+        ToolCall("r", "retried", {"counter_file": str(tmp_path / "r"), "succeed_on": 3}),
+        ToolCall("n", "count_attempts", {"counter_file": str(tmp_path / "n"), "succeed_on": 2}),
+    ])
+    assert a.status == "ok" and a.output.data == 3
+    assert b.status == "crashed" and (tmp_path / "n").read_text() == "1"  # Ray's max_retries is 0
+
+
+# ----------------------------------------------------------------------------- serialization
+
+
+def test_a_tool_that_cannot_be_pickled_is_refused_naming_it(make_executor, mode):
+    lock = threading.Lock()
+
+    @tool
+    def locked(x: int) -> int:
+        """Holds a lock in its closure: it cannot reach another process."""
+        with lock:
+            return x
+
+    with pytest.raises(TypeError, match=r"tool 'locked' cannot be sent to Ray workers.*lock"):
+        make_executor([locked, T.add], mode=mode)
+
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        @tool
+        def connected(x: int) -> int:
+            """Holds an open socket in its closure."""
+            return sock.fileno() + x
+
+        with pytest.raises(TypeError, match=r"tool 'connected' cannot be sent to Ray workers.*socket"):
+            make_executor([connected], mode=mode)
+
+        ex = make_executor([T.add], mode=mode)  # the same refusal when the tool is added later
+        with pytest.raises(TypeError, match="tool 'connected'"):
+            ex.add_tools(connected)
+        assert "connected" not in ex.tools
+        assert ex.run([ToolCall("a", "add", {"a": 1, "b": 2})])[0].output.data == 3
+    finally:
+        sock.close()
+
+
+def test_an_inline_tool_is_never_pickled(make_executor, mode):
+    lock = threading.Lock()
+
+    @tool(inline=True)
+    def host_only(x: int) -> int:
+        """Runs in the host, so its lock never has to cross to a worker."""
+        with lock:
+            return x * 2
+
+    ex = make_executor([host_only, T.add], mode=mode)
+    assert [r.output.data for r in ex.run([ToolCall("h", "host_only", {"x": 4}),
+                                           ToolCall("a", "add", {"a": 1, "b": 1})])] == [8, 2]
+
+
+def test_a_hook_that_cannot_be_pickled_is_refused_naming_it(make_executor, mode):
+    lock = threading.Lock()
+
+    def guarded_reset() -> None:
+        with lock:
+            pass
+
+    with pytest.raises(TypeError, match=r"before_child hook .*guarded_reset.* cannot be sent to Ray"):
+        make_executor(mode=mode, before_child=guarded_reset)
+
+
+def test_arguments_that_cannot_be_pickled_fail_their_call_only(make_executor, mode):
+    ex = make_executor(mode=mode)
+    bad, good = ex.run([ToolCall("bad", "add", {"a": threading.Lock(), "b": 1}),
+                        ToolCall("good", "add", {"a": 1, "b": 1})])
+    assert bad.status == "error" and "could not be submitted to Ray" in bad.error.message
+    assert "'bad'" in bad.error.message
+    assert good.output.data == 2
+
+
+def test_a_tool_whose_module_is_missing_on_the_node_fails_its_calls_saying_so(make_executor, mode, tmp_path,
+                                                                               monkeypatch):
+    # A helper module only the host can import (its directory joins sys.path after Ray started).
+    import importlib
+
+    name = f"host_only_helper_{os.getpid()}"
+    (tmp_path / f"{name}.py").write_text("FACTOR = 3\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    helper = importlib.import_module(name)
+    try:
+        @tool
+        def triple(x: int) -> int:
+            """Uses the helper module, which the function's pickle refers to by name."""
+            return x * helper.FACTOR
+
+        assert triple.invoke({"x": 2}).data == 6  # fine in the host
+        ex = make_executor([triple, T.add], mode=mode)
+        r, ok = ex.run([ToolCall("t", "triple", {"x": 2}), ToolCall("a", "add", {"a": 1, "b": 1})])
+    finally:
+        sys.modules.pop(name, None)
+    assert r.status == "error" and "could not be loaded on the Ray worker" in r.error.message
+    assert name in r.error.message and "installed on every node" in r.error.message
+    assert ok.output.data == 2
+
+
+def test_hundred_megabyte_result_comes_back_whole(make_executor, mode):
+    ex = make_executor(mode=mode)
+    n = 100 * 1024 * 1024
+    [r, s] = ex.run([ToolCall("big", "big", {"n": n}), ToolCall("small", "add", {"a": 1, "b": 1})])
+    assert r.status == "ok"
+    text = r.output.as_text()
+    assert len(text) == n and text[:3] == "xxx" and text[-3:] == "xxx"
+    assert s.output.data == 2
+
+
+# ----------------------------------------------------------------------------- live sources
+
+
+def test_a_live_source_that_waits_first_still_gets_its_calls_run(make_executor, mode):
+    def calls():
+        yield WAIT  # the client has not written its first line yet
+        yield ToolCall("a", "add", {"a": 1, "b": 2})
+
+    ex = make_executor(mode=mode)
+    assert [r.output.data for r in ex.imap(calls())] == [3]
+
+
+def test_a_call_a_live_source_gives_later_runs_while_an_earlier_one_still_runs(make_executor, mode, tmp_path):
+    """The source has nothing at first (WAIT), then gets a call and writes to its wake-up pipe: that
+    call must start at once, while the first still runs; the first only ends once the second did."""
+    release = tmp_path / "release"
+    arrived = threading.Event()
+    wake_r, wake_w = os.pipe()
+
+    @tool
+    def wait_for_file(path: str) -> str:
+        """Wait (at most 20 s) until ``path`` exists."""
+        end = time.monotonic() + 20
+        while time.monotonic() < end:
+            if Path(path).exists():
+                return "released"
+            time.sleep(0.01)
+        return "never released"
+
+    def calls():
+        yield ToolCall("slow", "wait_for_file", {"path": str(release)})
+        while not arrived.is_set():
+            yield WAIT
+        yield ToolCall("quick", "add", {"a": 2, "b": 2})
+
+    def client() -> None:  # the other side of a co-process, writing its next line a bit later
+        time.sleep(0.3)
+        arrived.set()
+        os.write(wake_w, b"x")
+
+    ex = make_executor([wait_for_file, T.add], mode=mode)
+    feeder = threading.Thread(target=client)
+    feeder.start()
+    order = []
+    try:
+        for r in ex.imap_unordered(calls(), wakeup_fd=wake_r):
+            order.append((r.call_id, r.output.data if r.call_id == "quick" else r.output.as_text()))
+            if r.call_id == "quick":
+                release.write_text("go")  # only now may the slow call end
+    finally:
+        feeder.join()
+        os.close(wake_r)
+        os.close(wake_w)
+    assert order == [("quick", 4), ("slow", "released")]
+
+
+# ----------------------------------------------------------------------------- lifecycle
+
+
+def test_stopping_a_stream_early_stops_the_running_task(make_executor, mode, tmp_path):
+    marker, child_file = tmp_path / "finally", tmp_path / "child.pid"
+    ex = make_executor(mode=mode, kill_grace=5.0)
+    stream = ex.stream([ToolCall("h", "hang", {"marker": str(marker), "child_pid_file": str(child_file)})])
+    assert isinstance(next(stream), CallStarted)
+    end = time.monotonic() + 20
+    while not (child_file.exists() and child_file.read_text()) and time.monotonic() < end:
+        time.sleep(0.02)
+    stream.close()  # the consumer walks away while the call runs
+    while not marker.exists() and time.monotonic() < end:
+        time.sleep(0.02)
+    assert marker.read_text() == "finally ran"
+    assert _pid_gone(int(child_file.read_text()))
+    assert ex.run([ToolCall("a", "add", {"a": 2, "b": 3})])[0].output.data == 5
+
+
+def test_closing_leaves_a_ray_the_program_started_running(mode, ray_cluster):  # noqa: F811
+    with Executor([T.add], mode=mode, workers=2) as ex:
+        assert ex.run([ToolCall("a", "add", {"a": 1, "b": 1})])[0].output.data == 2
+    assert ray_cluster.is_initialized() and not ray_session.started_by_toolfork()
+    assert ray_cluster.get(ray_cluster.put("still up")) == "still up"
+
+
+def test_missing_ray_is_an_import_error_naming_the_extra(monkeypatch):
+    monkeypatch.setitem(sys.modules, "ray", None)  # what `import ray` does when it is not installed
+    with pytest.raises(ImportError, match=r"pip install 'toolfork\[ray\]'"):
+        Executor([T.add], mode="ray")
+
+
+@pytest.mark.parametrize("address", ["", "   ", 8265])
+def test_a_bad_address_is_refused(mode, address):
+    with pytest.raises(ValueError, match="address must be"):
+        Executor([T.add], mode=mode, address=address)
+
+
+def test_the_executor_starts_and_stops_its_own_ray_when_none_is_running():
+    script = textwrap.dedent(f"""
+        import json, os, sys
+        sys.path.insert(0, {str(ROOT)!r})
+        import psutil, ray
+        from tests.executor import tools_for_tests as T
+        from toolfork.executor import Executor, ToolCall
+
+        assert not ray.is_initialized()
+        first = Executor([T.add], mode="ray", workers=2)
+        cpus = ray.cluster_resources()["CPU"]
+        second = Executor([T.add], mode="ray", workers=2)
+        ray_processes = [p.pid for p in psutil.Process().children(recursive=True)]
+        [r] = first.run([ToolCall("a", "add", {{"a": 20, "b": 22}})])
+        first.close()
+        still_up = ray.is_initialized()  # the second executor still needs it
+        [s] = second.run([ToolCall("b", "add", {{"a": 1, "b": 1}})])
+        second.close()
+        after = ray.is_initialized()
+        procs = [psutil.Process(pid) for pid in ray_processes if psutil.pid_exists(pid)]
+        gone, alive = psutil.wait_procs(procs, timeout=15)  # before this interpreter exits
+        print(json.dumps({{"cpus": cpus, "answer": r.output.data, "still_up": still_up,
+                           "second": s.output.data, "after": after, "ray_processes": ray_processes,
+                           "left": [" ".join(p.cmdline())[:80] for p in alive]}}))
+    """)
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=100)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    report = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert report["cpus"] == (os.cpu_count() or 1)
+    assert report["answer"] == 42 and report["second"] == 2
+    assert report["still_up"] is True and report["after"] is False
+    assert len(report["ray_processes"]) >= 3, "Ray's daemons were not found while it ran"
+    assert report["left"] == []  # raylet, gcs_server, the node's agents, the workers: none outlives close()
+    assert all(_pid_gone(pid) for pid in report["ray_processes"])
