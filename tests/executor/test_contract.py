@@ -152,3 +152,37 @@ def test_imap_keeps_order_and_bounds_the_window(make_executor, mode):
         got.append(r.output.data)
         assert len(pulled) - len(got) <= 5  # never more than the window ahead of the consumer
     assert got == list(range(50))
+
+
+def test_cancel_from_another_thread_stops_the_batch(make_executor, mode):
+    import threading
+
+    ex = make_executor(mode=mode, workers=2)
+    calls = [ToolCall("quick", "add", {"a": 1, "b": 1}),
+             ToolCall("slow1", "sleep_for", {"seconds": 0.6}),
+             ToolCall("slow2", "sleep_for", {"seconds": 0.6}),
+             *[ToolCall(f"later{i}", "sleep_for", {"seconds": 0.6}) for i in range(4)]]
+    started = threading.Event()
+
+    def canceller():
+        started.wait(5)
+        ex.cancel()
+
+    t = threading.Thread(target=canceller)
+    t.start()
+    results = []
+    for event in ex.stream(calls):
+        if isinstance(event, CallStarted) and event.call_id == "slow2" or mode == "sequential":
+            started.set()
+        if isinstance(event, CallFinished):
+            results.append(event.result)
+    t.join()
+    by_id = {r.call_id: r for r in results}
+    assert set(by_id) == {c.id for c in calls}  # still one result per call
+    assert by_id["quick"].status == "ok"
+    assert all(by_id[f"later{i}"].status == "cancelled" for i in range(4))
+    assert "cancelled" in by_id["later3"].error.message
+    if mode != "sequential":
+        assert by_id["slow1"].status == by_id["slow2"].status == "cancelled"
+    ex.cancel()  # no batch running: nothing happens
+    assert ex.run([ToolCall("after", "add", {"a": 2, "b": 2})])[0].output.data == 4

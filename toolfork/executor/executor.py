@@ -74,6 +74,7 @@ class Executor:
         self._lock = threading.RLock()
         self._closed = False
         self.context: dict[str, Any] = {}
+        self._feed: Feed | None = None  # the running batch's, for cancel()
         self._mode, self._fallback_reason = resolve_mode(mode)
         hooks = Hooks(before_child, after_child, on_worker_start)
         self.workers = workers if workers is not None else default_workers()
@@ -237,20 +238,23 @@ class Executor:
         with self._lock:
             self._check_open()
             feed = Feed(self._dispatches(calls), room, size, wakeup_fd)
+            self._feed = feed
             attempts: dict[str, int] = {}
-            backend = self._backend
-            for event in backend.execute(feed):
-                if type(event) is CallFinished:
-                    result = event.result
-                    if result.status in RETRYABLE and not _is_input_error(result):
-                        tool = self._tools.get(result.name)
-                        n = attempts.get(result.call_id, 0)
-                        if tool is not None and n < tool.retries and not tool.inline:
-                            attempts[result.call_id] = n + 1
-                            feed.retry(self._dispatch_for(result.call_id, tool))
-                            continue
-                    attempts.pop(result.call_id, None)
-                yield event
+            try:
+                for event in self._backend.execute(feed):
+                    if type(event) is CallFinished:
+                        result = event.result
+                        if result.status in RETRYABLE and not feed.cancelled and not _is_input_error(result):
+                            tool = self._tools.get(result.name)
+                            n = attempts.get(result.call_id, 0)
+                            if tool is not None and n < tool.retries and not tool.inline:
+                                attempts[result.call_id] = n + 1
+                                feed.retry(self._dispatch_for(result.call_id, tool))
+                                continue
+                        attempts.pop(result.call_id, None)
+                    yield event
+            finally:
+                self._feed = None
 
     def _dispatches(self, calls: Iterable[ToolCall | _Wait]) -> Iterator[Dispatch | Event | _Wait]:
         """What the backend pulls: a Dispatch per call, or ready events for unknown and inline tools."""
@@ -290,6 +294,15 @@ class Executor:
         for r in results:
             if r is not None and r.context_updates:
                 self.context.update(r.context_updates)
+
+    def cancel(self) -> None:
+        """Stop the batch that is running (call it from another thread, a signal handler or a
+        callback): running calls are stopped as on a timeout and, like the calls not started yet,
+        come back "cancelled"; ``run`` then returns normally. No-op when no batch runs."""
+        feed = self._feed
+        if feed is not None:
+            feed.cancel()
+            self._backend.wake()
 
     def _unknown_tool(self, call: ToolCall) -> ToolResult:
         known = ", ".join(sorted(self._tools)) or "(none)"

@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from toolfork.executor.types import Event, ToolCall
+from toolfork.executor.types import CallFinished, CallStarted, ErrorInfo, Event, ToolCall, ToolResult
 
 if TYPE_CHECKING:
     from toolfork.tools.tool import Tool
@@ -62,7 +62,8 @@ class Feed:
     readable when the source has more; the backend drains it.
     """
 
-    __slots__ = ("_retry", "_room", "_source", "exhausted", "immediate", "size_hint", "waiting", "wakeup_fd")
+    __slots__ = ("_retry", "_room", "_source", "cancelled", "exhausted", "immediate", "size_hint", "waiting",
+                 "wakeup_fd")
 
     def __init__(self, source: Iterable[Dispatch | Event | _Wait], room: Callable[[], bool] | None = None,
                  size_hint: int | None = None, wakeup_fd: int | None = None) -> None:
@@ -72,6 +73,7 @@ class Feed:
         self.wakeup_fd = wakeup_fd
         self.waiting = False
         self.exhausted = False
+        self.cancelled = False
         self.immediate: list[Event] = []
         self._retry: list[Dispatch] = []
 
@@ -80,8 +82,15 @@ class Feed:
         self._retry.append(dispatch)
         self.exhausted = False
 
+    def cancel(self) -> None:
+        """From now on, calls not yet started come out as "cancelled" results (``Executor.cancel``)."""
+        self.cancelled = True
+
     def pull(self) -> Dispatch | None:
         """The next dispatch, or None when the source is exhausted or the consumer has no room."""
+        if self.cancelled:
+            self._cancel_rest()
+            return None
         if self._retry:
             return self._retry.pop(0)
         self.waiting = False
@@ -97,6 +106,20 @@ class Feed:
                 return None
             self.immediate.append(item)  # type: ignore[arg-type]
         return None
+
+    def _cancel_rest(self) -> None:
+        for d in self._retry:
+            self.immediate.append(cancelled(d))
+        self._retry.clear()
+        while not self.exhausted and (self._room is None or self._room()):
+            item = next(self._source, None)
+            if item is None or item is WAIT:  # a live source is not waited for once cancelled
+                self.exhausted = True
+            elif isinstance(item, Dispatch):
+                self.immediate.append(CallStarted(item.call.id, item.call.name))
+                self.immediate.append(cancelled(item))
+            else:
+                self.immediate.append(item)  # type: ignore[arg-type]
 
     def wait_for_source(self, timeout: float | None) -> None:
         """Block until the live source has more (or ``timeout``); used when nothing else can happen."""
@@ -122,6 +145,13 @@ class Feed:
         return events
 
 
+def cancelled(d: Dispatch, *, running: bool = False) -> CallFinished:
+    """The result of a call stopped by ``Executor.cancel`` (``running``: it had started)."""
+    how = "was stopped while running" if running else "was not started"
+    return CallFinished(d.call.id, ToolResult(d.call.id, d.call.name, "cancelled", error=ErrorInfo(
+        "Cancelled", f"tool '{d.call.name}' {how}: the batch was cancelled")))
+
+
 @dataclass(slots=True)
 class Hooks:
     before_child: Hook | None = None
@@ -141,8 +171,11 @@ class Backend(ABC):
     def execute(self, feed: Feed) -> Iterator[Event]:
         """Run what ``feed`` gives; yield events in completion order (see module docstring)."""
 
+    def wake(self) -> None:  # noqa: B027 - backends that never block in a wait need nothing
+        """Called from another thread after ``Feed.cancel``: interrupt a wait so the batch notices."""
+
     def close(self) -> None:  # noqa: B027 - in-process backends hold nothing
         """Release workers; must leave no process behind and be safe to call twice."""
 
 
-__all__ = ["WAIT", "Backend", "Dispatch", "Feed", "Hooks"]
+__all__ = ["WAIT", "Backend", "Dispatch", "Feed", "Hooks", "cancelled"]

@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 import multiprocess
 
 from toolfork.executor import framing
-from toolfork.executor.backends.base import POLL_INTERVAL, Backend, Dispatch, Feed, Hooks
+from toolfork.executor.backends.base import POLL_INTERVAL, Backend, Dispatch, Feed, Hooks, cancelled
 from toolfork.executor.backends.fork_template import template_main
 from toolfork.executor.types import CallFinished, CallProgress, CallStarted, ErrorInfo, Event, ToolResult
 
@@ -51,6 +51,17 @@ MAX_REQUEUES = 3  # a call whose worker died before starting it this many times 
 SPAWN_ACK_TIMEOUT = 10.0
 PIPE_SIZE = 1 << 20
 F_SETPIPE_SZ = 1031
+
+_WAKE = object()  # selector key data of the wake-up pipe
+
+
+def _drain(fd: int) -> None:
+    try:
+        while os.read(fd, 512):
+            pass
+    except (BlockingIOError, OSError):
+        pass
+
 
 # Host-side fds of every live pool in this process: a template forked later closes them, so it never
 # keeps another pool's pipes or control socket open (which would hide EOF from that pool's processes).
@@ -113,6 +124,11 @@ class ForkBackend(Backend):
         _HOST_FDS.add(self._ctrl.fileno())
         self._sel = selectors.DefaultSelector()
         self._sel.register(self._ctrl, selectors.EVENT_READ, None)
+        self._wake_r, self._wake_w = os.pipe()  # Executor.cancel() from another thread interrupts select
+        os.set_blocking(self._wake_r, False)
+        os.set_blocking(self._wake_w, False)
+        _HOST_FDS.update((self._wake_r, self._wake_w))
+        self._sel.register(self._wake_r, selectors.EVENT_READ, _WAKE)
         self._workers: dict[int, _Worker] = {}
         self._by_pid: dict[int, _Worker] = {}
         self._exit_status: dict[int, int] = {}
@@ -292,6 +308,8 @@ class ForkBackend(Backend):
                     w = key.data
                     if w is None:
                         self._handle_ctrl()
+                    elif w is _WAKE:
+                        _drain(self._wake_r)
                     elif w is feed:
                         feed.drain_wakeup()
                         self._sel.unregister(feed.wakeup_fd)
@@ -299,6 +317,8 @@ class ForkBackend(Backend):
                     elif w.wid in self._workers:
                         self._read(w, pending, idle, events)
                 self._expire(pending, idle, events)
+                if feed.cancelled:
+                    self._cancel_running(pending, idle, events)
         finally:
             if wakeup_key is not None:
                 self._sel.unregister(wakeup_key.fd)
@@ -435,6 +455,24 @@ class ForkBackend(Backend):
                 self._retire(w, kill=False)
                 self._spawn()
 
+    def wake(self) -> None:
+        try:
+            os.write(self._wake_w, b"!")
+        except (BlockingIOError, OSError):
+            pass  # already woken, or closed
+
+    def _cancel_running(self, pending: deque[Dispatch], idle: deque[_Worker], events: list[Event]) -> None:
+        """Executor.cancel(): running calls are stopped (their workers replaced), queued ones dropped."""
+        for w in list(self._workers.values()):
+            if w.inflight:
+                events.append(cancelled(w.inflight.popleft(), running=True))
+                events.extend(cancelled(d) for d in w.inflight)
+                w.inflight.clear()
+                self._retire(w, kill=True)
+                idle.append(self._spawn())
+        events.extend(cancelled(d) for d in pending)
+        pending.clear()
+
     def _abandon(self) -> None:
         """Stop every busy worker: its results would otherwise be read as the next batch's."""
         for w in list(self._workers.values()):
@@ -466,6 +504,9 @@ class ForkBackend(Backend):
                 except OSError:
                     pass
         _HOST_FDS.discard(self._ctrl.fileno())
+        for fd in (self._wake_r, self._wake_w):
+            _HOST_FDS.discard(fd)
+            os.close(fd)
         self._sel.close()
         self._ctrl.close()
         self._finalizer.detach()

@@ -27,12 +27,13 @@ from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from toolfork.executor.backends import ray_session
-from toolfork.executor.backends.base import POLL_INTERVAL, Backend, Dispatch, Feed, Hooks
+from toolfork.executor.backends.base import POLL_INTERVAL, Backend, Dispatch, Feed, Hooks, cancelled
 from toolfork.executor.types import CallFinished, CallProgress, CallStarted, ErrorInfo, Event, ToolResult
 
 if TYPE_CHECKING:
     from toolfork.tools.tool import Tool
 
+CANCEL_POLL = 0.05  # how often a running batch looks for Executor.cancel()
 PROGRESS_DRAIN_S = 10.0  # how long a finished call's progress messages may lag behind its result
 
 
@@ -169,9 +170,16 @@ class RayBackend(Backend):
                 # ray.wait cannot watch the live source's wake-up fd: with room for more calls, ask the
                 # source again every POLL_INTERVAL while tasks run.
                 poll = feed.waiting and len(running) < self._size
-                self._wait(running, by_token, events, POLL_INTERVAL if poll else None)
+                # ray.wait cannot watch the wake-up pipe of Executor.cancel either: look every 50 ms.
+                self._wait(running, by_token, events, POLL_INTERVAL if poll else CANCEL_POLL)
                 if poll:
                     feed.drain_wakeup()
+                if feed.cancelled:
+                    for ref, task in list(running.items()):
+                        events.append(cancelled(task.dispatch, running=True))
+                        self._stop(ref)
+                    running.clear()
+                    by_token.clear()
         finally:
             if running:  # the consumer stopped early or the host was interrupted
                 for task in running.values():
