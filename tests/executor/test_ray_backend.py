@@ -506,3 +506,19 @@ def test_the_executor_starts_and_stops_its_own_ray_when_none_is_running():
     assert len(report["ray_processes"]) >= 3, "Ray's daemons were not found while it ran"
     assert report["left"] == []  # raylet, gcs_server, the node's agents, the workers: none outlives close()
     assert all(_pid_gone(pid) for pid in report["ray_processes"])
+
+
+@tool
+def window(seconds: float) -> list[float]:
+    """Sleep, and report when we started and ended (time.time: comparable across processes)."""
+    start = time.time()
+    time.sleep(seconds)
+    return [start, time.time()]
+
+
+def test_workers_calls_run_at_once_on_fewer_cpus(make_executor, mode):
+    """Each task asks for a share of the cluster's CPUs, so ``workers`` I/O-bound calls overlap even
+    on a 2-CPU cluster (with Ray's default of one CPU a task, only two would run at a time)."""
+    ex = make_executor([window], mode=mode, workers=6)
+    spans = [r.output.data for r in ex.run([ToolCall(str(i), "window", {"seconds": 1.0}) for i in range(6)])]
+    assert max(start for start, _ in spans) < min(end for _, end in spans)  # all six were running together

@@ -41,6 +41,7 @@ class BenchConfig:
     tiny_calls: int = 1000
     tiny_reps: int = 5
     mixed_slow_s: float = 1.0
+    mixed_reps: int = 3
     mixed_quick_calls: int = 7
     mixed_workers: int = 2
     hang_timeout_s: float = 0.5
@@ -59,6 +60,9 @@ class BenchConfig:
     scaling_reps: int = 2
     soak_calls: int = 100_000
     soak_chunk: int = 1000
+    # Executors that cannot finish the soak in this many seconds stop early (fork-per-call and Ray need
+    # minutes for 100,000 calls here); the figures then cover the calls done, and the row says how many.
+    soak_budget_s: float = 30.0
     # Harness time limits (s): a cell that takes longer is recorded as "hung". They include pool
     # start-up and warm-up; peers with slow start-up (Ray) multiply them by their limit_factor.
     setup_limit_s: float = 90.0
@@ -88,6 +92,7 @@ class BenchConfig:
         return cls(
             profile="quick",
             reps=2,
+            mixed_reps=1,
             cpu_call_s=0.05,
             small_reps=50,
             tiny_reps=1,
@@ -101,6 +106,7 @@ class BenchConfig:
             scaling_cpu_call_s=0.01,
             scaling_reps=1,
             soak_calls=5000,
+            soak_budget_s=5.0,
             limits_s={
                 "io": 30,
                 "cpu": 30,
@@ -131,6 +137,7 @@ class BenchConfig:
             tiny_calls=20,
             tiny_reps=1,
             mixed_slow_s=0.05,
+            mixed_reps=1,
             mixed_quick_calls=3,
             hang_timeout_s=0.3,
             crash_call_timeout_s=1.0,
@@ -161,7 +168,7 @@ class BenchConfig:
 
     def with_limits(self, seconds: float) -> BenchConfig:
         """Every cell's time limit set to ``seconds`` (tests use it to catch hangs fast)."""
-        return replace(self, limits_s={w: seconds for w in WORKLOADS}, setup_limit_s=seconds)
+        return replace(self, limits_s={w: seconds for w in WORKLOADS})
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -3,8 +3,9 @@
 A peer that hangs is killed at its cell's time limit and recorded as "hung"; one that takes its host
 down is recorded as "crashed" with the exit status; either way the run goes on in a fresh runner
 with the remaining workloads. With ``isolation="cell"`` (the full run) each executor x workload gets
-its own runner; with ``isolation="executor"`` (``--quick``) one runner does an executor's workloads
-in a row, which saves the per-process start-up (Ray's alone is ~6 s) that would not fit in two
+its own runner, except executors whose processes outlive a pool by design (a Ray cluster: one runner
+each, as Ray's start-up alone is ~6 s); with ``isolation="executor"`` (``--quick``) one runner does an
+executor's workloads in a row, which saves the per-process start-up that would not fit in two
 minutes. Every runner carries an environment marker, so processes that outlive it are found,
 counted and killed.
 """
@@ -26,6 +27,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
+import toolfork
 from toolfork.bench import procs
 from toolfork.bench.calls import calibrate_cpu, time_cpu_call
 from toolfork.bench.config import WORKLOADS, BenchConfig
@@ -129,6 +131,9 @@ def _run_session(
     r, w = os.pipe()
     log_path = os.path.join(log_dir, f"{marker}.log")
     env = dict(os.environ, **{procs.MARK_ENV: marker})
+    # The runner must import this very toolfork, also when it was found through sys.path (a checkout).
+    root = os.path.dirname(os.path.dirname(os.path.abspath(toolfork.__file__)))
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
     t_start = time.monotonic()
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(
@@ -148,6 +153,7 @@ def _run_session(
 
     pending = list(workloads)
     current: str | None = None
+    t_current = t_start
     deadline = time.monotonic() + config.setup_limit_s * factor
     limit = config.setup_limit_s * factor
     buf = b""
@@ -165,7 +171,10 @@ def _run_session(
                 buf += chunk
                 *lines, buf = buf.split(b"\n")
             for line in lines:
-                event = json.loads(line)
+                try:
+                    event = json.loads(line)
+                except ValueError:
+                    continue  # not ours (nothing else should write there, but never trust it)
                 kind = event.get("event")
                 if kind == "setup_failed":
                     session.outcome = "setup_failed"
@@ -177,6 +186,7 @@ def _run_session(
                     pending = []
                 elif kind == "start":
                     current = event["workload"]
+                    t_current = time.monotonic()
                     limit = config.limit_for(current) * factor
                     deadline = time.monotonic() + limit
                 elif kind == "result":
@@ -216,6 +226,13 @@ def _run_session(
         escaped = procs.marked(marker)
         session.escaped = len(escaped)
         procs.kill_all(escaped)
+    except BaseException:
+        # Ctrl-C or a harness bug: the runner lives in its own session, so it would not get the
+        # terminal's SIGINT and would carry on as an orphan. Take it and its pool down first.
+        procs.kill_group(proc.pid)
+        procs.kill_all(procs.marked(marker))
+        proc.wait()
+        raise
     finally:
         os.close(r)
 
@@ -229,7 +246,7 @@ def _run_session(
             session.cells[current] = {
                 "status": session.outcome,
                 "detail": f"{detail}\n{tail}".strip()[-2000:],
-                "elapsed_s": round(time.monotonic() - t_start, 3),
+                "elapsed_s": round(time.monotonic() - t_current, 3),
             }
             pending.remove(current)
         elif pending and not session.cells:
@@ -277,14 +294,17 @@ def run_benchmark(
             todo: list[str] = []
             missing = peer_cls.unavailable()
             for w in wl:
-                reason = missing or not_applicable(peer_cls, w)
+                reason = missing or not_applicable(peer_cls, w, config.profile)
                 if reason:
                     cells[name][w] = {"status": reason, "metrics": {}}
                     done += 1
                     say(f"[{done}/{total}] {name} x {w}: {reason}")
                 else:
                     todo.append(w)
-            groups = [[w] for w in todo] if isolation == "cell" else ([todo] if todo else [])
+            # An executor whose processes outlive a pool by design (a Ray cluster) keeps one runner even
+            # with cell isolation: starting Ray for each of its cells would cost ~6 s x 11.
+            per_cell = isolation == "cell" and not peer_cls.shared_processes
+            groups = [[w] for w in todo] if per_cell else ([todo] if todo else [])
             for group in groups:
                 queue = list(group)
                 while queue:
@@ -307,9 +327,7 @@ def run_benchmark(
                     queue = s.remaining
 
     cpu_calls = {
-        n: c["cpu"]["metrics"].get("cpu_one_call_s")
-        for n, c in cells.items()
-        if c.get("cpu", {}).get("status") == "ok"
+        n: c["cpu"]["metrics"].get("cpu_one_call_s") for n, c in cells.items() if c.get("cpu", {}).get("status") == "ok"
     }
     return {
         "meta": {
@@ -329,6 +347,14 @@ def run_benchmark(
         "executors": names,
         "executor_specs": dict(zip(names, specs, strict=True)),
         "descriptions": {n: resolve(s).description for n, s in zip(names, specs, strict=True)},
+        "kinds": {
+            n: {
+                "in_process": resolve(s).in_process,
+                "timeout_support": resolve(s).timeout_support,
+                "shared_processes": resolve(s).shared_processes,
+            }
+            for n, s in zip(names, specs, strict=True)
+        },
         "workloads": wl,
         "metrics": [asdict(m) for m in metric_specs(config, cpu_one) if m.workload in wl],
         "cells": cells,

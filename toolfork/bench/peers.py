@@ -15,6 +15,7 @@ from __future__ import annotations
 import concurrent.futures as cf
 import importlib
 import importlib.util
+import logging
 import math
 import os
 import pickle
@@ -44,6 +45,10 @@ class Outcome:
     error: str | None = None
 
 
+# The workloads behind the executor issue's targets: what --quick keeps for slow-starting executors.
+QUICK_HEADLINE: tuple[str, ...] = ("io", "small", "tiny", "hang", "crash")
+
+
 class Peer:
     """One way of running a batch of calls in parallel.
 
@@ -59,6 +64,9 @@ class Peer:
     shared_processes: ClassVar[bool] = False  # processes outlive one pool (a Ray cluster)
     limit_factor: ClassVar[float] = 1.0  # slow start-up: the harness stretches time limits
     requires: ClassVar[tuple[str, ...]] = ()  # importable modules needed
+    # With --quick, only these workloads (None: all). For executors whose start-up alone would eat the
+    # quick run's two minutes; the full run always does every workload.
+    quick_workloads: ClassVar[tuple[str, ...] | None] = None
 
     def __init__(self, workers: int) -> None:
         self.workers = workers
@@ -170,9 +178,7 @@ class ProcessPoolPeer(Peer):
     def start(self) -> None:
         import multiprocessing
 
-        self.pool = cf.ProcessPoolExecutor(
-            max_workers=self.workers, mp_context=multiprocessing.get_context("fork")
-        )
+        self.pool = cf.ProcessPoolExecutor(max_workers=self.workers, mp_context=multiprocessing.get_context("fork"))
 
     def run(self, tasks: Sequence[Task]) -> list[Outcome]:
         t0 = time.monotonic()
@@ -395,6 +401,7 @@ class RayPeer(Peer):
     timeout_support = "kill"
     shared_processes = True
     limit_factor = 3.0
+    quick_workloads = QUICK_HEADLINE
     requires = ("ray",)
     _remote: ClassVar[dict[str, Any]] = {}
 
@@ -402,7 +409,7 @@ class RayPeer(Peer):
     def setup_session(cls) -> None:
         import ray
 
-        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="ERROR")
+        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR)
         cls._remote = {name: ray.remote(fn) for name, fn in FUNCTIONS.items()}
 
     @classmethod
@@ -446,7 +453,7 @@ class ToolforkPeer(Peer):
     description = "toolfork Executor, fork pool"
     mode: ClassVar[str] = "fork"
     timeout_support = "kill"
-    requires = ("toolfork.executor",)
+    requires: ClassVar[tuple[str, ...]] = ("toolfork.executor",)
 
     @classmethod
     def version(cls) -> str | None:
@@ -462,10 +469,7 @@ class ToolforkPeer(Peer):
     def run(self, tasks: Sequence[Task]) -> list[Outcome]:
         from toolfork.executor import ToolCall
 
-        calls = [
-            ToolCall(id=f"c{i}", name=t.fn, arguments=t.kwargs, timeout=t.timeout)
-            for i, t in enumerate(tasks)
-        ]
+        calls = [ToolCall(id=f"c{i}", name=t.fn, arguments=t.kwargs, timeout=t.timeout) for i, t in enumerate(tasks)]
         outcomes: list[Outcome] = []
         for r in self.ex.run(calls):
             value: Any = None
@@ -496,13 +500,14 @@ class ToolforkRayPeer(ToolforkPeer):
     mode = "ray"
     shared_processes = True
     limit_factor = 3.0
+    quick_workloads = QUICK_HEADLINE
     requires = ("ray", "toolfork.executor.backends.ray")
 
     @classmethod
     def setup_session(cls) -> None:
         import ray
 
-        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="ERROR")
+        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR)
 
     @classmethod
     def teardown_session(cls) -> None:

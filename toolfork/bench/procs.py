@@ -60,7 +60,7 @@ def descendant_pids(pid: int | None = None) -> set[int]:
     return {p.pid for p in descendants(pid)}
 
 
-def leftovers(baseline: Iterable[int], grace_s: float = 1.0) -> list[psutil.Process]:
+def leftovers(baseline: Iterable[int], grace_s: float = 0.5) -> list[psutil.Process]:
     """Descendants that appeared since ``baseline`` and are still alive after ``grace_s``."""
     base = set(baseline)
     deadline = time.monotonic() + grace_s

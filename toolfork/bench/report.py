@@ -54,12 +54,20 @@ def cell_value(results: dict[str, Any], executor: str, metric: dict[str, Any]) -
     return fmt(value, metric["unit"]), _num(value)
 
 
-def best_peer(results: dict[str, Any], metric: dict[str, Any]) -> tuple[str, float] | None:
+def _in_process(results: dict[str, Any], executor: str) -> bool:
+    return bool(results.get("kinds", {}).get(executor, {}).get("in_process"))
+
+
+def best_peer(
+    results: dict[str, Any], metric: dict[str, Any], processes_only: bool = False
+) -> tuple[str, float] | None:
+    """The best non-toolfork executor on a row; ``processes_only`` leaves out the in-process ones
+    (threads), which are fast on trivial calls but can neither kill a call nor survive a crash."""
     if metric.get("better") not in ("lower", "higher"):
         return None
     values = []
     for ex in results["executors"]:
-        if is_toolfork(ex):
+        if is_toolfork(ex) or (processes_only and _in_process(results, ex)):
             continue
         _, v = cell_value(results, ex, metric)
         if v is not None:
@@ -70,9 +78,9 @@ def best_peer(results: dict[str, Any], metric: dict[str, Any]) -> tuple[str, flo
     return pick(values, key=lambda item: item[1])
 
 
-def ratio_text(results: dict[str, Any], metric: dict[str, Any]) -> str:
+def ratio_text(results: dict[str, Any], metric: dict[str, Any], processes_only: bool = False) -> str:
     """toolfork against the best peer: "2.31x (pebble)", above 1 when toolfork is better."""
-    best = best_peer(results, metric)
+    best = best_peer(results, metric, processes_only)
     if best is None or TOOLFORK not in results["executors"]:
         return "—"
     _, tf = cell_value(results, TOOLFORK, metric)
@@ -101,11 +109,12 @@ def markdown(results: dict[str, Any]) -> str:
         "",
         f"{meta['started']}, {meta['cores']} cores, Python {meta['python']}, {meta['platform']}; "
         f"isolation: one runner process per {meta['isolation']}; took {meta['duration_s']} s.",
-        "Lower is better unless the row says calls/s or results back. Last column: toolfork's fork pool "
-        "against the best peer on that row (above 1 = toolfork better).",
+        "Lower is better unless the row says calls/s or results back. Last two columns: toolfork's fork "
+        "pool against the best peer on that row, and against the best peer that runs calls in worker "
+        "processes (threads excluded); above 1 = toolfork better. Bold: best on the row.",
         "",
     ]
-    header = ["metric", "ideal", "target", *executors, "toolfork vs best peer"]
+    header = ["metric", "ideal", "target", *executors, "toolfork vs best peer", "vs best process peer"]
     lines.append("| " + " | ".join(header) + " |")
     lines.append("|" + "|".join(["---"] + ["---:"] * (len(header) - 1)) + "|")
     for m in results["metrics"]:
@@ -127,13 +136,14 @@ def markdown(results: dict[str, Any]) -> str:
             m.get("target_text") or "",
             *texts,
             ratio_text(results, m),
+            ratio_text(results, m, processes_only=True),
         ]
         lines.append("| " + " | ".join(row) + " |")
     left = [_leftover_total(results, ex) for ex in executors]
     lines.append(
         "| processes left behind after close, all cells (count) | 0 | | "
         + " | ".join("—" if v is None else str(v) for v in left)
-        + " | — |"
+        + " | — | — |"
     )
     lines += ["", *targets_section(results), "", *executors_section(results), "", *failures_section(results)]
     plots = [p for p in ("scaling.png", "overhead.png") if p in results.get("plots", [])]
@@ -198,16 +208,17 @@ def plot(results: dict[str, Any], out_dir: str) -> list[str]:
     executors = results["executors"]
     workers = list(results["meta"]["config"]["scaling_workers"])
     if "scaling" in results["workloads"]:
-        fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
+        fig, axes = plt.subplots(1, 2, figsize=(12, 5.5))
         for ax, kind in zip(axes, ("io", "cpu"), strict=True):
             for ex in executors:
                 cell = results["cells"].get(ex, {}).get("scaling", {})
                 if cell.get("status") != "ok":
                     continue
                 ys = [cell["metrics"].get(f"scaling_{kind}_w{w}") for w in workers]
-                ax.plot(workers, ys, marker="o", label=ex, linewidth=2.5 if is_toolfork(ex) else 1.2)
-            if kind == "io":
-                ideal = [m.get("ideal") for m in results["metrics"] if m["key"].startswith("scaling_io_w")]
+                color = f"C{executors.index(ex) % 10}"  # the same colour for an executor in both panels
+                ax.plot(workers, ys, marker="o", label=ex, color=color, linewidth=2.5 if is_toolfork(ex) else 1.2)
+            ideal = [m.get("ideal") for m in results["metrics"] if m["key"].startswith(f"scaling_{kind}_w")]
+            if all(v is not None for v in ideal):
                 ax.plot(workers, ideal, "k--", label="ideal", linewidth=1)
             ax.set_xscale("log", base=2)
             ax.set_xticks(workers, [str(w) for w in workers])
@@ -215,8 +226,9 @@ def plot(results: dict[str, Any], out_dir: str) -> list[str]:
             ax.set_ylabel("calls/s")
             ax.set_title(f"{kind}-bound calls: throughput against workers")
             ax.grid(True, alpha=0.3)
-        axes[1].legend(fontsize=8)
-        fig.tight_layout()
+        handles, labels = axes[0].get_legend_handles_labels()
+        fig.legend(handles, labels, loc="lower center", ncol=min(6, len(labels)), fontsize=8)
+        fig.tight_layout(rect=(0, 0.12, 1, 1))
         fig.savefig(os.path.join(out_dir, "scaling.png"), dpi=100)
         plt.close(fig)
         written.append("scaling.png")
@@ -257,7 +269,12 @@ def plot(results: dict[str, Any], out_dir: str) -> list[str]:
 def write_report(results: dict[str, Any], out_dir: str, plots: bool = True) -> dict[str, str]:
     """Write latest.json, latest.md and the plots into ``out_dir``; returns their paths by kind."""
     os.makedirs(out_dir, exist_ok=True)
-    names: Sequence[str] = plot(results, out_dir) if plots else []
+    names: Sequence[str] = []
+    if plots:
+        try:
+            names = plot(results, out_dir)
+        except ImportError as exc:  # matplotlib is in the bench extra, not a core dependency
+            results["plots_skipped"] = f"{exc}; pip install 'toolfork[bench]' for the plots"
     results["plots"] = list(names)
     paths = {"json": os.path.join(out_dir, "latest.json"), "markdown": os.path.join(out_dir, "latest.md")}
     with open(paths["json"], "w") as fh:

@@ -53,7 +53,7 @@ def run_job(job: dict[str, Any], out: Any) -> None:
         t0 = time.perf_counter()
         metrics: dict[str, Any] = {}
         status, detail = "ok", ""
-        reason = not_applicable(peer_cls, workload)
+        reason = not_applicable(peer_cls, workload, config.profile)
         if reason:
             status = reason
         else:

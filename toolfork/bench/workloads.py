@@ -72,9 +72,7 @@ def require_ok(what: str, outcomes: Sequence[Outcome]) -> None:
     bad = [o for o in outcomes if o.status != "ok"]
     if bad:
         first = bad[0]
-        raise WorkloadError(
-            f"{what}: {len(bad)}/{len(outcomes)} calls not ok (first: {first.status}: {first.error})"
-        )
+        raise WorkloadError(f"{what}: {len(bad)}/{len(outcomes)} calls not ok (first: {first.status}: {first.error})")
 
 
 def warm_up(peer: Peer, workers: int) -> None:
@@ -105,9 +103,7 @@ def timed_reps(peer: Peer, make: Callable[[], list[Task]], reps: int, what: str)
 def w_io(ctx: Context) -> dict[str, Any]:
     c = ctx.config
     with ctx.pool(c.io_workers) as peer:
-        times = timed_reps(
-            peer, lambda: [Task("sleep_call", {"seconds": c.io_sleep_s})] * c.io_calls, c.reps, "io"
-        )
+        times = timed_reps(peer, lambda: [Task("sleep_call", {"seconds": c.io_sleep_s})] * c.io_calls, c.reps, "io")
     return {"io_wall_s": _median(times), "io_all_s": times}
 
 
@@ -155,7 +151,7 @@ def w_mixed(ctx: Context) -> dict[str, Any]:
     ]
     quick_done, walls = [], []
     with ctx.pool(c.mixed_workers) as peer:
-        for _ in range(c.reps):
+        for _ in range(c.mixed_reps):
             t0 = time.monotonic()
             outcomes, dt = run_batch(peer, tasks)
             require_ok("mixed", outcomes)
@@ -192,7 +188,7 @@ def w_hang(ctx: Context) -> dict[str, Any]:
         shutil.rmtree(marker_dir, ignore_errors=True)
 
 
-def _still_running(marker_dir: str, grace_s: float = 1.0) -> tuple[int, list[psutil.Process]]:
+def _still_running(marker_dir: str, grace_s: float = 0.5) -> tuple[int, list[psutil.Process]]:
     """How many hung calls still run after the pool was closed: processes alive, or threads of this
     process. (The processes are then killed with the rest of what the pool left behind.)"""
     deadline = time.monotonic() + grace_s
@@ -251,9 +247,7 @@ def w_payload(ctx: Context) -> dict[str, Any]:
                 outcomes, dt = run_batch(peer, [Task("payload_call", {"nbytes": size})])
                 require_ok(f"payload {_size_label(size)}", outcomes)
                 if len(outcomes[0].value) != size:
-                    raise WorkloadError(
-                        f"payload {_size_label(size)} came back with {len(outcomes[0].value)} bytes"
-                    )
+                    raise WorkloadError(f"payload {_size_label(size)} came back with {len(outcomes[0].value)} bytes")
                 outcomes.clear()
                 times.append(dt)
             out[f"payload_{_size_label(size)}_s"] = _median(times)
@@ -274,11 +268,11 @@ def w_memory(ctx: Context) -> dict[str, Any]:
         for o in outcomes:
             pid, uss = int(o.value["pid"]), int(o.value["uss"])
             uss_by_pid[pid] = max(uss, uss_by_pid.get(pid, 0))
-        uss = sorted(uss_by_pid.values())
+        per_worker = sorted(uss_by_pid.values())
         return {
-            "memory_uss_mb_median": _median(uss) / MB,
-            "memory_uss_mb_max": uss[-1] / MB,
-            "memory_workers_seen": len(uss),
+            "memory_uss_mb_median": _median(per_worker) / MB,
+            "memory_uss_mb_max": per_worker[-1] / MB,
+            "memory_workers_seen": len(per_worker),
             "memory_host_rss_mb": host_rss / MB,
         }
     finally:
@@ -318,7 +312,7 @@ def w_soak(ctx: Context) -> dict[str, Any]:
         before = _footprint()
         t0 = time.perf_counter()
         done = 0
-        while done < c.soak_calls:
+        while done < c.soak_calls and time.perf_counter() - t0 < c.soak_budget_s:
             n = min(c.soak_chunk, c.soak_calls - done)
             outcomes, _ = run_batch(peer, [Task("trivial_call", {"x": done + i}) for i in range(n)])
             failed += sum(o.status != "ok" for o in outcomes)
@@ -326,7 +320,8 @@ def w_soak(ctx: Context) -> dict[str, Any]:
         wall = time.perf_counter() - t0
         after = _footprint()
     return {
-        "soak_calls_per_s": c.soak_calls / wall,
+        "soak_calls_per_s": done / wall,
+        "soak_calls_done": done,
         "soak_failed": failed,
         "soak_host_rss_delta_mb": (after["host_rss"] - before["host_rss"]) / MB,
         "soak_worker_rss_delta_mb": (after["worker_rss"] - before["worker_rss"]) / MB,
@@ -335,8 +330,10 @@ def w_soak(ctx: Context) -> dict[str, Any]:
     }
 
 
-def not_applicable(peer_cls: type[Peer], workload: str) -> str | None:
-    """Why ``workload`` says nothing about this executor (reported as the cell), or None."""
+def not_applicable(peer_cls: type[Peer], workload: str, profile: str = "full") -> str | None:
+    """Why ``workload`` is not run for this executor (reported as the cell), or None."""
+    if profile == "quick" and peer_cls.quick_workloads is not None and workload not in peer_cls.quick_workloads:
+        return "skipped in --quick"
     if workload == "hang" and peer_cls.timeout_support == "none":
         return "n/a: no timeout support"
     if workload == "memory" and peer_cls.in_process:
@@ -440,9 +437,7 @@ def metric_specs(config: BenchConfig, cpu_one_call_s: float | None = None) -> li
             target=0,
             target_text="nothing left behind",
         ),
-        MetricSpec(
-            "hang_next_batch_s", "hang", f"hang: next batch ({c.hang_calls} x 100 ms) wall", "s", ideal=0.1
-        ),
+        MetricSpec("hang_next_batch_s", "hang", f"hang: next batch ({c.hang_calls} x 100 ms) wall", "s", ideal=0.1),
         MetricSpec(
             "crash_results_back",
             "crash",
@@ -454,9 +449,7 @@ def metric_specs(config: BenchConfig, cpu_one_call_s: float | None = None) -> li
             target_text="every other result back",
         ),
         MetricSpec("crash_status", "crash", "crash: status of the crashing call", "status", better=None),
-        MetricSpec(
-            "crash_usable_after", "crash", "crash: same executor runs the next batch", "yes/no", better=None
-        ),
+        MetricSpec("crash_usable_after", "crash", "crash: same executor runs the next batch", "yes/no", better=None),
         MetricSpec("crash_wall_s", "crash", "crash: batch wall", "s", better=None, ideal=0.1),
     ]
     for size in c.payload_sizes:
@@ -482,17 +475,32 @@ def metric_specs(config: BenchConfig, cpu_one_call_s: float | None = None) -> li
                 ideal=min(w, c.scaling_io_calls) / c.scaling_io_sleep_s,
             )
         )
+    # One scaling cpu call is calibrated to scaling_cpu_call_s as a fraction of the cpu workload's call.
+    scaling_one = None if cpu_one_call_s is None else cpu_one_call_s * c.scaling_cpu_call_s / c.cpu_call_s
     for w in c.scaling_workers:
         specs.append(
             MetricSpec(
-                f"scaling_cpu_w{w}", "scaling", f"scaling cpu, {w} workers", "calls/s", better="higher"
+                f"scaling_cpu_w{w}",
+                "scaling",
+                f"scaling cpu, {w} workers",
+                "calls/s",
+                better="higher",
+                ideal=None if not scaling_one else min(w, c.cores, c.scaling_cpu_calls) / scaling_one,
             )
         )
     specs += [
         MetricSpec(
+            "soak_calls_done",
+            "soak",
+            f"soak: calls done (of {c.soak_calls:,}; stops after {c.soak_budget_s:g} s)",
+            "count",
+            better=None,
+            ideal=c.soak_calls,
+        ),
+        MetricSpec(
             "soak_calls_per_s",
             "soak",
-            f"soak: {c.soak_calls:,} trivial calls, throughput",
+            "soak: trivial calls, throughput",
             "calls/s",
             better="higher",
         ),

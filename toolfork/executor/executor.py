@@ -62,6 +62,7 @@ class Executor:
         on_worker_start: Callable[[], Any] | None = None,
         kill_grace: float = 1.0,
         address: str | None = None,
+        ray_options: dict[str, Any] | None = None,
     ) -> None:
         from toolfork.tools.registry import collect_tools
 
@@ -86,7 +87,8 @@ class Executor:
         elif self._mode == "ray":
             from toolfork.executor.backends.ray import RayBackend
 
-            self._backend = RayBackend(self._tools, self.workers, hooks, kill_grace, address=address)
+            self._backend = RayBackend(self._tools, self.workers, hooks, kill_grace, address=address,
+                                       options=ray_options)
         else:
             self._backend = SequentialBackend()
         _LIVE.add(self)

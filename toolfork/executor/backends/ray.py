@@ -61,7 +61,7 @@ class RayBackend(Backend):
     mode = "ray"
 
     def __init__(self, tools: dict[str, Tool], workers: int, hooks: Hooks, kill_grace: float = 1.0, *,
-                 address: str | None = None) -> None:
+                 address: str | None = None, options: dict[str, Any] | None = None) -> None:
         if workers < 1:
             raise ValueError(f"workers must be at least 1, got {workers}")
         ray = ray_session.import_ray()
@@ -80,7 +80,12 @@ class RayBackend(Backend):
         try:
             from toolfork.executor.backends import ray_task
 
-            self._task = ray.remote(max_retries=0, retry_exceptions=False)(ray_task.run_call)
+            opts = dict(options or {})
+            if "num_cpus" not in opts:
+                # ``workers`` is the number of calls in flight, as in the fork pool: share the cluster's
+                # CPUs among them, or Ray would run only one task per CPU (its default is 1 CPU a task).
+                opts["num_cpus"] = _cpu_share(ray.cluster_resources().get("CPU", 1.0), workers)
+            self._task = ray.remote(max_retries=0, retry_exceptions=False, **opts)(ray_task.run_call)
             self._sink_class = ray.remote(ray_task.Sink)
             self._put_tools(tools.values())
             self._hooks_box = self._put_hooks(hooks)
@@ -422,6 +427,12 @@ class RayBackend(Backend):
             self._sink = self._take = None
         self._tool_refs.clear()
         ray_session.release(ray)
+
+
+def _cpu_share(total: float, workers: int) -> float:
+    """CPUs per task so that ``workers`` tasks fit at once (Ray wants whole numbers above 1)."""
+    share = total / workers
+    return float(int(share)) if share >= 1 else max(0.0001, round(share, 4))
 
 
 def _pickle_error(obj: Any) -> str | None:

@@ -1,0 +1,466 @@
+"""The benchmark harness end to end, on a tiny configuration: every executor gives a figure or a
+recorded failure, the JSON/Markdown/PNG outputs have what they promise, and executors that hang, die
+or leak processes are recorded as such without stopping the run or leaving anything behind.
+
+No assertion here is about speed: the figures of the tiny profile mean nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+
+from toolfork.bench import BenchConfig, default_executors, markdown, run_benchmark, write_report
+from toolfork.bench.config import WORKLOADS
+from toolfork.bench.peers import ForkPerCallPeer, PebblePeer, Task
+from toolfork.bench.workloads import metric_specs
+from toolfork.cli import main as cli_main
+
+FAILURES = ("hung", "crashed", "error")
+
+
+def _dead(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+
+
+def _wait_dead(pid: int, timeout: float = 3.0) -> bool:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if _dead(pid):
+            return True
+        time.sleep(0.05)
+    return _dead(pid)
+
+
+# --- everything, tiny -----------------------------------------------------------------------------
+
+
+# Ray-based executors pay ~6 s of Ray start-up and shutdown each; they get their own run so that each
+# test's share stays well inside the per-test time limit.
+RAY_BASED = ("toolfork-ray", "ray")
+
+
+def _tiny_run(out: Path, executors: list[str]) -> tuple[dict[str, Any], Path]:
+    results = run_benchmark(BenchConfig.tiny(), executors, isolation="executor")
+    write_report(results, str(out))
+    return results, out
+
+
+@pytest.fixture(scope="module")
+def full_tiny_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], Path]:
+    executors = [e for e in default_executors() if e not in RAY_BASED]
+    return _tiny_run(tmp_path_factory.mktemp("bench-out"), executors)
+
+
+@pytest.fixture(scope="module")
+def ray_tiny_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], Path]:
+    executors = [e for e in default_executors() if e in RAY_BASED]
+    return _tiny_run(tmp_path_factory.mktemp("bench-ray-out"), executors)
+
+
+def test_every_executor_is_in_one_of_the_runs() -> None:
+    names = default_executors()
+    assert {
+        "toolfork",
+        "toolfork-sequential",
+        "threads",
+        "process-pool",
+        "multiprocess",
+        "pebble",
+        "loky",
+        "fork-per-call",
+        "ray",
+    } <= set(names)
+
+
+@pytest.mark.parametrize("run", ["full_tiny_run", "ray_tiny_run"])
+def test_every_executor_gives_a_figure_or_a_recorded_failure(run: str, request: pytest.FixtureRequest) -> None:
+    results, _ = request.getfixturevalue(run)
+    expected = [e for e in default_executors() if (e in RAY_BASED) == (run == "ray_tiny_run")]
+    assert results["executors"] == expected
+    specs = metric_specs(BenchConfig.tiny())
+    for ex in results["executors"]:
+        assert set(results["cells"][ex]) == set(WORKLOADS), ex
+        for workload, cell in results["cells"][ex].items():
+            status = cell["status"]
+            assert status == "ok" or status in FAILURES or status.startswith("n/a: "), (ex, workload, status)
+            # In this run nothing is expected to hang or fail for a reason other than the executor's
+            # own nature; an "error" would be a harness bug or a broken peer adapter.
+            assert status not in ("hung", "error"), (ex, workload, cell.get("detail"))
+            if status != "ok":
+                continue
+            for spec in specs:
+                if spec.workload != workload:
+                    continue
+                assert spec.key in cell["metrics"], (ex, spec.key)
+                if spec.key != "hang_next_batch_s":
+                    assert cell["metrics"][spec.key] is not None, (ex, spec.key)
+
+
+def test_ray_kills_a_hung_task_and_isolates_a_crash(ray_tiny_run: tuple[dict[str, Any], Path]) -> None:
+    cells = ray_tiny_run[0]["cells"]["ray"]
+    if cells["hang"]["status"] == "n/a: ray not installed":
+        pytest.fail("ray is a declared test dependency (the ray extra) but is not installed")
+    assert cells["hang"]["metrics"]["hang_status"] == "timeout"
+    assert cells["hang"]["metrics"]["hang_still_running"] == 0
+    assert cells["crash"]["metrics"]["crash_status"] == "crashed"
+    assert cells["crash"]["metrics"]["crash_results_back"] == 3
+
+
+def test_peers_fail_the_way_they_are_known_to(full_tiny_run: tuple[dict[str, Any], Path]) -> None:
+    cells = full_tiny_run[0]["cells"]
+    # os._exit in a call kills an in-process executor's host: recorded, and the run went on.
+    assert cells["threads"]["crash"]["status"] == "crashed"
+    assert "exit code 3" in cells["threads"]["crash"]["detail"]
+    assert cells["toolfork-sequential"]["crash"]["status"] == "crashed"
+    assert cells["threads"]["soak"]["status"] == "ok"  # the workloads after the crash still ran
+    assert cells["fork-per-call"]["hang"]["status"] == "n/a: no timeout support"
+    assert cells["threads"]["memory"]["status"].startswith("n/a")
+    # A thread stuck in a hung call cannot be stopped; the abandoned ProcessPoolExecutor worker
+    # cannot either. pebble kills it.
+    assert cells["threads"]["hang"]["metrics"]["hang_still_running"] == 1
+    assert cells["process-pool"]["hang"]["metrics"]["hang_still_running"] == 1
+    assert cells["process-pool"]["hang"]["leftover_processes"] >= 1
+    assert cells["pebble"]["hang"]["metrics"]["hang_still_running"] == 0
+    # A crashed worker breaks a ProcessPoolExecutor: no other result comes back.
+    assert cells["process-pool"]["crash"]["metrics"]["crash_results_back"] == 0
+    assert cells["process-pool"]["crash"]["metrics"]["crash_usable_after"] is False
+
+
+def test_toolfork_gets_every_figure(full_tiny_run: tuple[dict[str, Any], Path]) -> None:
+    cells = full_tiny_run[0]["cells"]["toolfork"]
+    assert {w: c["status"] for w, c in cells.items()} == {w: "ok" for w in WORKLOADS}
+    assert cells["hang"]["metrics"]["hang_status"] == "timeout"
+    assert cells["hang"]["metrics"]["hang_still_running"] == 0
+    assert cells["crash"]["metrics"]["crash_status"] == "crashed"
+    assert cells["crash"]["metrics"]["crash_results_back"] == 3
+    assert cells["crash"]["metrics"]["crash_usable_after"] is True
+    assert all(c.get("leftover_processes") in (0, None) for c in cells.values())
+
+
+def test_json_markdown_and_plots_are_written(full_tiny_run: tuple[dict[str, Any], Path]) -> None:
+    results, out = full_tiny_run
+    data = json.loads((out / "latest.json").read_text())
+    assert data["meta"]["cores"] == os.cpu_count()
+    assert data["meta"]["profile"] == "tiny"
+    assert data["meta"]["versions"]["pebble"] and data["meta"]["versions"]["loky"]
+    assert data["meta"]["config"]["tiny_calls"] == BenchConfig.tiny().tiny_calls
+    assert data["meta"]["cpu_one_call_s"] > 0
+    assert data["executors"] == results["executors"]
+    assert {m["key"] for m in data["metrics"]} >= {"io_wall_s", "tiny_us_per_call", "hang_wall_s", "soak_fd_delta"}
+    for m in data["metrics"]:
+        assert {"key", "workload", "label", "unit", "better", "ideal", "target"} <= set(m)
+    assert data["cells"]["pebble"]["io"]["metrics"]["io_wall_s"] > 0
+    assert data["sessions"] and all("outcome" in s for s in data["sessions"])
+
+    md = (out / "latest.md").read_text()
+    header = next(line for line in md.splitlines() if line.startswith("| metric"))
+    for ex in results["executors"]:
+        assert f" {ex} |" in header
+    assert "toolfork vs best peer" in header
+    assert "## toolfork against the targets" in md
+    assert "threads x crash: crashed" in md
+    for name in ("scaling.png", "overhead.png"):
+        assert (out / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+        assert f"]({name})" in md
+
+
+# --- executors that misbehave ------------------------------------------------------------------------
+
+BAD_PEERS = textwrap.dedent(
+    '''
+    import os
+    import time
+
+    from toolfork.bench.peers import Outcome, Peer, ThreadsPeer
+
+
+    def _spawn_sleeper(escape):
+        """A stand-in for a worker process; with escape it leaves the runner's process group."""
+        pid = os.fork()
+        if pid == 0:
+            if escape:
+                os.setsid()
+            time.sleep(600)
+            os._exit(0)
+        with open(os.path.join(os.environ["BENCH_TEST_PIDS"], str(pid)), "w"):
+            pass
+        return pid
+
+
+    class HangingPeer(Peer):
+        name = "hanging"
+        description = "never answers"
+
+        def start(self):
+            with open(os.path.join(os.environ["BENCH_TEST_PIDS"], f"runner-{os.getpid()}"), "w"):
+                pass
+            _spawn_sleeper(escape=True)
+
+        def run(self, tasks):
+            while True:
+                time.sleep(3600)
+
+        def close(self):
+            pass
+
+
+    class DyingPeer(Peer):
+        name = "dying"
+        description = "takes its host down"
+
+        def start(self):
+            pass
+
+        def run(self, tasks):
+            os._exit(7)
+
+        def close(self):
+            pass
+
+
+    class LeakyPeer(ThreadsPeer):
+        name = "leaky"
+        description = "threads, plus a process it never stops"
+
+        def start(self):
+            super().start()
+            _spawn_sleeper(escape=False)
+    '''
+)
+
+
+@pytest.fixture
+def bad_peers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    mod = tmp_path / "mods"
+    mod.mkdir()
+    name = f"bench_bad_peers_{os.getpid()}_{time.monotonic_ns()}"
+    (mod / f"{name}.py").write_text(BAD_PEERS)
+    pids = tmp_path / "pids"
+    pids.mkdir()
+    monkeypatch.syspath_prepend(str(mod))
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(mod), os.environ.get("PYTHONPATH", "")]))
+    monkeypatch.setenv("BENCH_TEST_PIDS", str(pids))
+    monkeypatch.setenv("BENCH_TEST_MODULE", name)
+    return pids
+
+
+def test_hanging_executor_is_recorded_as_hung_and_the_run_goes_on(bad_peers: Path) -> None:
+    mod = os.environ["BENCH_TEST_MODULE"]
+    config = BenchConfig.tiny().with_limits(1.5)
+    results = run_benchmark(config, [f"{mod}:HangingPeer", "threads"], ["small", "io"], isolation="executor")
+    hanging = results["cells"]["hanging"]
+    assert hanging["small"]["status"] == "hung"
+    assert "time limit" in hanging["small"]["detail"]
+    assert hanging["io"]["status"] == "hung"  # a fresh runner was started for the remaining workload
+    assert results["cells"]["threads"]["small"]["status"] == "ok"
+    assert results["cells"]["threads"]["io"]["status"] == "ok"
+    sessions = [s for s in results["sessions"] if s["executor"].endswith(":HangingPeer")]
+    assert [s["outcome"] for s in sessions] == ["hung", "hung"]
+    # The stand-in worker left the runner's process group; the environment marker found it.
+    assert all(s["escaped_processes"] >= 1 for s in sessions)
+    sleepers = [int(p.name) for p in bad_peers.iterdir() if p.name.isdigit()]
+    assert len(sleepers) == 2
+    assert all(_wait_dead(pid) for pid in sleepers)
+
+
+def test_ctrl_c_in_the_middle_of_a_run_leaves_nothing_behind(bad_peers: Path) -> None:
+    mod = os.environ["BENCH_TEST_MODULE"]
+    script = (
+        "from toolfork.bench import BenchConfig, run_benchmark\n"
+        f"run_benchmark(BenchConfig.tiny(), ['{mod}:HangingPeer'], ['small'])\n"
+    )
+    host = subprocess.Popen([sys.executable, "-c", script], stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 60
+        while len(list(bad_peers.iterdir())) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        started = sorted(p.name for p in bad_peers.iterdir())
+        assert len(started) == 2, started  # the runner and its stand-in worker are up, the cell hangs
+        host.send_signal(signal.SIGINT)
+        _, err = host.communicate(timeout=30)
+    finally:
+        host.kill()
+    assert host.returncode != 0
+    assert b"KeyboardInterrupt" in err
+    runner = next(int(n.split("-")[1]) for n in started if n.startswith("runner-"))
+    sleeper = next(int(n) for n in started if n.isdigit())
+    assert _wait_dead(runner)
+    assert _wait_dead(sleeper)
+
+
+def test_dying_executor_is_recorded_as_crashed(bad_peers: Path) -> None:
+    mod = os.environ["BENCH_TEST_MODULE"]
+    results = run_benchmark(BenchConfig.tiny(), [f"{mod}:DyingPeer"], ["small", "tiny"], isolation="executor")
+    for workload in ("small", "tiny"):
+        cell = results["cells"]["dying"][workload]
+        assert cell["status"] == "crashed"
+        assert "exit code 7" in cell["detail"]
+    assert len(results["sessions"]) == 2
+
+
+def test_processes_left_behind_are_counted_and_removed(bad_peers: Path) -> None:
+    mod = os.environ["BENCH_TEST_MODULE"]
+    results = run_benchmark(BenchConfig.tiny(), [f"{mod}:LeakyPeer"], ["small"], isolation="cell")
+    cell = results["cells"]["leaky"]["small"]
+    assert cell["status"] == "ok"
+    assert cell["leftover_processes"] == 1
+    (pid_file,) = bad_peers.iterdir()
+    assert _wait_dead(int(pid_file.name))
+    assert "| processes left behind after close, all cells (count) | 0 | | 1 |" in markdown(results)
+
+
+# --- the command line ------------------------------------------------------------------------------
+
+
+def test_cli_runs_a_subset_and_writes_results(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "results"
+    code = cli_main(
+        [
+            "bench",
+            "--quick",
+            "--only",
+            "small,crash",
+            "--executors",
+            "threads,fork-per-call",
+            "--out",
+            str(out),
+            "--no-plots",
+        ]
+    )
+    assert code == 0
+    data = json.loads((out / "latest.json").read_text())
+    assert data["meta"]["profile"] == "quick"
+    assert data["meta"]["isolation"] == "executor"
+    assert data["workloads"] == ["small", "crash"]
+    assert data["cells"]["fork-per-call"]["small"]["status"] == "ok"
+    assert data["cells"]["fork-per-call"]["crash"]["metrics"]["crash_results_back"] == 3
+    assert data["cells"]["threads"]["crash"]["status"] == "crashed"
+    printed = capsys.readouterr()
+    assert "| metric |" in printed.out
+    assert "threads x crash: crashed" in printed.err
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--only", "io,bogus"], "unknown workload(s) bogus"),
+        (["--executors", "threads,nope"], "unknown executor 'nope'"),
+        (["--executors", "threads,threads"], "listed twice: threads"),
+    ],
+)
+def test_cli_rejects_bad_selections(
+    argv: list[str], message: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert cli_main(["bench", "--out", str(tmp_path), *argv]) == 2
+    err = capsys.readouterr().err
+    assert message in err
+    assert not (tmp_path / "latest.json").exists()
+
+
+def test_cli_lists_executors_and_workloads(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli_main(["bench", "--list"]) == 0
+    out = capsys.readouterr().out
+    for name in ("toolfork", "pebble", "loky", "fork-per-call", "ray", "toolfork-ray"):
+        assert name in out
+    assert "workloads: io, cpu, small, tiny, mixed, hang, crash, payload, memory, scaling, soak" in out
+
+
+# --- pieces ---------------------------------------------------------------------------------------
+
+
+def _synthetic(cells: dict[str, dict[str, Any]], better: str = "lower") -> dict[str, Any]:
+    return {
+        "kinds": {"threads": {"in_process": True}},
+        "meta": {
+            "profile": "x",
+            "started": "t",
+            "cores": 2,
+            "python": "3",
+            "platform": "p",
+            "isolation": "cell",
+            "duration_s": 1,
+        },
+        "executors": list(cells),
+        "workloads": ["io"],
+        "metrics": [
+            {
+                "key": "m",
+                "workload": "io",
+                "label": "io thing",
+                "unit": "s",
+                "better": better,
+                "ideal": 0.1,
+                "target": 0.105,
+                "target_text": "<= 0.105",
+            }
+        ],
+        "cells": {ex: {"io": c} for ex, c in cells.items()},
+    }
+
+
+def _row(res: dict[str, Any]) -> str:
+    return next(line for line in markdown(res).splitlines() if line.startswith("| io thing"))
+
+
+def test_ratio_columns_are_above_one_when_toolfork_is_better() -> None:
+    ok = lambda v: {"status": "ok", "metrics": {"m": v}}  # noqa: E731
+    res = _synthetic({"toolfork": ok(0.1), "pebble": ok(0.25), "loky": ok(0.2), "threads": {"status": "hung"}})
+    assert _row(res).endswith("| **0.1** | 0.25 | 0.2 | hung | 2.00x (loky) | 2.00x (loky) |")
+    assert "- io thing: met: 0.1 s (target <= 0.105)" in markdown(res)
+
+    # The second column leaves out in-process executors.
+    res = _synthetic({"toolfork": ok(0.1), "pebble": ok(0.4), "threads": ok(0.05)})
+    assert _row(res).endswith("| 0.1 | 0.4 | **0.05** | 0.50x (threads) | 4.00x (pebble) |")
+    assert "- io thing: met" in markdown(res)
+
+    res = _synthetic({"toolfork": ok(300.0), "pebble": ok(200.0)}, better="higher")
+    assert _row(res).endswith("| 1.50x (pebble) | 1.50x (pebble) |")
+
+    res = _synthetic({"toolfork": {"status": "crashed"}, "pebble": ok(0.3)})
+    assert _row(res).endswith("| crashed | 0.3 | — | — |")
+    assert "- io thing: no figure (crashed)" in markdown(res)
+
+    res = _synthetic({"toolfork": ok(0.2), "pebble": ok(0.3)})
+    assert "- io thing: missed: 0.2 s (target <= 0.105)" in markdown(res)
+
+
+def test_fork_per_call_keeps_call_order_and_reports_the_exit_code() -> None:
+    peer = ForkPerCallPeer(2)
+    peer.start()
+    tasks = [
+        Task("sleep_call", {"seconds": 0.2}),
+        Task("trivial_call", {"x": 1}),
+        Task("crash_call", {"delay": 0.0, "code": 5}),
+        Task("payload_call", {"nbytes": 300_000}),
+    ]
+    out = peer.run(tasks)
+    assert [o.status for o in out] == ["ok", "ok", "crashed", "ok"]
+    assert out[1].value == 2
+    assert out[2].error == "exit code 5"
+    assert len(out[3].value) == 300_000
+
+
+def test_pebble_adapter_kills_a_hung_call_at_its_timeout(tmp_path: Path) -> None:
+    peer = PebblePeer(2)
+    peer.start()
+    try:
+        out = peer.run([Task("hang_call", {"marker_dir": str(tmp_path)}, 0.3), Task("trivial_call", {"x": 4}, 5)])
+    finally:
+        peer.close()
+    assert [o.status for o in out] == ["timeout", "ok"]
+    (marker,) = tmp_path.iterdir()
+    assert _wait_dead(int(marker.name.split("-")[0]))
