@@ -172,7 +172,7 @@ def test_cancel_from_another_thread_stops_the_batch(make_executor, mode):
     t.start()
     results = []
     for event in ex.stream(calls):
-        if isinstance(event, CallStarted) and event.call_id == "slow2" or mode == "sequential":
+        if (isinstance(event, CallStarted) and event.call_id == "slow2") or mode == "sequential":
             started.set()
         if isinstance(event, CallFinished):
             results.append(event.result)
