@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import time
+from pathlib import Path
 
 from toolfork import ToolOutput, tool
 
@@ -67,6 +68,22 @@ def blob(size: int) -> str:
 def hook_count() -> dict[str, int]:
     """How often the before_child hook has run in this worker, and where we are."""
     return {"before": _HOOK_CALLS["before"], "pid": os.getpid()}
+
+
+@tool
+def stamp(seconds: float = 0.0, marker: str = "") -> dict[str, float]:
+    """Say when the call started and ended (``time.monotonic()``: one clock for every process on the
+    machine), so a test can order events across workers without timing anything.
+
+    Args:
+        seconds: how long to sleep between the two stamps
+        marker: a file created once the call has started, for a test to wait on
+    """
+    start = time.monotonic()
+    if marker:
+        Path(marker).write_text(str(os.getpid()))
+    time.sleep(seconds)
+    return {"start": start, "end": time.monotonic()}
 
 
 def count_before() -> None:

@@ -14,6 +14,8 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 TOOLS_SPEC = "tests/cli/cli_tools.py:TOOLS"
+# ``stamp`` is not in TOOLS, whose size the start-up lines report: a test that needs it adds this spec.
+STAMP_SPEC = "tests/cli/cli_tools.py:stamp"
 
 
 def write_jsonl(path: Path, rows: Iterable[Any]) -> Path:
@@ -32,7 +34,8 @@ def toolfork_cmd(*args: str) -> list[str]:
     return [sys.executable, "-m", "toolfork.cli", *args]
 
 
-def run_process(*args: str, stdin: str | None = None, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+def run_process(*args: str, stdin: str | None = None,
+                timeout: float = 60) -> subprocess.CompletedProcess[str]:
     return subprocess.run(toolfork_cmd(*args), input=stdin, capture_output=True, text=True, cwd=REPO,
                           timeout=timeout, env=child_env())
 

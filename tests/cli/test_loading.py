@@ -147,7 +147,8 @@ def test_openai_shapes() -> None:
     chat = _ok({"id": "call_1", "type": "function",
                 "function": {"name": "add", "arguments": "{\"a\": 1, \"b\": 2}"}})
     assert (chat.id, chat.name, chat.arguments) == ("call_1", "add", {"a": 1, "b": 2})
-    assert _ok({"id": "call_2", "type": "function", "function": {"name": "ping", "arguments": ""}}).arguments == {}
+    empty = {"id": "call_2", "type": "function", "function": {"name": "ping", "arguments": ""}}
+    assert _ok(empty).arguments == {}
     responses = _ok({"type": "function_call", "id": "fc_9", "call_id": "call_3", "name": "add",
                      "arguments": "{\"a\": 3}"})
     assert (responses.id, responses.arguments) == ("call_3", {"a": 3})
@@ -164,7 +165,8 @@ def test_anthropic_shape() -> None:
     ("[1, 2]", "line-7", None, r"line 7: expected a JSON object, got array"),
     ({"id": "a", "arguments": {}}, "a", None, r'line 7: "name" missing'),
     ({"id": "a", "name": 5}, "a", None, r'"name" must be a non-empty string, got number'),
-    ({"id": "a", "name": "add", "arguments": [1]}, "a", "add", r'"arguments" must be a JSON object, got array'),
+    ({"id": "a", "name": "add", "arguments": [1]}, "a", "add",
+     r'"arguments" must be a JSON object, got array'),
     ({"id": "a", "name": "add", "arguments": "{oops"}, "a", "add", r'"arguments" is not valid JSON'),
     ({"id": {"x": 1}, "name": "add"}, "line-7", None, r'"id" must be a string or an integer, got object'),
     ({"id": "a", "name": "add", "timeout": -1}, "a", "add", r'"timeout" must be a positive number'),

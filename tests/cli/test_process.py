@@ -6,19 +6,31 @@ from __future__ import annotations
 import json
 import os
 import pty
+import random
 import re
 import select
 import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
 from typing import Any
 
 import psutil
+import pytest
 
-from tests.cli.conftest import REPO, TOOLS_SPEC, child_env, read_jsonl, run_process, toolfork_cmd, write_jsonl
+from tests.cli.conftest import (
+    REPO,
+    STAMP_SPEC,
+    TOOLS_SPEC,
+    child_env,
+    read_jsonl,
+    run_process,
+    toolfork_cmd,
+    write_jsonl,
+)
 
 
 def _readline(proc: subprocess.Popen[bytes], timeout: float = 10.0) -> dict[str, Any]:
@@ -70,6 +82,171 @@ def test_run_as_a_co_process_answers_each_line_before_the_next_is_sent() -> None
     assert re.search(r"toolfork run: 10 done, 2 failed, [\d.]+ calls/s", err), err
 
 
+def _wait_started(marker: Path, proc: subprocess.Popen[bytes], timeout: float = 20.0) -> None:
+    """Until the call that creates ``marker`` has started in a worker (a bound, not a timing check)."""
+    deadline = time.monotonic() + timeout
+    while not marker.exists():
+        assert proc.poll() is None, "the co-process died"
+        assert time.monotonic() < deadline, "the slow call never started"
+        time.sleep(0.01)
+
+
+def test_run_co_process_starts_a_call_sent_while_a_slow_one_runs(tmp_path: Path) -> None:
+    marker = tmp_path / "slow-started"
+    proc = _popen("run", "-", "-o", "-", "--tools", TOOLS_SPEC, "--tools", STAMP_SPEC, "--workers", "2", "-q")
+    try:
+        _send(proc, {"id": "slow", "name": "stamp", "arguments": {"seconds": 2, "marker": str(marker)}})
+        _wait_started(marker, proc)
+        _send(proc, "not json")  # a bad line while the slow call runs keeps its place too
+        _send(proc, {"id": "quick", "name": "stamp", "arguments": {}})
+        assert proc.stdin is not None
+        proc.stdin.close()
+        records = [_readline(proc) for _ in range(3)]
+    finally:
+        code, err = _finish(proc)
+    assert [r["id"] for r in records] == ["slow", "line-2", "quick"]  # input order
+    slow, quick = records[0]["output"]["data"], records[2]["output"]["data"]
+    # The quick call did not wait for the slow one: it started (and ended) while the slow one ran.
+    assert slow["start"] < quick["start"] < quick["end"] < slow["end"]
+    assert code == 1, err  # the bad line is a failure
+
+
+def test_worker_answers_a_call_sent_while_a_slow_one_runs_first(tmp_path: Path) -> None:
+    marker = tmp_path / "slow-started"
+    proc = _popen("worker", "--tools", TOOLS_SPEC, "--tools", STAMP_SPEC, "--workers", "2")
+    try:
+        _send(proc, {"id": "slow", "name": "stamp", "arguments": {"seconds": 2, "marker": str(marker)}})
+        _wait_started(marker, proc)
+        _send(proc, {"id": "quick", "name": "stamp", "arguments": {}})
+        first, second = _readline(proc), _readline(proc)
+    finally:
+        code, err = _finish(proc)
+    assert (first["id"], second["id"]) == ("quick", "slow")
+    quick, slow = first["output"]["data"], second["output"]["data"]
+    assert slow["start"] < quick["start"] < quick["end"] < slow["end"]
+    assert code == 0, err
+
+
+def test_worker_reuses_an_id_only_once_its_call_has_finished(tmp_path: Path) -> None:
+    marker = tmp_path / "slow-started"
+    proc = _popen("worker", "--tools", TOOLS_SPEC, "--tools", STAMP_SPEC, "--workers", "2")
+    try:
+        _send(proc, {"id": "same", "name": "stamp", "arguments": {"seconds": 1, "marker": str(marker)}})
+        _wait_started(marker, proc)
+        _send(proc, {"id": "same", "name": "echo", "arguments": {"text": "too early"}})
+        refused = _readline(proc)  # at once, while the first "same" still runs
+        first = _readline(proc)
+        _send(proc, {"id": "same", "name": "echo", "arguments": {"text": "now fine"}})
+        again = _readline(proc)
+    finally:
+        code, _ = _finish(proc)
+    assert refused["id"] == "same" and refused["error"]["type"] == "MalformedCallError"
+    assert "a call with this id is still running" in refused["error"]["message"]
+    assert first["status"] == "ok" and first["name"] == "stamp"
+    assert again["status"] == "ok" and again["output"]["content"][0]["text"] == "now fine"
+    assert code == 0
+
+
+def test_co_processes_in_sequential_mode_answer_line_by_line() -> None:
+    for command in (["run", "-", "-o", "-", "-q"], ["worker"]):
+        proc = _popen(*command, "--tools", TOOLS_SPEC, "--mode", "sequential")
+        try:
+            for i in range(3):
+                _send(proc, {"id": f"s{i}", "name": "echo", "arguments": {"text": f"t{i}"}})
+                record = _readline(proc)
+                assert (record["id"], record["output"]["content"][0]["text"]) == (f"s{i}", f"t{i}")
+        finally:
+            code, err = _finish(proc)
+        assert code == 0, err
+
+
+def test_a_client_that_stops_reading_but_keeps_stdin_open_ends_the_co_process_cleanly() -> None:
+    # The stdin reader thread is blocked on the open pipe when the command exits: the interpreter must
+    # not abort at shutdown (it did, with SIGABRT, while that thread held stdin's buffer lock).
+    for command, expected in ((["run", "-", "-o", "-", "-q"], 1), (["worker"], 0)):
+        proc = _popen(*command, "--tools", TOOLS_SPEC, "--workers", "2")
+        assert proc.stdout is not None and proc.stdin is not None and proc.stderr is not None
+        try:
+            proc.stdout.close()
+            _send(proc, {"id": "a", "name": "echo", "arguments": {"text": "x"}})
+            code = proc.wait(timeout=20)
+            err = proc.stderr.read().decode()
+        finally:
+            proc.stdin.close()
+        assert code == expected, err
+        assert "Fatal Python error" not in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("command", [["run", "-", "-o", "-"], ["worker"]])
+@pytest.mark.parametrize("state", ["idle", "busy"])
+def test_ctrl_c_ends_a_co_process_with_130_and_leaves_no_worker(tmp_path: Path, command: list[str],
+                                                                 state: str) -> None:
+    marker = tmp_path / "started"
+    proc = _popen(*command, "--tools", TOOLS_SPEC, "--tools", STAMP_SPEC, "--workers", "2")
+    try:
+        _send(proc, {"id": "a", "name": "echo", "arguments": {"text": "x"}})
+        assert _readline(proc)["id"] == "a"
+        workers = psutil.Process(proc.pid).children(recursive=True)
+        assert workers
+        if state == "busy":  # a call runs while the input is idle
+            _send(proc, {"id": "b", "name": "stamp", "arguments": {"seconds": 30, "marker": str(marker)}})
+            _wait_started(marker, proc)
+        proc.send_signal(signal.SIGINT)
+        code = proc.wait(timeout=20)
+    finally:
+        assert proc.stdin is not None and proc.stderr is not None
+        proc.stdin.close()
+        err = proc.stderr.read().decode()
+    assert code == 130, err
+    assert "Traceback" not in err and "Fatal Python error" not in err
+    _, alive = psutil.wait_procs(workers, timeout=10)
+    assert not alive
+
+
+@pytest.mark.parametrize("command", ["run", "worker"])
+def test_a_client_writing_in_bursts_gets_every_result_once(command: str) -> None:
+    """Lines arrive in random bursts while calls of every kind run (quick, sleeping, failing, unknown
+    tools, bad lines), with a small window: every line is answered once, in input order for run."""
+    rnd = random.Random(7)
+    args = ["run", "-", "-o", "-", "-q"] if command == "run" else ["worker"]
+    proc = _popen(*args, "--tools", TOOLS_SPEC, "--workers", "3", "--window", "3")
+    assert proc.stdin is not None and proc.stdout is not None
+    stdout = proc.stdout
+    got: list[str] = []
+    reader = threading.Thread(target=lambda: got.extend(json.loads(line)["id"] for line in stdout))
+    reader.start()
+    sent = []
+    for i in range(300):
+        kind = rnd.random()
+        if kind < 0.05:
+            row: Any = "not json"
+            sent.append(f"line-{i + 1}")
+        else:
+            call_id = f"c{i}"
+            if kind < 0.15:
+                row = {"id": call_id, "name": "nap", "arguments": {"seconds": rnd.choice([0.001, 0.02, 0.1])}}
+            elif kind < 0.18:
+                row = {"id": call_id, "name": "teleport", "arguments": {}}
+            elif kind < 0.2:
+                row = {"id": call_id, "name": "boom", "arguments": {}}
+            else:
+                row = {"id": call_id, "name": "echo", "arguments": {"text": str(i)}}
+            sent.append(call_id)
+        proc.stdin.write(((row if isinstance(row, str) else json.dumps(row)) + "\n").encode())
+        if rnd.random() < 0.2:
+            proc.stdin.flush()
+            time.sleep(rnd.choice([0, 0.001, 0.01]))
+    proc.stdin.close()
+    code = proc.wait(timeout=60)
+    reader.join(10)
+    if command == "run":
+        assert got == sent
+        assert code == 1  # bad lines, unknown tools and boom are failures
+    else:
+        assert sorted(got) == sorted(sent) and len(got) == len(set(got))
+        assert code == 0
+
+
 def test_worker_answers_in_completion_order_and_survives_bad_lines() -> None:
     proc = _popen("worker", "--tools", TOOLS_SPEC, "--workers", "2")
     try:
@@ -101,7 +278,8 @@ def test_worker_usage_error_exits_2() -> None:
 def test_exit_codes_of_the_real_command(tmp_path: Path) -> None:
     ok = run_process("run", "examples/calls.jsonl", "-o", str(tmp_path / "a.jsonl"))
     assert ok.returncode == 0, ok.stderr
-    assert len(read_jsonl(tmp_path / "a.jsonl")) == len(Path(REPO, "examples/calls.jsonl").read_text().splitlines())
+    expected = len(Path(REPO, "examples/calls.jsonl").read_text().splitlines())
+    assert len(read_jsonl(tmp_path / "a.jsonl")) == expected
     calls = write_jsonl(tmp_path / "c.jsonl", [{"id": "a", "name": "boom", "arguments": {}}])
     failed = run_process("run", str(calls), "-o", str(tmp_path / "b.jsonl"), "--tools", TOOLS_SPEC)
     assert failed.returncode == 1
@@ -119,9 +297,10 @@ def test_plain_progress_lines_when_stderr_is_not_a_terminal(tmp_path: Path) -> N
     assert result.returncode == 1
     lines = result.stderr.splitlines()
     assert "\r" not in result.stderr and "\x1b" not in result.stderr
-    assert lines[0].startswith("toolfork run: 6 tools from tests/cli/cli_tools.py:TOOLS; fork mode, 2 workers")
-    periodic = [ln for ln in lines if re.fullmatch(r"toolfork run: \d+%, \d+ done, \d failed, [\d.]+ calls/s, "
-                                                   r"ETA \d+:\d\d", ln)]
+    assert lines[0].startswith("toolfork run: 6 tools from tests/cli/cli_tools.py:TOOLS; fork mode, "
+                               "2 workers")
+    periodic = [ln for ln in lines
+                if re.fullmatch(r"toolfork run: \d+%, \d+ done, \d failed, [\d.]+ calls/s, ETA \d+:\d\d", ln)]
     assert len(periodic) >= 2, result.stderr
     assert re.fullmatch(r"toolfork run: 41 done, 1 failed, [\d.]+ calls/s, [\d.]+ s", lines[-1]), lines[-1]
 
@@ -130,8 +309,8 @@ def test_progress_bar_when_stderr_is_a_terminal(tmp_path: Path) -> None:
     rows = [{"id": f"p{i}", "name": "nap", "arguments": {"seconds": 0.05}} for i in range(30)]
     calls = write_jsonl(tmp_path / "c.jsonl", rows)
     master, slave = pty.openpty()
-    proc = subprocess.Popen(toolfork_cmd("run", str(calls), "-o", str(tmp_path / "o.jsonl"), "--tools", TOOLS_SPEC,
-                                         "--workers", "2"),
+    proc = subprocess.Popen(toolfork_cmd("run", str(calls), "-o", str(tmp_path / "o.jsonl"),
+                                         "--tools", TOOLS_SPEC, "--workers", "2"),
                             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=slave, cwd=REPO,
                             env=child_env())
     os.close(slave)
@@ -249,3 +428,24 @@ def test_a_reader_that_goes_away_ends_the_job_quietly(tmp_path: Path) -> None:
     proc.stdout.close()  # like `toolfork run ... | head -1`
     assert proc.wait(timeout=20) == 1
     assert "Traceback" not in proc.stderr.read().decode()
+
+
+LEAN_DRIVER = textwrap.dedent("""
+    import json, sys
+    from toolfork import cli
+    import toolfork.commands.worker
+    code = cli.main(["run", sys.argv[1], "-o", sys.argv[2], "--tools", "tests/cli/cli_tools.py:TOOLS", "-q"])
+    sdks = {"anthropic", "openai", "ray", "httpx", "boto3"}
+    heavy = [m for m in sys.modules
+             if m.split(".")[0] in sdks or m.startswith(("toolfork.agent", "toolfork.toolkits"))]
+    print(json.dumps({"code": code, "heavy": sorted(heavy)}))
+""")
+
+
+def test_run_and_worker_do_not_import_the_agent_or_any_sdk(tmp_path: Path) -> None:
+    calls = write_jsonl(tmp_path / "c.jsonl", [{"id": "a", "name": "echo", "arguments": {"text": "x"}}])
+    result = subprocess.run([sys.executable, "-c", LEAN_DRIVER, str(calls), str(tmp_path / "o.jsonl")],
+                            capture_output=True, text=True, cwd=REPO, env=child_env(), timeout=60)
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout.splitlines()[-1])
+    assert report == {"code": 0, "heavy": []}

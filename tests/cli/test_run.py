@@ -13,7 +13,8 @@ import pytest
 
 from tests.cli.conftest import TOOLS_SPEC, read_jsonl, write_jsonl
 from toolfork import cli
-from toolfork.commands.run import IdSet
+from toolfork.commands._idset import IdSet
+from toolfork.commands.run import Job
 
 RECORD_KEYS = {"id", "name", "status", "output", "error", "duration_s"}
 
@@ -88,13 +89,15 @@ def test_an_error_output_alone_makes_the_exit_code_1(tmp_path: Path) -> None:
                "--tools", TOOLS_SPEC) == 1
 
 
-def test_stdin_to_stdout(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+def test_stdin_to_stdout(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                         capsys: pytest.CaptureFixture[str]) -> None:
     lines = "".join(json.dumps({"id": f"e{i}", "name": "echo", "arguments": {"text": f"t{i}"}}) + "\n"
                     for i in range(5))
     monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(lines.encode())))
     assert run("-", "--tools", TOOLS_SPEC) == 0
     out = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
-    assert [(r["id"], r["output"]["content"][0]["text"]) for r in out] == [(f"e{i}", f"t{i}") for i in range(5)]
+    got = [(r["id"], r["output"]["content"][0]["text"]) for r in out]
+    assert got == [(f"e{i}", f"t{i}") for i in range(5)]
 
 
 def test_toolkit_by_name_and_several_tool_specs(tmp_path: Path) -> None:
@@ -153,15 +156,26 @@ def test_window_of_one_still_runs_everything(tmp_path: Path) -> None:
     assert [r["id"] for r in read_jsonl(out)] == [f"w{i}" for i in range(30)]
 
 
-def test_many_bad_lines_behind_a_slow_call_keep_their_place(tmp_path: Path) -> None:
-    # More held-back records than the feeder keeps before it pauses: order must still be exact.
-    rows: list[Any] = [{"id": "slow", "name": "nap", "arguments": {"seconds": 0.2}}]
+def test_many_bad_lines_behind_a_slow_call_keep_their_place(tmp_path: Path,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    # More held-back records than the feeder keeps before it waits: order must still be exact, and
+    # the records held in memory never exceed the bound.
+    peak = [0]
+    hold_or_write = Job._hold_or_write
+
+    def spy(self: Job, record: dict[str, Any], lineno: int) -> None:
+        hold_or_write(self, record, lineno)
+        peak[0] = max(peak[0], self.held_records)
+
+    monkeypatch.setattr(Job, "_hold_or_write", spy)
+    rows: list[Any] = [{"id": "slow", "name": "nap", "arguments": {"seconds": 0.5}}]
     rows += [f"bad {i}" for i in range(1500)]
     rows += [{"id": "last", "name": "echo", "arguments": {"text": "x"}}]
     out = tmp_path / "out.jsonl"
     assert run(str(write_jsonl(tmp_path / "c.jsonl", rows)), "-o", str(out), "--tools", TOOLS_SPEC) == 1
     ids = [r["id"] for r in read_jsonl(out)]
     assert ids == ["slow", *[f"line-{i}" for i in range(2, 1502)], "last"]
+    assert peak[0] == Job.max_held_records == 1024
 
 
 # ------------------------------------------------------------------------------------------ resume
@@ -229,7 +243,8 @@ def test_usage_errors_exit_2_with_a_message(tmp_path: Path, capsys: pytest.Captu
 
 @pytest.mark.parametrize("args", [["--workers", "0"], ["--timeout", "-1"], ["--mode", "threads"],
                                   ["--window", "x"], []])
-def test_bad_options_are_argparse_errors_with_status_2(args: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+def test_bad_options_are_argparse_errors_with_status_2(args: list[str],
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
     argv = ["run", "calls.jsonl", *args] if args else ["run"]
     with pytest.raises(SystemExit) as info:
         cli.main(argv)
@@ -263,4 +278,5 @@ def test_a_bad_line_that_also_reuses_an_id_says_both(tmp_path: Path) -> None:
     assert run(str(write_jsonl(tmp_path / "c.jsonl", rows)), "-o", str(out), "--tools", TOOLS_SPEC) == 1
     second = read_jsonl(out)[1]
     assert second["id"] == "a"
-    assert second["error"]["message"] == ('line 2: "name" missing; its id \'a\' is also used by an earlier line')
+    expected = 'line 2: "name" missing; its id \'a\' is also used by an earlier line'
+    assert second["error"]["message"] == expected

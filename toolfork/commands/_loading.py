@@ -114,7 +114,8 @@ def _module_tools(mod: ModuleType, spec: str) -> list[Any]:
         return [getattr(mod, DEFAULT_ATTR)]
     found = [v for k, v in vars(mod).items() if not k.startswith("_") and isinstance(v, (Tool, Toolkit))]
     if not found:
-        raise UsageError(f"{spec!r}: the module defines no {DEFAULT_ATTR} list and no Tool or Toolkit objects")
+        raise UsageError(
+            f"{spec!r}: the module defines no {DEFAULT_ATTR} list and no Tool or Toolkit objects")
     return found
 
 
@@ -291,7 +292,8 @@ def parse_call(raw: bytes | str, lineno: int) -> Any:
     timeout = obj.get("timeout")
     if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float))
                                 or timeout <= 0):
-        return BadLine(call_id, name, f'{here}: "timeout" must be a positive number of seconds, got {timeout!r}')
+        return BadLine(call_id, name,
+                       f'{here}: "timeout" must be a positive number of seconds, got {timeout!r}')
     return ToolCall(call_id, name, arguments, timeout)
 
 

@@ -5,24 +5,27 @@ our stdout. Unlike ``toolfork run - -o -`` (input order), results come back in c
 a quick call is never held behind a slow one sent before it: the client matches them by id. The line
 formats are ``run``'s (same call shapes in, same record out).
 
-The calls waiting on stdin when the pool is free form one batch (at most ``--window``); a call that
-arrives while a batch runs starts when that batch is done. Ids need only be unique among the calls of
-a batch, so a long-lived client may reuse ids. A bad line gets its error record at once; the worker
-never stops on bad input and exits 0 at the end of stdin.
+Every call starts as soon as it is read and a worker is free, also while others run: the input yields
+``WAIT`` when the client is quiet, and ``Executor.imap_unordered`` keeps the calls in flight going
+and writes each result as it comes. At most ``--window`` calls are in flight; further lines wait (a
+bounded read-ahead, then the pipe). Ids need only be unique among the calls in flight, so a
+long-lived client may reuse them. A bad line gets its error record at once; the worker never stops on
+bad input and exits 0 at the end of stdin.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Iterator
 from typing import Any
 
+from toolfork.commands._input import LineSource
 from toolfork.commands._loading import BadLine, UsageError, parse_call
-from toolfork.commands.run import (
+from toolfork.commands._options import (
     EXIT_INTERRUPTED,
     EXIT_OK,
-    LineSource,
-    OutFile,
+    MIN_DEFAULT_WINDOW,
     add_common_arguments,
     build_executor,
     default_window,
@@ -30,43 +33,39 @@ from toolfork.commands.run import (
     positive_int,
     resolve_tools,
 )
+from toolfork.commands._output import OutFile
+from toolfork.executor import WAIT
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_common_arguments(parser)
     parser.add_argument("--window", type=positive_int, default=None, metavar="N",
-                        help="most calls in one batch (default 4 x workers, at least 256)")
+                        help=f"most calls in flight (default 4 x workers, at least {MIN_DEFAULT_WINDOW})")
 
 
 def serve(executor: Any, source: LineSource, out: OutFile, window: int) -> None:
-    """Until the end of input: take the lines that are waiting (at least one, at most ``window``),
-    run them as one batch, write each result as it finishes."""
-    from toolfork.executor import CallFinished
+    """Until the end of input: start each call as it is read, write each result as it finishes."""
+    running: set[str] = set()  # ids in flight: at most ``window`` of them
 
-    while True:
-        batch: list[Any] = []
-        ids: set[str] = set()
-        while len(batch) < window and (not batch or source.ready()):
-            item = source.next()
-            if item is None:
-                break
-            lineno, raw = item
-            if not raw.strip():
+    def calls() -> Iterator[Any]:
+        for item in source.items():
+            if not isinstance(item, tuple):  # WAIT: the client is quiet
+                yield WAIT
                 continue
+            lineno, raw = item
             call = parse_call(raw, lineno)
-            if not isinstance(call, BadLine) and call.id in ids:
-                call = BadLine(call.id, call.name,
-                               f"line {lineno}: duplicate id {call.id!r}: a call with this id is still running")
+            if not isinstance(call, BadLine) and call.id in running:
+                message = f"line {lineno}: duplicate id {call.id!r}: a call with this id is still running"
+                call = BadLine(call.id, call.name, message)
             if isinstance(call, BadLine):
                 out.write(call.record())
                 continue
-            ids.add(call.id)
-            batch.append(call)
-        if not batch:  # the inner loop only gives up with nothing when the input has ended
-            return
-        for event in executor.stream(batch):
-            if type(event) is CallFinished:
-                out.write(event.result.to_dict())
+            running.add(call.id)
+            yield call
+
+    for result in executor.imap_unordered(calls(), window=window, wakeup_fd=source.wakeup_fd):
+        running.discard(result.call_id)
+        out.write(result.to_dict())
 
 
 def main(args: argparse.Namespace) -> int:
@@ -78,14 +77,18 @@ def main(args: argparse.Namespace) -> int:
     print(f"toolfork worker: {len(executor.tools)} tools from {origin}; {executor.mode} mode, "
           f"{executor.workers} workers; reading calls on stdin", file=sys.stderr, flush=True)
     out = OutFile.open("-", append=True)
+    source = LineSource(sys.stdin.buffer)  # after the executor: its pool must not inherit the wake-up pipe
     try:
-        serve(executor, LineSource(sys.stdin.buffer), out, args.window or default_window(executor.workers))
+        serve(executor, source, out, args.window or default_window(executor.workers))
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
     except BrokenPipeError:
         pass  # the client went away: nothing left to answer
+    except OSError as exc:  # stdin could not be read
+        return error("worker", str(exc))
     finally:
         executor.close()
+        source.close()
     return EXIT_OK
 
 

@@ -46,7 +46,6 @@ if TYPE_CHECKING:
 
 QUICK_CALL_S = 0.0005  # tools whose recent calls took less than this are sent in chunks
 MAX_CHUNK = 64
-CHUNK_TARGET_S = 0.0002
 MAX_REQUEUES = 3  # a call whose worker died before starting it this many times fails instead
 SPAWN_ACK_TIMEOUT = 10.0
 PIPE_SIZE = 1 << 20
@@ -339,9 +338,10 @@ class ForkBackend(Backend):
         chunk = [first]
         mean = self._ewma.get(first.call.name)
         if mean is not None and mean < QUICK_CALL_S:
-            # Enough calls to keep every worker busy, and at least CHUNK_TARGET_S of work per wake-up.
+            # Guided self-scheduling: never more than this worker's share of what is left, so a call
+            # that is slower than its tool's history suggests cannot hold up more than that share.
             hint = len(pending) + 1 if feed.exhausted or feed.size_hint is None else feed.size_hint
-            limit = min(MAX_CHUNK, max(math.ceil(hint / self._size), math.ceil(CHUNK_TARGET_S / max(mean, 1e-6))))
+            limit = min(MAX_CHUNK, math.ceil(hint / self._size))
             while len(chunk) < limit:
                 from_feed = not pending
                 nxt = self._next_dispatch(feed, pending)
