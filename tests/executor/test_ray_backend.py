@@ -509,16 +509,22 @@ def test_the_executor_starts_and_stops_its_own_ray_when_none_is_running():
 
 
 @tool
-def window(seconds: float) -> list[float]:
-    """Sleep, and report when we started and ended (time.time: comparable across processes)."""
-    start = time.time()
-    time.sleep(seconds)
-    return [start, time.time()]
+def rendezvous(directory: str, name: str, expected: int) -> bool:
+    """Arrive, then wait (up to 30 s) until ``expected`` calls have arrived: only calls that run at the
+    same time can all meet."""
+    Path(directory, name).touch()
+    end = time.monotonic() + 30
+    while time.monotonic() < end:
+        if len(os.listdir(directory)) >= expected:
+            return True
+        time.sleep(0.02)
+    return False
 
 
-def test_workers_calls_run_at_once_on_fewer_cpus(make_executor, mode):
+def test_workers_calls_run_at_once_on_fewer_cpus(make_executor, mode, tmp_path):
     """Each task asks for a share of the cluster's CPUs, so ``workers`` I/O-bound calls overlap even
     on a 2-CPU cluster (with Ray's default of one CPU a task, only two would run at a time)."""
-    ex = make_executor([window], mode=mode, workers=6)
-    spans = [r.output.data for r in ex.run([ToolCall(str(i), "window", {"seconds": 1.0}) for i in range(6)])]
-    assert max(start for start, _ in spans) < min(end for _, end in spans)  # all six were running together
+    ex = make_executor([rendezvous], mode=mode, workers=6)
+    results = ex.run([ToolCall(str(i), "rendezvous", {"directory": str(tmp_path), "name": str(i), "expected": 6})
+                      for i in range(6)])
+    assert [r.output.data for r in results] == [True] * 6  # all six were running together

@@ -152,6 +152,46 @@ def cancelled(d: Dispatch, *, running: bool = False) -> CallFinished:
         "Cancelled", f"tool '{d.call.name}' {how}: the batch was cancelled")))
 
 
+def run_batch(feed: Feed, submit: Callable[[list[Event]], int],
+              wait: Callable[[list[Event]], None]) -> Iterator[Event]:
+    """The loop of a backend that runs several calls at once, around its two moves.
+
+    ``submit(events)`` starts what the backend has room for (pulling from the feed) and returns how
+    many dispatches it pulled; ``wait(events)`` blocks until something happens (a result, progress, a
+    deadline, a wake-up) and appends the events. This loop does the bookkeeping they share: every
+    pulled dispatch is outstanding until its ``CallFinished`` is yielded; the feed's immediate events
+    pass through; a live source with nothing to give is waited for; and a consumer that can make no
+    room while nothing runs is an error instead of a hang.
+    """
+    events: list[Event] = []
+    outstanding = 0
+    yielded = False
+    while True:
+        outstanding += submit(events)
+        if feed.immediate:
+            ready = feed.take_immediate()
+            outstanding += sum(1 for ev in ready if type(ev) is CallFinished)
+            events.extend(ready)
+        if events:
+            outstanding -= sum(1 for ev in events if type(ev) is CallFinished)
+            batch = events[:]
+            events.clear()
+            yield from batch
+            yielded = True
+            continue
+        if not outstanding:
+            if feed.exhausted:
+                return
+            if feed.waiting:  # a live source with nothing to give yet, and nothing running
+                feed.wait_for_source(None)
+                continue
+            if not yielded:  # the consumer cannot make room: nothing would ever change
+                raise RuntimeError("the feed has no room although nothing is outstanding")
+            yielded = False
+            continue
+        wait(events)
+
+
 @dataclass(slots=True)
 class Hooks:
     before_child: Hook | None = None
@@ -178,4 +218,4 @@ class Backend(ABC):
         """Release workers; must leave no process behind and be safe to call twice."""
 
 
-__all__ = ["WAIT", "Backend", "Dispatch", "Feed", "Hooks", "cancelled"]
+__all__ = ["WAIT", "Backend", "Dispatch", "Feed", "Hooks", "cancelled", "run_batch"]

@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 import multiprocess
 
 from toolfork.executor import framing
-from toolfork.executor.backends.base import POLL_INTERVAL, Backend, Dispatch, Feed, Hooks, cancelled
+from toolfork.executor.backends.base import POLL_INTERVAL, Backend, Dispatch, Feed, Hooks, cancelled, run_batch
 from toolfork.executor.backends.fork_template import template_main
 from toolfork.executor.types import CallFinished, CallProgress, CallStarted, ErrorInfo, Event, ToolResult
 
@@ -262,67 +262,48 @@ class ForkBackend(Backend):
         self._replace_dead_idle_workers()
         pending: deque[Dispatch] = deque()  # pulled (or requeued) but not sent
         idle = deque(w for w in self._workers.values() if not w.inflight)
-        events: list[Event] = []
-        outstanding = 0  # pulled dispatches without a CallFinished yet
-        yielded = False
-        wakeup_key = None
+        wakeup: list[Any] = []  # the live source's wake-up fd, while registered
+
+        def submit(events: list[Event]) -> int:
+            pulled = 0
+            while idle:
+                n = self._dispatch(feed, pending, idle, events)
+                if n < 0:
+                    break
+                pulled += n
+            return pulled
+
+        def wait(events: list[Event]) -> None:
+            timeout = self._next_deadline()
+            if timeout is not None:
+                timeout = max(0.0, timeout - time.monotonic())
+            if feed.waiting and idle:  # also wake up when the live source has more
+                if feed.wakeup_fd is None:
+                    timeout = POLL_INTERVAL if timeout is None else min(timeout, POLL_INTERVAL)
+                elif not wakeup:
+                    wakeup.append(self._sel.register(feed.wakeup_fd, selectors.EVENT_READ, feed).fd)
+            for key, _ in self._sel.select(timeout):
+                w = key.data
+                if w is None:
+                    self._handle_ctrl()
+                elif w is _WAKE:
+                    _drain(self._wake_r)
+                elif w is feed:
+                    feed.drain_wakeup()
+                    self._sel.unregister(wakeup.pop())
+                elif w.wid in self._workers:
+                    self._read(w, pending, idle, events)
+            self._expire(pending, idle, events)
+            if feed.cancelled:
+                self._cancel_running(pending, idle, events)
+
         try:
-            while True:
-                while idle:
-                    pulled = self._dispatch(feed, pending, idle, events)
-                    if pulled < 0:
-                        break
-                    outstanding += pulled
-                if feed.immediate:
-                    ready = feed.take_immediate()
-                    outstanding += sum(1 for ev in ready if type(ev) is CallFinished)
-                    events.extend(ready)
-                if events:
-                    for ev in events:
-                        if type(ev) is CallFinished:
-                            outstanding -= 1
-                    batch, events = events, []
-                    yield from batch
-                    yielded = True
-                    continue
-                if not outstanding and not pending:
-                    if feed.exhausted:
-                        return
-                    if feed.waiting:  # a live source with nothing to give yet, and nothing running
-                        feed.wait_for_source(None)
-                        continue
-                    if not yielded:  # the consumer cannot make room: nothing would ever change
-                        raise RuntimeError("the feed has no room although nothing is outstanding")
-                    yielded = False
-                    continue
-                timeout = self._next_deadline()
-                if timeout is not None:
-                    timeout = max(0.0, timeout - time.monotonic())
-                if feed.waiting and idle:  # also wake up when the live source has more
-                    if feed.wakeup_fd is None:
-                        timeout = POLL_INTERVAL if timeout is None else min(timeout, POLL_INTERVAL)
-                    elif wakeup_key is None:
-                        wakeup_key = self._sel.register(feed.wakeup_fd, selectors.EVENT_READ, feed)
-                for key, _ in self._sel.select(timeout):
-                    w = key.data
-                    if w is None:
-                        self._handle_ctrl()
-                    elif w is _WAKE:
-                        _drain(self._wake_r)
-                    elif w is feed:
-                        feed.drain_wakeup()
-                        self._sel.unregister(feed.wakeup_fd)
-                        wakeup_key = None
-                    elif w.wid in self._workers:
-                        self._read(w, pending, idle, events)
-                self._expire(pending, idle, events)
-                if feed.cancelled:
-                    self._cancel_running(pending, idle, events)
+            yield from run_batch(feed, submit, wait)
         finally:
-            if wakeup_key is not None:
-                self._sel.unregister(wakeup_key.fd)
-            if outstanding or pending:  # the consumer stopped early or the host was interrupted
-                self._abandon()
+            if wakeup:
+                self._sel.unregister(wakeup.pop())
+            if pending or any(w.inflight for w in self._workers.values()):
+                self._abandon()  # the consumer stopped early or the host was interrupted
 
     def _next_dispatch(self, feed: Feed, pending: deque[Dispatch]) -> Dispatch | None:
         return pending.popleft() if pending else feed.pull()

@@ -27,7 +27,7 @@ from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from toolfork.executor.backends import ray_session
-from toolfork.executor.backends.base import POLL_INTERVAL, Backend, Dispatch, Feed, Hooks, cancelled
+from toolfork.executor.backends.base import POLL_INTERVAL, Backend, Dispatch, Feed, Hooks, cancelled, run_batch
 from toolfork.executor.types import CallFinished, CallProgress, CallStarted, ErrorInfo, Event, ToolResult
 
 if TYPE_CHECKING:
@@ -139,52 +139,33 @@ class RayBackend(Backend):
             raise RuntimeError("this executor is closed")
         running: dict[Any, _Running] = {}  # ref -> task
         by_token: dict[int, _Running] = {}
-        events: list[Event] = []
-        outstanding = 0  # pulled dispatches without a CallFinished yet
-        yielded = False
+
+        def submit(events: list[Event]) -> int:
+            pulled = 0
+            while len(running) < self._size:
+                d = feed.pull()
+                if d is None:
+                    break
+                pulled += 1
+                self._submit(d, running, by_token, events)
+            return pulled
+
+        def wait(events: list[Event]) -> None:
+            # ray.wait can watch neither the live source's wake-up fd nor Executor.cancel's: with room
+            # for more calls, ask the source again every POLL_INTERVAL; look for a cancel every 50 ms.
+            poll = feed.waiting and len(running) < self._size
+            self._wait(running, by_token, events, POLL_INTERVAL if poll else CANCEL_POLL)
+            if poll:
+                feed.drain_wakeup()
+            if feed.cancelled:
+                for ref, task in list(running.items()):
+                    events.append(cancelled(task.dispatch, running=True))
+                    self._stop(ref)
+                running.clear()
+                by_token.clear()
+
         try:
-            while True:
-                while len(running) < self._size:
-                    d = feed.pull()
-                    if d is None:
-                        break
-                    outstanding += 1
-                    self._submit(d, running, by_token, events)
-                if feed.immediate:
-                    ready = feed.take_immediate()
-                    outstanding += sum(1 for ev in ready if type(ev) is CallFinished)
-                    events.extend(ready)
-                if events:
-                    for ev in events:
-                        if type(ev) is CallFinished:
-                            outstanding -= 1
-                    batch, events = events, []
-                    yield from batch
-                    yielded = True
-                    continue
-                if not outstanding:
-                    if feed.exhausted:
-                        return
-                    if feed.waiting:  # a live source with nothing to give yet, and nothing running
-                        feed.wait_for_source(None)
-                        continue
-                    if not yielded:  # the consumer cannot make room: nothing would ever change
-                        raise RuntimeError("the feed has no room although nothing is outstanding")
-                    yielded = False
-                    continue
-                # ray.wait cannot watch the live source's wake-up fd: with room for more calls, ask the
-                # source again every POLL_INTERVAL while tasks run.
-                poll = feed.waiting and len(running) < self._size
-                # ray.wait cannot watch the wake-up pipe of Executor.cancel either: look every 50 ms.
-                self._wait(running, by_token, events, POLL_INTERVAL if poll else CANCEL_POLL)
-                if poll:
-                    feed.drain_wakeup()
-                if feed.cancelled:
-                    for ref, task in list(running.items()):
-                        events.append(cancelled(task.dispatch, running=True))
-                        self._stop(ref)
-                    running.clear()
-                    by_token.clear()
+            yield from run_batch(feed, submit, wait)
         finally:
             if running:  # the consumer stopped early or the host was interrupted
                 for task in running.values():

@@ -15,7 +15,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from toolfork.executor.backends.base import Backend, Dispatch, Feed
+from toolfork.executor.backends.base import Backend, Dispatch, Feed, run_batch
 from toolfork.executor.invoke import CallInterrupted, execute_call
 from toolfork.executor.runtime import CallbackRuntime
 from toolfork.executor.types import CallFinished, CallProgress, CallStarted, ErrorInfo, Event, ToolResult
@@ -25,25 +25,21 @@ class SequentialBackend(Backend):
     mode = "sequential"
 
     def execute(self, feed: Feed) -> Iterator[Event]:
-        while True:
+        def submit(events: list[Event]) -> int:
             d = feed.pull()
-            immediate = feed.take_immediate()
-            yield from immediate
             if d is None:
-                if feed.exhausted:
-                    return
-                if feed.waiting:
-                    feed.wait_for_source(None)
-                    continue
-                if not immediate:
-                    raise RuntimeError("the feed has no room although nothing is outstanding")
-                continue  # the consumer made room by taking the immediate events
-            yield CallStarted(d.call.id, d.call.name)
+                return 0
             progress: list[Any] = []
-            result = run_in_host(d, lambda _cid, value, sink=progress: sink.append(value))
-            for value in progress:
-                yield CallProgress(d.call.id, value)
-            yield CallFinished(d.call.id, result)
+            result = run_in_host(d, lambda _cid, value: progress.append(value))
+            events.append(CallStarted(d.call.id, d.call.name))
+            events.extend(CallProgress(d.call.id, value) for value in progress)
+            events.append(CallFinished(d.call.id, result))
+            return 1
+
+        def wait(events: list[Event]) -> None:  # a call is finished before submit returns
+            raise AssertionError("the sequential backend never waits")
+
+        return run_batch(feed, submit, wait)
 
 
 def run_in_host(d: Dispatch, on_progress: Any) -> ToolResult:
