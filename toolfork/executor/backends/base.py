@@ -38,6 +38,7 @@ class Dispatch:
     tool: Tool
     timeout: float | None
     context: dict[str, Any] = field(default_factory=dict)
+    requeues: int = 0  # times a worker died before it could start this call
 
 
 class _Wait:

@@ -129,11 +129,9 @@ class ForkBackend(Backend):
         _HOST_FDS.update((self._wake_r, self._wake_w))
         self._sel.register(self._wake_r, selectors.EVENT_READ, _WAKE)
         self._workers: dict[int, _Worker] = {}
-        self._by_pid: dict[int, _Worker] = {}
         self._exit_status: dict[int, int] = {}
         self._next_wid = 0
         self._ewma: dict[str, float] = {}
-        self._requeues: dict[int, int] = {}
         for _ in range(workers):
             self._spawn()
         for w in list(self._workers.values()):
@@ -190,7 +188,6 @@ class ForkBackend(Backend):
                 w = self._workers.get(msg[1])
                 if w is not None:
                     w.pid = msg[2]
-                    self._by_pid[msg[2]] = w
             elif msg[0] == "exited":
                 self._exit_status[msg[1]] = msg[2]
                 if len(self._exit_status) > 4096:  # only recent ones are ever asked for
@@ -379,6 +376,7 @@ class ForkBackend(Backend):
             self._crashed(w, pending, idle, events)
 
     def _crashed(self, w: _Worker, pending: deque[Dispatch], idle: deque[_Worker], events: list[Event]) -> None:
+        self._wait_pid(w)  # its exit status is reported by pid: learn the pid before forgetting the worker
         self._retire(w, kill=False)
         if w in idle:
             idle.remove(w)
@@ -397,8 +395,8 @@ class ForkBackend(Backend):
         """Calls queued behind a dead worker's current call never started: run them elsewhere."""
         back = []
         for d in w.inflight:
-            n = self._requeues.get(id(d), 0) + 1
-            self._requeues[id(d)] = n
+            d.requeues += 1
+            n = d.requeues
             if n > MAX_REQUEUES:
                 events.append(CallFinished(d.call.id, ToolResult(
                     d.call.id, d.call.name, "crashed", worker_pid=w.pid,
