@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import os
 import time
+from pathlib import Path
 
 import psutil
 import pytest
 
 from tests.executor import tools_for_tests as T
 from toolfork.executor import ToolCall
-from toolfork.tools import tool
+from toolfork.tools import ToolRuntime, tool
 
 
 def _wait_gone(pid: int, seconds: float = 5.0) -> bool:
@@ -233,3 +234,43 @@ def test_close_leaves_no_process_and_no_zombie(make_executor):
     for pid in pids:
         assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE is False
     assert [p for p in psutil.Process().children(recursive=True) if p.pid in pids] == []
+
+
+@tool
+def wait_for_ack(ack_file: str, runtime: ToolRuntime) -> bool:
+    """Report progress, then wait (up to 10 s) for the host to acknowledge it by creating a file."""
+    runtime.emit_progress("waiting for the host")
+    end = time.monotonic() + 10
+    while time.monotonic() < end:
+        if Path(ack_file).exists():
+            return True
+        time.sleep(0.01)
+    return False
+
+
+def test_progress_reaches_the_host_while_the_call_runs(make_executor, tmp_path):
+    ack = tmp_path / "ack"
+    ex = make_executor([wait_for_ack], mode="fork")
+    finished = None
+    for event in ex.stream([ToolCall("p", "wait_for_ack", {"ack_file": str(ack)})]):
+        if type(event).__name__ == "CallProgress":
+            assert event.value == "waiting for the host"
+            ack.touch()  # the call can only finish after the host saw its progress
+        elif type(event).__name__ == "CallFinished":
+            finished = event.result
+    assert finished is not None and finished.output.data is True
+
+
+def test_an_exception_that_cannot_be_printed_still_gives_a_result(make_executor):
+    class Weird(Exception):
+        def __str__(self) -> str:
+            raise RuntimeError("no str for you")
+
+    @tool
+    def raise_weird() -> str:
+        """Raises an exception whose __str__ raises."""
+        raise Weird()
+
+    ex = make_executor([raise_weird], mode="fork")
+    [r] = ex.run([ToolCall("w", "raise_weird", {})])
+    assert r.status == "error" and r.error.type == "Weird" and "unprintable" in r.error.message
