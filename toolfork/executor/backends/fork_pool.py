@@ -40,6 +40,7 @@ from toolfork.executor import framing
 from toolfork.executor.backends.base import POLL_INTERVAL, Backend, Dispatch, Feed, Hooks, cancelled, run_batch
 from toolfork.executor.backends.fork_template import template_main
 from toolfork.executor.types import CallFinished, CallProgress, CallStarted, ErrorInfo, Event, ToolResult
+from toolfork.tools.output import ContentBlock, ToolOutput
 
 if TYPE_CHECKING:
     from toolfork.tools.tool import Tool
@@ -357,16 +358,21 @@ class ForkBackend(Backend):
             now = time.monotonic()
             ewma = self._ewma
             for f in frames:
-                if f[0] == "r":
-                    d = w.inflight.popleft()
-                    _, cid, status, output, error, duration, ctx = f
-                    name = d.call.name
-                    prev = ewma.get(name)
-                    ewma[name] = duration if prev is None else 0.8 * prev + 0.2 * duration
-                    events.append(CallFinished(cid, ToolResult(cid, name, status, output, error, duration,
-                                                               w.pid, ctx)))
-                else:
+                kind = f[0]
+                if kind == "p":
                     events.append(CallProgress(f[1], f[2]))
+                    continue
+                name = w.inflight.popleft().call.name
+                if kind == "o":
+                    _, cid, text, data, duration = f
+                    result = ToolResult(cid, name, "ok", ToolOutput([ContentBlock("text", text)], False, data),
+                                        None, duration, w.pid)
+                else:
+                    _, cid, status, output, error, duration, ctx = f
+                    result = ToolResult(cid, name, status, output, error, duration, w.pid, ctx)
+                prev = ewma.get(name)
+                ewma[name] = duration if prev is None else 0.8 * prev + 0.2 * duration
+                events.append(CallFinished(cid, result))
             if w.inflight:
                 w.start_next(now)
             else:

@@ -9,6 +9,8 @@ twice.
 Frames in (host -> worker):  ("c", [(call_id, name, arguments, timeout, context), ...])
                              ("t", dill bytes of {name: Tool})      tools added after start
 Frames out (worker -> host): ("r", call_id, status, output, error, duration_s, context_updates)
+                             ("o", call_id, text, data, duration_s)   the common case, compact: an ok
+                                 result whose output is one plain text block (half the pickling cost)
                              ("p", call_id, value)                  progress, while the call runs
 """
 
@@ -116,13 +118,25 @@ def _serve(call_fd: int, result_fd: int, tools: dict[str, Any], hooks: Hooks) ->
                         runtime = WorkerRuntime(result_fd, call_id, name, deadline, context)
                     result = execute_call(tool, call_id, arguments, runtime, before, after, pid)
             try:
-                frame = encode(("r", call_id, result.status, result.output, result.error,
-                                result.duration_s, result.context_updates))
+                frame = encode(_compact(call_id, result) or ("r", call_id, result.status, result.output,
+                                                             result.error, result.duration_s, result.context_updates))
             except Exception as exc:
                 frame = encode(("r", call_id, "error", None, error_info(
                     exc, prefix=f"the result of tool '{name}' could not be serialized to send it to the host"),
                     result.duration_s, None))
             write_all(result_fd, frame)
+
+
+def _compact(call_id: str, result: ToolResult) -> tuple[Any, ...] | None:
+    """The "o" frame for an ok result with one plain text block and nothing else, else None."""
+    out = result.output
+    if result.status != "ok" or out is None or out.is_error or result.context_updates or len(out.content) != 1:
+        return None
+    block = out.content[0]
+    if block.type != "text" or block.data is not None or block.url is not None or block.media_type is not None \
+            or block.name is not None:
+        return None
+    return ("o", call_id, block.text, out.data, result.duration_s)
 
 
 __all__ = ["worker_main"]
