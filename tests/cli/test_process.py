@@ -34,6 +34,8 @@ from tests.cli.conftest import (
 
 
 def _readline(proc: subprocess.Popen[bytes], timeout: float = 10.0) -> dict[str, Any]:
+    """The next result line. ``proc.stdout`` is unbuffered (see ``_popen``): with a buffered reader,
+    one read could take two lines, and select() would then miss the second one, still in our buffer."""
     assert proc.stdout is not None
     ready, _, _ = select.select([proc.stdout], [], [], timeout)
     assert ready, "no result line within the timeout"
@@ -42,15 +44,24 @@ def _readline(proc: subprocess.Popen[bytes], timeout: float = 10.0) -> dict[str,
     return json.loads(line)  # type: ignore[no-any-return]
 
 
-def _send(proc: subprocess.Popen[bytes], row: Any) -> None:
+def _line(row: Any) -> bytes:
+    return ((row if isinstance(row, str) else json.dumps(row)) + "\n").encode()
+
+
+def _write_all(proc: subprocess.Popen[bytes], data: bytes) -> None:
     assert proc.stdin is not None
-    proc.stdin.write(((row if isinstance(row, str) else json.dumps(row)) + "\n").encode())
-    proc.stdin.flush()
+    view = memoryview(data)
+    while view:  # an unbuffered write may be partial
+        view = view[proc.stdin.write(view):]
+
+
+def _send(proc: subprocess.Popen[bytes], row: Any) -> None:
+    _write_all(proc, _line(row))
 
 
 def _popen(*args: str) -> subprocess.Popen[bytes]:
     return subprocess.Popen(toolfork_cmd(*args), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, cwd=REPO, env=child_env())
+                            stderr=subprocess.PIPE, cwd=REPO, env=child_env(), bufsize=0)
 
 
 def _finish(proc: subprocess.Popen[bytes]) -> tuple[int, str]:
@@ -211,11 +222,12 @@ def test_a_client_writing_in_bursts_gets_every_result_once(command: str) -> None
     args = ["run", "-", "-o", "-", "-q"] if command == "run" else ["worker"]
     proc = _popen(*args, "--tools", TOOLS_SPEC, "--workers", "3", "--window", "3")
     assert proc.stdin is not None and proc.stdout is not None
-    stdout = proc.stdout
+    stdout = open(proc.stdout.fileno(), "rb", closefd=False)  # buffered: only this thread reads it
     got: list[str] = []
     reader = threading.Thread(target=lambda: got.extend(json.loads(line)["id"] for line in stdout))
     reader.start()
     sent = []
+    burst = b""
     for i in range(300):
         kind = rnd.random()
         if kind < 0.05:
@@ -232,10 +244,12 @@ def test_a_client_writing_in_bursts_gets_every_result_once(command: str) -> None
             else:
                 row = {"id": call_id, "name": "echo", "arguments": {"text": str(i)}}
             sent.append(call_id)
-        proc.stdin.write(((row if isinstance(row, str) else json.dumps(row)) + "\n").encode())
+        burst += _line(row)
         if rnd.random() < 0.2:
-            proc.stdin.flush()
+            _write_all(proc, burst)
+            burst = b""
             time.sleep(rnd.choice([0, 0.001, 0.01]))
+    _write_all(proc, burst)
     proc.stdin.close()
     code = proc.wait(timeout=60)
     reader.join(10)
@@ -253,8 +267,7 @@ def test_worker_answers_in_completion_order_and_survives_bad_lines() -> None:
         assert proc.stdin is not None
         burst = [{"id": "slow", "name": "nap", "arguments": {"seconds": 0.6}},
                  {"id": "quick", "name": "echo", "arguments": {"text": "q"}}]
-        proc.stdin.write("".join(json.dumps(r) + "\n" for r in burst).encode())
-        proc.stdin.flush()
+        _write_all(proc, b"".join(_line(r) for r in burst))
         assert [_readline(proc)["id"] for _ in range(2)] == ["quick", "slow"]
         _send(proc, "{broken")
         bad = _readline(proc)

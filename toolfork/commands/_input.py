@@ -1,0 +1,188 @@
+"""The input of ``run`` and ``worker``: the non-blank lines of CALLS.jsonl or stdin, with line numbers.
+
+A regular file is read as the executor asks for calls: it never keeps anyone waiting. A pipe or a
+terminal is the co-process case, where the other side writes a line when it likes, often only after
+it has read the result of the previous one. Blocking on it would freeze the calls in flight and hold
+back their results, so a reader thread puts the lines in a bounded queue and iteration yields
+``WAIT`` while the queue is empty: the executor keeps running what it has and asks again once
+``wakeup_fd`` is readable (the thread writes a byte to that pipe for every line it queues, and at the
+end of the input; the executor drains it)::
+
+    stdin ──> reader thread ──> queue (≤ READ_AHEAD_LINES) ──> items(): (lineno, line) | WAIT
+                    └── one byte a line ──> wake-up pipe ──> the executor's select()
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import stat
+import sys
+import threading
+from collections.abc import Iterator
+from typing import IO, TYPE_CHECKING, Any
+
+from toolfork.commands._loading import UsageError
+from toolfork.executor import WAIT
+
+if TYPE_CHECKING:
+    from toolfork.executor.backends.base import _Wait
+
+READ_AHEAD_LINES = 1024  # a fast writer can make us hold this many lines, no more
+READ_CHUNK = 1 << 16
+_EOF = object()
+
+
+class LineSource:
+    """Numbered non-blank lines of a byte stream; see the module docstring for the pipe case."""
+
+    def __init__(self, stream: IO[bytes]) -> None:
+        self._stream = stream
+        self.wakeup_fd: int | None = None  # readable when the live queue has something new
+        self._queue: queue.Queue[Any] | None = None
+        if _is_regular(stream):
+            return
+        self._queue = queue.Queue(maxsize=READ_AHEAD_LINES)
+        self.wakeup_fd, self._wake_w = os.pipe()
+        os.set_blocking(self._wake_w, False)  # a full pipe is readable already: no byte is ever needed
+        self._lock = threading.Lock()  # orders the thread's pipe writes against close()
+        self._closed = self._reader_done = False
+        threading.Thread(target=self._read, name="toolfork-input-reader", daemon=True).start()
+
+    @property
+    def live(self) -> bool:
+        """True when the input is read by a thread (a pipe or a terminal), so ``items`` may yield WAIT."""
+        return self._queue is not None
+
+    def items(self) -> Iterator[tuple[int, bytes] | _Wait]:
+        """``(line number, line)`` for each non-blank line (numbers count blank lines too), until the
+        end of the input; from a live input, ``WAIT`` whenever no line is there yet. The executor does
+        the waiting (on ``wakeup_fd``), so it can go on with the calls in flight meanwhile."""
+        lineno = 0
+        for line in self._stream if self._queue is None else self._queued():
+            if line is WAIT:
+                yield WAIT
+                continue
+            lineno += 1
+            if line.strip():
+                yield lineno, line
+
+    def _queued(self) -> Iterator[Any]:
+        q = self._queue
+        assert q is not None
+        while True:
+            try:
+                item = q.get_nowait()
+            except queue.Empty:
+                yield WAIT
+                continue
+            if item is _EOF:
+                return
+            if isinstance(item, BaseException):
+                raise OSError(f"reading the input failed: {item}") from item
+            yield item
+
+    # ------------------------------------------------------------------------ the reader thread
+
+    def _read(self) -> None:
+        try:
+            end: Any = _EOF
+            try:
+                for line in _lines_of(self._stream.fileno()):
+                    if not self._put(line):
+                        return
+            except BaseException as exc:  # handed to the main thread, which reports it
+                end = exc
+            self._put(end)
+        finally:
+            with self._lock:
+                self._reader_done = True
+                if self._closed:
+                    os.close(self._wake_w)
+
+    def _put(self, item: Any) -> bool:
+        """Queue ``item`` and wake the executor up; False once the source is closed (nobody reads)."""
+        assert self._queue is not None
+        while not self._closed:
+            try:
+                self._queue.put(item, timeout=0.1)
+            except queue.Full:
+                continue
+            with self._lock:
+                if not self._closed:
+                    try:
+                        os.write(self._wake_w, b"\0")
+                    except OSError:  # full: already readable
+                        pass
+            return True
+        return False
+
+    def close(self) -> None:
+        """Release the wake-up pipe. The reader thread may still be blocked reading the input (the
+        client keeps it open); then it closes the pipe's write end itself when it stops, so that fd
+        number is never reused under it."""
+        if self._queue is None:
+            return
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            assert self.wakeup_fd is not None
+            os.close(self.wakeup_fd)
+            if self._reader_done:
+                os.close(self._wake_w)
+
+
+def _lines_of(fd: int) -> Iterator[bytes]:
+    """The lines of a descriptor, read with ``os.read``. Not through ``sys.stdin.buffer``: a thread
+    blocked in a BufferedReader holds its lock, and if the program then exits (the client went away,
+    Ctrl-C) while the other side keeps stdin open, the interpreter aborts at shutdown ("could not
+    acquire lock for <stdin>"). A long line is joined once, not copied chunk by chunk."""
+    pieces: list[bytes] = []
+    while chunk := os.read(fd, READ_CHUNK):
+        start = 0
+        while (end := chunk.find(b"\n", start) + 1) > 0:
+            if pieces:
+                pieces.append(chunk[start:end])
+                line, pieces = b"".join(pieces), []
+                yield line
+            else:
+                yield chunk[start:end]
+            start = end
+        if start < len(chunk):
+            pieces.append(chunk[start:])
+    if pieces:
+        yield b"".join(pieces)
+
+
+def _is_regular(stream: IO[bytes]) -> bool:
+    try:
+        return stat.S_ISREG(os.fstat(stream.fileno()).st_mode)
+    except (OSError, ValueError, AttributeError):  # io.UnsupportedOperation is both
+        return True  # an in-memory stream without a descriptor never blocks
+
+
+def open_input(path: str) -> IO[bytes]:
+    """CALLS.jsonl opened for reading, or stdin for ``-``; the caller closes what is not stdin."""
+    if path == "-":
+        return sys.stdin.buffer
+    try:
+        return open(path, "rb")
+    except OSError as exc:
+        raise UsageError(f"cannot read {path!r}: {exc.strerror}") from exc
+
+
+def count_lines(path: str) -> int | None:
+    """Lines in a regular file, for the progress bar's total (a fast byte scan, constant memory)."""
+    try:
+        n, last = 0, b"\n"
+        with open(path, "rb") as f:
+            while chunk := f.read(1 << 20):
+                n += chunk.count(b"\n")
+                last = chunk[-1:]
+        return n + (last != b"\n")
+    except OSError:
+        return None
+
+
+__all__ = ["READ_AHEAD_LINES", "LineSource", "count_lines", "open_input"]

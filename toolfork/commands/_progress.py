@@ -1,0 +1,79 @@
+"""``run``'s progress report on stderr: a bar redrawn in place on a terminal; plain, periodic lines
+otherwise, because a log file or a CI console would fill up with carriage returns and escape codes."""
+
+from __future__ import annotations
+
+import time
+from typing import IO
+
+
+class Progress:
+    """Calls done, rate and failures on stderr: a bar redrawn in place on a terminal, otherwise a plain
+    line every ``interval`` seconds while calls finish, and one at the end. ``stream`` None: silent,
+    but the counts (``done``, ``failed``) are still kept, since the exit code depends on them."""
+
+    BAR = 24
+
+    def __init__(self, stream: IO[str] | None, total: int | None, interval: float) -> None:
+        self.stream = stream
+        self.total = total
+        self.tty = bool(stream is not None and stream.isatty())
+        self.interval = 0.1 if self.tty else interval
+        self.start = time.monotonic()
+        self.last = self.start
+        self.done = self.failed = self.skipped = self.position = 0
+        self._ran = 0
+
+    def note(self, *, failed: bool, lineno: int, ran: bool = True) -> None:
+        """A line's record was written; ``ran`` False for records made without running a call (bad
+        lines), which must not inflate the rate."""
+        self.done += 1
+        self.failed += failed
+        self._ran += ran
+        self.position = max(self.position, lineno)
+        now = time.monotonic()
+        if self.stream is not None and now - self.last >= self.interval:
+            self.last = now
+            self._show(now, final=False)
+
+    def skip(self, lineno: int) -> None:
+        """A line skipped by --resume: it moves the position (and the ETA) but is not done now."""
+        self.skipped += 1
+        self.position = max(self.position, lineno)
+
+    def message(self, text: str) -> None:
+        if self.stream is not None:
+            self.stream.write(("\r\x1b[K" if self.tty else "") + text + "\n")
+            self.stream.flush()
+
+    def finish(self, note: str = "") -> None:
+        if self.stream is not None:
+            self._show(time.monotonic(), final=True, note=note)
+
+    def _show(self, now: float, *, final: bool, note: str = "") -> None:
+        assert self.stream is not None
+        elapsed = max(now - self.start, 1e-9)
+        rate = self._ran / elapsed
+        parts = [f"{self.done} done", f"{self.failed} failed"]
+        if self.skipped:
+            parts.append(f"{self.skipped} skipped (in OUT)")
+        parts.append(f"{rate:.1f} calls/s")
+        if final:
+            parts.append(f"{elapsed:.1f} s")
+        elif self.total and rate > 0:
+            left = max(self.total - self.position, 0) / rate
+            parts.append(f"ETA {int(left) // 60}:{int(left) % 60:02d}")
+        text = ", ".join(parts) + (f" ({note})" if note else "")
+        if self.tty:
+            bar = ""
+            if self.total:
+                filled = min(self.BAR, self.BAR * self.position // max(self.total, 1))
+                bar = f"[{'#' * filled}{'.' * (self.BAR - filled)}] {100 * self.position // self.total:3d}% "
+            self.stream.write(f"\r\x1b[K{bar}{text}" + ("\n" if final else ""))
+        else:
+            percent = f"{100 * self.position // self.total}%, " if self.total and not final else ""
+            self.stream.write(f"toolfork run: {percent}{text}\n")
+        self.stream.flush()
+
+
+__all__ = ["Progress"]
