@@ -186,3 +186,20 @@ def test_cancel_from_another_thread_stops_the_batch(make_executor, mode):
         assert by_id["slow1"].status == by_id["slow2"].status == "cancelled"
     ex.cancel()  # no batch running: nothing happens
     assert ex.run([ToolCall("after", "add", {"a": 2, "b": 2})])[0].output.data == 4
+
+
+def test_imap_window_of_one_with_unknown_and_inline_tools(make_executor, mode):
+    from toolfork.tools import tool
+
+    @tool(inline=True)
+    def here(x: int) -> int:
+        """Inline."""
+        return x
+
+    from tests.executor import tools_for_tests as T
+
+    ex = make_executor([here, *T.ALL], mode=mode)
+    calls = [ToolCall("u", "nope", {}), ToolCall("i", "here", {"x": 3}), ToolCall("a", "add", {"a": 1, "b": 1})]
+    results = list(ex.imap(calls, window=1))
+    assert [r.call_id for r in results] == ["u", "i", "a"]
+    assert [r.status for r in results] == ["error", "ok", "ok"]

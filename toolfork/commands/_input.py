@@ -26,7 +26,7 @@ from toolfork.commands._loading import UsageError
 from toolfork.executor import WAIT
 
 if TYPE_CHECKING:
-    from toolfork.executor.backends.base import _Wait
+    from toolfork.executor import Wait
 
 READ_AHEAD_LINES = 1024  # a fast writer can make us hold this many lines, no more
 READ_CHUNK = 1 << 16
@@ -54,7 +54,7 @@ class LineSource:
         """True when the input is read by a thread (a pipe or a terminal), so ``items`` may yield WAIT."""
         return self._queue is not None
 
-    def items(self) -> Iterator[tuple[int, bytes] | _Wait]:
+    def items(self) -> Iterator[tuple[int, bytes] | Wait]:
         """``(line number, line)`` for each non-blank line (numbers count blank lines too), until the
         end of the input; from a live input, ``WAIT`` whenever no line is there yet. The executor does
         the waiting (on ``wakeup_fd``), so it can go on with the calls in flight meanwhile."""

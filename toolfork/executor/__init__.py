@@ -1,6 +1,6 @@
 """Run batches of tool calls: fork pool, sequential, or Ray; results in call order."""
 
-from toolfork.executor.backends.base import WAIT
+from toolfork.executor.backends.base import WAIT, Wait
 from toolfork.executor.executor import Executor, default_workers
 from toolfork.executor.types import (
     CallFinished,
@@ -24,5 +24,6 @@ __all__ = [
     "ToolCall",
     "ToolResult",
     "ToolRuntime",
+    "Wait",
     "default_workers",
 ]

@@ -22,7 +22,7 @@ import weakref
 from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
-from toolfork.executor.backends.base import WAIT, Backend, Dispatch, Feed, Hooks, _Wait
+from toolfork.executor.backends.base import WAIT, Backend, Dispatch, Feed, Hooks, Wait
 from toolfork.executor.backends.sequential import SequentialBackend, run_in_host
 from toolfork.executor.modes import resolve_mode
 from toolfork.executor.types import (
@@ -156,7 +156,7 @@ class Executor:
 
         return events()
 
-    def imap(self, calls: Iterable[ToolCall | dict[str, Any] | _Wait], window: int | None = None,
+    def imap(self, calls: Iterable[ToolCall | dict[str, Any] | Wait], window: int | None = None,
              wakeup_fd: int | None = None) -> Iterator[ToolResult]:
         """Results in call order, pulling ``calls`` lazily: at most ``window`` calls (default 4 x
         workers) are running or waiting for an earlier one, so a million-call job runs in bounded
@@ -168,12 +168,12 @@ class Executor:
         """
         return self._windowed(calls, window, wakeup_fd, ordered=True)
 
-    def imap_unordered(self, calls: Iterable[ToolCall | dict[str, Any] | _Wait], window: int | None = None,
+    def imap_unordered(self, calls: Iterable[ToolCall | dict[str, Any] | Wait], window: int | None = None,
                        wakeup_fd: int | None = None) -> Iterator[ToolResult]:
         """``imap`` in completion order: a quick call is never held behind a slow one sent before it."""
         return self._windowed(calls, window, wakeup_fd, ordered=False)
 
-    def _windowed(self, calls: Iterable[ToolCall | dict[str, Any] | _Wait], window: int | None,
+    def _windowed(self, calls: Iterable[ToolCall | dict[str, Any] | Wait], window: int | None,
                   wakeup_fd: int | None, *, ordered: bool) -> Iterator[ToolResult]:
         self._check_open()
         limit = window if window is not None else 4 * max(1, self.workers)
@@ -182,7 +182,7 @@ class Executor:
         seq_of: dict[str, int] = {}  # call id -> position, for the calls in the window
         counts = [0, 0]  # pulled, yielded
 
-        def prepared() -> Iterator[ToolCall | _Wait]:
+        def prepared() -> Iterator[ToolCall | Wait]:
             for c in calls:
                 if c is WAIT:
                     yield WAIT
@@ -234,7 +234,7 @@ class Executor:
             batch.append(call)
         return batch
 
-    def _events(self, calls: Iterable[ToolCall | _Wait], room: Callable[[], bool] | None,
+    def _events(self, calls: Iterable[ToolCall | Wait], room: Callable[[], bool] | None,
                 size: int | None, wakeup_fd: int | None = None) -> Iterator[Event]:
         """Feed the calls to the backend; retry what a tool's ``retries`` allows."""
         with self._lock:
@@ -258,7 +258,7 @@ class Executor:
             finally:
                 self._feed = None
 
-    def _dispatches(self, calls: Iterable[ToolCall | _Wait]) -> Iterator[Dispatch | Event | _Wait]:
+    def _dispatches(self, calls: Iterable[ToolCall | Wait]) -> Iterator[Dispatch | list[Event] | Wait]:
         """What the backend pulls: a Dispatch per call, or ready events for unknown and inline tools."""
         context = dict(self.context) if self.context else {}
         tools = self._tools
@@ -270,19 +270,16 @@ class Executor:
                 continue
             assert isinstance(call, ToolCall)
             tool = tools.get(call.name)
-            if tool is None:
-                yield CallStarted(call.id, call.name)
-                yield CallFinished(call.id, self._unknown_tool(call))
+            if tool is None:  # a call's ready events go as one list: the window counts the call once
+                yield [CallStarted(call.id, call.name), CallFinished(call.id, self._unknown_tool(call))]
                 continue
             timeout = call.timeout if call.timeout is not None else tool.timeout
             d = Dispatch(i, call, tool, default_timeout if timeout is None else timeout, context)
             if tool.inline:
-                yield CallStarted(call.id, call.name)
                 progress: list[Any] = []
                 result = run_in_host(d, lambda _cid, value, sink=progress: sink.append(value))
-                for value in progress:
-                    yield CallProgress(call.id, value)
-                yield CallFinished(call.id, result)
+                yield [CallStarted(call.id, call.name), *(CallProgress(call.id, v) for v in progress),
+                       CallFinished(call.id, result)]
                 continue
             if tool.retries:
                 self._inflight_calls[call.id] = d

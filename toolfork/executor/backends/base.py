@@ -41,7 +41,7 @@ class Dispatch:
     requeues: int = 0  # times a worker died before it could start this call
 
 
-class _Wait:
+class Wait:
     """The type of ``WAIT``."""
 
     def __repr__(self) -> str:
@@ -51,14 +51,15 @@ class _Wait:
 #: A live source of calls yields WAIT when no call is available yet (a co-process whose client has
 #: not written the next line): the backend keeps running what is in flight and asks again when the
 #: source's wake-up fd becomes readable.
-WAIT = _Wait()
+WAIT = Wait()
 
 
 class Feed:
     """Dispatches pulled lazily by a backend, with backpressure from whoever consumes the results.
 
-    The source yields ``Dispatch`` items, ready-made events (an unknown tool's error, an inline call's
-    result) that the backend passes on through ``immediate``, or ``WAIT``. ``room()`` says whether the
+    The source yields ``Dispatch`` items, lists of ready-made events (an unknown tool's error, an inline
+    call's result: all of one call's events at once) that the backend passes on through ``immediate``,
+    or ``WAIT``. ``room()`` says whether the
     consumer can take more (imap's window); None means always. ``wakeup_fd`` (with a live source) is
     readable when the source has more; the backend drains it.
     """
@@ -66,9 +67,9 @@ class Feed:
     __slots__ = ("_retry", "_room", "_source", "cancelled", "exhausted", "immediate", "size_hint", "waiting",
                  "wakeup_fd")
 
-    def __init__(self, source: Iterable[Dispatch | Event | _Wait], room: Callable[[], bool] | None = None,
+    def __init__(self, source: Iterable[Dispatch | list[Event] | Wait], room: Callable[[], bool] | None = None,
                  size_hint: int | None = None, wakeup_fd: int | None = None) -> None:
-        self._source: Iterator[Dispatch | Event | _Wait] = iter(source)
+        self._source: Iterator[Dispatch | list[Event] | Wait] = iter(source)
         self._room = room
         self.size_hint = size_hint
         self.wakeup_fd = wakeup_fd
@@ -105,7 +106,7 @@ class Feed:
             if item is WAIT:
                 self.waiting = True
                 return None
-            self.immediate.append(item)  # type: ignore[arg-type]
+            self.immediate.extend(item)  # type: ignore[arg-type]
         return None
 
     def _cancel_rest(self) -> None:
@@ -120,7 +121,7 @@ class Feed:
                 self.immediate.append(CallStarted(item.call.id, item.call.name))
                 self.immediate.append(cancelled(item))
             else:
-                self.immediate.append(item)  # type: ignore[arg-type]
+                self.immediate.extend(item)  # type: ignore[arg-type]
 
     def wait_for_source(self, timeout: float | None) -> None:
         """Block until the live source has more (or ``timeout``); used when nothing else can happen."""
@@ -219,4 +220,4 @@ class Backend(ABC):
         """Release workers; must leave no process behind and be safe to call twice."""
 
 
-__all__ = ["WAIT", "Backend", "Dispatch", "Feed", "Hooks", "cancelled", "run_batch"]
+__all__ = ["WAIT", "Backend", "Dispatch", "Feed", "Hooks", "Wait", "cancelled", "run_batch"]
