@@ -98,3 +98,18 @@ NOT_CALLABLE = 42
 NOT_A_TOOL = [echo, "nope"]
 
 TOOLS = [echo, boom, soft_fail, nap, blob, hook_count]
+
+
+@tool
+def chatty(text: str) -> str:
+    """Print to stdout (both through Python and straight to descriptor 1), as careless tools and
+    libraries do, then return ``text``.
+
+    Args:
+        text: what to return
+    """
+    import os
+
+    print("chatter from print()", flush=True)
+    os.write(1, b"chatter on fd 1\n")
+    return text

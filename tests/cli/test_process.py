@@ -462,3 +462,18 @@ def test_run_and_worker_do_not_import_the_agent_or_any_sdk(tmp_path: Path) -> No
     assert result.returncode == 0, result.stderr
     report = json.loads(result.stdout.splitlines()[-1])
     assert report == {"code": 0, "heavy": []}
+
+
+@pytest.mark.parametrize("mode", ["fork", "sequential"])
+@pytest.mark.parametrize("command", [["run", "-", "-o", "-"], ["worker"]])
+def test_a_tool_printing_to_stdout_cannot_break_the_jsonl_stream(command: list[str], mode: str) -> None:
+    proc = _popen(*command, "--tools", "tests/cli/cli_tools.py:chatty", "--mode", mode, "--workers", "2")
+    try:
+        for i in range(3):
+            _send(proc, {"id": f"c{i}", "name": "chatty", "arguments": {"text": f"t{i}"}})
+        results = [_readline(proc) for _ in range(3)]  # every stdout line parses as a record
+        assert sorted(r["output"]["content"][0]["text"] for r in results) == ["t0", "t1", "t2"]
+    finally:
+        code, err = _finish(proc)
+    assert code == 0
+    assert "chatter from print()" in err and "chatter on fd 1" in err  # the chatter went to stderr

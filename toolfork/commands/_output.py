@@ -38,17 +38,29 @@ class OutFile:
     @classmethod
     def open(cls, path: str, *, append: bool) -> OutFile:
         if path == "-":
-            sys.stdout.flush()
-            try:
-                fd: int | None = sys.stdout.fileno()
-            except (AttributeError, OSError, ValueError):
-                fd = None
-            return cls(fd, "<stdout>", close=False)
+            return cls._private_stdout()
         flags = os.O_WRONLY | os.O_CREAT | (os.O_APPEND if append else os.O_TRUNC)
         try:
             return cls(os.open(path, flags, 0o666), path, close=True)
         except OSError as exc:
             raise UsageError(f"cannot write {path!r}: {exc.strerror}") from exc
+
+    @classmethod
+    def _private_stdout(cls) -> OutFile:
+        """Keep stdout for our records alone: we write to a duplicate of it, and descriptor 1 (and
+        ``sys.stdout``) now lead to stderr. A tool that prints, or a library that logs to stdout (Ray
+        prints worker deaths there), cannot break a line of the JSONL stream. Open it before the
+        executor forks its workers, so they inherit the redirection."""
+        sys.stdout.flush()
+        try:
+            fd = sys.stdout.fileno()
+            err = sys.stderr.fileno()
+        except (AttributeError, OSError, ValueError):  # redirected in-process (tests): write through it
+            return cls(None, "<stdout>", close=False)
+        private = os.dup(fd)
+        os.dup2(err, fd)
+        sys.stdout = sys.stderr
+        return cls(private, "<stdout>", close=True)
 
     def write(self, record: dict[str, Any]) -> None:
         line = json.dumps(record, ensure_ascii=False, default=str) + "\n"

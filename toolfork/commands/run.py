@@ -176,11 +176,13 @@ def main(args: argparse.Namespace) -> int:
     executor = out = None
     try:
         done, previous, previous_failed = scan_previous(args.output) if args.resume else (IdSet(), 0, 0)
+        out = OutFile.open(args.output, append=args.resume)  # before the pool forks: see OutFile
         executor = build_executor(args, tools)
-        out = OutFile.open(args.output, append=args.resume)
     except UsageError as exc:
         if executor is not None:
             executor.close()
+        if out is not None:
+            out.close()
         if stream is not sys.stdin.buffer:
             stream.close()
         return error("run", str(exc))

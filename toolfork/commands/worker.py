@@ -71,12 +71,12 @@ def serve(executor: Any, source: LineSource, out: OutFile, window: int) -> None:
 def main(args: argparse.Namespace) -> int:
     try:
         tools, origin = resolve_tools(args, None)
+        out = OutFile.open("-", append=True)  # before the pool forks: see OutFile
         executor = build_executor(args, tools)
     except UsageError as exc:
         return error("worker", str(exc))
     print(f"toolfork worker: {len(executor.tools)} tools from {origin}; {executor.mode} mode, "
           f"{executor.workers} workers; reading calls on stdin", file=sys.stderr, flush=True)
-    out = OutFile.open("-", append=True)
     source = LineSource(sys.stdin.buffer)  # after the executor: its pool must not inherit the wake-up pipe
     try:
         serve(executor, source, out, args.window or default_window(executor.workers))
