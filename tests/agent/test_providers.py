@@ -9,7 +9,7 @@ import pytest
 
 from tests.agent.agent_tools import PNG_BYTES, add, picture
 from tests.agent.conftest import make_provider
-from tests.modelserver import ErrorTurn, ScriptedModelServer, ToolCallSpec, Turn
+from tests.modelserver import ErrorTurn, RecordedRequest, ScriptedModelServer, ToolCallSpec, Turn
 from toolfork import ToolOutput, tool
 from toolfork.agent import Agent, ProviderError, ProviderTool, UnsupportedProviderToolError
 from toolfork.agent.providers import Anthropic, OpenAI, OpenAICompatible
@@ -17,16 +17,17 @@ from toolfork.agent.providers import Anthropic, OpenAI, OpenAICompatible
 PNG_B64 = base64.b64encode(PNG_BYTES).decode()
 
 
-def picture_turns() -> list[Turn]:
-    return [Turn(tool_calls=[ToolCallSpec("c1", "picture", {}), ToolCallSpec("c2", "add", {"a": 1, "b": 1})]),
-            Turn(text="a red pixel")]
+def picture_request(model_server: ScriptedModelServer, flavour: str) -> RecordedRequest:
+    """The request that carries the results of a batch whose call c1 returned an image, c2 a number."""
+    calls = [ToolCallSpec("c1", "picture", {}), ToolCallSpec("c2", "add", {"a": 1, "b": 1})]
+    model_server.script([Turn(tool_calls=calls), Turn(text="a red pixel")])
+    with Agent(provider=make_provider(model_server, flavour), tools=[picture, add]) as agent:
+        agent.chat("show me")
+    return model_server.requests[1]
 
 
 def test_anthropic_sends_images_inside_the_tool_result(model_server: ScriptedModelServer) -> None:
-    model_server.script(picture_turns())
-    with Agent(provider=make_provider(model_server, "anthropic"), tools=[picture, add]) as agent:
-        agent.chat("show me")
-    request = model_server.requests[1]
+    request = picture_request(model_server, "anthropic")
     assert [(i.media_type, i.data, i.call_id) for i in request.images] == [("image/png", PNG_B64, "c1")]
     assert [(r.call_id, r.content) for r in request.tool_results] == [("c1", "a red pixel"), ("c2", "2")]
     blocks = request.body["messages"][-1]["content"][0]["content"]
@@ -35,10 +36,7 @@ def test_anthropic_sends_images_inside_the_tool_result(model_server: ScriptedMod
 
 
 def test_openai_chat_sends_text_in_the_tool_message_and_the_image_after(model_server: ScriptedModelServer) -> None:
-    model_server.script(picture_turns())
-    with Agent(provider=make_provider(model_server, "openai-chat"), tools=[picture, add]) as agent:
-        agent.chat("show me")
-    request = model_server.requests[1]
+    request = picture_request(model_server, "openai-chat")
     results = request.tool_results
     assert results[0].call_id == "c1"
     assert results[0].content == f"a red pixel\n[image image/png, {len(PNG_BYTES)} bytes]"
@@ -53,10 +51,7 @@ def test_openai_chat_sends_text_in_the_tool_message_and_the_image_after(model_se
 
 
 def test_openai_responses_puts_the_image_in_the_function_call_output(model_server: ScriptedModelServer) -> None:
-    model_server.script(picture_turns())
-    with Agent(provider=make_provider(model_server, "openai-responses"), tools=[picture, add]) as agent:
-        agent.chat("show me")
-    request = model_server.requests[1]
+    request = picture_request(model_server, "openai-responses")
     assert [(i.media_type, i.data, i.call_id) for i in request.images] == [("image/png", PNG_B64, "c1")]
     output = next(i for i in request.body["input"] if i.get("type") == "function_call_output")["output"]
     assert output == [{"type": "input_text", "text": "a red pixel"},

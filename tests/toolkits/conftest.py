@@ -136,6 +136,32 @@ def _run_as(owner: tuple[int, int] | None) -> dict[str, Any]:
     return {"user": owner[0], "group": owner[1], "extra_groups": []}
 
 
+def _launch(
+    name: str,
+    argv: list[str],
+    work: Path,
+    port: int,
+    owner: tuple[int, int] | None,
+    death_signal: int,
+    stop_signal: int,
+) -> _Server:
+    """Start a server logging to work/server.log and register it so that it is stopped at exit."""
+    log = work / "server.log"
+    with log.open("wb") as log_handle:
+        proc = subprocess.Popen(
+            argv,
+            stdout=log_handle,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            preexec_fn=_die_with_parent(death_signal),
+            **_run_as(owner),
+        )
+    allow_process(proc.pid)
+    server = _Server(name, proc, work, port, log, stop_signal)
+    _RUNNING.append(server)
+    return server
+
+
 def _wait_until(server: _Server, probe: Callable[[], None], what: str, timeout: float = 60.0) -> None:
     deadline = time.monotonic() + timeout
     last: BaseException | None = None
@@ -207,7 +233,6 @@ def pg_server() -> Iterator[PostgresServer]:
     bindir = _pg_bindir()
     owner = _service_user("postgres")
     work = _workdir("toolfork-pg-", owner)
-    log = work / "server.log"
     init = subprocess.run(
         [
             str(bindir / "initdb"),
@@ -230,38 +255,28 @@ def pg_server() -> Iterator[PostgresServer]:
         shutil.rmtree(work, ignore_errors=True)
         pytest.fail(f"initdb failed: {init.stderr.decode(errors='replace')[-2000:]}")
     port = _free_port()
-    with log.open("wb") as log_handle:
-        proc = subprocess.Popen(
-            [
-                str(bindir / "postgres"),
-                "-D",
-                str(work / "data"),
-                "-p",
-                str(port),
-                "-k",
-                str(work),
-                "-c",
-                "listen_addresses=127.0.0.1",
-                "-c",
-                "fsync=off",
-                "-c",
-                "synchronous_commit=off",
-                "-c",
-                "full_page_writes=off",
-                "-c",
-                "shared_buffers=16MB",
-                "-c",
-                "max_connections=60",
-            ],
-            stdout=log_handle,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            preexec_fn=_die_with_parent(signal.SIGQUIT),
-            **_run_as(owner),
-        )
-    allow_process(proc.pid)
-    server = _Server("postgresql", proc, work, port, log, signal.SIGINT)
-    _RUNNING.append(server)
+    argv = [
+        str(bindir / "postgres"),
+        "-D",
+        str(work / "data"),
+        "-p",
+        str(port),
+        "-k",
+        str(work),
+        "-c",
+        "listen_addresses=127.0.0.1",
+        "-c",
+        "fsync=off",
+        "-c",
+        "synchronous_commit=off",
+        "-c",
+        "full_page_writes=off",
+        "-c",
+        "shared_buffers=16MB",
+        "-c",
+        "max_connections=60",
+    ]
+    server = _launch("postgresql", argv, work, port, owner, signal.SIGQUIT, signal.SIGINT)
     info = PostgresServer(port=port, socket_dir=str(work))
 
     def probe() -> None:
@@ -335,7 +350,6 @@ def mariadb_server() -> Iterator[MariaDBServer]:
     server_bin, install_bin = _mariadb_binaries()
     owner = _service_user("mysql")
     work = _workdir("toolfork-my-", owner)
-    log = work / "server.log"
     install = subprocess.run(
         [
             install_bin,
@@ -356,34 +370,24 @@ def mariadb_server() -> Iterator[MariaDBServer]:
         pytest.fail(f"mariadb-install-db failed: {output}")
     port = _free_port()
     sock = str(work / "mysqld.sock")
-    with log.open("wb") as log_handle:
-        proc = subprocess.Popen(
-            [
-                server_bin,
-                "--no-defaults",
-                f"--datadir={work / 'data'}",
-                f"--socket={sock}",
-                f"--port={port}",
-                "--bind-address=127.0.0.1",
-                f"--pid-file={work / 'mysqld.pid'}",
-                f"--log-error={log}",
-                "--skip-log-bin",
-                "--skip-name-resolve",
-                "--innodb-buffer-pool-size=16M",
-                "--innodb-log-file-size=8M",
-                "--innodb-flush-log-at-trx-commit=0",
-                "--character-set-server=utf8mb4",
-                "--max-connections=60",
-            ],
-            stdout=log_handle,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            preexec_fn=_die_with_parent(signal.SIGKILL),
-            **_run_as(owner),
-        )
-    allow_process(proc.pid)
-    server = _Server("mariadb", proc, work, port, log, signal.SIGTERM)
-    _RUNNING.append(server)
+    argv = [
+        server_bin,
+        "--no-defaults",
+        f"--datadir={work / 'data'}",
+        f"--socket={sock}",
+        f"--port={port}",
+        "--bind-address=127.0.0.1",
+        f"--pid-file={work / 'mysqld.pid'}",
+        f"--log-error={work / 'server.log'}",  # the same file _launch sends stdout/stderr to
+        "--skip-log-bin",
+        "--skip-name-resolve",
+        "--innodb-buffer-pool-size=16M",
+        "--innodb-log-file-size=8M",
+        "--innodb-flush-log-at-trx-commit=0",
+        "--character-set-server=utf8mb4",
+        "--max-connections=60",
+    ]
+    server = _launch("mariadb", argv, work, port, owner, signal.SIGKILL, signal.SIGTERM)
     info = MariaDBServer(port=port, socket=sock)
 
     def probe() -> None:

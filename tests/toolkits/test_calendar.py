@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from tests.toolkits.helpers import err
 from toolfork.toolkits.calendar import CalendarToolkit
 from toolfork.tools import Tool, ToolInputError, ToolOutput
 
@@ -46,12 +47,6 @@ def ok(tools: dict[str, Tool], name: str, **args: Any) -> dict[str, Any]:
     assert not out.is_error, out.as_text()
     assert json.loads(out.as_text()) == out.data  # the model reads the same JSON the program gets
     return out.data  # type: ignore[no-any-return]
-
-
-def err(tools: dict[str, Tool], name: str, **args: Any) -> str:
-    out = tools[name].invoke(args)
-    assert out.is_error, f"expected an error output, got {out.as_text()}"
-    return out.as_text()
 
 
 # ---------------------------------------------------------------- toolkit shape

@@ -11,8 +11,9 @@ from typing import Any
 
 import pytest
 
+from tests.toolkits.helpers import err, ok
 from toolfork.toolkits.filesystem import FileSystemToolkit
-from toolfork.tools import Tool, ToolOutput
+from toolfork.tools import Tool
 
 READ_TOOLS = ["describe_directory_content", "read_file", "preview_file", "grep_file_content", "glob_path", "parse_file"]
 WRITE_TOOLS = ["write_file", "edit_file", "delete_file"]
@@ -74,18 +75,6 @@ def kit_tools(root: Path, **kwargs: Any) -> dict[str, Tool]:
 @pytest.fixture
 def fs(tree: dict[str, Path]) -> dict[str, Tool]:
     return kit_tools(tree["root"])
-
-
-def ok(tools: dict[str, Tool], name: str, **args: Any) -> ToolOutput:
-    out = tools[name].invoke(args)
-    assert not out.is_error, out.as_text()
-    return out
-
-
-def err(tools: dict[str, Tool], name: str, **args: Any) -> str:
-    out = tools[name].invoke(args)
-    assert out.is_error, f"expected an error, got: {out.as_text()[:500]}"
-    return out.as_text()
 
 
 # ---------------------------------------------------------------- shape and construction

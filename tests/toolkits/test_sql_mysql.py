@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import json
 import logging
-import os
 from collections.abc import Iterator
 from typing import Any
 from urllib.parse import quote
@@ -13,8 +11,9 @@ import pymysql
 import pytest
 
 from tests.toolkits.conftest import MariaDBServer
+from tests.toolkits.helpers import assert_workers_open_their_own_connections, err, in_forked_child, ok, params
 from toolfork.toolkits.sql import MySQLToolkit
-from toolfork.tools import Tool, ToolOutput
+from toolfork.tools import Tool
 
 # One server per test run under `pytest -n auto --dist loadgroup`: every MariaDB test goes to one worker.
 pytestmark = [pytest.mark.mysql, pytest.mark.xdist_group("mariadb")]
@@ -88,23 +87,6 @@ def kit(dsn: str) -> Iterator[MySQLToolkit]:
 @pytest.fixture
 def my(kit: MySQLToolkit) -> dict[str, Tool]:
     return {t.name: t for t in kit.tools()}
-
-
-def params(**values: Any) -> list[dict[str, Any]]:
-    """Named parameters in the tools' wire form."""
-    return [{"name": k, "value": v} for k, v in values.items()]
-
-
-def ok(tools: dict[str, Tool], name: str, **args: Any) -> ToolOutput:
-    out = tools[name].invoke(args)
-    assert not out.is_error, out.as_text()
-    return out
-
-
-def err(tools: dict[str, Tool], name: str, **args: Any) -> str:
-    out = tools[name].invoke(args)
-    assert out.is_error, f"expected an error, got: {out.as_text()[:500]}"
-    return out.as_text()
 
 
 def snapshot(server: MariaDBServer, dsn: str) -> list[Any]:
@@ -352,24 +334,13 @@ def test_password_never_leaks(mariadb_server: MariaDBServer, ro_dsn: str, caplog
 def test_fork_child_opens_its_own_connection(kit: MySQLToolkit, my: dict[str, Tool]) -> None:
     query = {"query": "SELECT CONNECTION_ID()"}
     parent_connection = my["mysql_select"].invoke(query).data["rows"][0][0]
-    read_end, write_end = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # pragma: no cover - child
-        code = 1
-        try:
-            os.close(read_end)
-            out = my["mysql_select"].invoke(query)
-            wrote = my["mysql_write"].invoke({"query": "INSERT INTO authors (name) VALUES ('child')"})
-            payload = {"connection": out.data["rows"][0][0], "error": wrote.is_error, "opened": kit._reader.opened}
-            os.write(write_end, json.dumps(payload).encode())
-            code = 0
-        finally:
-            os._exit(code)
-    os.close(write_end)
-    with os.fdopen(read_end, "rb") as handle:
-        child = json.loads(handle.read())
-    _, status = os.waitpid(pid, 0)
-    assert os.WEXITSTATUS(status) == 0
+
+    def in_child() -> dict[str, Any]:
+        out = my["mysql_select"].invoke(query)
+        wrote = my["mysql_write"].invoke({"query": "INSERT INTO authors (name) VALUES ('child')"})
+        return {"connection": out.data["rows"][0][0], "error": wrote.is_error, "opened": kit._reader.opened}
+
+    child = in_forked_child(in_child)
     assert child["connection"] != parent_connection and child["opened"] == 1 and child["error"] is False
     again = my["mysql_select"].invoke(query)
     assert not again.is_error and again.data["rows"][0][0] == parent_connection
@@ -386,17 +357,4 @@ def test_reconnects_after_the_server_drops_the_connection(ro: dict[str, Tool], m
 
 
 def test_inside_the_forking_executor(kit: MySQLToolkit, my: dict[str, Tool]) -> None:
-    from toolfork.executor import Executor, ToolCall
-
-    query = {"query": "SELECT CONNECTION_ID()"}
-    parent_connection = my["mysql_select"].invoke(query).data["rows"][0][0]
-    with Executor([kit], mode="fork", workers=2, timeout=60) as executor:
-        calls = [ToolCall(id=f"c{i}", name="mysql_select", arguments=query) for i in range(6)]
-        calls.append(ToolCall(id="w", name="mysql_write", arguments={"query": "DELETE FROM books WHERE id = 3"}))
-        results = executor.run(calls)
-    assert [r.status for r in results] == ["ok"] * 7, [r.error for r in results]
-    worker_connections = {r.output.data["rows"][0][0] for r in results[:6] if r.output is not None}
-    assert parent_connection not in worker_connections and 1 <= len(worker_connections) <= 2
-    assert results[6].output is not None and results[6].output.data["rows_affected"] == 1
-    assert my["mysql_select"].invoke(query).data["rows"][0][0] == parent_connection
-    assert ok(my, "mysql_select", query="SELECT count(*) FROM books").data["rows"] == [[2]]
+    assert_workers_open_their_own_connections(kit, my, "mysql", "SELECT CONNECTION_ID()")

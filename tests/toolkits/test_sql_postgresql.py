@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import json
 import logging
-import os
 from collections.abc import Iterator
 from typing import Any
 from urllib.parse import quote
@@ -13,8 +11,9 @@ import psycopg
 import pytest
 
 from tests.toolkits.conftest import PostgresServer
+from tests.toolkits.helpers import assert_workers_open_their_own_connections, err, in_forked_child, ok, params
 from toolfork.toolkits.sql import PostgreSQLToolkit
-from toolfork.tools import Tool, ToolOutput
+from toolfork.tools import Tool
 
 # One server per test run under `pytest -n auto --dist loadgroup`: every PostgreSQL test goes to one worker.
 pytestmark = [pytest.mark.postgres, pytest.mark.xdist_group("postgresql")]
@@ -69,15 +68,11 @@ def dsn(pg_server: PostgresServer, pg_db: str) -> str:
     return _loaded(pg_server, pg_db)
 
 
-def _tools(dsn: str) -> Iterator[dict[str, Tool]]:
-    toolkit = PostgreSQLToolkit(dsn)
-    yield {t.name: t for t in toolkit.tools()}
-    toolkit.close()
-
-
 @pytest.fixture
 def ro(ro_dsn: str) -> Iterator[dict[str, Tool]]:
-    yield from _tools(ro_dsn)
+    toolkit = PostgreSQLToolkit(ro_dsn)
+    yield {t.name: t for t in toolkit.tools()}
+    toolkit.close()
 
 
 @pytest.fixture
@@ -90,23 +85,6 @@ def kit(dsn: str) -> Iterator[PostgreSQLToolkit]:
 @pytest.fixture
 def pg(kit: PostgreSQLToolkit) -> dict[str, Tool]:
     return {t.name: t for t in kit.tools()}
-
-
-def params(**values: Any) -> list[dict[str, Any]]:
-    """Named parameters in the tools' wire form."""
-    return [{"name": k, "value": v} for k, v in values.items()]
-
-
-def ok(tools: dict[str, Tool], name: str, **args: Any) -> ToolOutput:
-    out = tools[name].invoke(args)
-    assert not out.is_error, out.as_text()
-    return out
-
-
-def err(tools: dict[str, Tool], name: str, **args: Any) -> str:
-    out = tools[name].invoke(args)
-    assert out.is_error, f"expected an error, got: {out.as_text()[:500]}"
-    return out.as_text()
 
 
 def snapshot(dsn: str) -> list[Any]:
@@ -376,24 +354,13 @@ def test_password_never_leaks(pg_server: PostgresServer, caplog: pytest.LogCaptu
 def test_fork_child_opens_its_own_connection(kit: PostgreSQLToolkit, pg: dict[str, Tool]) -> None:
     query = {"query": "SELECT pg_backend_pid()"}
     parent_backend = pg["postgresql_select"].invoke(query).data["rows"][0][0]
-    read_end, write_end = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # pragma: no cover - child
-        code = 1
-        try:
-            os.close(read_end)
-            out = pg["postgresql_select"].invoke(query)
-            wrote = pg["postgresql_write"].invoke({"query": "INSERT INTO authors (name) VALUES ('child')"})
-            payload = {"backend": out.data["rows"][0][0], "error": wrote.is_error, "opened": kit._reader.opened}
-            os.write(write_end, json.dumps(payload).encode())
-            code = 0
-        finally:
-            os._exit(code)
-    os.close(write_end)
-    with os.fdopen(read_end, "rb") as handle:
-        child = json.loads(handle.read())
-    _, status = os.waitpid(pid, 0)
-    assert os.WEXITSTATUS(status) == 0
+
+    def in_child() -> dict[str, Any]:
+        out = pg["postgresql_select"].invoke(query)
+        wrote = pg["postgresql_write"].invoke({"query": "INSERT INTO authors (name) VALUES ('child')"})
+        return {"backend": out.data["rows"][0][0], "error": wrote.is_error, "opened": kit._reader.opened}
+
+    child = in_forked_child(in_child)
     assert child["backend"] != parent_backend and child["opened"] == 1 and child["error"] is False
     # The parent's connection was neither used nor closed by the child: same backend, still healthy.
     again = pg["postgresql_select"].invoke(query)
@@ -411,18 +378,4 @@ def test_reconnects_after_the_server_drops_the_connection(ro: dict[str, Tool], p
 
 
 def test_inside_the_forking_executor(kit: PostgreSQLToolkit, pg: dict[str, Tool]) -> None:
-    from toolfork.executor import Executor, ToolCall
-
-    query = {"query": "SELECT pg_backend_pid()"}
-    parent_backend = pg["postgresql_select"].invoke(query).data["rows"][0][0]
-    with Executor([kit], mode="fork", workers=2, timeout=60) as executor:
-        calls = [ToolCall(id=f"c{i}", name="postgresql_select", arguments=query) for i in range(6)]
-        calls.append(ToolCall(id="w", name="postgresql_write", arguments={"query": "DELETE FROM books WHERE id = 3"}))
-        results = executor.run(calls)
-    assert [r.status for r in results] == ["ok"] * 7, [r.error for r in results]
-    worker_backends = {r.output.data["rows"][0][0] for r in results[:6] if r.output is not None}
-    assert parent_backend not in worker_backends and 1 <= len(worker_backends) <= 2
-    assert results[6].output is not None and results[6].output.data["rows_affected"] == 1
-    again = pg["postgresql_select"].invoke(query)
-    assert again.data["rows"][0][0] == parent_backend
-    assert ok(pg, "postgresql_select", query="SELECT count(*) FROM books").data["rows"] == [[2]]
+    assert_workers_open_their_own_connections(kit, pg, "postgresql", "SELECT pg_backend_pid()")

@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import sqlite3
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.toolkits.helpers import err, in_forked_child, ok, params
 from toolfork.toolkits.sql import SQLiteToolkit
-from toolfork.tools import Tool, ToolInputError, ToolOutput
+from toolfork.tools import Tool, ToolInputError
 
 SCHEMA = """
 CREATE TABLE authors (id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE, born DATE);
@@ -48,23 +48,6 @@ def db(tmp_path: Path) -> Path:
 @pytest.fixture
 def sq(db: Path) -> dict[str, Tool]:
     return {t.name: t for t in SQLiteToolkit(db).tools()}
-
-
-def params(**values: Any) -> list[dict[str, Any]]:
-    """Named parameters in the tools' wire form."""
-    return [{"name": k, "value": v} for k, v in values.items()]
-
-
-def ok(tools: dict[str, Tool], name: str, **args: Any) -> ToolOutput:
-    out = tools[name].invoke(args)
-    assert not out.is_error, out.as_text()
-    return out
-
-
-def err(tools: dict[str, Tool], name: str, **args: Any) -> str:
-    out = tools[name].invoke(args)
-    assert out.is_error, f"expected an error, got: {out.as_text()[:500]}"
-    return out.as_text()
 
 
 def snapshot(path: Path) -> tuple[str, list[Any]]:
@@ -329,22 +312,11 @@ def test_write_errors_roll_back_and_foreign_keys_are_enforced(sq: dict[str, Tool
 
 def test_works_in_a_forked_child(sq: dict[str, Tool], db: Path) -> None:
     ok(sq, "sqlite_select", query="SELECT 1")
-    read_end, write_end = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # pragma: no cover - child
-        code = 1
-        try:
-            os.close(read_end)
-            out = sq["sqlite_write"].invoke({"query": "INSERT INTO authors (name) VALUES ('from child')"})
-            seen = sq["sqlite_select"].invoke({"query": "SELECT count(*) FROM authors"})
-            os.write(write_end, json.dumps([out.is_error, seen.data["rows"]]).encode())
-            code = 0
-        finally:
-            os._exit(code)
-    os.close(write_end)
-    with os.fdopen(read_end, "rb") as handle:
-        payload = handle.read()
-    _, status = os.waitpid(pid, 0)
-    assert os.WEXITSTATUS(status) == 0
-    assert json.loads(payload) == [False, [[3]]]
+
+    def child() -> list[Any]:
+        out = sq["sqlite_write"].invoke({"query": "INSERT INTO authors (name) VALUES ('from child')"})
+        seen = sq["sqlite_select"].invoke({"query": "SELECT count(*) FROM authors"})
+        return [out.is_error, seen.data["rows"]]
+
+    assert in_forked_child(child) == [False, [[3]]]
     assert ok(sq, "sqlite_select", query="SELECT count(*) FROM authors").data["rows"] == [[3]]

@@ -15,14 +15,12 @@ from typing import Any
 import pytest
 
 from tests.toolkits.fakeservers import FakeJinaSearch, FakeServer, FakeSupadata, FakeTavily, FakeZep, Reply
-from toolfork.toolkits.http import RetryPolicy
+from tests.toolkits.helpers import FAST
 from toolfork.toolkits.jina import JinaToolkit
 from toolfork.toolkits.supadata import SupadataYouTubeToolkit
 from toolfork.toolkits.tavily import TavilyToolkit
 from toolfork.toolkits.zep import ZepMemoryToolkit
 from toolfork.tools import Toolkit, ToolOutput
-
-FAST = RetryPolicy(retries=2, backoff=0.001)
 
 
 @dataclass

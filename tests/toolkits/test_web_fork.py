@@ -7,12 +7,10 @@ work in forked workers, in parallel, with errors coming back as outputs rather t
 from __future__ import annotations
 
 from tests.toolkits.fakeservers import FakeTavily, FakeZep, Reply
+from tests.toolkits.helpers import FAST
 from toolfork.executor import Executor, ToolCall
-from toolfork.toolkits.http import RetryPolicy
 from toolfork.toolkits.tavily import TavilyToolkit
 from toolfork.toolkits.zep import ZepMemoryToolkit
-
-FAST = RetryPolicy(retries=2, backoff=0.001)
 
 
 def test_parallel_searches_in_forked_workers():

@@ -5,11 +5,9 @@ from __future__ import annotations
 import pytest
 
 from tests.toolkits.fakeservers import FakeJinaReader, FakeJinaSearch
-from toolfork.toolkits.http import RetryPolicy
+from tests.toolkits.helpers import FAST, call
 from toolfork.toolkits.jina import JinaToolkit
-from toolfork.tools import ToolInputError, ToolOutput
-
-FAST = RetryPolicy(retries=2, backoff=0.001)
+from toolfork.tools import ToolInputError
 
 
 @pytest.fixture
@@ -27,10 +25,6 @@ def reader():
 @pytest.fixture
 def toolkit(search, reader):
     return JinaToolkit(search.api_key, search_url=search.url, reader_url=reader.url, retry=FAST)
-
-
-def call(toolkit: JinaToolkit, name: str, **args) -> ToolOutput:
-    return {t.name: t for t in toolkit.tools()}[name].invoke(args)
 
 
 def test_definitions_do_not_clash_with_tavily():

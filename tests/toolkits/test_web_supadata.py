@@ -5,11 +5,9 @@ from __future__ import annotations
 import pytest
 
 from tests.toolkits.fakeservers import FakeSupadata
-from toolfork.toolkits.http import RetryPolicy
+from tests.toolkits.helpers import FAST, call
 from toolfork.toolkits.supadata import SupadataYouTubeToolkit
-from toolfork.tools import ToolOutput
 
-FAST = RetryPolicy(retries=2, backoff=0.001)
 VIDEO = FakeSupadata.VIDEO_ID
 
 
@@ -22,10 +20,6 @@ def server():
 @pytest.fixture
 def toolkit(server):
     return SupadataYouTubeToolkit(server.api_key, base_url=server.url + "/v1", retry=FAST)
-
-
-def call(toolkit: SupadataYouTubeToolkit, name: str, **args) -> ToolOutput:
-    return {t.name: t for t in toolkit.tools()}[name].invoke(args)
 
 
 def test_definitions():

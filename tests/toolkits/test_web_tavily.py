@@ -5,11 +5,9 @@ from __future__ import annotations
 import pytest
 
 from tests.toolkits.fakeservers import FakeTavily
-from toolfork.toolkits.http import RetryPolicy
+from tests.toolkits.helpers import FAST, call
 from toolfork.toolkits.tavily import TavilyToolkit
-from toolfork.tools import ToolInputError, ToolOutput
-
-FAST = RetryPolicy(retries=2, backoff=0.001)
+from toolfork.tools import ToolInputError
 
 
 @pytest.fixture
@@ -21,11 +19,6 @@ def server():
 @pytest.fixture
 def toolkit(server):
     return TavilyToolkit(server.api_key, base_url=server.url, retry=FAST)
-
-
-def call(toolkit: TavilyToolkit, name: str, **args) -> ToolOutput:
-    tools = {t.name: t for t in toolkit.tools()}
-    return tools[name].invoke(args)
 
 
 def test_definitions_and_guidelines():

@@ -7,11 +7,9 @@ import json
 import pytest
 
 from tests.toolkits.fakeservers import FakeZep, Reply
-from toolfork.toolkits.http import RetryPolicy
+from tests.toolkits.helpers import FAST, call
 from toolfork.toolkits.zep import ZepMemoryToolkit
-from toolfork.tools import ToolInputError, ToolOutput
-
-FAST = RetryPolicy(retries=2, backoff=0.001)
+from toolfork.tools import ToolInputError
 
 
 @pytest.fixture
@@ -22,10 +20,6 @@ def server():
 
 def make(server: FakeZep, user_id: str | None = "user-42") -> ZepMemoryToolkit:
     return ZepMemoryToolkit(user_id, server.api_key, base_url=server.url + "/api/v2", retry=FAST)
-
-
-def call(toolkit: ZepMemoryToolkit, name: str, **args) -> ToolOutput:
-    return {t.name: t for t in toolkit.tools()}[name].invoke(args)
 
 
 def test_definitions():

@@ -132,6 +132,19 @@ def test_decorator_with_settings_and_name() -> None:
     assert other.name == "named"
 
 
+def test_one_configured_decorator_wraps_several_functions_alike() -> None:
+    shared = tool(description="Shared.", timeout=3)
+
+    def first(q: str) -> str:
+        return q
+
+    def second(q: str) -> str:
+        return q
+
+    made = [shared(first), shared(second)]
+    assert [(t.name, t.description, t.timeout) for t in made] == [("first", "Shared.", 3.0), ("second", "Shared.", 3.0)]
+
+
 def test_default_settings() -> None:
     assert (forecast.timeout, forecast.max_runs, forecast.on_error, forecast.inline, forecast.retries) == (
         None, None, "fail-run", False, 0)

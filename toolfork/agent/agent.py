@@ -8,6 +8,7 @@ is created on the first batch that has something to run, reused across turns and
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import weakref
 from collections.abc import AsyncIterator, Callable, Generator, Iterable, Iterator, Mapping
@@ -287,7 +288,7 @@ class Agent:
     def chat(self, message: str | UserMessage) -> AssistantMessage:
         """Run until the model answers without tool calls; returns that answer (``reply.text``).
         Raises ApprovalRequest / ToolResultsRequest when the run pauses."""
-        return self._finish(self._events(self._start(message), live=self._observers > 0))
+        return self._finish(self._start(message))
 
     def stream(self, message: str | UserMessage) -> Iterator[AgentEvent]:
         """Events as they happen (``TextDelta`` pieces, tool call start / progress / end, ...),
@@ -295,12 +296,7 @@ class Agent:
         yield from self._events(self._start(message), live=True)
 
     async def achat(self, message: str | UserMessage) -> AssistantMessage:
-        final: AssistantMessage | None = None
-        async for event in self._aevents(self._start(message), live=self._observers > 0):
-            if isinstance(event, RunFinished):
-                final = event.message
-        assert final is not None
-        return final
+        return await self._afinish(self._start(message))
 
     async def astream(self, message: str | UserMessage) -> AsyncIterator[AgentEvent]:
         async for event in self._aevents(self._start(message), live=True):
@@ -308,14 +304,14 @@ class Agent:
 
     def resume(self, decisions: Mapping[str, Any]) -> AssistantMessage:
         """Answer an ApprovalRequest: ``{call_id: "approve" | "reject" | ("reject", reason)}``."""
-        return self._finish(self._events(self._resume_state(decisions), live=self._observers > 0))
+        return self._finish(self._resume_state(decisions))
 
     async def aresume(self, decisions: Mapping[str, Any]) -> AssistantMessage:
         return await self._afinish(self._resume_state(decisions))
 
     def submit_tool_results(self, results: Mapping[str, Any]) -> AssistantMessage:
         """Answer a ToolResultsRequest: ``{call_id: {"result": value} | {"error": "message"}}``."""
-        return self._finish(self._events(self._submit_state(results), live=self._observers > 0))
+        return self._finish(self._submit_state(results))
 
     async def asubmit_tool_results(self, results: Mapping[str, Any]) -> AssistantMessage:
         return await self._afinish(self._submit_state(results))
@@ -445,8 +441,8 @@ class Agent:
         return lambda: self._loop.run(state)
 
     # ------------------------------------------------------------------ drivers
-    def _finish(self, events: Iterator[AgentEvent]) -> AssistantMessage:
-        for event in events:
+    def _finish(self, begin: Callable[[], LoopGen]) -> AssistantMessage:
+        for event in self._events(begin, live=self._observers > 0):
             if isinstance(event, RunFinished):
                 return event.message
         raise AssertionError("the run ended without a final message")  # pragma: no cover
@@ -463,17 +459,25 @@ class Agent:
         self._bus.publish(event)
         return event
 
-    def _run_span(self, error: BaseException | None) -> None:
-        if self._telemetry is not None:
-            self._telemetry.end_run(None if isinstance(error, RunPaused) else error)
-
-    def _events(self, begin: Callable[[], LoopGen], live: bool) -> Iterator[AgentEvent]:
-        """The sync driver. ``live``: stream the model's text and the executor's events."""
+    @contextlib.contextmanager
+    def _run_span(self) -> Iterator[Provider]:
+        """The run's telemetry span around a driver; a pause ends it without an error."""
         provider = self._get_provider()
         if self._telemetry is not None:
             self._telemetry.start_run(provider.name, provider.model)
         error: BaseException | None = None
         try:
+            yield provider
+        except BaseException as exc:
+            error = exc
+            raise
+        finally:
+            if self._telemetry is not None:
+                self._telemetry.end_run(None if isinstance(error, RunPaused) else error)
+
+    def _events(self, begin: Callable[[], LoopGen], live: bool) -> Iterator[AgentEvent]:
+        """The sync driver. ``live``: stream the model's text and the executor's events."""
+        with self._run_span() as provider:
             gen = begin()
             send: Any = None
             throw: BaseException | None = None
@@ -505,11 +509,6 @@ class Agent:
                     raise
                 except BaseException as exc:
                     throw = exc
-        except BaseException as exc:
-            error = exc
-            raise
-        finally:
-            self._run_span(error)
 
     def _execute(self, calls: list[ToolCall], live: bool) -> Generator[AgentEvent, None, list[ToolResult]]:
         executor = self._get_executor()
@@ -539,11 +538,7 @@ class Agent:
 
     async def _aevents(self, begin: Callable[[], LoopGen], live: bool) -> AsyncIterator[AgentEvent]:
         """The async driver: the provider's async client, ``executor.arun`` for batches."""
-        provider = self._get_provider()
-        if self._telemetry is not None:
-            self._telemetry.start_run(provider.name, provider.model)
-        error: BaseException | None = None
-        try:
+        with self._run_span() as provider:
             gen = begin()
             send: Any = None
             throw: BaseException | None = None
@@ -582,11 +577,6 @@ class Agent:
                     raise
                 except BaseException as exc:
                     throw = exc
-        except BaseException as exc:
-            error = exc
-            raise
-        finally:
-            self._run_span(error)
 
 
 def _finished(result: ToolResult, args: Mapping[str, Any]) -> ToolCallFinished:

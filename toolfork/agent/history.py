@@ -7,10 +7,11 @@ without its result, whatever failed in between. Both providers reject such a his
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sqlite3
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from toolfork.agent.messages import Message, message_from_dict
@@ -101,31 +102,41 @@ class SQLiteChatHistory(ChatHistory):
             conn.close()
         return [message_from_dict(json.loads(row[0])) for row in rows]
 
-    def extend(self, messages: Iterable[Message]) -> None:
-        payload = [json.dumps(m.to_dict()) for m in messages]
-        if not payload:
-            return
+    @contextlib.contextmanager
+    def _write(self) -> Iterator[sqlite3.Connection]:
+        """A connection in a transaction, committed on success and rolled back on any error.
+
+        IMMEDIATE takes the write lock before anything is read, so two processes appending to one
+        thread cannot interleave inside a tool call / result pair.
+        """
         with self._lock:
             conn = self._connect()
             try:
-                # IMMEDIATE takes the write lock before reading the next seq, so two processes
-                # appending to one thread cannot interleave inside a tool call / result pair.
                 conn.execute("BEGIN IMMEDIATE")
-                row = conn.execute(
-                    "SELECT COALESCE(MAX(seq), -1) FROM toolfork_messages WHERE thread_id = ?",
-                    (self.thread_id,),
-                ).fetchone()
-                seq = int(row[0]) + 1
-                conn.executemany(
-                    "INSERT INTO toolfork_messages (thread_id, seq, message) VALUES (?, ?, ?)",
-                    [(self.thread_id, seq + i, text) for i, text in enumerate(payload)],
-                )
+                yield conn
                 conn.execute("COMMIT")
             except BaseException:
                 conn.execute("ROLLBACK")
                 raise
             finally:
                 conn.close()
+
+    def _insert(self, conn: sqlite3.Connection, first_seq: int, payload: list[str]) -> None:
+        conn.executemany(
+            "INSERT INTO toolfork_messages (thread_id, seq, message) VALUES (?, ?, ?)",
+            [(self.thread_id, first_seq + i, text) for i, text in enumerate(payload)],
+        )
+
+    def extend(self, messages: Iterable[Message]) -> None:
+        payload = [json.dumps(m.to_dict()) for m in messages]
+        if not payload:
+            return
+        with self._write() as conn:
+            row = conn.execute(
+                "SELECT COALESCE(MAX(seq), -1) FROM toolfork_messages WHERE thread_id = ?",
+                (self.thread_id,),
+            ).fetchone()
+            self._insert(conn, int(row[0]) + 1, payload)
 
     def clear(self) -> None:
         conn = self._connect()
@@ -136,20 +147,9 @@ class SQLiteChatHistory(ChatHistory):
 
     def replace(self, messages: Iterable[Message]) -> None:
         payload = [json.dumps(m.to_dict()) for m in messages]
-        conn = self._connect()
-        try:
-            conn.execute("BEGIN IMMEDIATE")
+        with self._write() as conn:
             conn.execute("DELETE FROM toolfork_messages WHERE thread_id = ?", (self.thread_id,))
-            conn.executemany(
-                "INSERT INTO toolfork_messages (thread_id, seq, message) VALUES (?, ?, ?)",
-                [(self.thread_id, i, text) for i, text in enumerate(payload)],
-            )
-            conn.execute("COMMIT")
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
-        finally:
-            conn.close()
+            self._insert(conn, 0, payload)
 
 
 __all__ = ["ChatHistory", "InMemoryChatHistory", "SQLiteChatHistory"]

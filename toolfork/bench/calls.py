@@ -145,13 +145,7 @@ def calibrate_cpu(target_s: float, rounds: int = 3) -> int:
         n *= 2
     iterations = max(1, int(n * target_s / dt))
     # One refinement pass: the first estimate is skewed by warm-up.
-    samples = []
-    for _ in range(rounds):
-        t0 = time.perf_counter()
-        cpu_call(iterations)
-        samples.append(time.perf_counter() - t0)
-    samples.sort()
-    return max(1, int(iterations * target_s / samples[len(samples) // 2]))
+    return max(1, int(iterations * target_s / time_cpu_call(iterations, rounds)))
 
 
 def time_cpu_call(iterations: int, rounds: int = 3) -> float:

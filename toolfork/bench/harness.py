@@ -94,19 +94,6 @@ class _Session:
         }
 
 
-def _exit_text(code: int | None) -> str:
-    if code is None:
-        return "still running"
-    if code < 0:
-        import signal
-
-        try:
-            return f"killed by {signal.Signals(-code).name}"
-        except ValueError:
-            return f"killed by signal {-code}"
-    return f"exit code {code}"
-
-
 def _tail(path: str, n: int = 1500) -> str:
     try:
         with open(path, "rb") as fh:
@@ -206,7 +193,7 @@ def _run_session(
                 break
             if not ready and proc.poll() is not None:
                 session.outcome = "crashed"
-                session.exit = _exit_text(proc.returncode)
+                session.exit = procs.exit_text(proc.returncode)
                 break
             if time.monotonic() >= deadline:
                 session.outcome = "hung"
@@ -214,7 +201,7 @@ def _run_session(
         if session.outcome == "ok" or session.outcome == "setup_failed":
             try:
                 proc.wait(timeout=10 * factor)
-                session.exit = _exit_text(proc.returncode)
+                session.exit = procs.exit_text(proc.returncode)
             except subprocess.TimeoutExpired:
                 session.exit = "did not exit after its last event; killed"
         # Whatever happened, nothing of this runner may survive into the next one.
@@ -222,7 +209,7 @@ def _run_session(
         with contextlib.suppress(subprocess.TimeoutExpired):
             proc.wait(timeout=5)
         if session.outcome == "hung":
-            session.exit = _exit_text(proc.returncode)
+            session.exit = procs.exit_text(proc.returncode)
         escaped = procs.marked(marker)
         session.escaped = len(escaped)
         procs.kill_all(escaped)

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from toolfork.bench.calls import FUNCTIONS, toolfork_tools
+from toolfork.bench.procs import exit_text
 
 
 @dataclass(frozen=True)
@@ -170,6 +171,20 @@ def _classify_std(exc: BaseException) -> str:
     return "error"
 
 
+def _submit_each(pool: Any, tasks: Sequence[Task]) -> list[cf.Future[Any]]:
+    """Submit every task; one a broken pool refuses gets a future holding the refusal, so it is
+    counted like any failed call instead of aborting the batch."""
+    futures: list[cf.Future[Any]] = []
+    for t in tasks:
+        try:
+            futures.append(pool.submit(FUNCTIONS[t.fn], **t.kwargs))
+        except Exception as exc:
+            failed: cf.Future[Any] = cf.Future()
+            failed.set_exception(exc)
+            futures.append(failed)
+    return futures
+
+
 class ProcessPoolPeer(Peer):
     name = "process-pool"
     description = "concurrent.futures.ProcessPoolExecutor (fork context)"
@@ -182,14 +197,7 @@ class ProcessPoolPeer(Peer):
 
     def run(self, tasks: Sequence[Task]) -> list[Outcome]:
         t0 = time.monotonic()
-        futures: list[Any] = []
-        for t in tasks:
-            try:
-                futures.append(self.pool.submit(FUNCTIONS[t.fn], **t.kwargs))
-            except Exception as exc:  # a broken pool refuses new work
-                failed: cf.Future[Any] = cf.Future()
-                failed.set_exception(exc)
-                futures.append(failed)
+        futures = _submit_each(self.pool, tasks)
         return _collect_futures(futures, tasks, t0, _classify_std)
 
     def close(self) -> None:
@@ -283,15 +291,7 @@ class LokyPeer(Peer):
 
     def run(self, tasks: Sequence[Task]) -> list[Outcome]:
         t0 = time.monotonic()
-        ex = self._executor()
-        futures: list[Any] = []
-        for t in tasks:
-            try:
-                futures.append(ex.submit(FUNCTIONS[t.fn], **t.kwargs))
-            except Exception as exc:
-                failed: cf.Future[Any] = cf.Future()
-                failed.set_exception(exc)
-                futures.append(failed)
+        futures = _submit_each(self._executor(), tasks)
         return _collect_futures(futures, tasks, t0, _classify_loky)
 
     def close(self) -> None:
@@ -376,18 +376,7 @@ def _reap_fork(pid: int, chunks: list[bytes]) -> Outcome:
     if code == 0 and chunks:
         kind, value = pickle.loads(b"".join(chunks))
         return Outcome("ok", value) if kind == "ok" else Outcome("error", error=value)
-    return Outcome("crashed", error=_exit_text(code))
-
-
-def _exit_text(code: int) -> str:
-    if code < 0:
-        import signal
-
-        try:
-            return f"killed by {signal.Signals(-code).name}"
-        except ValueError:
-            return f"killed by signal {-code}"
-    return f"exit code {code}"
+    return Outcome("crashed", error=exit_text(code))
 
 
 class RayPeer(Peer):

@@ -23,6 +23,18 @@ _HOST_HELPERS = ("resource_tracker", "semaphore_tracker")
 _PR_SET_CHILD_SUBREAPER = 36
 
 
+def exit_text(code: int | None) -> str:
+    """A process's exit as a reader wants it: the signal's name rather than a negative code."""
+    if code is None:
+        return "still running"
+    if code < 0:
+        try:
+            return f"killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"exit code {code}"
+
+
 def become_subreaper() -> bool:
     """Adopt orphaned descendants (Linux prctl); False where unsupported."""
     try:

@@ -65,6 +65,180 @@ def _nonempty(numbers: list[float], what: str) -> None:
         raise CalculationError(f"{what} needs at least one number; the list is empty")
 
 
+def _statistic(numbers: list[float], what: str, fn: Callable[[list[float]], float]) -> Number | ToolOutput:
+    def run() -> float:
+        _nonempty(numbers, f"the {what}")
+        return fn(numbers)
+
+    return _compute(run)
+
+
+def _dispersion(
+    numbers: list[float],
+    population: bool,
+    what: str,
+    of_population: Callable[[list[float]], float],
+    of_sample: Callable[[list[float]], float],
+) -> Number | ToolOutput:
+    """The sample measure divides by n - 1, so it needs two numbers where the population one needs one."""
+
+    def run() -> float:
+        _nonempty(numbers, f"the {what}")
+        if not population and len(numbers) < 2:
+            raise CalculationError(f"the sample {what} needs at least two numbers")
+        return of_population(numbers) if population else of_sample(numbers)
+
+    return _compute(run)
+
+
+# -- safe evaluation -------------------------------------------------------------------------------
+
+
+def _check_int(value: Any) -> Any:
+    if isinstance(value, int) and value.bit_length() > MAX_INT_BITS:
+        raise CalculationError(f"an intermediate result is too large (more than {MAX_INT_BITS} bits)")
+    return value
+
+
+def _power(base: Number, exponent: Number) -> Number:
+    if isinstance(base, int) and isinstance(exponent, int) and exponent > 0 and abs(base) > 1:
+        # Estimate the size before computing: 9**387420489 would take minutes and gigabytes.
+        if exponent * math.log2(abs(base)) > MAX_INT_BITS:
+            raise CalculationError(f"{base} ** {exponent} is too large (more than {MAX_INT_BITS} bits)")
+    if base == 0 and exponent < 0:
+        raise CalculationError("0 cannot be raised to a negative power (division by zero)")
+    result = base**exponent
+    if isinstance(result, complex):
+        raise CalculationError(f"{base} ** {exponent} is not a real number")
+    return _check_int(result)
+
+
+def _factorial(n: Number) -> int:
+    if isinstance(n, float):
+        if not n.is_integer():
+            raise CalculationError(f"factorial needs an integer, got {n}")
+        n = int(n)
+    if n < 0:
+        raise CalculationError(f"factorial needs a non-negative integer, got {n}")
+    if n > MAX_FACTORIAL:
+        raise CalculationError(f"factorial is limited to n <= {MAX_FACTORIAL}, got {n}")
+    return math.factorial(n)
+
+
+def _log(x: Number, base: Number | None = None) -> float:
+    if x <= 0:
+        raise CalculationError(f"the logarithm needs a positive number, got {x}")
+    return math.log(x) if base is None else math.log(x, base)
+
+
+def _sqrt(x: Number) -> float:
+    if x < 0:
+        raise CalculationError(f"cannot take the square root of a negative number ({x})")
+    return math.sqrt(x)
+
+
+_BINARY: dict[type[ast.operator], Callable[[Any, Any], Any]] = {
+    ast.Add: operator.add,
+    ast.Sub: operator.sub,
+    ast.Mult: operator.mul,
+    ast.Div: operator.truediv,
+    ast.FloorDiv: operator.floordiv,
+    ast.Mod: operator.mod,
+    ast.Pow: _power,
+}
+_UNARY: dict[type[ast.unaryop], Callable[[Any], Any]] = {ast.USub: operator.neg, ast.UAdd: operator.pos}
+_CONSTANTS: dict[str, float] = {"pi": math.pi, "e": math.e, "tau": math.tau}
+_FUNCTIONS: dict[str, tuple[Callable[..., Any], int, int]] = {  # name -> (fn, min args, max args)
+    "sqrt": (_sqrt, 1, 1),
+    "abs": (abs, 1, 1),
+    "round": (round, 1, 2),
+    "floor": (math.floor, 1, 1),
+    "ceil": (math.ceil, 1, 1),
+    "log": (_log, 1, 2),
+    "log10": (lambda x: _log(x, 10), 1, 1),
+    "log2": (lambda x: _log(x, 2), 1, 1),
+    "exp": (math.exp, 1, 1),
+    "sin": (math.sin, 1, 1),
+    "cos": (math.cos, 1, 1),
+    "tan": (math.tan, 1, 1),
+    "asin": (math.asin, 1, 1),
+    "acos": (math.acos, 1, 1),
+    "atan": (math.atan, 1, 1),
+    "min": (min, 1, 100),
+    "max": (max, 1, 100),
+    "factorial": (_factorial, 1, 1),
+    "pow": (_power, 2, 2),
+}
+
+
+def evaluate_expression(expression: str) -> Number:
+    """Evaluate arithmetic without ``eval``: parse, then walk only whitelisted nodes."""
+    if len(expression) > MAX_EXPRESSION_CHARS:
+        raise CalculationError(f"the expression is longer than {MAX_EXPRESSION_CHARS} characters")
+    text = expression.strip().replace("^", "**") if "^" in expression else expression.strip()
+    if not text:
+        raise CalculationError("the expression is empty")
+    try:
+        tree = ast.parse(text, mode="eval")
+    except (SyntaxError, ValueError) as exc:
+        reason = exc.msg if isinstance(exc, SyntaxError) else str(exc)
+        shown = expression if len(expression) <= 60 else expression[:57] + "..."
+        raise CalculationError(f"cannot parse the expression {shown!r}: {reason}") from None
+    except (RecursionError, MemoryError):
+        raise CalculationError("the expression is nested too deeply") from None
+    try:
+        return _eval(tree.body)  # type: ignore[no-any-return]
+    except RecursionError:
+        raise CalculationError("the expression is nested too deeply") from None
+
+
+def _eval(node: ast.AST) -> Any:
+    if isinstance(node, ast.Constant):
+        if isinstance(node.value, bool) or not isinstance(node.value, (int, float)):
+            raise CalculationError(f"only numbers are allowed, not {node.value!r}")
+        return _check_int(node.value)
+    if isinstance(node, ast.BinOp):
+        op = _BINARY.get(type(node.op))
+        if op is None:
+            raise CalculationError(f"the operator {_op_text(node.op)} is not allowed")
+        return _check_int(op(_eval(node.left), _eval(node.right)))
+    if isinstance(node, ast.UnaryOp):
+        uop = _UNARY.get(type(node.op))
+        if uop is None:
+            raise CalculationError(f"the operator {_op_text(node.op)} is not allowed")
+        return uop(_eval(node.operand))
+    if isinstance(node, ast.Name):
+        if node.id in _CONSTANTS:
+            return _CONSTANTS[node.id]
+        raise CalculationError(f"unknown name {node.id!r} (constants: {', '.join(_CONSTANTS)})")
+    if isinstance(node, ast.Call):
+        if not isinstance(node.func, ast.Name) or node.func.id not in _FUNCTIONS:
+            name = node.func.id if isinstance(node.func, ast.Name) else ast.unparse(node.func)
+            raise CalculationError(f"unknown function {name!r} (functions: {', '.join(sorted(_FUNCTIONS))})")
+        if node.keywords:
+            raise CalculationError(f"{node.func.id}() takes positional arguments only")
+        fn, lo, hi = _FUNCTIONS[node.func.id]
+        if not lo <= len(node.args) <= hi:
+            want = str(lo) if lo == hi else f"{lo} to {hi}"
+            raise CalculationError(f"{node.func.id}() takes {want} argument(s), got {len(node.args)}")
+        return _check_int(fn(*[_eval(a) for a in node.args]))
+    raise CalculationError(f"{ast.unparse(node)!r} is not allowed in an arithmetic expression")
+
+
+def _op_text(op: ast.AST) -> str:
+    names = {
+        ast.BitAnd: "&",
+        ast.BitOr: "|",
+        ast.BitXor: "^",
+        ast.LShift: "<<",
+        ast.RShift: ">>",
+        ast.MatMult: "@",
+        ast.Invert: "~",
+        ast.Not: "not",
+    }
+    return repr(names.get(type(op), type(op).__name__))
+
+
 # -- the tools ---------------------------------------------------------------------------------------
 
 
@@ -192,12 +366,7 @@ class MeanTool(Tool):
         Args:
             numbers: at least one number
         """
-
-        def run() -> float:
-            _nonempty(numbers, "the mean")
-            return statistics.fmean(numbers)
-
-        return _compute(run)
+        return _statistic(numbers, "mean", statistics.fmean)
 
 
 class MedianTool(Tool):
@@ -210,12 +379,7 @@ class MedianTool(Tool):
         Args:
             numbers: at least one number
         """
-
-        def run() -> float:
-            _nonempty(numbers, "the median")
-            return statistics.median(numbers)
-
-        return _compute(run)
+        return _statistic(numbers, "median", statistics.median)
 
 
 class ModeTool(Tool):
@@ -228,12 +392,7 @@ class ModeTool(Tool):
         Args:
             numbers: at least one number
         """
-
-        def run() -> float:
-            _nonempty(numbers, "the mode")
-            return statistics.mode(numbers)
-
-        return _compute(run)
+        return _statistic(numbers, "mode", statistics.mode)
 
 
 class StandardDeviationTool(Tool):
@@ -247,14 +406,7 @@ class StandardDeviationTool(Tool):
             numbers: the data (at least two numbers for the sample deviation, one for population)
             population: true for the population standard deviation instead of the sample one
         """
-
-        def run() -> float:
-            _nonempty(numbers, "the standard deviation")
-            if not population and len(numbers) < 2:
-                raise CalculationError("the sample standard deviation needs at least two numbers")
-            return statistics.pstdev(numbers) if population else statistics.stdev(numbers)
-
-        return _compute(run)
+        return _dispersion(numbers, population, "standard deviation", statistics.pstdev, statistics.stdev)
 
 
 class VarianceTool(Tool):
@@ -268,14 +420,7 @@ class VarianceTool(Tool):
             numbers: the data (at least two numbers for the sample variance, one for population)
             population: true for the population variance instead of the sample one
         """
-
-        def run() -> float:
-            _nonempty(numbers, "the variance")
-            if not population and len(numbers) < 2:
-                raise CalculationError("the sample variance needs at least two numbers")
-            return statistics.pvariance(numbers) if population else statistics.variance(numbers)
-
-        return _compute(run)
+        return _dispersion(numbers, population, "variance", statistics.pvariance, statistics.variance)
 
 
 class FactorialTool(Tool):
@@ -296,33 +441,7 @@ class EvaluateTool(Tool):
     description = (
         "Evaluate an arithmetic expression exactly, e.g. '(2 + 3) * 4 ** 2 / 7'. Supports numbers, "
         "+ - * / // % ** (^ also means power) and parentheses, the constants pi, e and tau, and the "
-        "functions "
-        + ", ".join(
-            sorted(
-                [
-                    "sqrt",
-                    "abs",
-                    "round",
-                    "floor",
-                    "ceil",
-                    "log",
-                    "log10",
-                    "log2",
-                    "exp",
-                    "sin",
-                    "cos",
-                    "tan",
-                    "asin",
-                    "acos",
-                    "atan",
-                    "min",
-                    "max",
-                    "factorial",
-                    "pow",
-                ]
-            )
-        )
-        + "."
+        "functions " + ", ".join(sorted(_FUNCTIONS)) + "."
     )
 
     def __call__(self, expression: str) -> Number | ToolOutput:
@@ -332,154 +451,6 @@ class EvaluateTool(Tool):
             expression: the expression, in Python/calculator syntax
         """
         return _compute(lambda: evaluate_expression(expression))
-
-
-# -- safe evaluation -------------------------------------------------------------------------------
-
-
-def _check_int(value: Any) -> Any:
-    if isinstance(value, int) and value.bit_length() > MAX_INT_BITS:
-        raise CalculationError(f"an intermediate result is too large (more than {MAX_INT_BITS} bits)")
-    return value
-
-
-def _power(base: Number, exponent: Number) -> Number:
-    if isinstance(base, int) and isinstance(exponent, int) and exponent > 0 and abs(base) > 1:
-        # Estimate the size before computing: 9**387420489 would take minutes and gigabytes.
-        if exponent * math.log2(abs(base)) > MAX_INT_BITS:
-            raise CalculationError(f"{base} ** {exponent} is too large (more than {MAX_INT_BITS} bits)")
-    if base == 0 and exponent < 0:
-        raise CalculationError("0 cannot be raised to a negative power (division by zero)")
-    result = base**exponent
-    if isinstance(result, complex):
-        raise CalculationError(f"{base} ** {exponent} is not a real number")
-    return _check_int(result)
-
-
-def _factorial(n: Number) -> int:
-    if isinstance(n, float):
-        if not n.is_integer():
-            raise CalculationError(f"factorial needs an integer, got {n}")
-        n = int(n)
-    if n < 0:
-        raise CalculationError(f"factorial needs a non-negative integer, got {n}")
-    if n > MAX_FACTORIAL:
-        raise CalculationError(f"factorial is limited to n <= {MAX_FACTORIAL}, got {n}")
-    return math.factorial(n)
-
-
-def _log(x: Number, base: Number | None = None) -> float:
-    if x <= 0:
-        raise CalculationError(f"the logarithm needs a positive number, got {x}")
-    return math.log(x) if base is None else math.log(x, base)
-
-
-def _sqrt(x: Number) -> float:
-    if x < 0:
-        raise CalculationError(f"cannot take the square root of a negative number ({x})")
-    return math.sqrt(x)
-
-
-_BINARY: dict[type[ast.operator], Callable[[Any, Any], Any]] = {
-    ast.Add: operator.add,
-    ast.Sub: operator.sub,
-    ast.Mult: operator.mul,
-    ast.Div: operator.truediv,
-    ast.FloorDiv: operator.floordiv,
-    ast.Mod: operator.mod,
-    ast.Pow: _power,
-}
-_UNARY: dict[type[ast.unaryop], Callable[[Any], Any]] = {ast.USub: operator.neg, ast.UAdd: operator.pos}
-_CONSTANTS: dict[str, float] = {"pi": math.pi, "e": math.e, "tau": math.tau}
-_FUNCTIONS: dict[str, tuple[Callable[..., Any], int, int]] = {  # name -> (fn, min args, max args)
-    "sqrt": (_sqrt, 1, 1),
-    "abs": (abs, 1, 1),
-    "round": (round, 1, 2),
-    "floor": (math.floor, 1, 1),
-    "ceil": (math.ceil, 1, 1),
-    "log": (_log, 1, 2),
-    "log10": (lambda x: _log(x, 10) if x > 0 else _log(x), 1, 1),
-    "log2": (lambda x: _log(x, 2) if x > 0 else _log(x), 1, 1),
-    "exp": (math.exp, 1, 1),
-    "sin": (math.sin, 1, 1),
-    "cos": (math.cos, 1, 1),
-    "tan": (math.tan, 1, 1),
-    "asin": (math.asin, 1, 1),
-    "acos": (math.acos, 1, 1),
-    "atan": (math.atan, 1, 1),
-    "min": (min, 1, 100),
-    "max": (max, 1, 100),
-    "factorial": (_factorial, 1, 1),
-    "pow": (_power, 2, 2),
-}
-
-
-def evaluate_expression(expression: str) -> Number:
-    """Evaluate arithmetic without ``eval``: parse, then walk only whitelisted nodes."""
-    if len(expression) > MAX_EXPRESSION_CHARS:
-        raise CalculationError(f"the expression is longer than {MAX_EXPRESSION_CHARS} characters")
-    text = expression.strip().replace("^", "**") if "^" in expression else expression.strip()
-    if not text:
-        raise CalculationError("the expression is empty")
-    try:
-        tree = ast.parse(text, mode="eval")
-    except (SyntaxError, ValueError) as exc:
-        reason = exc.msg if isinstance(exc, SyntaxError) else str(exc)
-        shown = expression if len(expression) <= 60 else expression[:57] + "..."
-        raise CalculationError(f"cannot parse the expression {shown!r}: {reason}") from None
-    except (RecursionError, MemoryError):
-        raise CalculationError("the expression is nested too deeply") from None
-    try:
-        return _eval(tree.body)  # type: ignore[no-any-return]
-    except RecursionError:
-        raise CalculationError("the expression is nested too deeply") from None
-
-
-def _eval(node: ast.AST) -> Any:
-    if isinstance(node, ast.Constant):
-        if isinstance(node.value, bool) or not isinstance(node.value, (int, float)):
-            raise CalculationError(f"only numbers are allowed, not {node.value!r}")
-        return _check_int(node.value)
-    if isinstance(node, ast.BinOp):
-        op = _BINARY.get(type(node.op))
-        if op is None:
-            raise CalculationError(f"the operator {_op_text(node.op)} is not allowed")
-        return _check_int(op(_eval(node.left), _eval(node.right)))
-    if isinstance(node, ast.UnaryOp):
-        uop = _UNARY.get(type(node.op))
-        if uop is None:
-            raise CalculationError(f"the operator {_op_text(node.op)} is not allowed")
-        return uop(_eval(node.operand))
-    if isinstance(node, ast.Name):
-        if node.id in _CONSTANTS:
-            return _CONSTANTS[node.id]
-        raise CalculationError(f"unknown name {node.id!r} (constants: {', '.join(_CONSTANTS)})")
-    if isinstance(node, ast.Call):
-        if not isinstance(node.func, ast.Name) or node.func.id not in _FUNCTIONS:
-            name = node.func.id if isinstance(node.func, ast.Name) else ast.unparse(node.func)
-            raise CalculationError(f"unknown function {name!r} (functions: {', '.join(sorted(_FUNCTIONS))})")
-        if node.keywords:
-            raise CalculationError(f"{node.func.id}() takes positional arguments only")
-        fn, lo, hi = _FUNCTIONS[node.func.id]
-        if not lo <= len(node.args) <= hi:
-            want = str(lo) if lo == hi else f"{lo} to {hi}"
-            raise CalculationError(f"{node.func.id}() takes {want} argument(s), got {len(node.args)}")
-        return _check_int(fn(*[_eval(a) for a in node.args]))
-    raise CalculationError(f"{ast.unparse(node)!r} is not allowed in an arithmetic expression")
-
-
-def _op_text(op: ast.AST) -> str:
-    names = {
-        ast.BitAnd: "&",
-        ast.BitOr: "|",
-        ast.BitXor: "^",
-        ast.LShift: "<<",
-        ast.RShift: ">>",
-        ast.MatMult: "@",
-        ast.Invert: "~",
-        ast.Not: "not",
-    }
-    return repr(names.get(type(op), type(op).__name__))
 
 
 # -- the toolkit -----------------------------------------------------------------------------------

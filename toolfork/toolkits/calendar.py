@@ -632,6 +632,12 @@ class CalendarToolkit(Toolkit):
                 {"year": year, "month": month, "month_name": _calendar.month_name[month], "days": days}
             )
 
+        def _period_tool(
+            date: str, period: str, timezone: str | None, bound: Callable[[datetime, str], datetime]
+        ) -> ToolOutput:
+            dt = ctx(timezone).parse(date)
+            return ToolOutput.from_value({"period": period, "input": dt.isoformat(), **describe(bound(dt, period))})
+
         @tool
         @_guard
         def start_of_period(date: str, period: Period, timezone: str | None = None) -> ToolOutput:
@@ -642,10 +648,7 @@ class CalendarToolkit(Toolkit):
                 period: day, week, month, quarter or year
                 timezone: IANA timezone whose calendar is used
             """
-            dt = ctx(timezone).parse(date)
-            return ToolOutput.from_value(
-                {"period": period, "input": dt.isoformat(), **describe(period_start(dt, period))}
-            )
+            return _period_tool(date, period, timezone, period_start)
 
         @tool
         @_guard
@@ -657,10 +660,7 @@ class CalendarToolkit(Toolkit):
                 period: day, week, month, quarter or year
                 timezone: IANA timezone whose calendar is used
             """
-            dt = ctx(timezone).parse(date)
-            return ToolOutput.from_value(
-                {"period": period, "input": dt.isoformat(), **describe(period_end(dt, period))}
-            )
+            return _period_tool(date, period, timezone, period_end)
 
         @tool
         @_guard

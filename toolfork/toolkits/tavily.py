@@ -66,6 +66,23 @@ class TavilyToolkit(Toolkit):
         http = self.http
         page_chars = self.max_page_chars
 
+        def post(endpoint: str, body: dict[str, Any]) -> dict[str, Any] | ToolOutput:
+            """The endpoint's JSON object, or the error output the model should read instead."""
+            try:
+                data = http.request("POST", endpoint, json=body)
+            except ServiceError as exc:
+                return ToolOutput.error(str(exc))
+            if not isinstance(data, dict) or not isinstance(data.get("results"), list):
+                return _unexpected(endpoint, data)
+            return data
+
+        def pages(data: dict[str, Any]) -> list[dict[str, Any]]:
+            return [
+                {"url": r.get("url"), "content": clip(str(r.get("raw_content") or ""), page_chars)}
+                for r in data["results"]
+                if isinstance(r, dict)
+            ]
+
         @tool("tavily_search")
         def tavily_search(
             query: str,
@@ -94,12 +111,9 @@ class TavilyToolkit(Toolkit):
             }
             if time_range is not None:
                 body["time_range"] = time_range
-            try:
-                data = http.request("POST", "search", json=body)
-            except ServiceError as exc:
-                return ToolOutput.error(str(exc))
-            if not isinstance(data, dict) or not isinstance(data.get("results"), list):
-                return _unexpected("search", data)
+            data = post("search", body)
+            if isinstance(data, ToolOutput):
+                return data
             return ToolOutput.from_value(
                 {
                     "answer": data.get("answer"),
@@ -131,26 +145,19 @@ class TavilyToolkit(Toolkit):
             bad = [u for u in urls if not is_http_url(u)]
             if bad:
                 return ToolOutput.error(f"not an absolute http(s) URL: {', '.join(map(repr, bad))}")
-            try:
-                data = http.request("POST", "extract", json={"urls": urls, "extract_depth": extract_depth})
-            except ServiceError as exc:
-                return ToolOutput.error(str(exc))
-            if not isinstance(data, dict) or not isinstance(data.get("results"), list):
-                return _unexpected("extract", data)
-            pages = [
-                {"url": r.get("url"), "content": clip(str(r.get("raw_content") or ""), page_chars)}
-                for r in data["results"]
-                if isinstance(r, dict)
-            ]
+            data = post("extract", {"urls": urls, "extract_depth": extract_depth})
+            if isinstance(data, ToolOutput):
+                return data
+            extracted = pages(data)
             failed = [
                 {"url": f.get("url"), "error": f.get("error")}
                 for f in data.get("failed_results") or []
                 if isinstance(f, dict)
             ]
-            if not pages and failed:
+            if not extracted and failed:
                 reasons = "; ".join(f"{f['url']}: {f['error']}" for f in failed)
                 return ToolOutput.error(f"Tavily could not extract any of the URLs ({reasons})")
-            return ToolOutput.from_value({"results": pages, "failed": failed})
+            return ToolOutput.from_value({"results": extracted, "failed": failed})
 
         @tool("tavily_crawl")
         def tavily_crawl(
@@ -172,22 +179,10 @@ class TavilyToolkit(Toolkit):
             body: dict[str, Any] = {"url": url, "max_depth": max_depth, "limit": limit}
             if instructions:
                 body["instructions"] = instructions
-            try:
-                data = http.request("POST", "crawl", json=body)
-            except ServiceError as exc:
-                return ToolOutput.error(str(exc))
-            if not isinstance(data, dict) or not isinstance(data.get("results"), list):
-                return _unexpected("crawl", data)
-            return ToolOutput.from_value(
-                {
-                    "base_url": data.get("base_url", url),
-                    "pages": [
-                        {"url": r.get("url"), "content": clip(str(r.get("raw_content") or ""), page_chars)}
-                        for r in data["results"]
-                        if isinstance(r, dict)
-                    ],
-                }
-            )
+            data = post("crawl", body)
+            if isinstance(data, ToolOutput):
+                return data
+            return ToolOutput.from_value({"base_url": data.get("base_url", url), "pages": pages(data)})
 
         return [tavily_search, tavily_extract, tavily_crawl]
 

@@ -48,8 +48,7 @@ def tool(fn_or_name: Any = None, /, *, name: str | None = None, **settings: Any)
             raise ToolDefinitionError(f"{fn!r} is already a tool")
         if not callable(fn):
             raise ToolDefinitionError(f"@tool needs a function, got {fn!r}")
-        description = settings.pop("description", None)
-        t = Tool(name, description, fn, **settings)
+        t = Tool(name, fn=fn, **settings)  # settings stay intact: one @tool(...) may wrap several functions
         # Keep the function's identity visible on the tool (help(), introspection, functools.wraps users).
         for attr in ("__module__", "__qualname__", "__doc__"):
             if hasattr(fn, attr):

@@ -20,7 +20,7 @@ from toolfork.agent.messages import (
     ToolResultMessage,
     UserMessage,
 )
-from toolfork.agent.providers.base import ModelRequest, Provider, StreamItem, key_from_env
+from toolfork.agent.providers.base import ModelRequest, SDKProvider, StreamItem, describe_api_error, key_from_env
 from toolfork.agent.special_tools import ProviderTool
 from toolfork.tools.output import ContentBlock
 
@@ -146,7 +146,7 @@ def _dump_block(block: Any) -> dict[str, Any]:
     return dict(data)
 
 
-class Anthropic(Provider):
+class Anthropic(SDKProvider):
     """Claude through the Messages API. Key: ``api_key`` or ``ANTHROPIC_API_KEY``; base URL:
     ``base_url`` or ``ANTHROPIC_BASE_URL`` (read by the SDK)."""
 
@@ -163,31 +163,11 @@ class Anthropic(Provider):
         self.timeout = timeout
         self.max_retries = max_retries
         self.extra = dict(extra or {})
-        self._client: Any = None
-        self._aclient: Any = None
 
-    def _client_kwargs(self) -> dict[str, Any]:
-        kwargs: dict[str, Any] = {"api_key": self.api_key, "max_retries": self.max_retries,
-                                  "timeout": self.timeout}
-        if self.base_url:
-            kwargs["base_url"] = self.base_url
-        return kwargs
+    def _make_client(self, asynchronous: bool, **kwargs: Any) -> Any:
+        import anthropic
 
-    @property
-    def client(self) -> Any:
-        if self._client is None:
-            import anthropic
-
-            self._client = anthropic.Anthropic(**self._client_kwargs())
-        return self._client
-
-    @property
-    def async_client(self) -> Any:
-        if self._aclient is None:
-            import anthropic
-
-            self._aclient = anthropic.AsyncAnthropic(**self._client_kwargs())
-        return self._aclient
+        return (anthropic.AsyncAnthropic if asynchronous else anthropic.Anthropic)(**kwargs)
 
     def build_params(self, request: ModelRequest) -> dict[str, Any]:
         params: dict[str, Any] = {"model": self.model, "max_tokens": self.max_tokens,
@@ -209,7 +189,7 @@ class Anthropic(Provider):
         try:
             response = self.client.messages.create(**self.build_params(request))
         except anthropic.APIError as exc:
-            raise ProviderError(self.name, _describe(exc)) from exc
+            raise ProviderError(self.name, describe_api_error(exc)) from exc
         return message_from_wire(response)
 
     def stream(self, request: ModelRequest) -> Iterator[StreamItem]:
@@ -222,7 +202,7 @@ class Anthropic(Provider):
                         yield event.text
                 final = stream.get_final_message()
         except anthropic.APIError as exc:
-            raise ProviderError(self.name, _describe(exc)) from exc
+            raise ProviderError(self.name, describe_api_error(exc)) from exc
         yield message_from_wire(final)
 
     async def acomplete(self, request: ModelRequest) -> AssistantMessage:
@@ -231,7 +211,7 @@ class Anthropic(Provider):
         try:
             response = await self.async_client.messages.create(**self.build_params(request))
         except anthropic.APIError as exc:
-            raise ProviderError(self.name, _describe(exc)) from exc
+            raise ProviderError(self.name, describe_api_error(exc)) from exc
         return message_from_wire(response)
 
     async def astream(self, request: ModelRequest) -> AsyncIterator[StreamItem]:
@@ -244,25 +224,8 @@ class Anthropic(Provider):
                         yield event.text
                 final = await stream.get_final_message()
         except anthropic.APIError as exc:
-            raise ProviderError(self.name, _describe(exc)) from exc
+            raise ProviderError(self.name, describe_api_error(exc)) from exc
         yield message_from_wire(final)
-
-    def close(self) -> None:
-        if self._client is not None:
-            self._client.close()
-            self._client = None
-        self._aclient = None
-
-    async def aclose(self) -> None:
-        aclient, self._aclient = self._aclient, None
-        if aclient is not None:
-            await aclient.close()
-        self.close()
-
-
-def _describe(exc: Exception) -> str:
-    status = getattr(exc, "status_code", None)
-    return f"{type(exc).__name__}{f' (HTTP {status})' if status else ''}: {getattr(exc, 'message', exc)}"
 
 
 __all__ = ["DEFAULT_MODEL", "Anthropic", "message_from_wire", "messages_to_wire"]

@@ -74,6 +74,58 @@ class Provider:
         return f"{type(self).__name__}(model={self.model!r})"
 
 
+class SDKProvider(Provider):
+    """A provider over a vendor SDK. The clients are made on first use, so building a provider
+    neither imports the SDK nor opens a connection; ``close()`` / ``aclose()`` release them."""
+
+    api_key: str
+    base_url: str | None
+    timeout: float | None
+    max_retries: int
+    _client: Any = None
+    _aclient: Any = None
+
+    def _make_client(self, asynchronous: bool, **kwargs: Any) -> Any:
+        """The SDK's sync or async client built with ``kwargs``."""
+        raise NotImplementedError
+
+    def _client_kwargs(self) -> dict[str, Any]:
+        kwargs: dict[str, Any] = {"api_key": self.api_key, "max_retries": self.max_retries, "timeout": self.timeout}
+        if self.base_url:
+            kwargs["base_url"] = self.base_url
+        return kwargs
+
+    @property
+    def client(self) -> Any:
+        if self._client is None:
+            self._client = self._make_client(False, **self._client_kwargs())
+        return self._client
+
+    @property
+    def async_client(self) -> Any:
+        if self._aclient is None:
+            self._aclient = self._make_client(True, **self._client_kwargs())
+        return self._aclient
+
+    def close(self) -> None:
+        if self._client is not None:
+            self._client.close()
+            self._client = None
+        self._aclient = None
+
+    async def aclose(self) -> None:
+        aclient, self._aclient = self._aclient, None
+        if aclient is not None:
+            await aclient.close()
+        self.close()
+
+
+def describe_api_error(exc: Exception) -> str:
+    """An SDK error as one line: its class, the HTTP status when there is one, the server's message."""
+    status = getattr(exc, "status_code", None)
+    return f"{type(exc).__name__}{f' (HTTP {status})' if status else ''}: {getattr(exc, 'message', exc)}"
+
+
 def key_from_env(provider: str, api_key: str | None, env_vars: tuple[str, ...]) -> str:
     """The explicit key, else the first set environment variable, else a clear error."""
     if api_key:
@@ -85,4 +137,4 @@ def key_from_env(provider: str, api_key: str | None, env_vars: tuple[str, ...]) 
     raise MissingAPIKeyError(provider, env_vars)
 
 
-__all__ = ["ModelRequest", "Provider", "StreamItem", "key_from_env"]
+__all__ = ["ModelRequest", "Provider", "SDKProvider", "StreamItem", "describe_api_error", "key_from_env"]

@@ -20,7 +20,7 @@ from toolfork.agent.messages import (
     ToolResultMessage,
     UserMessage,
 )
-from toolfork.agent.providers.base import ModelRequest, Provider, StreamItem, key_from_env
+from toolfork.agent.providers.base import ModelRequest, SDKProvider, StreamItem, describe_api_error, key_from_env
 from toolfork.tools.output import ContentBlock
 
 DEFAULT_MODEL = "gpt-4.1"
@@ -238,7 +238,7 @@ def responses_message_from_wire(response: Any) -> AssistantMessage:
 
 # --- the provider --------------------------------------------------------------------------------
 
-class OpenAI(Provider):
+class OpenAI(SDKProvider):
     """OpenAI models. ``api="chat"`` (Chat Completions) or ``api="responses"``. Key: ``api_key`` or
     ``OPENAI_API_KEY``; base URL: ``base_url`` or ``OPENAI_BASE_URL`` (read by the SDK)."""
 
@@ -261,33 +261,14 @@ class OpenAI(Provider):
         self.max_retries = max_retries
         self.stream_usage = stream_usage
         self.extra = dict(extra or {})
-        self._client: Any = None
-        self._aclient: Any = None
 
     def _resolve_key(self, api_key: str | None) -> str:
         return key_from_env("OpenAI", api_key, self.env_keys)
 
-    def _client_kwargs(self) -> dict[str, Any]:
-        kwargs: dict[str, Any] = {"api_key": self.api_key, "max_retries": self.max_retries, "timeout": self.timeout}
-        if self.base_url:
-            kwargs["base_url"] = self.base_url
-        return kwargs
+    def _make_client(self, asynchronous: bool, **kwargs: Any) -> Any:
+        import openai
 
-    @property
-    def client(self) -> Any:
-        if self._client is None:
-            import openai
-
-            self._client = openai.OpenAI(**self._client_kwargs())
-        return self._client
-
-    @property
-    def async_client(self) -> Any:
-        if self._aclient is None:
-            import openai
-
-            self._aclient = openai.AsyncOpenAI(**self._client_kwargs())
-        return self._aclient
+        return (openai.AsyncOpenAI if asynchronous else openai.OpenAI)(**kwargs)
 
     def check_request(self, request: ModelRequest) -> None:
         if self.api == "chat" and request.provider_tools:
@@ -336,7 +317,7 @@ class OpenAI(Provider):
                 return chat_message_from_wire(self.client.chat.completions.create(**params))
             return responses_message_from_wire(self.client.responses.create(**params))
         except openai.APIError as exc:
-            raise ProviderError(self.name, _describe(exc)) from exc
+            raise ProviderError(self.name, describe_api_error(exc)) from exc
 
     def stream(self, request: ModelRequest) -> Iterator[StreamItem]:
         import openai
@@ -361,7 +342,7 @@ class OpenAI(Provider):
                 if final is None:
                     raise ProviderError(self.name, "the response stream ended without a final response")
         except openai.APIError as exc:
-            raise ProviderError(self.name, _describe(exc)) from exc
+            raise ProviderError(self.name, describe_api_error(exc)) from exc
         assert final is not None
         yield final
 
@@ -375,7 +356,7 @@ class OpenAI(Provider):
                 return chat_message_from_wire(await self.async_client.chat.completions.create(**params))
             return responses_message_from_wire(await self.async_client.responses.create(**params))
         except openai.APIError as exc:
-            raise ProviderError(self.name, _describe(exc)) from exc
+            raise ProviderError(self.name, describe_api_error(exc)) from exc
 
     async def astream(self, request: ModelRequest) -> AsyncIterator[StreamItem]:
         import openai
@@ -400,21 +381,9 @@ class OpenAI(Provider):
                 if final is None:
                     raise ProviderError(self.name, "the response stream ended without a final response")
         except openai.APIError as exc:
-            raise ProviderError(self.name, _describe(exc)) from exc
+            raise ProviderError(self.name, describe_api_error(exc)) from exc
         assert final is not None
         yield final
-
-    def close(self) -> None:
-        if self._client is not None:
-            self._client.close()
-            self._client = None
-        self._aclient = None
-
-    async def aclose(self) -> None:
-        aclient, self._aclient = self._aclient, None
-        if aclient is not None:
-            await aclient.close()
-        self.close()
 
 
 def _responses_event(provider: str, event: Any) -> tuple[str, AssistantMessage | None]:
@@ -429,11 +398,6 @@ def _responses_event(provider: str, event: Any) -> tuple[str, AssistantMessage |
     if kind == "error":
         raise ProviderError(provider, f"stream error: {getattr(event, 'message', None) or event}")
     return "", None
-
-
-def _describe(exc: Exception) -> str:
-    status = getattr(exc, "status_code", None)
-    return f"{type(exc).__name__}{f' (HTTP {status})' if status else ''}: {getattr(exc, 'message', exc)}"
 
 
 class OpenAIResponses(OpenAI):

@@ -68,6 +68,19 @@ class QueryResult:
     rowcount: int | None = None
 
 
+def fetch_result(cursor: Any, limit: int) -> QueryResult:
+    """At most ``limit`` rows of a DB-API cursor's result; one more is fetched to tell whether it was cut."""
+    if cursor.description is None:
+        return QueryResult(rowcount=cursor.rowcount)
+    rows = cursor.fetchmany(limit + 1)
+    return QueryResult(
+        columns=[d[0] for d in cursor.description],
+        rows=list(rows[:limit]),
+        truncated=len(rows) > limit,
+        rowcount=cursor.rowcount,
+    )
+
+
 class SQLToolkit(Toolkit):
     """Base of the SQLite, PostgreSQL and MySQL toolkits.
 

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from .base import QueryResult, SQLToolkit
+from .base import QueryResult, SQLToolkit, fetch_result
 from .connection import ProcessLocalConnection
 from .render import Column, ForeignKey, Index, Table
 
@@ -153,18 +153,6 @@ class MySQLToolkit(SQLToolkit):
         ) or not isinstance(exc, pymysql.err.MySQLError):
             holder.discard()
 
-    @staticmethod
-    def _fetch(cur: Any, limit: int) -> QueryResult:
-        if cur.description is None:
-            return QueryResult(rowcount=cur.rowcount)
-        rows = cur.fetchmany(limit + 1)
-        return QueryResult(
-            columns=[d[0] for d in cur.description],
-            rows=list(rows[:limit]),
-            truncated=len(rows) > limit,
-            rowcount=cur.rowcount,
-        )
-
     def _read(self, work: Any) -> Any:
         """Run ``work(cursor)`` in a read-only transaction on the read connection, then roll back."""
         pymysql = _pymysql()
@@ -190,7 +178,7 @@ class MySQLToolkit(SQLToolkit):
     def run_select(self, sql: str, params: dict[str, Any] | None, limit: int) -> QueryResult:
         def work(cur: Any) -> QueryResult:
             cur.execute(sql, params)
-            return self._fetch(cur, limit)
+            return fetch_result(cur, limit)
 
         return self._read(work)
 
@@ -199,7 +187,7 @@ class MySQLToolkit(SQLToolkit):
             try:
                 with conn.cursor() as cur:
                     cur.execute(sql, params)
-                    result = self._fetch(cur, limit)
+                    result = fetch_result(cur, limit)
                 conn.commit()
                 return result
             except BaseException as exc:

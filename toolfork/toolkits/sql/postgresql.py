@@ -21,7 +21,7 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-from .base import QueryResult, SQLToolkit
+from .base import QueryResult, SQLToolkit, fetch_result
 from .connection import ProcessLocalConnection
 from .render import Column, ForeignKey, Index, Table
 
@@ -167,18 +167,6 @@ class PostgreSQLToolkit(SQLToolkit):
             pipeline.sync()
         return cur
 
-    @staticmethod
-    def _fetch(cur: Any, limit: int) -> QueryResult:
-        if cur.description is None:
-            return QueryResult(rowcount=cur.rowcount)
-        rows = cur.fetchmany(limit + 1)
-        return QueryResult(
-            columns=[d.name for d in cur.description],
-            rows=rows[:limit],
-            truncated=len(rows) > limit,
-            rowcount=cur.rowcount,
-        )
-
     # ------------------------------------------------------------ dialect hooks
 
     @contextlib.contextmanager
@@ -212,9 +200,9 @@ class PostgreSQLToolkit(SQLToolkit):
                 with contextlib.suppress(Exception):
                     cursor.close()
                 conn.execute("ROLLBACK TO SAVEPOINT toolfork_select")
-                return self._fetch(self._execute_single(conn, sql, params), limit)
+                return fetch_result(self._execute_single(conn, sql, params), limit)
             try:
-                result = self._fetch(cursor, limit)
+                result = fetch_result(cursor, limit)
                 result.rowcount = None
                 return result
             finally:
@@ -225,7 +213,7 @@ class PostgreSQLToolkit(SQLToolkit):
         with self._writer.connection() as conn:
             try:
                 with conn.transaction():
-                    return self._fetch(self._execute_single(conn, sql, params), limit)
+                    return fetch_result(self._execute_single(conn, sql, params), limit)
             except BaseException as exc:
                 self._broken(exc, self._writer, conn)
                 raise
