@@ -83,7 +83,7 @@ class SQLiteChatHistory(ChatHistory):
         self.thread_id = thread_id
         self._lock = threading.Lock()
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        with self._connect() as conn:
+        with contextlib.closing(self._connect()) as conn:
             conn.execute(_SCHEMA)
 
     def _connect(self) -> sqlite3.Connection:
