@@ -378,14 +378,16 @@ def test_resume_after_sigkill_finishes_every_call_exactly_once(tmp_path: Path) -
 
 
 MEMORY_DRIVER = textwrap.dedent("""
-    import json, resource, sys
+    import json, sys
     import psutil
     import toolfork.commands.run, toolfork.executor, toolfork.tools, tests.cli.cli_tools
     from toolfork import cli
     base = psutil.Process().memory_info().rss
     code = cli.main(["run", sys.argv[1], "-o", sys.argv[2], "--tools", "tests/cli/cli_tools.py:TOOLS",
                      "--workers", "2", "-q"])
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    # VmHWM is this process's own peak RSS. ru_maxrss is not: Linux carries it over exec from the
+    # process that started us (a pytest worker that just held a 100 MB result, say).
+    peak = next(int(line.split()[1]) * 1024 for line in open("/proc/self/status") if line.startswith("VmHWM:"))
     print(json.dumps({"code": code, "growth": peak - base}))
 """)
 
