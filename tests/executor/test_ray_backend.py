@@ -528,3 +528,52 @@ def test_workers_calls_run_at_once_on_fewer_cpus(make_executor, mode, tmp_path):
     results = ex.run([ToolCall(str(i), "rendezvous", {"directory": str(tmp_path), "name": str(i), "expected": 6})
                       for i in range(6)])
     assert [r.output.data for r in results] == [True] * 6  # all six were running together
+
+
+def _ray_processes(marker: str, session: str) -> list[psutil.Process]:
+    """The processes of one Ray instance: marked in their environment, or naming or holding open a file
+    of its session directory (the agents rename themselves, hiding both command line and environment)."""
+    found = []
+    for p in psutil.process_iter():
+        try:
+            if (p.environ().get("TOOLFORK_RAY_INSTANCE") == marker or session in " ".join(p.cmdline())
+                    or any(f.path.startswith(session) for f in p.open_files())):
+                found.append(p)
+        except psutil.Error:
+            pass
+    return [p for p in found if p.pid != os.getpid()]
+
+
+def test_sigkill_of_a_host_that_started_ray_leaves_no_ray_process():
+    """Ray's own processes do not all notice a dead driver; the watchdog kills what is left."""
+    script = textwrap.dedent(f"""
+        import json, os, sys, time
+        sys.path.insert(0, {str(ROOT)!r})
+        from tests.executor import tools_for_tests as T
+        from toolfork.executor import Executor, ToolCall
+        from toolfork.executor.backends import ray_session
+        ex = Executor([T.sleep_for], mode="ray", workers=2)
+        print(json.dumps({{"marker": ray_session._watchdog.marker,
+                          "session": ray_session._session_dir(ray_session.import_ray())}}), flush=True)
+        ex.run([ToolCall(str(i), "sleep_for", {{"seconds": 60}}) for i in range(2)])
+    """)
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                            text=True, start_new_session=True)
+    try:
+        info = json.loads(proc.stdout.readline())
+        marker, session = info["marker"], info["session"]
+        assert session.startswith("/")
+        end = time.monotonic() + 30
+        while len(_ray_processes(marker, session)) < 6 and time.monotonic() < end:  # daemons, agents, workers
+            time.sleep(0.2)
+        names = " ".join(p.name() for p in _ray_processes(marker, session))
+        assert "Agent" in names, names  # the processes that used to outlive a killed host
+        time.sleep(1.0)  # the calls are running
+    finally:
+        proc.kill()
+        proc.wait(10)
+    end = time.monotonic() + 20
+    while _ray_processes(marker, session) and time.monotonic() < end:
+        time.sleep(0.2)
+    left = [" ".join(p.cmdline())[:60] for p in _ray_processes(marker, session)]
+    assert left == []

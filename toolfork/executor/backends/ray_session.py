@@ -21,6 +21,7 @@ _started_by_toolfork = False
 _users = 0
 _sink: Any = None
 _sink_ready = False
+_watchdog: Any = None  # ray_watchdog.Watchdog of a local Ray toolfork started
 
 
 def import_ray() -> Any:
@@ -47,15 +48,24 @@ def init_kwargs(address: str | None) -> dict[str, Any]:
 
 def acquire(ray: Any, address: str | None) -> None:
     """Count a backend in, starting (address None) or joining Ray if nobody did yet."""
-    global _started_by_toolfork, _users
+    global _started_by_toolfork, _users, _watchdog
     if address is not None and (not isinstance(address, str) or not address.strip()):
         raise ValueError(f"address must be None, 'auto', 'host:port' or 'ray://host:port'; got {address!r}")
     with _LOCK:
         if not ray.is_initialized():
             _forget_sink()  # it belonged to a Ray session that is gone
             try:
-                ray.init(**init_kwargs(address))
+                if address is None:  # a local instance is ours to clean up, even if the host dies
+                    from toolfork.executor.backends.ray_watchdog import Watchdog
+
+                    _watchdog = Watchdog()
+                    with _watchdog.marking():
+                        ray.init(**init_kwargs(address))
+                    _watchdog.tell_session(_session_dir(ray))
+                else:
+                    ray.init(**init_kwargs(address))
             except Exception as exc:
+                _close_watchdog()
                 where = "a local Ray instance" if address is None else f"the Ray cluster at {address!r}"
                 raise RuntimeError(f"could not start or join {where}: {type(exc).__name__}: {exc}") from exc
             _started_by_toolfork = True
@@ -78,6 +88,21 @@ def release(ray: Any) -> None:
         if _started_by_toolfork:
             _started_by_toolfork = False
             ray.shutdown()
+            _close_watchdog()
+
+
+def _session_dir(ray: Any) -> str:
+    try:
+        return str(ray._private.worker._global_node.get_session_dir_path())
+    except Exception:  # a private API: without it the watchdog still finds the marked processes
+        return ""
+
+
+def _close_watchdog() -> None:
+    global _watchdog
+    if _watchdog is not None:
+        _watchdog.close()
+        _watchdog = None
 
 
 def started_by_toolfork() -> bool:
