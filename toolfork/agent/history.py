@@ -11,31 +11,35 @@ import contextlib
 import json
 import sqlite3
 import threading
+from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from toolfork.agent.messages import Message, message_from_dict
 
 
-class ChatHistory:
+class ChatHistory(ABC):
     """Base class: ``messages()`` returns the conversation, ``extend()`` appends atomically."""
 
     #: True when the messages outlive the process (a paused run's JSON then need not carry them).
     persistent: bool = False
 
+    @abstractmethod
     def messages(self) -> list[Message]:
-        raise NotImplementedError
+        ...
 
+    @abstractmethod
     def extend(self, messages: Iterable[Message]) -> None:
-        raise NotImplementedError
+        ...
 
     def replace(self, messages: Iterable[Message]) -> None:
         """Set the whole conversation (used when a paused run is restored into a fresh agent)."""
         self.clear()
         self.extend(messages)
 
+    @abstractmethod
     def clear(self) -> None:
-        raise NotImplementedError
+        ...
 
     def __len__(self) -> int:
         return len(self.messages())

@@ -21,6 +21,7 @@ import os
 import pickle
 import selectors
 import time
+from abc import ABC, abstractmethod
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -50,7 +51,7 @@ class Outcome:
 QUICK_HEADLINE: tuple[str, ...] = ("io", "small", "tiny", "hang", "crash")
 
 
-class Peer:
+class Peer(ABC):
     """One way of running a batch of calls in parallel.
 
     ``timeout_support`` says what a per-call timeout means for this executor: "kill" (the stuck call
@@ -91,22 +92,25 @@ class Peer:
         except Exception:
             return None
 
-    @classmethod
+    @classmethod  # noqa: B027 - most peers need no session set-up
     def setup_session(cls) -> None:
         """Once per runner process, before any pool (Ray starts its local instance here)."""
 
-    @classmethod
+    @classmethod  # noqa: B027 - most peers need no session set-up
     def teardown_session(cls) -> None:
         """Once per runner process, after the last pool."""
 
+    @abstractmethod
     def start(self) -> None:
-        raise NotImplementedError
+        ...
 
+    @abstractmethod
     def run(self, tasks: Sequence[Task]) -> list[Outcome]:
-        raise NotImplementedError
+        ...
 
+    @abstractmethod
     def close(self) -> None:
-        raise NotImplementedError
+        ...
 
 
 def _exc_text(exc: BaseException) -> str:

@@ -15,6 +15,7 @@ import sys
 import types
 import typing
 import warnings
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from typing import Annotated, Any, Union, get_args, get_origin
 
@@ -36,15 +37,16 @@ class _Invalid(Exception):
         self.errors = errors
 
 
-class Params:
+class Params(ABC):
     """The compiled parameters of one tool. ``fast`` is the hot path; ``validate`` adds the recovery
     and error reporting that only failing calls pay for."""
 
     schema: dict[str, Any]
     argument_names: list[str]
 
+    @abstractmethod
     def fast(self, arguments: Any) -> dict[str, Any]:
-        raise NotImplementedError
+        ...
 
     def validate(self, tool_name: str, arguments: Any) -> dict[str, Any]:
         try:

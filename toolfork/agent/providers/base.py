@@ -7,6 +7,7 @@ message); the loop, the gate and the executor never see a wire format.
 from __future__ import annotations
 
 import os
+from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -29,7 +30,7 @@ class ModelRequest:
     provider_tools: Sequence[ProviderTool] = field(default_factory=list)
 
 
-class Provider:
+class Provider(ABC):
     """Base class. Subclasses implement ``complete``; streaming and async default to it."""
 
     name = "provider"
@@ -39,11 +40,12 @@ class Provider:
             raise ValueError(f"{type(self).__name__} needs a model name")
         self.model = model
 
-    def check_request(self, request: ModelRequest) -> None:
+    def check_request(self, request: ModelRequest) -> None:  # noqa: B027 - most APIs host every tool
         """Raise ``UnsupportedProviderToolError`` for provider tools this API cannot host."""
 
+    @abstractmethod
     def complete(self, request: ModelRequest) -> AssistantMessage:
-        raise NotImplementedError
+        ...
 
     def stream(self, request: ModelRequest) -> Iterator[StreamItem]:
         """Text deltas (str) as they arrive, then the whole ``AssistantMessage`` last."""
@@ -63,7 +65,7 @@ class Provider:
             yield message.text
         yield message
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 - a provider without clients has nothing to release
         """Release HTTP clients."""
 
     async def aclose(self) -> None:
@@ -85,9 +87,10 @@ class SDKProvider(Provider):
     _client: Any = None
     _aclient: Any = None
 
+    @abstractmethod
     def _make_client(self, asynchronous: bool, **kwargs: Any) -> Any:
         """The SDK's sync or async client built with ``kwargs``."""
-        raise NotImplementedError
+        ...
 
     def _client_kwargs(self) -> dict[str, Any]:
         kwargs: dict[str, Any] = {"api_key": self.api_key, "max_retries": self.max_retries, "timeout": self.timeout}

@@ -10,6 +10,7 @@ Credentials: subclasses report their secrets (the password), and every error tex
 """
 
 import re
+from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
@@ -81,7 +82,7 @@ def fetch_result(cursor: Any, limit: int) -> QueryResult:
     )
 
 
-class SQLToolkit(Toolkit):
+class SQLToolkit(Toolkit, ABC):
     """Base of the SQLite, PostgreSQL and MySQL toolkits.
 
     ``tables`` limits what the schema tool shows (an allow-list of table names); ``max_rows`` is the
@@ -115,17 +116,20 @@ class SQLToolkit(Toolkit):
 
     # ------------------------------------------------------------ dialect hooks
 
+    @abstractmethod
     def describe_tables(self, names: Sequence[str] | None) -> list[Table]:
         """Tables and views (all, or those named), with columns, keys and indexes."""
-        raise NotImplementedError
+        ...
 
+    @abstractmethod
     def run_select(self, sql: str, params: dict[str, Any] | None, limit: int) -> QueryResult:
         """Run one statement with no way to change data; fetch at most ``limit`` rows (+1 to detect more)."""
-        raise NotImplementedError
+        ...
 
+    @abstractmethod
     def run_write(self, sql: str, params: dict[str, Any] | None, limit: int) -> QueryResult:
         """Run one statement and commit it."""
-        raise NotImplementedError
+        ...
 
     def secrets(self) -> list[str]:
         """Strings that must never appear in an output (passwords)."""
