@@ -239,7 +239,8 @@ class Executor:
         """Feed the calls to the backend; retry what a tool's ``retries`` allows."""
         with self._lock:
             self._check_open()
-            feed = Feed(self._dispatches(calls), room, size, wakeup_fd)
+            retriable: dict[str, Dispatch] = {}  # calls of tools that declare retries, until they finish
+            feed = Feed(self._dispatches(calls, retriable), room, size, wakeup_fd)
             self._feed = feed
             attempts: dict[str, int] = {}
             try:
@@ -251,19 +252,20 @@ class Executor:
                             n = attempts.get(result.call_id, 0)
                             if tool is not None and n < tool.retries and not tool.inline:
                                 attempts[result.call_id] = n + 1
-                                feed.retry(self._dispatch_for(result.call_id, tool))
+                                feed.retry(retriable[result.call_id])
                                 continue
                         attempts.pop(result.call_id, None)
+                        retriable.pop(result.call_id, None)
                     yield event
             finally:
                 self._feed = None
 
-    def _dispatches(self, calls: Iterable[ToolCall | Wait]) -> Iterator[Dispatch | list[Event] | Wait]:
+    def _dispatches(self, calls: Iterable[ToolCall | Wait],
+                    retriable: dict[str, Dispatch]) -> Iterator[Dispatch | list[Event] | Wait]:
         """What the backend pulls: a Dispatch per call, or ready events for unknown and inline tools."""
         context = dict(self.context) if self.context else {}
         tools = self._tools
         default_timeout = self._timeout
-        self._inflight_calls: dict[str, Dispatch] = {}
         for i, call in enumerate(calls):
             if call is WAIT:
                 yield WAIT
@@ -282,11 +284,8 @@ class Executor:
                        CallFinished(call.id, result)]
                 continue
             if tool.retries:
-                self._inflight_calls[call.id] = d
+                retriable[call.id] = d
             yield d
-
-    def _dispatch_for(self, call_id: str, tool: Tool) -> Dispatch:
-        return self._inflight_calls[call_id]
 
     def _merge_context(self, results: Iterable[ToolResult | None]) -> None:
         """Context updates merge in call order: the last call wins, whatever finished last."""
