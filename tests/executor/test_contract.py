@@ -203,3 +203,30 @@ def test_imap_window_of_one_with_unknown_and_inline_tools(make_executor, mode):
     results = list(ex.imap(calls, window=1))
     assert [r.call_id for r in results] == ["u", "i", "a"]
     assert [r.status for r in results] == ["error", "ok", "ok"]
+
+
+def test_astream_hands_events_to_the_event_loop_as_they_happen(make_executor, mode):
+    ex = make_executor(mode=mode, workers=2)
+    calls = [ToolCall("slow", "sleep_for", {"seconds": 0.3, "value": "s"}), ToolCall("quick", "add", {"a": 1, "b": 2})]
+
+    async def consume():
+        seen = []
+        ticks = 0
+
+        async def ticker():  # the loop stays free while the batch runs in its thread
+            nonlocal ticks
+            while True:
+                ticks += 1
+                await asyncio.sleep(0.01)
+
+        t = asyncio.create_task(ticker())
+        async for event in ex.astream(calls):
+            seen.append((type(event).__name__, event.call_id))
+        t.cancel()
+        return seen, ticks
+
+    seen, ticks = asyncio.run(consume())
+    finished = [cid for kind, cid in seen if kind == "CallFinished"]
+    assert sorted(finished) == ["quick", "slow"] and ticks > 3
+    if mode != "sequential":
+        assert finished == ["quick", "slow"]

@@ -19,7 +19,7 @@ import atexit
 import os
 import threading
 import weakref
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from toolfork.executor.backends.base import WAIT, Backend, Dispatch, Feed, Hooks, Wait
@@ -221,6 +221,36 @@ class Executor:
         """``run`` for asyncio hosts: the batch runs in a thread so the event loop stays free."""
         batch = list(calls)
         return await asyncio.to_thread(self.run, batch)
+
+    async def astream(self, calls: Iterable[ToolCall | dict[str, Any]]) -> AsyncIterator[Event]:
+        """``stream`` for asyncio hosts: the batch runs in a thread and its events are handed to the
+        event loop as they happen. Leaving the ``async for`` early cancels what is still running."""
+        loop = asyncio.get_running_loop()
+        queue: asyncio.Queue[Event | BaseException | None] = asyncio.Queue()
+        events = self.stream(calls)
+
+        def pump() -> None:
+            try:
+                for event in events:
+                    loop.call_soon_threadsafe(queue.put_nowait, event)
+            except BaseException as exc:  # handed to the consumer, re-raised there
+                loop.call_soon_threadsafe(queue.put_nowait, exc)
+            else:
+                loop.call_soon_threadsafe(queue.put_nowait, None)
+
+        worker = loop.run_in_executor(None, pump)
+        try:
+            while True:
+                item = await queue.get()
+                if item is None:
+                    break
+                if isinstance(item, BaseException):
+                    raise item
+                yield item
+        finally:
+            if not worker.done():
+                self.cancel()
+            await asyncio.shield(worker)
 
     def _prepare(self, calls: Iterable[ToolCall | dict[str, Any]]) -> list[ToolCall]:
         self._check_open()
