@@ -1,8 +1,12 @@
-"""Events: callbacks in order, a broken callback cannot break a run, logging, OpenTelemetry spans."""
+"""Events: callbacks in order, live in sync and async runs, a broken callback cannot break a run,
+logging, OpenTelemetry spans."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import os
+import time
 from pathlib import Path
 
 import pytest
@@ -38,6 +42,33 @@ def counter(n: int, runtime: ToolRuntime) -> int:
     for i in range(1, n + 1):
         runtime.emit_progress(i)
     return n
+
+
+@tool
+def quick(runtime: ToolRuntime) -> str:
+    """Reports progress once, then returns."""
+    runtime.emit_progress("halfway")
+    return "quick done"
+
+
+@tool
+def waits_for(path: str, log: str) -> str:
+    """Returns once ``path`` exists, or gives up after 15 s; notes in ``log`` that it returned.
+
+    Args:
+        path: the file to wait for
+        log: the file to note the return in
+    """
+    deadline = time.monotonic() + 15
+    outcome = "released"
+    while not os.path.exists(path):
+        if time.monotonic() > deadline:
+            outcome = "gave up"
+            break
+        time.sleep(0.01)
+    with open(log, "a") as fh:
+        fh.write(outcome + "\n")
+    return outcome
 
 
 def turns() -> list[Turn]:
@@ -148,3 +179,81 @@ def test_stream_ends_with_run_finished(model_server: ScriptedModelServer) -> Non
         events = list(agent.stream("hi"))
     assert isinstance(events[-1], RunFinished) and events[-1].message.text == "just text"
     assert "".join(e.text for e in events if isinstance(e, TextDelta)) == "just text"
+
+
+def index_of(events: list[object], kind: type, call_id: str) -> int:
+    for i, event in enumerate(events):
+        if isinstance(event, kind) and getattr(event, "call_id", None) == call_id:
+            return i
+    raise AssertionError(f"no {kind.__name__} for {call_id} among {[type(e).__name__ for e in events]}")
+
+
+@pytest.mark.parametrize("consume", ["achat", "astream"])
+def test_async_fork_run_reports_a_quick_call_while_a_slower_one_still_runs(
+        model_server: ScriptedModelServer, tmp_path: Path, consume: str) -> None:
+    # The slow call only returns once the host has *seen* the quick call finish: that happens only
+    # when the async driver delivers tool events live (else the slow call gives up after 15 s).
+    release, log = tmp_path / "release", tmp_path / "returned.log"
+    model_server.script([Turn(tool_calls=[ToolCallSpec("c1", "waits_for", {"path": str(release), "log": str(log)}),
+                                          ToolCallSpec("c2", "quick", {})]),
+                         Turn(text="both done")])
+    observed: list[object] = []
+
+    def observer(event: object) -> None:
+        observed.append(event)
+        if isinstance(event, ToolCallFinished) and event.call_id == "c2":
+            release.touch()
+
+    async def main() -> list[object]:
+        async with Agent(provider=make_provider(model_server, "anthropic"), tools=[waits_for, quick],
+                         callbacks=[observer]) as agent:
+            agent.parallel_tool_calls(True)
+            assert agent.executor.mode == "fork"
+            if consume == "achat":
+                assert (await agent.achat("go")).text == "both done"
+                return observed
+            return [e async for e in agent.astream("go")]
+
+    events = asyncio.run(main())
+    assert events == observed, "the async stream yields what the observers get"
+    slow_end = index_of(events, ToolCallFinished, "c1")
+    assert index_of(events, ToolCallStarted, "c1") < index_of(events, ToolCallProgress, "c2") \
+        < index_of(events, ToolCallFinished, "c2") < slow_end
+    progress = events[index_of(events, ToolCallProgress, "c2")]
+    assert isinstance(progress, ToolCallProgress) and (progress.name, progress.value) == ("quick", "halfway")
+    finished = events[slow_end]
+    assert isinstance(finished, ToolCallFinished) and finished.output is not None
+    assert finished.output.as_text() == "released"
+    # Results still go back to the model in call order.
+    assert [(r.call_id, r.content) for r in model_server.requests[1].tool_results] == \
+        [("c1", "released"), ("c2", "quick done")]
+
+
+def test_an_async_stream_left_mid_batch_cancels_the_running_call(model_server: ScriptedModelServer,
+                                                                 tmp_path: Path) -> None:
+    log = tmp_path / "returned.log"
+    model_server.script([Turn(tool_calls=[ToolCallSpec("c1", "waits_for", {"path": str(tmp_path / "never"),
+                                                                           "log": str(log)}),
+                                          ToolCallSpec("c2", "quick", {})]),
+                         Turn(text="fresh start")])
+
+    async def main() -> tuple[list[str], list[str], str]:
+        async with Agent(provider=make_provider(model_server, "openai-chat"), tools=[waits_for, quick]) as agent:
+            agent.parallel_tool_calls(True)
+            stream = agent.astream("go")
+            async for event in stream:
+                if isinstance(event, ToolCallFinished) and event.call_id == "c2":
+                    break
+            await stream.aclose()
+            messages = agent.history.messages()
+            statuses = [r.status for r in messages[2].results]
+            return [m.role for m in messages], statuses, (await agent.achat("again")).text
+
+    roles, statuses, reply = asyncio.run(main())
+    # aclose() returned only after the batch ended: had the waiting call not been stopped, it
+    # would have returned (and written its log) first.
+    assert not log.exists(), "the call still running when the stream was left was cancelled"
+    assert roles == ["user", "assistant", "tool"]
+    assert statuses == ["not-executed", "not-executed"]
+    assert reply == "fresh start"
+    assert not model_server.failures

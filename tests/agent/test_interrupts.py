@@ -19,9 +19,14 @@ from toolfork.agent import (
     Agent,
     ApprovalRequest,
     FrontendTool,
+    ModelCallStarted,
     ResumeError,
+    RunFinished,
     RunPaused,
     SQLiteChatHistory,
+    TextDelta,
+    ToolCallFinished,
+    ToolCallStarted,
     ToolResultsRequest,
     UserMessage,
 )
@@ -269,3 +274,75 @@ def test_async_resume_and_events_for_rejected_and_submitted_calls(model_server: 
     assert statuses[:3] == [("c1", "ok"), ("c3", "ok"), ("c2", "rejected")]
     assert sorted(statuses[3:]) == [("c1", "ok"), ("c2", "ok"), ("c3", "ok")]
     assert "sent 5" == model_server.requests[1].tool_results[2].content
+
+
+def tool_events(events: list[object]) -> list[tuple[str, str, str]]:
+    return [(type(e).__name__, e.call_id, e.output.as_text() if isinstance(e, ToolCallFinished) and e.output
+             else "") for e in events if isinstance(e, (ToolCallStarted, ToolCallFinished))]
+
+
+def test_streaming_resume_yields_the_resumed_runs_tool_events_and_text(model_server: ScriptedModelServer,
+                                                                      provider, tmp_path: Path) -> None:
+    log = tmp_path / "transfers.log"
+    model_server.script([approval_batch(log), Turn(text="sent both transfers")])
+    with Agent(provider=provider, tools=[add, transfer]) as agent:
+        with pytest.raises(ApprovalRequest):
+            list(agent.stream("pay"))
+        events = list(agent.resume_stream({"c2": "approve"}))
+    # Only the approved call runs now; c1 and c3 were reported before the pause.
+    assert tool_events(events) == [("ToolCallStarted", "c2", ""), ("ToolCallFinished", "c2", "sent 500")]
+    deltas = [e.text for e in events if isinstance(e, TextDelta)]
+    assert len(deltas) > 1 and "".join(deltas) == "sent both transfers"
+    finished = next(i for i, e in enumerate(events) if isinstance(e, ToolCallFinished))
+    assert finished < next(i for i, e in enumerate(events) if isinstance(e, ModelCallStarted)) \
+        < next(i for i, e in enumerate(events) if isinstance(e, TextDelta))
+    assert isinstance(events[-1], RunFinished) and events[-1].message.text == "sent both transfers"
+    assert model_server.requests[1].stream, "the resumed model call was streamed"
+    assert log.read_text().split() == ["5", "500"]
+    assert [r.content for r in model_server.requests[1].tool_results] == ["3", "sent 500", "sent 5"]
+
+
+def test_streaming_submission_checks_the_answer_on_first_iteration(model_server: ScriptedModelServer) -> None:
+    model_server.script([frontend_batch(), Turn(text="blue it is")])
+    with Agent(provider=make_provider(model_server, "openai-chat"), tools=[add, ASK_COLOUR]) as agent:
+        with pytest.raises(ToolResultsRequest) as info:
+            agent.chat("ask me")
+        bad = agent.submit_tool_results_stream({"c1": {"result": "blue"}})
+        assert agent.paused is info.value, "nothing happens before the stream is iterated"
+        with pytest.raises(ResumeError, match="lack call id\\(s\\): c3"):
+            next(bad)
+        assert agent.paused is info.value, "a refused answer leaves the run paused"
+        events = list(agent.submit_tool_results_stream({"c1": {"result": "blue"}, "c3": {"error": "closed"}}))
+    assert tool_events(events) == [("ToolCallFinished", "c1", "blue"),
+                                   ("ToolCallFinished", "c3", '{"error": "closed"}')]
+    assert "".join(e.text for e in events if isinstance(e, TextDelta)) == "blue it is"
+    assert isinstance(events[-1], RunFinished)
+
+
+def test_async_streaming_resume_and_submission(model_server: ScriptedModelServer, tmp_path: Path) -> None:
+    import asyncio
+
+    log = tmp_path / "transfers.log"
+    model_server.script([Turn(tool_calls=[ToolCallSpec("c1", "ask_user", {"question": "sure?"}),
+                                          ToolCallSpec("c2", "transfer", {"amount": 900, "log": str(log)})]),
+                         Turn(text="all done")])
+
+    async def main() -> tuple[list[object], list[object]]:
+        async with Agent(provider=make_provider(model_server, "anthropic"), tools=[transfer, ASK_COLOUR]) as agent:
+            agent.parallel_tool_calls(True)
+            with pytest.raises(ApprovalRequest):
+                await agent.achat("go")
+            resumed: list[object] = []
+            with pytest.raises(ToolResultsRequest):  # the same batch pauses again, for the frontend call
+                async for event in agent.aresume_stream({"c2": "approve"}):
+                    resumed.append(event)
+            submitted = [e async for e in agent.asubmit_tool_results_stream({"c1": {"result": "yes"}})]
+        return resumed, submitted
+
+    resumed, submitted = asyncio.run(main())
+    assert tool_events(resumed) == [("ToolCallStarted", "c2", ""), ("ToolCallFinished", "c2", "sent 900")]
+    assert tool_events(submitted) == [("ToolCallFinished", "c1", "yes")]
+    assert "".join(e.text for e in submitted if isinstance(e, TextDelta)) == "all done"
+    assert isinstance(submitted[-1], RunFinished) and submitted[-1].message.text == "all done"
+    assert log.read_text().split() == ["900"]
+    assert [r.content for r in model_server.requests[1].tool_results] == ["yes", "sent 900"]

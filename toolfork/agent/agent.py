@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import weakref
-from collections.abc import AsyncIterator, Callable, Generator, Iterable, Iterator, Mapping
+from collections.abc import AsyncGenerator, Callable, Generator, Iterable, Iterator, Mapping
 from typing import Any
 
 from toolfork.agent.errors import AgentConfigError, ResumeError, describe
@@ -37,7 +37,7 @@ from toolfork.agent.state import APPROVAL, FRONTEND, RUN, ApprovalRequest, RunPa
 from toolfork.agent.telemetry import Telemetry
 from toolfork.agent.telemetry import available as telemetry_available
 from toolfork.agent.toolset import Toolset
-from toolfork.executor.types import CallFinished, CallProgress, CallStarted, ToolCall, ToolResult
+from toolfork.executor.types import CallProgress, CallStarted, Event, ToolCall, ToolResult
 from toolfork.tools.output import ToolOutput
 
 DEFAULT_MAX_STEPS = 20
@@ -298,9 +298,9 @@ class Agent:
     async def achat(self, message: str | UserMessage) -> AssistantMessage:
         return await self._afinish(self._start(message))
 
-    async def astream(self, message: str | UserMessage) -> AsyncIterator[AgentEvent]:
-        async for event in self._aevents(self._start(message), live=True):
-            yield event
+    def astream(self, message: str | UserMessage) -> AsyncGenerator[AgentEvent, None]:
+        """``stream`` for asyncio: ``async for event in agent.astream(message)``."""
+        return self._alive(lambda: self._start(message))
 
     def resume(self, decisions: Mapping[str, Any]) -> AssistantMessage:
         """Answer an ApprovalRequest: ``{call_id: "approve" | "reject" | ("reject", reason)}``."""
@@ -309,12 +309,28 @@ class Agent:
     async def aresume(self, decisions: Mapping[str, Any]) -> AssistantMessage:
         return await self._afinish(self._resume_state(decisions))
 
+    def resume_stream(self, decisions: Mapping[str, Any]) -> Iterator[AgentEvent]:
+        """``resume`` as ``stream`` does it: the resumed run's events, ending with ``RunFinished``.
+        Like ``stream``, nothing happens until the first item is asked for (a bad answer raises
+        ResumeError then, and the run stays paused)."""
+        yield from self._events(self._resume_state(decisions), live=True)
+
+    def aresume_stream(self, decisions: Mapping[str, Any]) -> AsyncGenerator[AgentEvent, None]:
+        return self._alive(lambda: self._resume_state(decisions))
+
     def submit_tool_results(self, results: Mapping[str, Any]) -> AssistantMessage:
         """Answer a ToolResultsRequest: ``{call_id: {"result": value} | {"error": "message"}}``."""
         return self._finish(self._submit_state(results))
 
     async def asubmit_tool_results(self, results: Mapping[str, Any]) -> AssistantMessage:
         return await self._afinish(self._submit_state(results))
+
+    def submit_tool_results_stream(self, results: Mapping[str, Any]) -> Iterator[AgentEvent]:
+        """``submit_tool_results`` as a stream of the resumed run's events (see ``resume_stream``)."""
+        yield from self._events(self._submit_state(results), live=True)
+
+    def asubmit_tool_results_stream(self, results: Mapping[str, Any]) -> AsyncGenerator[AgentEvent, None]:
+        return self._alive(lambda: self._submit_state(results))
 
     @_hybridmethod
     def resume_from(target: Any, state: str | bytes | dict[str, Any] | RunPaused, **agent_kwargs: Any) -> Agent:
@@ -455,6 +471,15 @@ class Agent:
         assert final is not None
         return final
 
+    async def _alive(self, prepare: Callable[[], Callable[[], LoopGen]]) -> AsyncGenerator[AgentEvent, None]:
+        """The public async streams. ``prepare`` runs on the first ``__anext__``, as the sync
+        generators do it. ``async for`` does not close what it iterates when the consumer leaves
+        early (``yield from`` does, in the sync twin), hence ``aclosing``: closing the driver is what
+        cancels a running batch and stores the interrupted turn at once, not at garbage collection."""
+        async with contextlib.aclosing(self._aevents(prepare(), live=True)) as events:
+            async for event in events:
+                yield event
+
     def _publish(self, event: AgentEvent) -> AgentEvent:
         self._bus.publish(event)
         return event
@@ -512,32 +537,25 @@ class Agent:
 
     def _execute(self, calls: list[ToolCall], live: bool) -> Generator[AgentEvent, None, list[ToolResult]]:
         executor = self._get_executor()
-        args = {c.id: c.arguments for c in calls}
+        batch = _Batch(calls)
         if not live:
             results: list[ToolResult] = executor.run(calls)
             for result in results:
-                self._publish(_finished(result, args))
+                self._publish(_finished(result, batch.args))
             return results
-        finished: dict[str, ToolResult] = {}
-        names = {c.id: c.name for c in calls}
         stream = executor.stream(calls)
         try:
             for event in stream:
-                if isinstance(event, CallStarted):
-                    yield self._publish(ToolCallStarted(event.call_id, event.name, dict(args[event.call_id])))
-                elif isinstance(event, CallProgress):
-                    yield self._publish(ToolCallProgress(event.call_id, names.get(event.call_id, ""), event.value))
-                elif isinstance(event, CallFinished):
-                    finished[event.call_id] = event.result
-                    yield self._publish(_finished(event.result, args))
+                yield self._publish(batch.event(event))
         finally:
             close = getattr(stream, "close", None)
             if close is not None:
                 close()
-        return [finished[c.id] for c in calls if c.id in finished]
+        return batch.results()
 
-    async def _aevents(self, begin: Callable[[], LoopGen], live: bool) -> AsyncIterator[AgentEvent]:
-        """The async driver: the provider's async client, ``executor.arun`` for batches."""
+    async def _aevents(self, begin: Callable[[], LoopGen], live: bool) -> AsyncGenerator[AgentEvent, None]:
+        """The async driver: the provider's async client; batches through ``executor.astream`` when
+        live (events as they happen, like the sync driver), else ``executor.arun``."""
         with self._run_span() as provider:
             gen = begin()
             send: Any = None
@@ -564,19 +582,46 @@ class Agent:
                         else:
                             send = await provider.acomplete(op.request)
                     elif isinstance(op, Execute):
-                        args = {c.id: c.arguments for c in op.calls}
+                        batch = _Batch(op.calls)
                         if live:
-                            for call in op.calls:
-                                yield self._publish(ToolCallStarted(call.id, call.name, dict(call.arguments)))
-                        results = await self._get_executor().arun(op.calls)
-                        for result in results:
-                            yield self._publish(_finished(result, args))
-                        send = results
+                            # Leaving early (aclose, cancellation) closes the stream, which cancels
+                            # the calls still running, as closing the sync stream does.
+                            async with contextlib.aclosing(self._get_executor().astream(op.calls)) as events:
+                                async for event in events:
+                                    yield self._publish(batch.event(event))
+                            send = batch.results()
+                        else:
+                            send = await self._get_executor().arun(op.calls)
+                            for result in send:
+                                self._publish(_finished(result, batch.args))
                 except GeneratorExit:
                     gen.close()
                     raise
                 except BaseException as exc:
                     throw = exc
+
+
+class _Batch:
+    """One batch's executor events as agent events, with its results collected for the loop: the
+    sync and async drivers translate them the same way."""
+
+    def __init__(self, calls: list[ToolCall]) -> None:
+        self.calls = calls
+        self.args = {c.id: c.arguments for c in calls}
+        self.names = {c.id: c.name for c in calls}
+        self.finished: dict[str, ToolResult] = {}
+
+    def event(self, event: Event) -> AgentEvent:
+        if isinstance(event, CallStarted):
+            return ToolCallStarted(event.call_id, event.name, dict(self.args.get(event.call_id) or {}))
+        if isinstance(event, CallProgress):
+            return ToolCallProgress(event.call_id, self.names.get(event.call_id, ""), event.value)
+        self.finished[event.call_id] = event.result
+        return _finished(event.result, self.args)
+
+    def results(self) -> list[ToolResult]:
+        """In call order, whatever order they finished in (the loop checks none is missing)."""
+        return [self.finished[c.id] for c in self.calls if c.id in self.finished]
 
 
 def _finished(result: ToolResult, args: Mapping[str, Any]) -> ToolCallFinished:
