@@ -10,7 +10,7 @@ import pytest
 from toolfork.executor import CallFinished, CallProgress, CallStarted, ToolCall
 
 
-def test_results_come_back_in_call_order_whatever_finished_first(make_executor, mode):
+def test_results_come_back_in_call_order_whatever_finished_first(make_executor, mode, tmp_path):
     ex = make_executor(mode=mode, workers=3)
     calls = [ToolCall(f"c{i}", "sleep_for", {"seconds": s, "value": f"v{i}"})
              for i, s in enumerate([0.3, 0.0, 0.15])]
@@ -19,8 +19,18 @@ def test_results_come_back_in_call_order_whatever_finished_first(make_executor, 
     assert [r.output.as_text() for r in results] == ["v0", "v1", "v2"]
     assert all(r.status == "ok" and r.error is None for r in results)
     if mode != "sequential":
-        finished = [e.call_id for e in ex.stream(calls) if isinstance(e, CallFinished)]
-        assert finished == ["c1", "c2", "c0"]  # completion order in the stream
+        # Completion order in the stream, made certain with gates: c0 waits for c2, c2 for c1.
+        gate_c1, gate_c2 = tmp_path / "c1-done", tmp_path / "c2-done"
+        gated = [ToolCall("c0", "wait_for_file", {"path": str(gate_c2)}),
+                 ToolCall("c1", "add", {"a": 1, "b": 1}),
+                 ToolCall("c2", "wait_for_file", {"path": str(gate_c1)})]
+        finished = []
+        for event in ex.stream(gated):
+            if isinstance(event, CallFinished):
+                finished.append(event.call_id)
+                {"c1": gate_c1, "c2": gate_c2}.get(event.call_id, tmp_path / "x").touch()
+        assert finished == ["c1", "c2", "c0"]
+        assert ex.run(gated)[0].output.data is True  # and run() still returns them in call order
 
 
 def test_a_failing_tool_fails_its_call_only(make_executor, mode):
@@ -159,9 +169,9 @@ def test_cancel_from_another_thread_stops_the_batch(make_executor, mode):
 
     ex = make_executor(mode=mode, workers=2)
     calls = [ToolCall("quick", "add", {"a": 1, "b": 1}),
-             ToolCall("slow1", "sleep_for", {"seconds": 0.6}),
-             ToolCall("slow2", "sleep_for", {"seconds": 0.6}),
-             *[ToolCall(f"later{i}", "sleep_for", {"seconds": 0.6}) for i in range(4)]]
+             ToolCall("slow1", "sleep_for", {"seconds": 3.0}),
+             ToolCall("slow2", "sleep_for", {"seconds": 3.0}),
+             *[ToolCall(f"later{i}", "sleep_for", {"seconds": 3.0}) for i in range(4)]]
     started = threading.Event()
 
     def canceller():
@@ -205,15 +215,19 @@ def test_imap_window_of_one_with_unknown_and_inline_tools(make_executor, mode):
     assert [r.status for r in results] == ["error", "ok", "ok"]
 
 
-def test_astream_hands_events_to_the_event_loop_as_they_happen(make_executor, mode):
+def test_astream_hands_events_to_the_event_loop_as_they_happen(make_executor, mode, tmp_path):
+    """The slow call can only finish once the test, consuming astream, has seen the quick one finish."""
+    gate = tmp_path / "quick-finished"
+    if mode == "sequential":
+        gate.touch()  # one call at a time: the slow call runs first and must not wait
     ex = make_executor(mode=mode, workers=2)
-    calls = [ToolCall("slow", "sleep_for", {"seconds": 0.3, "value": "s"}), ToolCall("quick", "add", {"a": 1, "b": 2})]
+    calls = [ToolCall("slow", "wait_for_file", {"path": str(gate)}), ToolCall("quick", "add", {"a": 1, "b": 2})]
 
     async def consume():
-        seen = []
+        finished = []
         ticks = 0
 
-        async def ticker():  # the loop stays free while the batch runs in its thread
+        async def ticker():  # the event loop stays free while the batch runs in its thread
             nonlocal ticks
             while True:
                 ticks += 1
@@ -221,12 +235,15 @@ def test_astream_hands_events_to_the_event_loop_as_they_happen(make_executor, mo
 
         t = asyncio.create_task(ticker())
         async for event in ex.astream(calls):
-            seen.append((type(event).__name__, event.call_id))
+            if isinstance(event, CallFinished):
+                finished.append(event.result)
+                if event.call_id == "quick":
+                    gate.touch()
         t.cancel()
-        return seen, ticks
+        return finished, ticks
 
-    seen, ticks = asyncio.run(consume())
-    finished = [cid for kind, cid in seen if kind == "CallFinished"]
-    assert sorted(finished) == ["quick", "slow"] and ticks > 3
+    finished, ticks = asyncio.run(consume())
+    assert {r.call_id: r.output.data for r in finished} == {"slow": True, "quick": 3}
+    assert ticks >= 1
     if mode != "sequential":
-        assert finished == ["quick", "slow"]
+        assert [r.call_id for r in finished] == ["quick", "slow"]

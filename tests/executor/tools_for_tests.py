@@ -128,5 +128,18 @@ def count_attempts(counter_file: str, succeed_on: int) -> int:
     return n
 
 
+
+@tool
+def wait_for_file(path: str, limit: float = 20.0) -> bool:
+    """Wait until ``path`` exists (up to ``limit`` seconds): a call that can only finish after the
+    test has seen something happen."""
+    end = time.monotonic() + limit
+    while time.monotonic() < end:
+        if Path(path).exists():
+            return True
+        time.sleep(0.01)
+    return False
+
+
 ALL = [add, sleep_for, whoami, fail, exit_now, segfault, kill_self, hang, big, unpicklable, progress,
-       set_ctx, log_something]
+       set_ctx, log_something, wait_for_file]
