@@ -21,6 +21,7 @@ Replies (template -> host):
 
 from __future__ import annotations
 
+import gc
 import os
 import pickle
 import select
@@ -38,6 +39,9 @@ MAX_MESSAGE = 1 << 16
 def template_main(ctrl: socket.socket, tools: dict[str, Any], hooks: Hooks) -> None:
     """Runs in the template process (started by multiprocess with the fork start method)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C belongs to the host; it closes us
+    # Everything inherited from the host goes to the collector's permanent generation: a worker's
+    # collections then never walk (and so never copy-on-write) the host's objects.
+    gc.freeze()
     children: set[int] = set()
     kill_at: dict[int, float] = {}
 
