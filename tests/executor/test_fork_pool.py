@@ -231,8 +231,9 @@ def test_close_leaves_no_process_and_no_zombie(make_executor):
     pids = [*ex.backend.worker_pids, ex.backend.template_pid]
     ex.close()
     ex.close()  # idempotent
-    for pid in pids:
-        assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE is False
+    for pid in pids:  # gone, not even a zombie: close() reaped them
+        with pytest.raises(psutil.NoSuchProcess):
+            psutil.Process(pid).status()
     assert [p for p in psutil.Process().children(recursive=True) if p.pid in pids] == []
 
 

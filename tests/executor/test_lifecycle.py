@@ -41,11 +41,18 @@ def _start_host(body: str) -> tuple[subprocess.Popen[str], list[int]]:
     return proc, json.loads(line)
 
 
+def _alive(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:  # gone, possibly between two looks
+        return False
+
+
 def _all_gone(pids: list[int], seconds: float) -> list[int]:
     end = time.monotonic() + seconds
     alive = pids
     while time.monotonic() < end:
-        alive = [p for p in pids if psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
+        alive = [p for p in pids if _alive(p)]
         if not alive:
             return []
         time.sleep(0.05)

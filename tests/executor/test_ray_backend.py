@@ -45,7 +45,11 @@ for _name, _test in vars(_contract).items():
 
 
 def _pid_gone(pid: int, seconds: float = 10.0) -> bool:
-    return not wait_gone([psutil.Process(pid)], seconds) if psutil.pid_exists(pid) else True
+    try:
+        proc = psutil.Process(pid)
+    except psutil.NoSuchProcess:  # already gone, possibly between two looks
+        return True
+    return not wait_gone([proc], seconds)
 
 
 # ----------------------------------------------------------------------------- where calls run
@@ -491,7 +495,12 @@ def test_the_executor_starts_and_stops_its_own_ray_when_none_is_running():
         [s] = second.run([ToolCall("b", "add", {{"a": 1, "b": 1}})])
         second.close()
         after = ray.is_initialized()
-        procs = [psutil.Process(pid) for pid in ray_processes if psutil.pid_exists(pid)]
+        procs = []
+        for pid in ray_processes:
+            try:
+                procs.append(psutil.Process(pid))
+            except psutil.NoSuchProcess:
+                pass
         gone, alive = psutil.wait_procs(procs, timeout=15)  # before this interpreter exits
         print(json.dumps({{"cpus": cpus, "answer": r.output.data, "still_up": still_up,
                            "second": s.output.data, "after": after, "ray_processes": ray_processes,
