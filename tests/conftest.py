@@ -43,10 +43,17 @@ def _is_allowed(p: psutil.Process) -> bool:
     return any(name in text for name in _ALLOWED_NAMES)
 
 
+def _describe(p: psutil.Process) -> str:
+    try:
+        return " ".join(p.cmdline())[:80] or p.name()
+    except psutil.Error:
+        return "?"
+
+
 def _alive(p: psutil.Process) -> bool:
     try:
         return p.is_running() and p.status() != psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
+    except psutil.Error:
         return False
 
 
@@ -62,7 +69,7 @@ def no_process_left_behind(request: pytest.FixtureRequest) -> Iterator[None]:
             break
         time.sleep(0.05)
     if left:
-        described = ", ".join(f"{p.pid} ({' '.join(p.cmdline())[:80]})" for p in left if _alive(p))
+        described = ", ".join(f"{p.pid} ({_describe(p)})" for p in left if _alive(p))
         if described:
             for p in left:
                 try:
