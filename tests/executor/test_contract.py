@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import os
+import time
 
 import pytest
 
 from toolfork.executor import CallFinished, CallProgress, CallStarted, ToolCall
+from toolfork.tools import ToolRuntime, tool
 
 
 def test_results_come_back_in_call_order_whatever_finished_first(make_executor, mode, tmp_path):
@@ -247,3 +249,18 @@ def test_astream_hands_events_to_the_event_loop_as_they_happen(make_executor, mo
     assert ticks >= 1
     if mode != "sequential":
         assert [r.call_id for r in finished] == ["quick", "slow"]
+
+
+@tool
+def chatter_forever(runtime: ToolRuntime) -> str:
+    """Report progress every 20 ms and never finish."""
+    while True:
+        runtime.emit_progress("still working")
+        time.sleep(0.02)
+
+
+def test_progress_does_not_push_the_deadline_back(make_executor, mode):
+    ex = make_executor([chatter_forever], mode=mode)
+    events = list(ex.stream([ToolCall("c", "chatter_forever", {}, timeout=0.5)]))
+    assert type(events[-1]).__name__ == "CallFinished" and events[-1].result.status == "timeout"
+    assert sum(type(e).__name__ == "CallProgress" for e in events) > 3  # it did report while running

@@ -275,3 +275,4 @@ def test_an_exception_that_cannot_be_printed_still_gives_a_result(make_executor)
     ex = make_executor([raise_weird], mode="fork")
     [r] = ex.run([ToolCall("w", "raise_weird", {})])
     assert r.status == "error" and r.error.type == "Weird" and "unprintable" in r.error.message
+

@@ -296,7 +296,7 @@ class Executor:
         context = dict(self.context) if self.context else {}
         tools = self._tools
         default_timeout = self._timeout
-        for i, call in enumerate(calls):
+        for call in calls:
             if call is WAIT:
                 yield WAIT
                 continue
@@ -306,7 +306,7 @@ class Executor:
                 yield [CallStarted(call.id, call.name), CallFinished(call.id, self._unknown_tool(call))]
                 continue
             timeout = call.timeout if call.timeout is not None else tool.timeout
-            d = Dispatch(i, call, tool, default_timeout if timeout is None else timeout, context)
+            d = Dispatch(call, tool, default_timeout if timeout is None else timeout, context)
             if tool.inline:
                 progress: list[Any] = []
                 result = run_in_host(d, lambda _cid, value, sink=progress: sink.append(value))

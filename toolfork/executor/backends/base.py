@@ -33,7 +33,6 @@ POLL_INTERVAL = 0.01  # how often a live source without a wake-up fd is asked ag
 class Dispatch:
     """A call ready to run: its tool resolved and its effective timeout (None: unbounded)."""
 
-    index: int
     call: ToolCall
     tool: Tool
     timeout: float | None

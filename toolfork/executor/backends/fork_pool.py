@@ -315,8 +315,7 @@ class ForkBackend(Backend):
             return -1
         pulled = 1 if from_feed else 0
         chunk = [first]
-        mean = self._ewma.get(first.call.name)
-        if mean is not None and mean < QUICK_CALL_S:
+        if self._is_quick(first.call.name):
             # Guided self-scheduling: never more than this worker's share of what is left, so a call
             # that is slower than its tool's history suggests cannot hold up more than that share.
             hint = len(pending) + 1 if feed.exhausted or feed.size_hint is None else feed.size_hint
@@ -355,7 +354,7 @@ class ForkBackend(Backend):
     def _read(self, w: _Worker, pending: deque[Dispatch], idle: deque[_Worker], events: list[Event]) -> None:
         frames = w.reader.read()
         if frames:
-            now = time.monotonic()
+            finished = False
             ewma = self._ewma
             for f in frames:
                 kind = f[0]
@@ -373,9 +372,11 @@ class ForkBackend(Backend):
                 prev = ewma.get(name)
                 ewma[name] = duration if prev is None else 0.8 * prev + 0.2 * duration
                 events.append(CallFinished(cid, result))
-            if w.inflight:
-                w.start_next(now)
-            else:
+                finished = True
+            # A result starts the next call's clock; progress alone must not reset the running one's.
+            if finished and w.inflight:
+                w.start_next(time.monotonic())
+            elif finished:
                 w.deadline = None
                 idle.append(w)
         if w.reader.eof:
