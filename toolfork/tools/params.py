@@ -27,8 +27,8 @@ from pydantic.json_schema import PydanticJsonSchemaWarning
 from toolfork.tools.errors import ToolDefinitionError, ToolInputError
 from toolfork.tools.properties import ToolProperty, check_unique, object_schema, typed_dict
 from toolfork.tools.runtime import ToolRuntime
-from toolfork.tools.schema import clean_schema
-from toolfork.tools.schema_validator import JsonSchemaValidator
+from toolfork.tools.schema import canonical_schema, clean_schema
+from toolfork.tools.schema_validator import ClosedObjects, JsonSchemaValidator
 from toolfork.tools.validation import has_none, pydantic_errors, short_repr, strip_optional_nulls
 
 
@@ -43,6 +43,8 @@ class Params(ABC):
 
     schema: dict[str, Any]
     argument_names: list[str]
+    # Unknown keys inside closed nested objects (pydantic-backed sources only; see ClosedObjects).
+    closed: ClosedObjects | None = None
 
     @abstractmethod
     def fast(self, arguments: Any) -> dict[str, Any]:
@@ -54,6 +56,14 @@ class Params(ABC):
         except (ValidationError, _Invalid):
             pass
         return self._slow(tool_name, arguments)
+
+    def _check_closed(self, arguments: Any) -> None:
+        """Called by ``fast`` after pydantic accepted ``arguments``."""
+        closed = self.closed
+        if closed is not None and isinstance(arguments, Mapping):
+            errors = closed.errors(arguments)
+            if errors:
+                raise _Invalid(errors)
 
     def _slow(self, tool_name: str, arguments: Any) -> dict[str, Any]:
         if isinstance(arguments, (str, bytes, bytearray)):
@@ -83,7 +93,10 @@ class Params(ABC):
             try:
                 return self.fast(candidate)
             except ValidationError as exc:
-                errors = pydantic_errors(exc, candidate, self.argument_names)
+                errors = pydantic_errors(exc, candidate, self.argument_names,
+                                         nested_extra=self.closed is None)
+                if self.closed is not None:
+                    errors += self.closed.errors(candidate)
             except _Invalid as exc:
                 errors = exc.errors
         raise ToolInputError(tool_name, errors)
@@ -214,10 +227,15 @@ def _json_schema(build: Callable[[], dict[str, Any]], where: str) -> dict[str, A
         # Non-JSON defaults are simply left out of the schema; that is not worth a warning per tool.
         warnings.simplefilter("ignore", PydanticJsonSchemaWarning)
         try:
-            return clean_schema(build())
+            return canonical_schema(clean_schema(build()))
         except Exception as exc:
             raise ToolDefinitionError(
                 f"{where}: cannot describe the parameters as JSON Schema: {exc}") from None
+
+
+def _closed_objects(schema: dict[str, Any]) -> ClosedObjects | None:
+    checker = ClosedObjects(schema)
+    return checker if checker.needed else None
 
 
 # -- source 1: a signature -----------------------------------------------------------------------------
@@ -304,9 +322,12 @@ class SignatureParams(Params):
         self._aliases = aliases if any_alias else None
         self._validate_python = self.model.__pydantic_validator__.validate_python
         self.schema = _json_schema(self.model.model_json_schema, where)
+        self.closed = _closed_objects(self.schema)
 
     def fast(self, arguments: Any) -> dict[str, Any]:
         values = self._validate_python(arguments).__dict__
+        if self.closed is not None:
+            self._check_closed(arguments)
         if self._aliases is None:
             return values.copy()  # type: ignore[no-any-return]
         return {external: values[internal] for internal, external in self._aliases}
@@ -336,9 +357,13 @@ class PropertyParams(Params):
         except Exception as exc:
             raise ToolDefinitionError(f"{where}: unsupported property: {exc}") from None
         self._validate_python = self._adapter.validate_python
+        self.closed = _closed_objects(self.schema)
 
     def fast(self, arguments: Any) -> dict[str, Any]:
-        return self._validate_python(arguments)  # type: ignore[no-any-return]
+        values: dict[str, Any] = self._validate_python(arguments)
+        if self.closed is not None:
+            self._check_closed(arguments)
+        return values
 
 
 # -- source 3: a raw JSON Schema ------------------------------------------------------------------------

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from typing import Annotated, Any, Literal
 
 from annotated_types import Len
-from pydantic import BaseModel, ConfigDict, with_config
+from pydantic import BaseModel, ConfigDict
 from typing_extensions import NotRequired, Required, TypedDict
 
 from toolfork.tools.errors import ToolDefinitionError
@@ -156,9 +156,9 @@ class ObjectProperty(ToolProperty):
 
     def _model_schema(self) -> dict[str, Any]:
         assert self.model is not None
-        from toolfork.tools.schema import clean_schema
+        from toolfork.tools.schema import canonical_schema, clean_schema
 
-        return clean_schema(self.model.model_json_schema(ref_template="#/$defs/{model}"))
+        return canonical_schema(clean_schema(self.model.model_json_schema(ref_template="#/$defs/{model}")))
 
     def to_schema(self) -> dict[str, Any]:
         if self.model is not None:
@@ -219,7 +219,9 @@ def typed_dict(name: str, properties: Sequence[ToolProperty]) -> Any:
         for p in properties
     }
     td = TypedDict(name, fields)  # type: ignore[operator,misc]
-    return with_config(ConfigDict(extra="forbid"))(td)
+    # What pydantic.with_config does (it only exists from pydantic 2.7 on; we support 2.6).
+    td.__pydantic_config__ = ConfigDict(extra="forbid")
+    return td
 
 
 __all__ = ["ArrayProperty", "ObjectProperty", "PropertyType", "ToolProperty"]

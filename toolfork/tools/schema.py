@@ -65,6 +65,54 @@ def clean_schema(schema: dict[str, Any]) -> dict[str, Any]:
     return schema
 
 
+_CONST_TYPES: tuple[tuple[type, str], ...] = (
+    (bool, "boolean"), (int, "integer"), (float, "number"), (str, "string"), (type(None), "null"))
+
+
+def canonical_schema(schema: dict[str, Any]) -> dict[str, Any]:
+    """The canonical form of a schema pydantic generated, the same text from pydantic 2.6 to 2.14.
+
+    1. **Nested objects are closed.** Every object with named properties (a pydantic model, dataclass
+       or TypedDict) gets ``additionalProperties: false`` unless it says otherwise itself
+       (``additionalProperties: true`` or a schema, which pydantic writes for ``extra="allow"``: the
+       one way to keep an object open). Older pydantic versions leave nested dataclasses and
+       TypedDicts unmarked, newer ones mark them; models with the default ``extra="ignore"`` are never
+       marked. Argument validation enforces the same rule (``schema_validator.ClosedObjects``), so
+       what the model reads and what the tool accepts cannot disagree.
+    2. ``{"allOf": [{"$ref": R}], ...}`` (how pydantic < 2.9 gave a reference a description) becomes
+       ``{"$ref": R, ...}``, as newer versions write it.
+    3. A ``const`` gets its JSON ``type`` (newer versions add it, older ones do not).
+    4. The keys of every schema node and the ``$defs`` names are sorted (``properties`` keep their
+       declaration order), so the key order does not depend on the version either.
+
+    Returns a copy."""
+    schema = copy.deepcopy(schema)
+
+    def fix(node: dict[str, Any]) -> None:
+        all_of = node.get("allOf")
+        if (isinstance(all_of, list) and len(all_of) == 1 and isinstance(all_of[0], dict)
+                and set(all_of[0]) == {"$ref"} and "$ref" not in node):
+            del node["allOf"]
+            node["$ref"] = all_of[0]["$ref"]
+        if "const" in node and "type" not in node:
+            for py_type, json_type in _CONST_TYPES:
+                if isinstance(node["const"], py_type):
+                    node["type"] = json_type
+                    break
+        if isinstance(node.get("properties"), dict) and "additionalProperties" not in node:
+            node["additionalProperties"] = False
+        for key in ("$defs", "definitions"):
+            defs = node.get(key)
+            if isinstance(defs, dict):
+                node[key] = dict(sorted(defs.items()))
+        ordered = sorted(node.items())
+        node.clear()
+        node.update(ordered)
+
+    walk(schema, fix)
+    return schema
+
+
 def resolve_ref(root: dict[str, Any], ref: str) -> dict[str, Any]:
     """Resolve a local JSON pointer (``#``, ``#/$defs/X``, ``#/definitions/X``, any ``#/a/b``)."""
     if not ref.startswith("#"):
@@ -183,6 +231,11 @@ def to_strict(schema: dict[str, Any]) -> dict[str, Any]:
         if node.get("type") == "object" or "properties" in node:
             extra = node.get("additionalProperties", False)
             props = node.get("properties")
+            if isinstance(props, dict) and extra not in (False, None):
+                raise ToolDefinitionError(
+                    f"{path or 'the arguments'}: an object open to unknown keys (a model with "
+                    "extra=\"allow\") cannot be expressed in OpenAI strict mode; close it or use strict=False"
+                )
             if extra not in (False, None) or not isinstance(props, dict):
                 raise ToolDefinitionError(
                     f"{path or 'the arguments'}: a free-form object (dict) cannot be expressed in OpenAI "
@@ -266,6 +319,7 @@ def type_label(schema: Any, root: dict[str, Any] | None = None) -> str:
 __all__ = [
     "NAME_PATTERN",
     "anthropic_definition",
+    "canonical_schema",
     "check_name",
     "clean_schema",
     "inline_refs",

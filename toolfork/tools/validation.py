@@ -53,16 +53,27 @@ def _field_path(loc: Sequence[Any], value: Any, last_is_key: bool) -> list[str |
     return path
 
 
+# pydantic's words for an unknown key: models and TypedDicts / dataclasses.
+_EXTRA_KINDS = ("extra_forbidden", "unexpected_keyword_argument")
+
+
 def pydantic_errors(
-    exc: ValidationError, value: Any, argument_names: Sequence[str] | None = None
+    exc: ValidationError, value: Any, argument_names: Sequence[str] | None = None,
+    nested_extra: bool = True,
 ) -> list[dict[str, Any]]:
     """``[{"loc", "msg", "type"}]`` from a pydantic error; same-path errors (the members of a union)
-    are merged into one "A or B" message."""
+    are merged into one "A or B" message. ``nested_extra=False`` leaves out unknown keys below the top
+    level, for callers that check those themselves (``ClosedObjects``): which nested objects pydantic
+    closes depends on its version, toolfork's rule does not."""
     merged: dict[str, dict[str, Any]] = {}
     for err in exc.errors(include_url=False):
         kind = err.get("type", "")
-        path = _field_path(err.get("loc", ()), value, kind in ("missing", "extra_forbidden"))
+        path = _field_path(err.get("loc", ()), value, kind in ("missing", *_EXTRA_KINDS))
         top = len(path) == 1
+        if kind in _EXTRA_KINDS:
+            if not nested_extra and not top:
+                continue
+            kind = "extra_forbidden"
         if kind == "missing":
             msg = "missing required argument" if top else "missing required field"
         elif kind == "extra_forbidden":
