@@ -11,6 +11,11 @@ import importlib
 import sys
 from collections.abc import Sequence
 
+from toolfork import __version__
+from toolfork._extras import missing_extra_message
+
+EXIT_USAGE = 2
+
 # name -> (module, one-line help). Each module defines add_arguments(parser) and main(args) -> int.
 COMMANDS: dict[str, tuple[str, str]] = {
     "run": ("toolfork.commands.run", "run a JSONL batch of tool calls in parallel"),
@@ -23,6 +28,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="toolfork", description=__doc__.splitlines()[0])
+    parser.add_argument("--version", action="version", version=f"toolfork {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
     for name, (module_name, help_text) in COMMANDS.items():
@@ -33,6 +39,19 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command; a missing optional package (whichever command needs it, wherever it is
+    imported) is one line naming the extra to install and exit status 2, not a traceback."""
+    try:
+        return _main(argv)
+    except ImportError as exc:
+        message = missing_extra_message(exc)
+        if message is None:
+            raise
+        print(f"toolfork: {message}", file=sys.stderr)
+        return EXIT_USAGE
+
+
+def _main(argv: Sequence[str] | None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
     # Find the chosen command first so only its module is imported.

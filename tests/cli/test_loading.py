@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
+from tests.cli.conftest import REPO, child_env
 from toolfork.commands._loading import (
     BadLine,
     UsageError,
     default_tools_file,
+    import_module,
     load_all_tools,
     load_hook,
     load_toolkit,
@@ -110,7 +115,7 @@ def test_toolkits_by_name() -> None:
     kit = load_toolkit("calculator")
     assert isinstance(kit, Toolkit)
     assert "divide" in collect_tools([kit])
-    with pytest.raises(UsageError, match=r"unknown toolkit; the built-in toolkits are: .*calculator"):
+    with pytest.raises(UsageError, match=r"unknown toolkit 'abacus'; the built-in toolkits are: .*calculator"):
         load_toolkit("abacus")
 
 
@@ -183,3 +188,93 @@ def test_malformed_lines_name_the_problem(raw: object, bad_id: str, name: str | 
     record = bad.record()
     assert record["status"] == "error" and record["error"]["type"] == "MalformedCallError"
     assert set(record) == {"id", "name", "status", "output", "error", "duration_s"}
+
+
+# ------------------------------------------------------------------ one spec grammar, stable names
+
+# Every --tools form, and the tools it must give (tests/cli/spec_tools.py: TOOLS = [ping, shout]).
+SPEC_FORMS = [
+    ("tests.cli.spec_tools:louder", ["louder"]),  # MODULE:ATTR
+    ("tests.cli.spec_tools", ["ping", "shout"]),  # MODULE: its TOOLS list
+    ("tests/cli/spec_tools.py", ["ping", "shout"]),  # FILE
+    ("tests/cli/spec_tools.py:louder", ["louder"]),  # FILE:ATTR
+]
+
+
+@pytest.mark.parametrize(("spec", "names"), SPEC_FORMS)
+def test_every_spec_form_loads(spec: str, names: list[str]) -> None:
+    assert list(collect_tools(load_tools_spec(spec))) == names
+
+
+def _outside_file(tmp_path: Path) -> Path:
+    outside = tmp_path / "elsewhere" / "my-tools.py"  # not a valid module name, outside the cwd
+    outside.parent.mkdir()
+    outside.write_text("from toolfork import tool\n"
+                       "@tool\ndef far() -> str:\n    '''Far away.'''\n    return 'far'\n")
+    return outside
+
+
+NAME_OF = """
+import sys
+from toolfork.commands._loading import import_module, load_tools_spec
+load_tools_spec(sys.argv[1] + ":far")
+print(import_module(sys.argv[1]).__name__)
+"""
+
+
+def test_a_file_outside_the_cwd_gets_the_same_module_name_in_every_process(tmp_path: Path) -> None:
+    outside = _outside_file(tmp_path)
+    names = set()
+    for seed in ("1", "2"):  # hash() of a str differs between these two; the name must not
+        env = {**child_env(), "PYTHONHASHSEED": seed}
+        done = subprocess.run([sys.executable, "-c", NAME_OF, str(outside)], capture_output=True,
+                              text=True, cwd=REPO, env=env, timeout=60)
+        assert done.returncode == 0, done.stderr
+        names.add(done.stdout.strip())
+    digest = hashlib.sha256(str(outside.resolve()).encode()).hexdigest()[:16]
+    assert names == {f"_toolfork_user_my_tools_{digest}"}
+    # In this process too, and the module is registered under it (dill and the workers find it there).
+    assert list(collect_tools(load_tools_spec(str(outside)))) == ["far"]
+    module = import_module(str(outside))
+    assert module.__name__ in names and sys.modules[module.__name__] is module
+
+
+def test_a_file_inside_the_cwd_is_named_by_its_dotted_path() -> None:
+    assert import_module("tests/cli/spec_tools.py").__name__ == "tests.cli.spec_tools"
+
+
+def test_a_file_named_like_another_module_does_not_replace_it(tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    import calendar
+    import json as json_module
+
+    (tmp_path / "calendar.py").write_text(  # a stdlib name, already imported
+        "from toolfork import tool\n@tool\ndef cal() -> str:\n    '''Cal.'''\n    return 'c'\n")
+    (tmp_path / "json.py").write_text(
+        "from toolfork import tool\n@tool\ndef js() -> str:\n    '''Js.'''\n    return 'j'\n")
+    monkeypatch.chdir(tmp_path)
+    assert list(collect_tools(load_tools_spec("calendar.py"))) == ["cal"]
+    assert list(collect_tools(load_tools_spec("json.py:js"))) == ["js"]
+    assert sys.modules["calendar"] is calendar and sys.modules["json"] is json_module
+    assert import_module("calendar.py").__name__.startswith("_toolfork_user_calendar_")
+
+
+@pytest.mark.parametrize(("spec", "message"), [
+    ("tests/cli/nope.py", r"'tests/cli/nope.py': no such file"),
+    ("tests/cli/nope.py:TOOLS", r"'tests/cli/nope.py': no such file"),
+    ("tests.cli.spec_tools:nothing", r"module 'tests.cli.spec_tools' has no attribute 'nothing'"),
+    ("tests/cli/spec_tools.py:nothing", r"has no attribute 'nothing'"),
+    ("tests/cli/cli_tools.py:NOT_A_TOOL", r"cannot use 'nope' as a tool"),
+    ("tests.cli.cli_tools:NOT_CALLABLE", r"cannot use 42 as a tool"),
+])
+def test_bad_specs_name_what_was_wrong(spec: str, message: str) -> None:
+    with pytest.raises(UsageError, match=message):
+        load_tools_spec(spec)
+
+
+def test_a_user_module_missing_an_optional_package_names_the_extra(tmp_path: Path) -> None:
+    needs = tmp_path / "needs_boto.py"
+    needs.write_text("raise ModuleNotFoundError(\"No module named 'boto3'\", name='boto3')\n")
+    with pytest.raises(UsageError, match=r"No module named 'boto3' \(the 'boto3' package is not installed: "
+                                         r"pip install 'toolfork\[ses\]'\)"):
+        load_tools_spec(str(needs))

@@ -123,8 +123,8 @@ def test_tools_from_a_module_in_the_working_directory(
     [
         ([], "give --toolkit NAME or --tools MODULE:ATTR (toolkits: calculator"),
         (["--toolkit", "abacus"], "unknown toolkit 'abacus'"),
-        (["--tools", "no_colon_here"], "expected MODULE:ATTR"),
-        (["--tools", "surely_not_a_module_xyz:thing"], "cannot import module 'surely_not_a_module_xyz'"),
+        (["--tools", "no_colon_here"], "'no_colon_here': no such module"),
+        (["--tools", "surely_not_a_module_xyz:thing"], "'surely_not_a_module_xyz': no such module"),
         (["--tools", "/nonexistent/dir/tools.py:X"], "no such file"),
         (["--tools", "{file}:missing"], "has no attribute 'missing'"),
         (["--tools", "{file}:NOT_A_TOOL"], "cannot use 42 as a tool"),

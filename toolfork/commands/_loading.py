@@ -1,5 +1,11 @@
-"""What the commands load from the user: tools (``module:attr``), hooks (``module:fn``), built-in
+"""What the commands load from the user: tools (``--tools SPEC``), hooks (``module:fn``), built-in
 toolkits, and the call lines of a JSONL input.
+
+Every command that takes ``--tools`` (run, worker, chat, tools) goes through ``load_tools_spec``, so a
+spec means the same everywhere: ``MODULE:ATTR``, ``MODULE``, ``path/to/file.py`` or
+``path/to/file.py:ATTR``. Without ``:ATTR`` the module's ``TOOLS`` list is used, else every Tool and
+Toolkit it defines. A file is imported under a name that is the same in every process: its dotted path
+relative to the current directory when that works, else a digest of its absolute path.
 
 Every failure here is a usage error, raised as ``UsageError`` with a message that names the spec the
 user typed and what was wrong with it, so a command can print it and exit 2 instead of a traceback.
@@ -11,6 +17,7 @@ A spec's module part is either a dotted module name (``examples.tools``) or a pa
 
 from __future__ import annotations
 
+import hashlib
 import importlib
 import importlib.util
 import json
@@ -47,17 +54,44 @@ def _is_path(module: str) -> bool:
 
 
 def _module_name_for(path: Path) -> str:
-    """A stable, importable-looking name: the dotted path relative to the cwd when it is one (so dill
-    and Ray can pickle the tools by reference), else a private name derived from the file."""
-    try:
-        rel = path.relative_to(Path.cwd().resolve())
+    """The name a ``.py`` file is imported under, the same in every process (workers, a resumed run,
+    Ray workers). Inside the current directory it is the dotted path relative to it when that is a
+    valid module name (so dill and Ray can pickle the tools by reference) and does not hide another
+    module; otherwise a private name with a digest of the absolute path."""
+    cwd = Path.cwd().resolve()
+    if path.is_relative_to(cwd):
+        rel = path.relative_to(cwd)
         parts = [*rel.parent.parts, rel.stem]
-        if all(_IDENT.match(p) for p in parts):
+        if all(_IDENT.match(p) for p in parts) and not _shadows(parts[0], cwd):
             return ".".join(parts)
-    except ValueError:
-        pass
     stem = re.sub(r"\W", "_", path.stem)
-    return f"_toolfork_user_{stem}_{abs(hash(str(path))) % 10**8}"
+    digest = hashlib.sha256(str(path).encode("utf-8", "surrogateescape")).hexdigest()[:16]
+    return f"_toolfork_user_{stem}_{digest}"
+
+
+def _shadows(top: str, cwd: Path) -> bool:
+    """Whether ``top`` already names a module that does not live under ``cwd``: a user's
+    ``calendar.py`` registered as ``calendar`` would replace the standard library's module for the
+    whole process (and every worker forked from it)."""
+    module = sys.modules.get(top)
+    locations: list[str]
+    if module is not None:
+        file = getattr(module, "__file__", None)
+        locations = [file] if file else list(getattr(module, "__path__", []))
+    else:
+        try:
+            found = importlib.util.find_spec(top)
+        except (ImportError, ValueError):
+            return False
+        if found is None:
+            return False
+        if found.has_location and found.origin:
+            locations = [found.origin]
+        else:
+            locations = list(found.submodule_search_locations or [])
+    if not locations:  # built-in or frozen (sys, time, ...)
+        return True
+    return not all(Path(loc).resolve().is_relative_to(cwd) for loc in locations)
 
 
 def import_module(module: str) -> ModuleType:
@@ -79,7 +113,7 @@ def import_module(module: str) -> ModuleType:
             spec.loader.exec_module(mod)
         except Exception as exc:
             sys.modules.pop(name, None)
-            raise UsageError(f"{module!r} failed to import: {type(exc).__name__}: {exc}") from exc
+            raise UsageError(f"{module!r} failed to import: {_describe(exc)}") from exc
         return mod
     cwd = os.getcwd()
     if cwd not in sys.path and "" not in sys.path:
@@ -89,9 +123,18 @@ def import_module(module: str) -> ModuleType:
     except ModuleNotFoundError as exc:
         if exc.name and module.startswith(exc.name):
             raise UsageError(f"{module!r}: no such module (looked in {cwd} and sys.path)") from exc
-        raise UsageError(f"{module!r} failed to import: ModuleNotFoundError: {exc}") from exc
+        raise UsageError(f"{module!r} failed to import: {_describe(exc)}") from exc
     except Exception as exc:
-        raise UsageError(f"{module!r} failed to import: {type(exc).__name__}: {exc}") from exc
+        raise UsageError(f"{module!r} failed to import: {_describe(exc)}") from exc
+
+
+def _describe(exc: BaseException) -> str:
+    """``Type: message``, plus the extra to install when an optional package of ours is missing."""
+    from toolfork._extras import missing_extra_message
+
+    text = f"{type(exc).__name__}: {exc}"
+    hint = missing_extra_message(exc)
+    return f"{text} ({hint})" if hint and hint != str(exc) else text
 
 
 def _attribute(mod: ModuleType, attr: str, spec: str) -> Any:
@@ -158,7 +201,7 @@ def load_toolkit(name: str) -> Any:
     cls = TOOLKITS.get(name)
     if cls is None:
         known = ", ".join(TOOLKITS) or "(none)"
-        raise UsageError(f"--toolkit {name!r}: unknown toolkit; the built-in toolkits are: {known}")
+        raise UsageError(f"--toolkit: unknown toolkit {name!r}; the built-in toolkits are: {known}")
     try:
         return cls()
     except TypeError as exc:

@@ -25,12 +25,7 @@ def add_common_arguments(parser: argparse.ArgumentParser) -> None:
     """The options ``run`` and ``worker`` share: where tools come from and how they are executed."""
     from toolfork.executor.modes import MODES
 
-    parser.add_argument("--tools", action="append", default=[], metavar="MODULE:ATTR",
-                        help="tools to load: a Tool, Toolkit, function or list of them, from a module "
-                             "(examples.tools) or a file (examples/tools.py); repeatable. Without :ATTR "
-                             "the module's TOOLS list is used")
-    parser.add_argument("--toolkit", action="append", default=[], metavar="NAME",
-                        help="a built-in toolkit by name (e.g. calculator); repeatable")
+    add_tools_arguments(parser)
     parser.add_argument("--workers", type=positive_int, default=None, metavar="N",
                         help="worker processes (default: 4 x CPUs, between 4 and 32)")
     parser.add_argument("--timeout", type=positive_float, default=None, metavar="S",
@@ -42,6 +37,18 @@ def add_common_arguments(parser: argparse.ArgumentParser) -> None:
                         help="called in the worker right before each call")
     parser.add_argument("--after-child", default=None, metavar="MODULE:FN",
                         help="called in the worker right after each call")
+
+
+def add_tools_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--tools`` and ``--toolkit``, the same in every command that loads tools (run, worker, chat,
+    tools); both go through ``_loading.load_all_tools``."""
+    parser.add_argument("--tools", action="append", default=[], metavar="SPEC",
+                        help="tools to load (repeatable): MODULE:ATTR, MODULE, path/to/file.py or "
+                             "path/to/file.py:ATTR, e.g. examples.tools:add or examples/tools.py. ATTR is a "
+                             "Tool, Toolkit, function or list of them; without it, the module's TOOLS list "
+                             "(else every Tool and Toolkit the module defines)")
+    parser.add_argument("--toolkit", action="append", default=[], metavar="NAME",
+                        help="a built-in toolkit by name, e.g. calculator (repeatable)")
 
 
 def positive_int(text: str) -> int:
@@ -113,6 +120,7 @@ __all__ = [
     "EXIT_USAGE",
     "MIN_DEFAULT_WINDOW",
     "add_common_arguments",
+    "add_tools_arguments",
     "build_executor",
     "default_window",
     "error",

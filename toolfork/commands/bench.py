@@ -10,6 +10,7 @@ import argparse
 import os
 import sys
 
+from toolfork._extras import missing_extra_message
 from toolfork.bench.config import WORKLOADS
 
 DEFAULT_OUT = os.path.join("bench", "results")
@@ -71,7 +72,7 @@ def main(args: argparse.Namespace) -> int:
     try:
         results = run_benchmark(config, args.executors, args.only, isolation=isolation, progress=progress)
     except (ValueError, ImportError) as exc:
-        print(f"toolfork bench: {exc}", file=sys.stderr)
+        print(f"toolfork bench: {missing_extra_message(exc) or exc}", file=sys.stderr)
         return 2
     paths = write_report(results, args.out, plots=not args.no_plots)
     if results.get("plots_skipped"):

@@ -12,7 +12,13 @@ import json
 import sys
 from typing import Any, TextIO
 
+from toolfork._extras import import_optional
+from toolfork.commands._options import add_tools_arguments
+
 PROVIDERS = ("anthropic", "openai", "openai-compatible")
+# provider -> (the SDK module it needs, how the missing-extra message names the provider)
+SDKS = {"anthropic": ("anthropic", "the Anthropic provider"), "openai": ("openai", "the OpenAI provider"),
+        "openai-compatible": ("openai", "the OpenAI-compatible provider")}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -23,10 +29,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                                            "OPENAI_BASE_URL; Ollama's for openai-compatible)")
     parser.add_argument("--api", choices=("chat", "responses"), default="chat",
                         help="OpenAI API flavour: Chat Completions (default) or Responses")
-    parser.add_argument("--toolkit", action="append", default=[], metavar="NAME",
-                        help="a built-in toolkit by name (repeatable)")
-    parser.add_argument("--tools", action="append", default=[], metavar="MODULE:ATTR",
-                        help="a Tool, Toolkit, function or list of them (repeatable)")
+    add_tools_arguments(parser)
     parser.add_argument("--parallel", action="store_true",
                         help="run the calls of a turn in parallel in forked workers")
     parser.add_argument("--instructions", default="", help="system prompt")
@@ -139,6 +142,9 @@ def main(args: argparse.Namespace) -> int:
     from toolfork.commands._loading import UsageError, load_all_tools
 
     err = sys.stderr
+    # Before anything else: without the SDK nothing below can work, and the providers import it only
+    # at the first model call. Missing, this raises MissingExtraError; the CLI prints it, exit 2.
+    import_optional(*SDKS[args.provider])
     try:
         provider = build_provider(args)
     except MissingAPIKeyError as exc:

@@ -12,6 +12,7 @@ import re
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
+from toolfork._extras import import_optional
 from toolfork.agent.errors import ProviderError
 from toolfork.agent.messages import (
     AssistantMessage,
@@ -27,6 +28,11 @@ from toolfork.tools.output import ContentBlock
 DEFAULT_MODEL = "claude-sonnet-4-5"
 ENV_KEYS = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN")
 _PLAIN_BLOCKS = ("text", "tool_use")
+
+
+def _sdk() -> Any:
+    """The ``anthropic`` SDK, imported on first use; missing, an ImportError naming the extra."""
+    return import_optional("anthropic", "the Anthropic provider")
 
 
 def block_to_wire(block: ContentBlock) -> dict[str, Any] | None:
@@ -165,7 +171,7 @@ class Anthropic(SDKProvider):
         self.extra = dict(extra or {})
 
     def _make_client(self, asynchronous: bool, **kwargs: Any) -> Any:
-        import anthropic
+        anthropic = _sdk()
 
         return (anthropic.AsyncAnthropic if asynchronous else anthropic.Anthropic)(**kwargs)
 
@@ -184,7 +190,7 @@ class Anthropic(SDKProvider):
         return params
 
     def complete(self, request: ModelRequest) -> AssistantMessage:
-        import anthropic
+        anthropic = _sdk()
 
         try:
             response = self.client.messages.create(**self.build_params(request))
@@ -193,7 +199,7 @@ class Anthropic(SDKProvider):
         return message_from_wire(response)
 
     def stream(self, request: ModelRequest) -> Iterator[StreamItem]:
-        import anthropic
+        anthropic = _sdk()
 
         try:
             with self.client.messages.stream(**self.build_params(request)) as stream:
@@ -206,7 +212,7 @@ class Anthropic(SDKProvider):
         yield message_from_wire(final)
 
     async def acomplete(self, request: ModelRequest) -> AssistantMessage:
-        import anthropic
+        anthropic = _sdk()
 
         try:
             response = await self.async_client.messages.create(**self.build_params(request))
@@ -215,7 +221,7 @@ class Anthropic(SDKProvider):
         return message_from_wire(response)
 
     async def astream(self, request: ModelRequest) -> AsyncIterator[StreamItem]:
-        import anthropic
+        anthropic = _sdk()
 
         try:
             async with self.async_client.messages.stream(**self.build_params(request)) as stream:

@@ -13,6 +13,7 @@ import json
 from collections.abc import AsyncIterator, Iterator
 from typing import Any, Literal
 
+from toolfork._extras import import_optional
 from toolfork.agent.errors import ProviderError, UnsupportedProviderToolError
 from toolfork.agent.messages import (
     AssistantMessage,
@@ -25,6 +26,11 @@ from toolfork.tools.output import ContentBlock
 
 DEFAULT_MODEL = "gpt-4.1"
 ENV_KEYS = ("OPENAI_API_KEY",)
+
+
+def _sdk() -> Any:
+    """The ``openai`` SDK, imported on first use; missing, an ImportError naming the extra."""
+    return import_optional("openai", "the OpenAI provider")
 Api = Literal["chat", "responses"]
 
 
@@ -266,7 +272,7 @@ class OpenAI(SDKProvider):
         return key_from_env("OpenAI", api_key, self.env_keys)
 
     def _make_client(self, asynchronous: bool, **kwargs: Any) -> Any:
-        import openai
+        openai = _sdk()
 
         return (openai.AsyncOpenAI if asynchronous else openai.OpenAI)(**kwargs)
 
@@ -309,7 +315,7 @@ class OpenAI(SDKProvider):
 
     # -- sync -------------------------------------------------------------------------------------
     def complete(self, request: ModelRequest) -> AssistantMessage:
-        import openai
+        openai = _sdk()
 
         params = self.build_params(request)
         try:
@@ -320,7 +326,7 @@ class OpenAI(SDKProvider):
             raise ProviderError(self.name, describe_api_error(exc)) from exc
 
     def stream(self, request: ModelRequest) -> Iterator[StreamItem]:
-        import openai
+        openai = _sdk()
 
         params = self.build_params(request, stream=True)
         final: AssistantMessage | None = None
@@ -348,7 +354,7 @@ class OpenAI(SDKProvider):
 
     # -- async ------------------------------------------------------------------------------------
     async def acomplete(self, request: ModelRequest) -> AssistantMessage:
-        import openai
+        openai = _sdk()
 
         params = self.build_params(request)
         try:
@@ -359,7 +365,7 @@ class OpenAI(SDKProvider):
             raise ProviderError(self.name, describe_api_error(exc)) from exc
 
     async def astream(self, request: ModelRequest) -> AsyncIterator[StreamItem]:
-        import openai
+        openai = _sdk()
 
         params = self.build_params(request, stream=True)
         final: AssistantMessage | None = None
