@@ -218,7 +218,8 @@ def typed_dict(name: str, properties: Sequence[ToolProperty]) -> Any:
         p.name: (Required[p.annotation()] if p.required else NotRequired[p.annotation()])  # type: ignore[misc]
         for p in properties
     }
-    td = TypedDict(name, fields)  # type: ignore[operator,misc]
+    make_typed_dict: Any = TypedDict  # called with a runtime field map: not a class statement mypy can check
+    td = make_typed_dict(name, fields)
     # What pydantic.with_config does (it only exists from pydantic 2.7 on; we support 2.6).
     td.__pydantic_config__ = ConfigDict(extra="forbid")
     return td

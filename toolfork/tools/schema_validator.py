@@ -434,7 +434,8 @@ class ClosedObjects:
                 return
             fitting.append(errs)
         if fitting:
-            out.extend(min(fitting, key=len))
+            fewest: list[Path] = min(fitting, key=len)
+            out.extend(fewest)
 
     def _fits(self, value: Any, s: dict[str, Any], hops: int) -> bool:
         while isinstance(s.get("$ref"), str) and hops <= self._MAX_REF_HOPS:

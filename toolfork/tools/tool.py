@@ -414,7 +414,8 @@ class Tool:
         if self.output_model is not None:
             return self.output_model.__name__
         params = self._params()
-        returns = params.returns if isinstance(params, SignatureParams) else inspect.Parameter.empty
+        # An annotation of any shape (a class, a union, a generic alias): a type form, so Any.
+        returns: Any = params.returns if isinstance(params, SignatureParams) else inspect.Parameter.empty
         if returns is inspect.Parameter.empty or returns is ToolOutput:
             return "any"
         if returns is None or returns is type(None):
