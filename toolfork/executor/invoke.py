@@ -7,6 +7,14 @@ sequential backend), so the hook rules of the executor contract live in one plac
   error naming the hook;
 * ``after_child`` runs in a ``finally`` after the tool; if it raises, the call's result becomes an
   error naming the hook (the tool's own error, if any, is kept in the message).
+
+A tool (or hook) that calls ``sys.exit(code)`` gets an "error" result of type ``SystemExit`` naming the
+code, in every mode: in a fork worker it would otherwise end the worker ("crashed"), and in the host
+(sequential mode, inline tools) it would end the whole program in the middle of a batch.
+``GeneratorExit`` raised by a tool is an error too. What the executor itself uses to stop a call is
+not caught here: ``CallInterrupted`` (the fork worker's SIGTERM and the sequential backend's SIGALRM
+raise it at a deadline) and ``KeyboardInterrupt`` (Ctrl-C in the host; Ray's cancel at a deadline)
+propagate, after ``after_child`` has run.
 """
 
 from __future__ import annotations
@@ -24,6 +32,10 @@ if TYPE_CHECKING:
 
 Hook = Callable[[], Any]
 
+# What a tool or hook may raise and still get a result: every Exception, plus the BaseExceptions that
+# are a tool's own doing rather than the executor's way of stopping it (see the module docstring).
+CAUGHT: tuple[type[BaseException], ...] = (Exception, SystemExit, GeneratorExit)
+
 
 class CallInterrupted(BaseException):
     """Raised inside a tool when the executor stops it (deadline passed, executor closing).
@@ -35,10 +47,13 @@ class CallInterrupted(BaseException):
 
 def error_info(exc: BaseException, *, prefix: str = "") -> ErrorInfo:
     """Describe an exception with strings only: exceptions themselves may not survive pickling."""
-    try:
-        message = str(exc)
-    except Exception as str_exc:  # a broken __str__ must not break the worker
-        message = f"<unprintable {type(exc).__name__}: {type(str_exc).__name__}>"
+    if isinstance(exc, SystemExit):
+        message = _exit_message(exc)
+    else:
+        try:
+            message = str(exc)
+        except Exception as str_exc:  # a broken __str__ must not break the worker
+            message = f"<unprintable {type(exc).__name__}: {type(str_exc).__name__}>"
     if prefix:
         message = f"{prefix}: {message}" if message else prefix
     try:
@@ -57,7 +72,8 @@ def execute_call(
     after_child: Hook | None = None,
     worker_pid: int | None = None,
 ) -> ToolResult:
-    """Run ``tool`` once with the hook rules above; never raises an ``Exception``.
+    """Run ``tool`` once with the hook rules above; never raises an ``Exception``, ``SystemExit`` or
+    ``GeneratorExit``.
 
     ``CallInterrupted`` (and other BaseExceptions such as KeyboardInterrupt) propagate after
     ``after_child`` has run, so the caller decides what an interrupted call means.
@@ -67,7 +83,7 @@ def execute_call(
     if before_child is not None:
         try:
             before_child()
-        except Exception as exc:
+        except CAUGHT as exc:
             return ToolResult(
                 call_id, name, "error",
                 error=error_info(exc, prefix=f"before_child hook {_hook_name(before_child)} failed"),
@@ -79,13 +95,13 @@ def execute_call(
         # the model can act on (the agent forwards it); "error" is reserved for exceptions.
         output = tool.invoke(arguments, runtime) if tool.uses_runtime else tool.invoke(arguments)
         result = ToolResult(call_id, name, "ok", output=output)
-    except Exception as exc:
+    except CAUGHT as exc:
         result = ToolResult(call_id, name, "error", error=error_info(exc))
     finally:
         if after_child is not None:
             try:
                 after_child()
-            except Exception as exc:
+            except CAUGHT as exc:
                 hook_error = error_info(exc, prefix=f"after_child hook {_hook_name(after_child)} failed")
                 if result is not None and result.error is not None:
                     hook_error.message += f" (the tool had failed too: {result.error})"
@@ -98,8 +114,17 @@ def execute_call(
     return result
 
 
+def _exit_message(exc: SystemExit) -> str:
+    """``sys.exit(0)`` has an empty ``str``; say what happened, with the code, whatever it is."""
+    try:
+        code = repr(exc.code)
+    except Exception:
+        code = "<unprintable>"
+    return f"sys.exit({code}) was called: the call fails with this error instead of ending the process"
+
+
 def _hook_name(hook: Hook) -> str:
     return getattr(hook, "__qualname__", None) or repr(hook)
 
 
-__all__ = ["CallInterrupted", "error_info", "execute_call"]
+__all__ = ["CAUGHT", "CallInterrupted", "error_info", "execute_call"]
