@@ -19,7 +19,7 @@ from toolfork.tools import (
     tool,
 )
 
-__version__ = "0.1.0"
+__version__ = "0.1.0"  # the one place the version lives: pyproject.toml reads it ([tool.hatch.version])
 
 __all__ = [
     "ArrayProperty",
