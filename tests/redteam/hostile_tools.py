@@ -72,3 +72,16 @@ class Unprintable:
 
 
 TOOLS = [echo, leave, leave_inline, odd_output]
+
+
+@tool
+def size(text: str) -> int:
+    """The length of the text.
+
+    Args:
+        text: any text
+    """
+    return len(text)
+
+
+TOOLS.append(size)

@@ -10,19 +10,28 @@ end of the input; the executor drains it)::
 
     stdin ──> reader thread ──> queue (≤ READ_AHEAD_LINES) ──> items(): (lineno, line) | WAIT
                     └── one byte a line ──> wake-up pipe ──> the executor's select()
+
+No line, whatever its bytes, stops the job: ``read_call`` turns each line into a ``ToolCall`` or a
+``BadLine`` (its error record), never an exception. On top of ``parse_call``'s checks it refuses, with
+a message naming what was wrong: a line longer than ``MAX_LINE_BYTES`` (skipped without being held in
+memory), JSON nested too deeply to parse, arguments nested more than ``MAX_DEPTH`` levels, and numbers
+that are not finite (``1e999999``, ``NaN``, ``Infinity``: JSON has no such numbers).
 """
 
 from __future__ import annotations
 
+import math
 import os
 import queue
+import re
 import stat
 import sys
 import threading
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import IO, TYPE_CHECKING, Any
 
-from toolfork.commands._loading import UsageError
+from toolfork.commands._loading import BadLine, UsageError, parse_call
 from toolfork.executor import WAIT
 
 if TYPE_CHECKING:
@@ -30,7 +39,19 @@ if TYPE_CHECKING:
 
 READ_AHEAD_LINES = 1024  # a fast writer can make us hold this many lines, no more
 READ_CHUNK = 1 << 16
+MAX_LINE_BYTES = 128 << 20  # a longer line gets an error record; its bytes are skipped, not kept
+MAX_DEPTH = 128  # arguments nested deeper than this are refused
 _EOF = object()
+
+
+@dataclass(frozen=True, slots=True)
+class LongLine:
+    """Stands for a line longer than the limit, which was read past but not kept."""
+
+    size: int
+
+    def strip(self) -> bool:
+        return True  # not blank
 
 
 class LineSource:
@@ -54,12 +75,12 @@ class LineSource:
         """True when the input is read by a thread (a pipe or a terminal), so ``items`` may yield WAIT."""
         return self._queue is not None
 
-    def items(self) -> Iterator[tuple[int, bytes] | Wait]:
+    def items(self) -> Iterator[tuple[int, bytes | LongLine] | Wait]:
         """``(line number, line)`` for each non-blank line (numbers count blank lines too), until the
         end of the input; from a live input, ``WAIT`` whenever no line is there yet. The executor does
         the waiting (on ``wakeup_fd``), so it can go on with the calls in flight meanwhile."""
         lineno = 0
-        for line in self._stream if self._queue is None else self._queued():
+        for line in _file_lines(self._stream) if self._queue is None else self._queued():
             if line is WAIT:
                 yield WAIT
                 continue
@@ -133,26 +154,116 @@ class LineSource:
                 os.close(self._wake_w)
 
 
-def _lines_of(fd: int) -> Iterator[bytes]:
+def _file_lines(stream: IO[bytes], limit: int | None = None) -> Iterator[bytes | LongLine]:
+    """The lines of a regular file; a line longer than ``limit`` is read past in pieces and comes as
+    a ``LongLine``, so it never sits in memory whole."""
+    limit = MAX_LINE_BYTES if limit is None else limit
+    readline = stream.readline
+    while line := readline(limit + 1):
+        if len(line) <= limit:
+            yield line
+            continue
+        size = len(line)
+        while not line.endswith(b"\n") and (line := readline(READ_CHUNK)):
+            size += len(line)
+        yield LongLine(size)
+
+
+def _lines_of(fd: int, limit: int | None = None) -> Iterator[bytes | LongLine]:
     """The lines of a descriptor, read with ``os.read``. Not through ``sys.stdin.buffer``: a thread
     blocked in a BufferedReader holds its lock, and if the program then exits (the client went away,
     Ctrl-C) while the other side keeps stdin open, the interpreter aborts at shutdown ("could not
-    acquire lock for <stdin>"). A long line is joined once, not copied chunk by chunk."""
+    acquire lock for <stdin>"). A long line is joined once, not copied chunk by chunk; one longer
+    than ``limit`` is dropped as it arrives and comes as a ``LongLine``."""
+    limit = MAX_LINE_BYTES if limit is None else limit
     pieces: list[bytes] = []
+    held = 0  # bytes in pieces
+    dropped = -1  # >= 0 while skipping the rest of a line that went over the limit: bytes seen so far
     while chunk := os.read(fd, READ_CHUNK):
         start = 0
         while (end := chunk.find(b"\n", start) + 1) > 0:
-            if pieces:
+            if dropped >= 0:
+                yield LongLine(dropped + end - start)
+                dropped = -1
+            elif held + end - start > limit:
+                yield LongLine(held + end - start)
+                pieces, held = [], 0
+            elif pieces:
                 pieces.append(chunk[start:end])
-                line, pieces = b"".join(pieces), []
+                line, pieces, held = b"".join(pieces), [], 0
                 yield line
             else:
                 yield chunk[start:end]
             start = end
         if start < len(chunk):
-            pieces.append(chunk[start:])
-    if pieces:
+            rest = len(chunk) - start
+            if dropped >= 0:
+                dropped += rest
+            elif held + rest > limit:
+                dropped, pieces, held = held + rest, [], 0
+            else:
+                pieces.append(chunk[start:])
+                held += rest
+    if dropped >= 0:
+        yield LongLine(dropped)
+    elif pieces:
         yield b"".join(pieces)
+
+
+# ---------------------------------------------------------------------------------- one line -> call
+
+# Worth a look for numbers JSON does not have: an exponent of 3+ digits, 309+ digits, NaN, Infinity.
+_MAYBE_NOT_FINITE = re.compile(rb"[eE][+]?[0-9]{3}|[0-9]{309}|NaN|Infinity")
+
+
+def read_call(raw: bytes | LongLine, lineno: int) -> Any:
+    """One input line -> a ``ToolCall`` or a ``BadLine``; never raises, whatever the bytes."""
+    here = f"line {lineno}"
+    if isinstance(raw, LongLine):
+        return BadLine(f"line-{lineno}", None,
+                       f"{here}: the line is {raw.size} bytes long; the limit is {MAX_LINE_BYTES} bytes")
+    try:
+        call = parse_call(raw, lineno)
+    except RecursionError:
+        return BadLine(f"line-{lineno}", None,
+                       f"{here}: not valid JSON: nested too deeply to parse (arguments may be nested "
+                       f"{MAX_DEPTH} levels deep at most)")
+    except MemoryError:
+        return BadLine(f"line-{lineno}", None, f"{here}: not enough memory to parse a line of {len(raw)} bytes")
+    except Exception as exc:  # parse_call reports what it knows; anything else still gets a record
+        return BadLine(f"line-{lineno}", None, f"{here}: cannot be read as a call: {type(exc).__name__}: {exc}")
+    if isinstance(call, BadLine):
+        return call
+    deep = raw.count(b"[") + raw.count(b"{") > MAX_DEPTH
+    if deep or _MAYBE_NOT_FINITE.search(raw):
+        problem = _argument_problem(call.arguments, deep=deep)
+        if problem is not None:
+            return BadLine(call.id, call.name, f"{here}: {problem}")
+    return call
+
+
+def _argument_problem(arguments: dict[str, Any], *, deep: bool) -> str | None:
+    """What is wrong with decoded arguments (too deep, a number that is not finite), or None."""
+    stack: list[tuple[Any, str, int]] = [(arguments, "arguments", 1)]
+    while stack:
+        value, path, depth = stack.pop()
+        if isinstance(value, float):
+            if not math.isfinite(value):
+                return (f"{path} is {value!r}: a number out of the range of a 64-bit float (or NaN/Infinity), "
+                        "which JSON cannot represent")
+            continue
+        if isinstance(value, dict):
+            children: Any = value.items()
+        elif isinstance(value, list):
+            children = enumerate(value)
+        else:
+            continue
+        if deep and depth > MAX_DEPTH:
+            return f"arguments are nested more than {MAX_DEPTH} levels deep (at {path[:200]}...)"
+        for key, child in children:
+            if isinstance(child, (dict, list, float)):
+                stack.append((child, f"{path}[{key!r}]" if len(path) < 200 else path, depth + 1))
+    return None
 
 
 def _is_regular(stream: IO[bytes]) -> bool:
@@ -185,4 +296,5 @@ def count_lines(path: str) -> int | None:
         return None
 
 
-__all__ = ["READ_AHEAD_LINES", "LineSource", "count_lines", "open_input"]
+__all__ = ["MAX_DEPTH", "MAX_LINE_BYTES", "READ_AHEAD_LINES", "LineSource", "LongLine", "count_lines",
+           "open_input", "read_call"]

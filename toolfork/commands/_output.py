@@ -4,11 +4,18 @@ what an earlier run already wrote.
 The promise both rest on: no reader (a client of the co-process, ``tail -f``, a resumed job) ever sees
 half a line from us. Each line goes out in one ``write`` with no buffer in between, and a job killed
 in the middle of that write leaves a partial last line that ``--resume`` cuts off.
+
+And every line is valid JSON in valid UTF-8, whatever a tool returned (see ``encode_record``):
+strings holding lone surrogates (``"k\\ud800"``, which UTF-8 cannot encode) make that line ASCII with
+``\\uXXXX`` escapes, non-finite floats (NaN, Infinity) become ``null``, and a record that still cannot
+be written (nested too deeply, an int too long to print, a value whose ``str`` raises) is replaced by
+an error record for the same id.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
 import sys
 from typing import Any
@@ -24,6 +31,73 @@ def result_failed(record: dict[str, Any]) -> bool:
         return True
     output = record.get("output")
     return isinstance(output, dict) and bool(output.get("is_error"))
+
+
+def record_of(result: Any) -> dict[str, Any]:
+    """``result.to_dict()``, or an error record for its id if even that fails."""
+    try:
+        record: dict[str, Any] = result.to_dict()
+        return record
+    except Exception as exc:
+        return _unwritable(getattr(result, "call_id", "?"), getattr(result, "name", None),
+                           getattr(result, "duration_s", 0.0), exc)
+
+
+def encode_record(record: dict[str, Any]) -> tuple[bytes, dict[str, Any]]:
+    """One output line as UTF-8 bytes, and the record it holds (a replacement when the original could
+    not be written; the caller counts that one as a failure).
+
+    The common case is one ``json.dumps`` and a strict encode. A lone surrogate makes the strict
+    encode fail: the line is dumped again with ``ensure_ascii``, whose ``\\udXXX`` escapes are valid
+    JSON, pure ASCII, and read back by a JSON parser as the very same string. NaN and infinities,
+    which JSON lacks (Python writes a bare ``NaN`` that jq and JavaScript reject), become ``null``,
+    as JavaScript's ``JSON.stringify`` does. Anything else that fails replaces the record."""
+    try:
+        try:
+            text = json.dumps(record, ensure_ascii=False, allow_nan=False, default=str)
+        except ValueError as exc:
+            if "not JSON compliant" not in str(exc):  # only the non-finite floats are repaired
+                raise
+            record = _finite(record)
+            text = json.dumps(record, ensure_ascii=False, allow_nan=False, default=str)
+        try:
+            return (text + "\n").encode("utf-8"), record
+        except UnicodeEncodeError:  # lone surrogates: escape them (the line becomes ASCII)
+            return (json.dumps(record, ensure_ascii=True, allow_nan=False, default=str) + "\n").encode(
+                "ascii"), record
+    except Exception as exc:  # RecursionError, ValueError (an int too long), a raising __str__ ...
+        replacement = _unwritable(record.get("id"), record.get("name"), record.get("duration_s"), exc)
+        return (json.dumps(replacement, ensure_ascii=True) + "\n").encode("ascii"), replacement
+
+
+def _finite(value: Any, depth: int = 0) -> Any:
+    """A copy of ``value`` with NaN and infinities as None (containers only rebuilt, the rest kept)."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if depth > 10_000:
+        raise RecursionError("nested too deeply")
+    if isinstance(value, dict):
+        return {k: _finite(v, depth + 1) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v, depth + 1) for v in value]
+    return value
+
+
+def _unwritable(call_id: Any, name: Any, duration: Any, exc: BaseException) -> dict[str, Any]:
+    """The error record that stands for a result that cannot be written as JSON."""
+    try:
+        why = f"{type(exc).__name__}: {exc}"
+    except Exception:
+        why = type(exc).__name__
+    return {
+        "id": call_id if isinstance(call_id, str) else str(call_id),
+        "name": name if isinstance(name, str) else None,
+        "status": "error",
+        "output": None,
+        "error": {"type": "UnwritableResultError", "traceback": "",
+                  "message": f"the result of this call could not be written as JSON ({why[:1000]})"},
+        "duration_s": duration if isinstance(duration, float) and math.isfinite(duration) else 0.0,
+    }
 
 
 class OutFile:
@@ -62,15 +136,18 @@ class OutFile:
         sys.stdout = sys.stderr
         return cls(private, "<stdout>", close=True)
 
-    def write(self, record: dict[str, Any]) -> None:
-        line = json.dumps(record, ensure_ascii=False, default=str) + "\n"
+    def write(self, record: dict[str, Any]) -> dict[str, Any]:
+        """Write one record as one line (see ``encode_record``); returns the record written, which
+        is a replacement error record when the original could not be written."""
+        data, record = encode_record(record)
         if self.fd is None:
-            sys.stdout.write(line)
+            sys.stdout.write(data.decode("utf-8"))
             sys.stdout.flush()
-            return
-        view = memoryview(line.encode("utf-8", "surrogatepass"))
+            return record
+        view = memoryview(data)
         while view:
             view = view[os.write(self.fd, view):]
+        return record
 
     def close(self) -> None:
         if self._close and self.fd is not None:
@@ -107,4 +184,4 @@ def scan_previous(path: str) -> tuple[IdSet, int, int]:
     return done, count, failed
 
 
-__all__ = ["OutFile", "result_failed", "scan_previous"]
+__all__ = ["OutFile", "encode_record", "record_of", "result_failed", "scan_previous"]

@@ -5,7 +5,7 @@ Data flow::
     LineSource (for a pipe: a reader thread and a wake-up pipe, see _input)
         │ (lineno, line) | WAIT
         ▼
-    parse_call ── bad line, duplicate id ──> its record, held behind the calls before it ──┐
+    read_call ─── bad line, duplicate id ──> its record, held behind the calls before it ──┐
         │ ToolCall | WAIT                                                                 │
         ▼                                                                                 ▼
     Executor.imap ── ToolResult, call order ──> Job: every line's record in input order ──> OutFile
@@ -30,8 +30,8 @@ from collections.abc import Iterator
 from typing import Any
 
 from toolfork.commands._idset import IdSet
-from toolfork.commands._input import LineSource, count_lines, open_input
-from toolfork.commands._loading import BadLine, UsageError, parse_call
+from toolfork.commands._input import LineSource, count_lines, open_input, read_call
+from toolfork.commands._loading import BadLine, UsageError
 from toolfork.commands._options import (
     EXIT_FAILED,
     EXIT_INTERRUPTED,
@@ -45,7 +45,7 @@ from toolfork.commands._options import (
     positive_int,
     resolve_tools,
 )
-from toolfork.commands._output import OutFile, result_failed, scan_previous
+from toolfork.commands._output import OutFile, record_of, result_failed, scan_previous
 from toolfork.commands._progress import Progress
 from toolfork.executor import WAIT
 
@@ -97,7 +97,7 @@ class Job:
         for result in results:
             lineno, placeholder = self.held.popleft()
             assert placeholder is None, "results and calls out of step"
-            self._write(result.to_dict(), lineno, ran=True)
+            self._write(record_of(result), lineno, ran=True)
             self._emit_held()
         assert not self.held, "a call got no result"
 
@@ -116,7 +116,7 @@ class Job:
                 yield WAIT
                 continue
             lineno, raw = item
-            call = parse_call(raw, lineno)
+            call = read_call(raw, lineno)
             if isinstance(call, BadLine):
                 if call.id in self.done:
                     self.progress.skip(lineno)
@@ -152,7 +152,7 @@ class Job:
             self._write(record, lineno, ran=False)
 
     def _write(self, record: dict[str, Any], lineno: int, *, ran: bool) -> None:
-        self.out.write(record)
+        record = self.out.write(record)  # a result that cannot be written comes back as an error record
         self.progress.note(failed=result_failed(record), lineno=lineno, ran=ran)
 
 

@@ -20,8 +20,8 @@ import sys
 from collections.abc import Iterator
 from typing import Any
 
-from toolfork.commands._input import LineSource
-from toolfork.commands._loading import BadLine, UsageError, parse_call
+from toolfork.commands._input import LineSource, read_call
+from toolfork.commands._loading import BadLine, UsageError
 from toolfork.commands._options import (
     EXIT_INTERRUPTED,
     EXIT_OK,
@@ -33,7 +33,7 @@ from toolfork.commands._options import (
     positive_int,
     resolve_tools,
 )
-from toolfork.commands._output import OutFile
+from toolfork.commands._output import OutFile, record_of
 from toolfork.executor import WAIT
 
 
@@ -53,7 +53,7 @@ def serve(executor: Any, source: LineSource, out: OutFile, window: int) -> None:
                 yield WAIT
                 continue
             lineno, raw = item
-            call = parse_call(raw, lineno)
+            call = read_call(raw, lineno)
             if not isinstance(call, BadLine) and call.id in running:
                 message = f"line {lineno}: duplicate id {call.id!r}: a call with this id is still running"
                 call = BadLine(call.id, call.name, message)
@@ -65,7 +65,7 @@ def serve(executor: Any, source: LineSource, out: OutFile, window: int) -> None:
 
     for result in executor.imap_unordered(calls(), window=window, wakeup_fd=source.wakeup_fd):
         running.discard(result.call_id)
-        out.write(result.to_dict())
+        out.write(record_of(result))
 
 
 def main(args: argparse.Namespace) -> int:
