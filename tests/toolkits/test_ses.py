@@ -151,6 +151,11 @@ def test_missing_credentials_and_region_are_error_outputs(aws_env, monkeypatch):
     assert out.as_text().startswith("no AWS region: set AWS_REGION or AWS_DEFAULT_REGION")
 
 
+def test_the_client_never_resends_an_email(ses):
+    # botocore retries a 5xx by default; SES may have sent the message already.
+    assert SESTool(SENDER).client().meta.config.retries["total_max_attempts"] == 1
+
+
 def test_a_new_process_gets_its_own_client(ses, monkeypatch):
     tk = SESTool(SENDER)
     first = tk.client()

@@ -95,9 +95,36 @@ def test_retry_after_as_http_date():
 def test_5xx_backoff_is_exponential(server):
     sleeps = Sleeps()
     server.script(Reply(502, b"bad gateway", content_type="text/html"), Reply(503, {"message": "busy"}))
-    out = make(server, sleep=sleeps, retry=RetryPolicy(retries=3, backoff=0.1)).request("GET", "x")
+    out = make(server, sleep=sleeps, retry=RetryPolicy(retries=3, backoff=0.1, jitter=0)).request("GET", "x")
     assert out["ok"] is True
     assert sleeps == [pytest.approx(0.1), pytest.approx(0.2)]
+
+
+def test_backoff_is_jittered_within_its_bounds():
+    policy = RetryPolicy(retries=5, backoff=1.0, max_delay=3.0)  # default jitter: half of each delay
+    first = [policy.delay(0, None) for _ in range(50)]
+    third = [policy.delay(2, None) for _ in range(50)]  # 4 s capped at 3
+    assert all(0.5 <= d <= 1.0 for d in first) and all(1.5 <= d <= 3.0 for d in third)
+    assert len(set(first)) > 40  # drawn, not fixed
+    assert policy.delay(0, 2.0) == 2.0  # the server's Retry-After is followed as it is
+    with pytest.raises(ValueError, match="jitter"):
+        RetryPolicy(jitter=1.5)
+
+
+def test_a_5xx_to_a_post_is_not_retried_unless_marked_idempotent(server):
+    server.script(Reply(503, {"message": "hiccup"}))
+    with pytest.raises(ServiceError) as info:
+        make(server).request("POST", "write", json={"a": 1})
+    assert len(server.requests) == 1  # the server may have stored it: never sent twice
+    assert "not retried" in str(info.value) and "HTTP 503: hiccup" in str(info.value)
+    server.script(Reply(503, {"message": "hiccup"}))
+    assert make(server).request("POST", "search", json={"q": 1}, idempotent=True)["ok"] is True
+    assert [r.path for r in server.requests[1:]] == ["/search", "/search"]
+    server.script(Reply(429, {"message": "slow down"}, headers={"Retry-After": "0"}))
+    assert make(server).request("POST", "write", json={"a": 2})["ok"] is True  # 429: it was not acted on
+    assert len(server.requests) == 5
+    server.script(Reply(502, {"message": "x"}))
+    assert make(server).request("PUT", "thing", json={})["ok"] is True  # PUT is idempotent
 
 
 def test_500_three_times_is_an_error_after_the_retries(server):
@@ -240,7 +267,7 @@ def test_key_never_shows_in_repr_pickle_roundtrip_or_logs(server, caplog):
     assert KEY not in repr(Secret(KEY)) and KEY not in str(Secret(KEY))
     clone = pickle.loads(pickle.dumps(client))  # toolkits cross into worker processes
     server.script(Reply(429, {"message": "wait"}, headers={"Retry-After": "0"}), Reply(500, {"message": "x"}))
-    clone.request("POST", "x", json={"q": 1})
+    clone.request("POST", "x", json={"q": 1}, idempotent=True)
     with pytest.raises(ServiceError) as info:
         server.script(Reply(401, {"message": "nope"}))
         clone.request("GET", "y")

@@ -2,8 +2,21 @@
 
 Every operation returns an error ``ToolOutput`` (never raises) on bad input such as a division by
 zero or an empty list, so the model reads what went wrong and can retry. ``evaluate`` parses with
-``ast`` and walks a whitelist; it never calls ``eval``, and it bounds integer growth so an expression
-like ``9**9**9**9`` is refused instead of consuming the worker.
+``ast`` and walks a whitelist; it never calls ``eval``.
+
+Every argument that scales the work is bounded, so no input can tie up a worker for long; going over a
+bound gives an error output that names it:
+
+* integers (constants and every intermediate result of ``evaluate``) have at most ``MAX_INT_BITS``
+  bits, and ``**`` estimates the size of an integer power before computing it (``9**9**9**9``);
+* ``round(x, ndigits)``: ``|ndigits| <= MAX_ROUND_DIGITS`` (``round(7, -10**8)`` would compute
+  ``10**(10**8)``);
+* ``factorial(n)``: ``n <= MAX_FACTORIAL``; ``evaluate``'s expression: ``MAX_EXPRESSION_CHARS``;
+* the list tools (sum, multiply, mean, median, mode, standard deviation, variance) take at most
+  ``MAX_NUMBERS`` numbers (the exact statistics cost microseconds a number).
+
+The rest is cheap whatever the input: floats overflow to an error, ``pow`` takes two arguments (no
+modular exponentiation), and shifts, bitwise operators and strings are not in the whitelist.
 """
 
 from __future__ import annotations
@@ -22,6 +35,8 @@ Number = int | float
 MAX_INT_BITS = 10_000  # about 3000 decimal digits: far beyond any real answer, cheap to compute
 MAX_FACTORIAL = 1000
 MAX_EXPRESSION_CHARS = 1000
+MAX_ROUND_DIGITS = 4000  # round(x, -4000) computes 10**4000: a millisecond
+MAX_NUMBERS = 100_000
 
 
 class CalculationError(Exception):
@@ -63,6 +78,20 @@ def _compute(fn: Callable[[], Any]) -> Number | ToolOutput:
 def _nonempty(numbers: list[float], what: str) -> None:
     if not numbers:
         raise CalculationError(f"{what} needs at least one number; the list is empty")
+    _not_too_many(numbers)
+
+
+def _not_too_many(numbers: list[float]) -> None:
+    if len(numbers) > MAX_NUMBERS:
+        raise CalculationError(f"the list has {len(numbers)} numbers; the limit is {MAX_NUMBERS}")
+
+
+def _bounded(fn: Callable[[list[float]], Any]) -> Callable[[list[float]], Any]:
+    def run(numbers: list[float]) -> Any:
+        _not_too_many(numbers)
+        return fn(numbers)
+
+    return run
 
 
 def _statistic(numbers: list[float], what: str, fn: Callable[[list[float]], float]) -> Number | ToolOutput:
@@ -125,6 +154,26 @@ def _factorial(n: Number) -> int:
     return math.factorial(n)
 
 
+def _round(x: Number, ndigits: Any = None) -> Number:
+    if ndigits is None:
+        return round(x)
+    if isinstance(ndigits, float):
+        if not ndigits.is_integer():
+            raise CalculationError(f"round() needs a whole number of digits, got {ndigits}")
+        ndigits = int(ndigits)
+    if abs(ndigits) > MAX_ROUND_DIGITS:
+        raise CalculationError(f"round() takes at most {MAX_ROUND_DIGITS} digits either way (|ndigits| <= "
+                               f"{MAX_ROUND_DIGITS}), got {_short(ndigits)}")
+    return round(x, ndigits)
+
+
+def _short(n: Number) -> str:
+    """A number for a message: a huge int is shown by its size, not its 3000 digits."""
+    if isinstance(n, int) and n.bit_length() > 64:
+        return f"an integer of {n.bit_length()} bits"
+    return repr(n)
+
+
 def _log(x: Number, base: Number | None = None) -> float:
     if x <= 0:
         raise CalculationError(f"the logarithm needs a positive number, got {x}")
@@ -151,7 +200,7 @@ _CONSTANTS: dict[str, float] = {"pi": math.pi, "e": math.e, "tau": math.tau}
 _FUNCTIONS: dict[str, tuple[Callable[..., Any], int, int]] = {  # name -> (fn, min args, max args)
     "sqrt": (_sqrt, 1, 1),
     "abs": (abs, 1, 1),
-    "round": (round, 1, 2),
+    "round": (_round, 1, 2),
     "floor": (math.floor, 1, 1),
     "ceil": (math.ceil, 1, 1),
     "log": (_log, 1, 2),
@@ -252,7 +301,7 @@ class SumTool(Tool):
         Args:
             numbers: the numbers to add (an empty list sums to 0)
         """
-        return _compute(lambda: math.fsum(numbers))
+        return _compute(lambda: _bounded(math.fsum)(numbers))
 
 
 class SubtractTool(Tool):
@@ -279,7 +328,7 @@ class MultiplyTool(Tool):
         Args:
             numbers: the factors (an empty list gives 1)
         """
-        return _compute(lambda: math.prod(numbers))
+        return _compute(lambda: _bounded(math.prod)(numbers))
 
 
 class DivideTool(Tool):

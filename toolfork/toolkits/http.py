@@ -8,11 +8,17 @@ Rules it enforces:
 
 - The API key is resolved at call time (argument first, then the environment variable), so a toolkit
   can be built and listed without a key; a missing key is a ``MissingKeyError`` naming the variable.
-- 429 and 5xx are retried with exponential backoff; a ``Retry-After`` header wins over the computed
-  delay, and one longer than ``RetryPolicy.max_delay`` ends the retries at once rather than blocking a
-  worker for minutes. Connection failures (nothing was sent) are retried too; read timeouts are not,
-  because the server may still be acting on a non-idempotent request and a retry would multiply the
-  wait.
+- Only what cannot do a thing twice is retried. A 5xx is retried for an idempotent request: GET,
+  HEAD, PUT, DELETE, OPTIONS, or a request the toolkit marks ``idempotent=True`` (a search sent as a
+  POST); a 5xx to any other POST may come after the server acted (stored a memory), so it is an
+  error at once. 429 (the server refused the request without acting on it) and connection failures
+  (nothing was sent) are retried for every request; read timeouts for none, because the server may
+  still be acting on the request and a retry would multiply the wait.
+- Retries back off exponentially with jitter (``RetryPolicy.jitter``: by default a wait is drawn
+  between half and all of ``backoff * 2**n``, from the OS's random source), so forked workers that
+  failed together do not retry in lockstep. A ``Retry-After`` header wins over the computed delay,
+  and one longer than ``RetryPolicy.max_delay`` ends the retries at once rather than blocking a
+  worker for minutes.
 - Redirects are not followed: a custom key header (``x-api-key``) would be forwarded to whatever host
   the redirect names.
 - Every failure becomes a ``ServiceError`` whose message names the service, the HTTP status and the
@@ -30,6 +36,7 @@ import email.utils
 import logging
 import math
 import os
+import random
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -42,6 +49,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger("toolfork.toolkits.http")
 
 __all__ = [
+    "IDEMPOTENT_METHODS",
     "HttpClient",
     "MissingKeyError",
     "RetryPolicy",
@@ -52,6 +60,10 @@ __all__ = [
 ]
 
 _USER_AGENT = "toolfork (+https://github.com/toolfork/toolfork)"
+IDEMPOTENT_METHODS = frozenset({"GET", "HEAD", "PUT", "DELETE", "OPTIONS"})
+# Not the ``random`` module's generator: forked workers inherit its state unless the fork reseeds it,
+# and identical draws would put them back in lockstep.
+_JITTER = random.SystemRandom()
 _SNIPPET = 300  # characters of a server's error body worth showing to a model
 
 
@@ -105,12 +117,14 @@ class RetryPolicy:
     """How hard to retry a 429/5xx or a refused connection.
 
     ``retries`` is the number of extra attempts (so 2 means up to 3 requests); the n-th retry waits
-    ``backoff * 2**n`` seconds (capped at ``max_delay``) unless the server sent ``Retry-After``.
+    ``d = backoff * 2**n`` seconds (capped at ``max_delay``) less a random part of up to
+    ``jitter * d`` (``jitter=0``: exactly ``d``), unless the server sent ``Retry-After``.
     """
 
     retries: int = 2
     backoff: float = 0.5
     max_delay: float = 30.0
+    jitter: float = 0.5
 
     def __post_init__(self) -> None:
         if self.retries < 0:
@@ -119,12 +133,15 @@ class RetryPolicy:
             raise ValueError(f"RetryPolicy.backoff must be a finite number >= 0, got {self.backoff}")
         if self.max_delay < 0:
             raise ValueError(f"RetryPolicy.max_delay must be >= 0, got {self.max_delay}")
+        if not 0 <= self.jitter <= 1:
+            raise ValueError(f"RetryPolicy.jitter must be between 0 and 1, got {self.jitter}")
 
     def delay(self, retry_index: int, retry_after: float | None) -> float | None:
         """Seconds to wait before retry number ``retry_index`` (0-based); None means give up now."""
         if retry_after is not None:
             return retry_after if retry_after <= self.max_delay else None
-        return min(self.backoff * (2**retry_index), self.max_delay)
+        full = min(self.backoff * (2**retry_index), self.max_delay)
+        return full - full * self.jitter * _JITTER.random() if self.jitter else full
 
 
 def parse_retry_after(value: str | None, *, now: float | None = None) -> float | None:
@@ -283,11 +300,17 @@ class HttpClient:
         params: Mapping[str, Any] | None = None,
         headers: Mapping[str, str] | None = None,
         require_key: bool = True,
+        idempotent: bool | None = None,
     ) -> Any:
         """Send one request (with retries) and return the decoded JSON body.
 
+        ``idempotent``: whether sending the request twice does no more than sending it once, which
+        allows retrying it after a 5xx; by default true for GET, HEAD, PUT, DELETE and OPTIONS only.
         Raises ``ServiceError`` (or ``MissingKeyError``) for every expected failure.
         """
+        method = method.upper()
+        if idempotent is None:
+            idempotent = method in IDEMPOTENT_METHODS
         key = self.api_key()
         if key is None and require_key:
             raise self._missing_key()
@@ -339,12 +362,13 @@ class HttpClient:
                 logger.debug("%s %s -> HTTP %d (attempt %d)", self.service, where, status, attempt + 1)
                 if status == 429 or 500 <= status <= 599:
                     retry_after = parse_retry_after(response.headers.get("Retry-After"))
-                    if not last:
+                    unsafe = status != 429 and not idempotent  # the server may have acted on it
+                    if not last and not unsafe:
                         wait = self.retry.delay(attempt, retry_after)
                         if wait is not None:
                             self._pause(attempt, wait, where, f"HTTP {status}")
                             continue
-                    raise self._status_error(response, key, attempt + 1, retry_after)
+                    raise self._status_error(response, key, attempt + 1, retry_after, not_retried=unsafe and not last)
                 if status >= 300:
                     raise self._status_error(response, key, attempt + 1, None)
                 return self._decode(response, key)
@@ -386,7 +410,8 @@ class HttpClient:
             ) from None
 
     def _status_error(
-        self, response: httpx.Response, key: str | None, attempts: int, retry_after: float | None
+        self, response: httpx.Response, key: str | None, attempts: int, retry_after: float | None,
+        *, not_retried: bool = False,
     ) -> ServiceError:
         status = response.status_code
         detail = _server_message(response)
@@ -402,6 +427,9 @@ class HttpClient:
         elif status == 429:
             wait = f"; the service asks to wait {retry_after:g} s" if retry_after is not None else ""
             message = f"{self.service} rate limit reached ({said}) after {attempts} attempt(s){wait}. Try again later."
+        elif status >= 500 and not_retried:
+            message = (f"{self.service} server error ({said}); not retried, because the request may "
+                       "have taken effect before the error (check before trying again).")
         elif status >= 500:
             message = f"{self.service} server error ({said}) after {attempts} attempt(s). Try again later."
         elif 300 <= status < 400:

@@ -79,7 +79,8 @@ class JinaToolkit(Toolkit):
                 return ToolOutput.error("query must not be empty")
             try:
                 data = search_http.request(
-                    "POST", "", json={"q": query, "num": num}, headers={"X-Respond-With": "no-content"}
+                    "POST", "", json={"q": query, "num": num}, headers={"X-Respond-With": "no-content"},
+                    idempotent=True,  # a search only reads
                 )
             except ServiceError as exc:
                 return ToolOutput.error(str(exc))
@@ -116,6 +117,7 @@ class JinaToolkit(Toolkit):
                     json={"url": url},
                     headers={"X-Return-Format": "markdown"},
                     require_key=False,
+                    idempotent=True,  # reading a page changes nothing
                 )
             except ServiceError as exc:
                 return ToolOutput.error(str(exc))

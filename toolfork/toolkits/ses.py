@@ -4,6 +4,11 @@ boto3 is imported when the tool runs, not when this module is imported, so ``too
 works (and lists this toolkit) without the extra installed. Credentials and region come from boto3's
 usual chain (``AWS_ACCESS_KEY_ID``/``AWS_SECRET_ACCESS_KEY``/``AWS_REGION``, profiles, instance roles)
 unless a ready client is passed in.
+
+The client created here does not retry: botocore would resend ``SendEmail`` after a 5xx or a read
+timeout, and SES may already have sent the message, so the recipient would get it twice. A failed send
+is an error output instead (the model can decide to try again). A client passed in keeps its own
+retry configuration.
 """
 
 from __future__ import annotations
@@ -69,10 +74,13 @@ class SESTool(Toolkit):
         if self._client is not None and (self._client_given or self._client_pid == os.getpid()):
             return self._client
         import boto3  # the optional extra: imported only when an email is actually sent
+        from botocore.config import Config
 
         # botocore itself only reads AWS_DEFAULT_REGION; AWS_REGION is what many runtimes (Lambda, ECS) set.
         region = self.region_name or os.environ.get("AWS_REGION") or None
-        self._client = boto3.client("sesv2", region_name=region, endpoint_url=self.endpoint_url)
+        # One attempt only: a send retried after a 5xx may reach the recipient twice (see the module doc).
+        no_retry = Config(retries={"mode": "standard", "total_max_attempts": 1})
+        self._client = boto3.client("sesv2", region_name=region, endpoint_url=self.endpoint_url, config=no_retry)
         self._client_pid = os.getpid()
         return self._client
 

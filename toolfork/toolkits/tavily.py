@@ -69,7 +69,8 @@ class TavilyToolkit(Toolkit):
         def post(endpoint: str, body: dict[str, Any]) -> dict[str, Any] | ToolOutput:
             """The endpoint's JSON object, or the error output the model should read instead."""
             try:
-                data = http.request("POST", endpoint, json=body)
+                # Search, extract and crawl only read: safe to retry after a 5xx.
+                data = http.request("POST", endpoint, json=body, idempotent=True)
             except ServiceError as exc:
                 return ToolOutput.error(str(exc))
             if not isinstance(data, dict) or not isinstance(data.get("results"), list):

@@ -81,7 +81,8 @@ class ZepMemoryToolkit(Toolkit):
             if exc.status != 404:
                 raise
             try:
-                self.http.request("POST", "users", json={"user_id": user_id})
+                # A second create of the same user is refused as existing (handled below): safe to retry.
+                self.http.request("POST", "users", json={"user_id": user_id}, idempotent=True)
             except ServiceError as create_exc:
                 # Another worker may have created it between our GET and POST.
                 if not (create_exc.status in (400, 409) and "exist" in str(create_exc).lower()):
@@ -158,7 +159,7 @@ class ZepMemoryToolkit(Toolkit):
                 "limit": limit,
             }
             try:
-                data = http.request("POST", "graph/search", json=body)
+                data = http.request("POST", "graph/search", json=body, idempotent=True)  # only reads
             except ServiceError as exc:
                 if exc.status == 404:  # no such user yet: nothing has been remembered
                     return ToolOutput.from_value({scope: []})
