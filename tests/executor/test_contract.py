@@ -264,3 +264,313 @@ def test_progress_does_not_push_the_deadline_back(make_executor, mode):
     events = list(ex.stream([ToolCall("c", "chatter_forever", {}, timeout=0.5)]))
     assert type(events[-1]).__name__ == "CallFinished" and events[-1].result.status == "timeout"
     assert sum(type(e).__name__ == "CallProgress" for e in events) > 3  # it did report while running
+
+
+# ----------------------------------------------------------------------------- concurrency (point 11)
+# Overlap is proven with rendezvous (n calls each wait until all n have arrived), never with timings.
+
+
+def _threads(*targets):
+    import threading
+
+    out: dict[int, object] = {}
+    errors: list[BaseException] = []
+
+    def runner(i, fn):
+        try:
+            out[i] = fn()
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=runner, args=(i, fn)) for i, fn in enumerate(targets)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert not errors, errors
+    return [out[i] for i in range(len(targets))]
+
+
+def test_batches_from_threads_run_at_the_same_time(make_executor, mode, tmp_path):
+    ex = make_executor(mode=mode, workers=4)
+    batches = [[ToolCall(f"b{i}", "rendezvous", {"directory": str(tmp_path), "me": f"b{i}", "n": 4})]
+               for i in range(4)]
+    results = _threads(*[lambda b=b: ex.run(b) for b in batches])
+    assert [[r.output.data for r in rs] for rs in results] == [[True]] * 4  # all four ran at once
+
+
+def test_batches_from_asyncio_tasks_run_at_the_same_time(make_executor, mode, tmp_path):
+    ex = make_executor(mode=mode, workers=4)
+
+    # Sequential mode runs submit()'s single calls one after another (documented): they never meet.
+    limit = 0.3 if mode == "sequential" else 20.0
+
+    async def main():
+        runs = [ex.arun([ToolCall(f"a{i}", "rendezvous", {"directory": str(tmp_path / "arun"), "me": f"a{i}",
+                                                             "n": 3})]) for i in range(3)]
+        calls = [ex.acall(ToolCall(f"c{i}", "rendezvous", {"directory": str(tmp_path / "acall"), "me": f"c{i}",
+                                                              "n": 3, "limit": limit})) for i in range(3)]
+        return await asyncio.gather(*runs), await asyncio.gather(*calls)
+
+    (tmp_path / "arun").mkdir()
+    (tmp_path / "acall").mkdir()
+    batches, singles = asyncio.run(main())
+    assert [rs[0].output.data for rs in batches] == [True] * 3
+    assert [r.output.data for r in singles] == ([False, False, True] if mode == "sequential" else [True] * 3)
+    assert [r.call_id for r in singles] == ["c0", "c1", "c2"]
+
+
+def test_each_batch_keeps_its_own_call_order(make_executor, mode):
+    ex = make_executor(mode=mode, workers=3)
+
+    def batch(tag):
+        calls = [ToolCall(f"{tag}{i}", "sleep_for", {"seconds": s, "value": f"{tag}-{i}"})
+                 for i, s in enumerate([0.2, 0.0, 0.1, 0.0])]
+        return ex.run(calls)
+
+    results = _threads(*[lambda t=t: batch(t) for t in "xyz"])
+    for tag, rs in zip("xyz", results, strict=True):
+        assert [r.call_id for r in rs] == [f"{tag}{i}" for i in range(4)]
+        assert [r.output.as_text() for r in rs] == [f"{tag}-{i}" for i in range(4)]
+
+
+def test_a_one_call_batch_is_not_starved_by_a_huge_one(make_executor, mode):
+    """Round-robin between batches: the one call starts at the next free worker, not after the queue."""
+    import threading
+
+    ex = make_executor(mode=mode, workers=2)
+    done_in_big: list[str] = []
+    big_started = threading.Event()
+
+    def big():
+        for event in ex.stream([ToolCall(f"big{i}", "sleep_for", {"seconds": 0.05}) for i in range(60)]):
+            if isinstance(event, CallFinished):
+                done_in_big.append(event.call_id)
+                if len(done_in_big) == 4:
+                    big_started.set()
+
+    t = threading.Thread(target=big)
+    t.start()
+    assert big_started.wait(30)
+    small = ex.run([ToolCall("small", "add", {"a": 20, "b": 22})])
+    finished_meanwhile = len(done_in_big)
+    t.join(60)
+    assert small[0].output.data == 42
+    assert len(done_in_big) == 60
+    # It went in at the next free worker: a few of the big batch's calls finished meanwhile, not the rest.
+    assert finished_meanwhile <= 12, finished_meanwhile
+
+
+def test_failures_in_one_batch_never_touch_another(make_executor, mode, tmp_path):
+    ex = make_executor(mode=mode, workers=3)
+    n_ok = 6
+
+    def troubled():
+        calls = [ToolCall("slow", "sleep_for", {"seconds": 2.0}, timeout=0.3),
+                 ToolCall("boom", "fail", {"message": "nope"})]
+        if mode != "sequential":
+            calls.append(ToolCall("crash", "exit_now", {"code": 3}))
+        return ex.run(calls)
+
+    def calm():
+        return ex.run([ToolCall(f"ok{i}", "sleep_for", {"seconds": 0.05, "value": str(i)}) for i in range(n_ok)])
+
+    def cancelled():
+        batch = ex.stream([ToolCall(f"c{i}", "sleep_for", {"seconds": 1.0}) for i in range(3)])
+        results = []
+        for event in batch:
+            if isinstance(event, CallStarted):
+                batch.cancel()
+            if isinstance(event, CallFinished):
+                results.append(event.result)
+        return results
+
+    bad, good, gone = _threads(troubled, calm, cancelled)
+    assert [r.status for r in bad][:2] == ["timeout", "error"]
+    if mode != "sequential":
+        assert bad[2].status == "crashed"
+        assert {r.status for r in gone} == {"cancelled"}
+    assert [r.status for r in good] == ["ok"] * n_ok
+    assert [r.output.as_text() for r in good] == [str(i) for i in range(n_ok)]
+    assert ex.run([ToolCall("after", "add", {"a": 1, "b": 1})])[0].output.data == 2
+
+
+def test_cancel_takes_one_batch(make_executor, mode, tmp_path):
+    import threading
+
+    ex = make_executor(mode=mode, workers=4)
+    started = threading.Event()
+    gate = tmp_path / "gate"
+    victim = ex.stream([ToolCall(f"v{i}", "sleep_for", {"seconds": 3.0}) for i in range(2)])
+
+    def run_victim():
+        out = []
+        for event in victim:
+            if isinstance(event, CallStarted):
+                started.set()
+            if isinstance(event, CallFinished):
+                out.append(event.result)
+        return out
+
+    def run_other():
+        assert started.wait(30)
+        victim.cancel()
+        return ex.run([ToolCall("o", "wait_for_file", {"path": str(gate), "limit": 1.0}),
+                       ToolCall("p", "add", {"a": 1, "b": 2})])
+
+    gone, other = _threads(run_victim, run_other)
+    if mode != "sequential":  # sequential cannot stop a call running off the main thread
+        assert [r.status for r in gone] == ["cancelled", "cancelled"]
+    assert [r.status for r in other] == ["ok", "ok"] and other[1].output.data == 3
+
+
+def test_a_batch_started_while_another_is_iterated_runs(make_executor, mode):
+    ex = make_executor(mode=mode, workers=2)
+    nested = []
+    outer = []
+    for event in ex.stream([ToolCall(f"o{i}", "sleep_for", {"seconds": 0.05, "value": f"o{i}"}) for i in range(4)]):
+        if isinstance(event, CallFinished):
+            outer.append(event.result.output.as_text())
+            nested.extend(r.output.data for r in ex.run([ToolCall(f"n{len(outer)}", "add", {"a": len(outer), "b": 0})]))
+    assert sorted(outer) == ["o0", "o1", "o2", "o3"]
+    assert nested == [1, 2, 3, 4]
+    # and from inside a result loop of imap, the same
+    inner = []
+    for r in ex.imap([ToolCall(f"m{i}", "add", {"a": i, "b": 0}) for i in range(5)], window=2):
+        inner.append(ex.run([ToolCall("x", "add", {"a": r.output.data, "b": 100})])[0].output.data)
+    assert inner == [100, 101, 102, 103, 104]
+
+
+def test_submit_returns_futures_that_share_the_pool(make_executor, mode, tmp_path):
+    ex = make_executor(mode=mode, workers=4)
+    limit = 0.3 if mode == "sequential" else 20.0  # sequential: one after another (documented)
+    futures = [ex.submit(ToolCall(f"f{i}", "rendezvous", {"directory": str(tmp_path), "me": f"f{i}", "n": 4,
+                                                          "limit": limit}))
+               for i in range(4)]
+    expected = [False, False, False, True] if mode == "sequential" else [True] * 4
+    assert [f.result(30).output.data for f in futures] == expected
+    many = [ex.submit({"id": f"m{i}", "name": "add", "arguments": {"a": i, "b": 1}}) for i in range(300)]
+    assert [f.result(30).output.data for f in many] == [i + 1 for i in range(300)]
+    assert ex.submit(ToolCall("u", "no_such_tool", {})).result(30).status == "error"
+    slow = ex.submit(ToolCall("dup", "sleep_for", {"seconds": 0.5}))
+    with pytest.raises(ValueError, match="dup"):
+        ex.submit(ToolCall("dup", "add", {"a": 1, "b": 1}))
+    assert slow.result(30).status == "ok"
+    assert ex.submit(ToolCall("dup", "add", {"a": 1, "b": 1})).result(30).output.data == 2  # finished: free
+
+
+def test_a_cancelled_future_stops_its_call_only(make_executor, mode, tmp_path):
+    from concurrent.futures import CancelledError
+
+    ex = make_executor(mode=mode, workers=2)
+    if mode == "sequential":
+        # One call at a time in submit()'s thread: a queued call that is cancelled never runs.
+        first = ex.submit(ToolCall("first", "sleep_for", {"seconds": 0.3}))
+        queued = ex.submit(ToolCall("queued", "set_ctx", {"key": "ran", "value": 1, "delay": 0.0}))
+        assert queued.cancel()
+        assert first.result(30).status == "ok"
+        assert ex.submit(ToolCall("after", "add", {"a": 1, "b": 1})).result(30).output.data == 2
+        assert "ran" not in ex.context
+        return
+    marker, started = tmp_path / "finally", tmp_path / "started"
+    stuck = ex.submit(ToolCall("stuck", "hang", {"marker": str(marker), "started": str(started)}))
+    other = ex.submit(ToolCall("other", "sleep_for", {"seconds": 0.3, "value": "fine"}))
+    assert not stuck.running()  # never marked running: cancel() must work on it all the same
+    end = time.monotonic() + 20
+    while not started.exists() and time.monotonic() < end:
+        time.sleep(0.01)
+    assert stuck.cancel()
+    assert stuck.cancelled()
+    with pytest.raises(CancelledError):
+        stuck.result(1)
+    end = time.monotonic() + 10
+    while not marker.exists() and time.monotonic() < end:
+        time.sleep(0.02)
+    assert marker.read_text() == "finally ran"  # stopped in its worker as on a timeout
+    assert other.result(30).output.as_text() == "fine"
+
+    async def cancel_an_acall():
+        task = asyncio.ensure_future(ex.acall(ToolCall("awaited", "hang", {"marker": str(tmp_path / "m2"),
+                                                                           "started": str(tmp_path / "s2")})))
+        while not (tmp_path / "s2").exists():
+            await asyncio.sleep(0.01)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(cancel_an_acall())
+    end = time.monotonic() + 10
+    while not (tmp_path / "m2").exists() and time.monotonic() < end:
+        time.sleep(0.02)
+    assert (tmp_path / "m2").read_text() == "finally ran"
+
+
+def test_close_while_batches_run_cancels_them(make_executor, mode, tmp_path):
+    import threading
+
+    if mode == "sequential":
+        tool, args = "sleep_for", {"seconds": 0.5}  # nothing can stop a call running off the main thread
+    else:
+        tool, args = "hang", {"marker": str(tmp_path / "m")}
+    ex = make_executor(mode=mode, workers=2)
+    started = threading.Event()
+    out: list = []
+
+    def runner():
+        for event in ex.stream([ToolCall("running", tool, args), *[ToolCall(f"q{i}", "add", {"a": 1, "b": 1})
+                                                                   for i in range(3)]]):
+            if isinstance(event, CallStarted):
+                started.set()
+            if isinstance(event, CallFinished):
+                out.append(event.result)
+
+    t = threading.Thread(target=runner)
+    t.start()
+    assert started.wait(30)
+    future = ex.submit(ToolCall("single", tool, {**args, "marker": str(tmp_path / "m3")} if "marker" in args
+                                else args))
+    time.sleep(0.1)
+    ex.close()
+    t.join(30)
+    assert not t.is_alive()
+    by_id = {r.call_id: r for r in out}
+    assert set(by_id) == {"running", "q0", "q1", "q2"}  # every call has its result
+    if mode != "sequential":
+        assert by_id["running"].status == "cancelled"
+        assert future.result(10).status == "cancelled"
+    else:
+        assert future.result(10).status in ("ok", "cancelled")
+    with pytest.raises(RuntimeError, match="closed"):
+        ex.run([ToolCall("late", "add", {"a": 1, "b": 1})])
+    with pytest.raises(RuntimeError, match="closed"):
+        ex.submit(ToolCall("late", "add", {"a": 1, "b": 1}))
+
+
+def test_contract_cases_run_concurrently_on_one_executor(make_executor, mode, tmp_path):
+    """A few of the cases above at once, from threads, on one executor: each sees only its own."""
+    ex = make_executor(mode=mode, workers=4)
+
+    def order():
+        rs = ex.run([ToolCall(f"c{i}", "sleep_for", {"seconds": s, "value": f"v{i}"})
+                     for i, s in enumerate([0.3, 0.0, 0.15])])
+        assert [r.output.as_text() for r in rs] == ["v0", "v1", "v2"]
+
+    def failing():
+        rs = ex.run([ToolCall("a", "add", {"a": 1, "b": 2}), ToolCall("f", "fail", {"message": "bad"}),
+                     ToolCall("u", "nope", {})])
+        assert [r.status for r in rs] == ["ok", "error", "error"]
+        assert "bad" in rs[1].error.message and "nope" in rs[2].error.message
+
+    def timeouts():
+        rs = ex.run([ToolCall("t", "sleep_for", {"seconds": 1.5}, timeout=0.2), ToolCall("q", "add", {"a": 0, "b": 0})])
+        assert [r.status for r in rs] == ["timeout", "ok"]
+
+    def progress():
+        events = list(ex.stream([ToolCall("p", "progress", {"steps": 3, "pause": 0.05})]))
+        assert [e.value for e in events if isinstance(e, CallProgress)] == [{"step": i} for i in range(3)]
+
+    def imapped():
+        assert [r.output.data for r in ex.imap([ToolCall(f"m{i}", "add", {"a": i, "b": 0}) for i in range(40)],
+                                               window=3)] == list(range(40))
+
+    _threads(order, failing, timeouts, progress, imapped, order, failing)

@@ -99,6 +99,9 @@ def test_fork_safety_replacement_worker_with_a_host_thread_holding_the_logging_l
         from toolfork.executor import Executor, ToolCall
         logging.basicConfig()
         ex = Executor(T.ALL, mode="fork", workers=2)
+        # The host logs the crash below (logger toolfork.executor). A logger's first level check takes
+        # the module lock this test holds forever, which no real program does: check it once first.
+        logging.getLogger("toolfork.executor").isEnabledFor(logging.WARNING)
         held = threading.Event()
         def hog():
             logging._acquireLock()          # held forever by this thread

@@ -65,12 +65,14 @@ def kill_self() -> str:
 
 
 @tool
-def hang(marker: str, child_pid_file: str = "") -> str:
+def hang(marker: str, child_pid_file: str = "", started: str = "") -> str:
     """Block forever; write ``marker`` from the finally block when the executor stops us.
 
     With ``child_pid_file``, first start a child process (sleep 600) and record its pid: the
-    executor must kill it with us (it shares our process group).
+    executor must kill it with us (it shares our process group). ``started`` is touched once running.
     """
+    if started:
+        Path(started).touch()
     try:
         if child_pid_file:
             child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
@@ -141,5 +143,18 @@ def wait_for_file(path: str, limit: float = 20.0) -> bool:
     return False
 
 
+@tool
+def rendezvous(directory: str, me: str, n: int, limit: float = 20.0) -> bool:
+    """Arrive in ``directory`` and wait until ``n`` parties have: True proves that ``n`` calls were
+    running at the same time (False if they never all were within ``limit`` seconds)."""
+    Path(directory, me).touch()
+    end = time.monotonic() + limit
+    while time.monotonic() < end:
+        if len(os.listdir(directory)) >= n:
+            return True
+        time.sleep(0.005)
+    return False
+
+
 ALL = [add, sleep_for, whoami, fail, exit_now, segfault, kill_self, hang, big, unpicklable, progress,
-       set_ctx, log_something, wait_for_file]
+       set_ctx, log_something, wait_for_file, rendezvous]

@@ -104,3 +104,57 @@ def test_a_bad_frame_split_across_reads_is_a_marker_too() -> None:
         os.close(w)
     assert out[0][:2] == ("!", "TypeError") and "TwoArgError" in out[0][2]
     assert out[1] == ("o", "c2", "fine", None, 0.0)
+
+
+# ----------------------------------------------------------------------------- end to end, through ex.run
+# The host half: the marker fails the call it belongs to, and nothing else.
+
+from toolfork.executor import Executor, ToolCall  # noqa: E402
+from toolfork.tools import ToolOutput, ToolRuntime, tool  # noqa: E402
+
+
+@tool
+def returns_unbuildable_data() -> ToolOutput:
+    """Return data the host cannot rebuild."""
+    return ToolOutput(content=[], data={"e": TwoArgError(1, 2)})
+
+
+@tool
+def sets_unbuildable_context(runtime: ToolRuntime) -> str:
+    """Ask the host to merge a value it cannot rebuild into its context."""
+    runtime.set_context({"k": TwoArgError(1, 2)})
+    return "done"
+
+
+@tool
+def emits_unbuildable_progress(runtime: ToolRuntime) -> str:
+    """Report progress the host cannot rebuild."""
+    runtime.emit_progress(BadState())
+    return "done"
+
+
+@tool
+def plain(x: int) -> int:
+    """Return x."""
+    return x
+
+
+def test_values_the_host_cannot_rebuild_fail_their_call_only():
+    tools = [returns_unbuildable_data, sets_unbuildable_context, emits_unbuildable_progress, plain]
+    with Executor(tools, mode="fork", workers=2) as ex:
+        calls = [ToolCall("data", "returns_unbuildable_data"), ToolCall("p1", "plain", {"x": 1}),
+                 ToolCall("ctx", "sets_unbuildable_context"), ToolCall("p2", "plain", {"x": 2}),
+                 ToolCall("prog", "emits_unbuildable_progress"), ToolCall("p3", "plain", {"x": 3})]
+        results = ex.run(calls)
+        by_id = {r.call_id: r for r in results}
+        assert [r.call_id for r in results] == [c.id for c in calls]
+        for cid in ("data", "ctx"):
+            assert by_id[cid].status == "error"
+            assert "TwoArgError" in by_id[cid].error.message and "rebuilt" in by_id[cid].error.message
+        assert by_id["prog"].status == "error"  # refused in the worker, at the emit_progress line
+        assert "BadState" in by_id["prog"].error.message
+        assert [by_id[f"p{i}"].output.data for i in (1, 2, 3)] == [1, 2, 3]
+        assert "k" not in ex.context
+        # the workers and the next batch are unaffected
+        again = ex.run([ToolCall(f"n{i}", "plain", {"x": i}) for i in range(8)] + [ToolCall("d2", "returns_unbuildable_data")])
+        assert [r.output.data for r in again[:8]] == list(range(8)) and again[8].status == "error"

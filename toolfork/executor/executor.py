@@ -10,21 +10,30 @@
 are merged into ``Executor.context`` in call order too, so the last call wins whatever finished last.
 A tool that declares ``retries`` gets that many more attempts for calls that crashed, timed out or raised.
 ``imap`` is the same path for batch jobs: the backend pulls calls lazily within a window.
+
+Any number of batches run at once on one Executor (threads, asyncio tasks, a batch started while
+another is iterated): nothing here is locked for a batch's length; the backend shares its workers
+between the live batches (see ``backends/base.py``, ``Hub``). ``submit(call)`` puts single calls into
+one long-lived batch fed by a queue and driven by a thread of its own (``singles.py``), whose results
+resolve ``concurrent.futures.Future`` objects; ``acall`` awaits one of those.
 """
 
 from __future__ import annotations
 
 import asyncio
 import atexit
+import contextlib
 import os
 import threading
 import weakref
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator
-from typing import TYPE_CHECKING, Any
+from concurrent.futures import Future
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from toolfork.executor.backends.base import WAIT, Backend, Dispatch, Feed, Hooks, Wait
 from toolfork.executor.backends.sequential import SequentialBackend, run_in_host
 from toolfork.executor.modes import resolve_mode
+from toolfork.executor.singles import Singles
 from toolfork.executor.types import (
     CallFinished,
     CallProgress,
@@ -39,11 +48,51 @@ if TYPE_CHECKING:
     from toolfork.tools.tool import Tool
 
 RETRYABLE = frozenset({"crashed", "timeout", "error"})
+T = TypeVar("T")
 
 
 def default_workers() -> int:
     """Enough workers that a typical batch of I/O-bound calls runs at once, bounded for small hosts."""
     return max(4, min(32, (os.cpu_count() or 1) * 4))
+
+
+class Batch(Generic[T]):
+    """A batch that is running (what ``stream``, ``imap`` and ``imap_unordered`` return): iterate it for
+    its events or results; ``cancel()`` stops this batch alone, from any thread, like
+    ``Executor.cancel(batch)``. Leaving the iteration early (``close()``, ``break``) stops what of it
+    still runs."""
+
+    __slots__ = ("_cancelled", "_executor", "_feed", "_iterator")
+
+    def __init__(self, executor: Executor) -> None:
+        self._executor = executor
+        self._feed: Feed | None = None
+        self._cancelled = False
+        self._iterator: Iterator[T] = iter(())
+
+    def __iter__(self) -> Batch[T]:
+        return self
+
+    def __next__(self) -> T:
+        return next(self._iterator)
+
+    def cancel(self) -> None:
+        """Running calls are stopped as on a timeout; they and the calls not started come back
+        "cancelled", and iteration ends normally. Other batches are not touched."""
+        self._cancelled = True
+        feed = self._feed
+        if feed is not None:
+            self._executor._cancel_feed(feed)
+
+    def close(self) -> None:
+        close = getattr(self._iterator, "close", None)
+        if close is not None:
+            close()
+
+    def _started(self, feed: Feed) -> None:
+        self._feed = feed
+        if self._cancelled:
+            feed.cancel()
 
 
 class Executor:
@@ -72,10 +121,11 @@ class Executor:
             raise ValueError(f"kill_grace must be >= 0, got {kill_grace}")
         self._tools: dict[str, Tool] = collect_tools(tools)
         self._timeout = timeout
-        self._lock = threading.RLock()
+        self._lock = threading.Lock()  # guards _feeds, _singles and closing; never held for a batch
         self._closed = False
         self.context: dict[str, Any] = {}
-        self._feed: Feed | None = None  # the running batch's, for cancel()
+        self._feeds: set[Feed] = set()  # the batches running now, for cancel() and close()
+        self._singles: Singles | None = None  # submit()'s batch, started on first use
         self._mode, self._fallback_reason = resolve_mode(mode)
         hooks = Hooks(before_child, after_child, on_worker_start)
         self.workers = workers if workers is not None else default_workers()
@@ -133,31 +183,55 @@ class Executor:
 
     def run(self, calls: Iterable[ToolCall | dict[str, Any]]) -> list[ToolResult]:
         """One result per call, in call order. Tool failures become results; misuse raises."""
-        batch = self._prepare(calls)
+        return self._run(self._prepare(calls), None)
+
+    def _run(self, batch: list[ToolCall], handle: Batch[Any] | None) -> list[ToolResult]:
         position = {c.id: i for i, c in enumerate(batch)}
         results: list[ToolResult | None] = [None] * len(batch)
-        for event in self._events(batch, None, len(batch)):
+        for event in self._events(batch, None, len(batch), handle=handle):
             if type(event) is CallFinished:
                 results[position[event.call_id]] = event.result
         self._merge_context(results)
         return results  # type: ignore[return-value]  # every slot is filled: one CallFinished per call
 
-    def stream(self, calls: Iterable[ToolCall | dict[str, Any]]) -> Iterator[Event]:
+    def stream(self, calls: Iterable[ToolCall | dict[str, Any]]) -> Batch[Event]:
         """``CallStarted`` / ``CallProgress`` / ``CallFinished`` events as they happen."""
         batch = self._prepare(calls)
+        handle: Batch[Event] = Batch(self)
 
         def events() -> Iterator[Event]:
             finished: dict[str, ToolResult] = {}
-            for event in self._events(batch, None, len(batch)):
+            for event in self._events(batch, None, len(batch), handle=handle):
                 if type(event) is CallFinished:
                     finished[event.call_id] = event.result
                 yield event
             self._merge_context([finished.get(c.id) for c in batch])
 
-        return events()
+        handle._iterator = events()
+        return handle
+
+    def submit(self, call: ToolCall | dict[str, Any]) -> Future[ToolResult]:
+        """Run one call; its ``Future`` resolves to its ``ToolResult`` (tool failures included). For
+        hosts with one call at a time (an MCP server, a framework that starts each tool call as a task):
+        concurrent single calls share the workers like one batch. ``future.cancel()`` stops the call,
+        even while it runs. Ids must be unique among the calls submitted and not finished."""
+        self._check_open()
+        c = call if isinstance(call, ToolCall) else _call_from_dict(call)
+        singles = self._singles
+        if singles is None:
+            with self._lock:
+                self._check_open()
+                if self._singles is None:
+                    self._singles = Singles(self)
+                singles = self._singles
+        return singles.submit(c)
+
+    async def acall(self, call: ToolCall | dict[str, Any]) -> ToolResult:
+        """``submit`` for asyncio hosts; cancelling the awaiting task stops the call."""
+        return await asyncio.wrap_future(self.submit(call))
 
     def imap(self, calls: Iterable[ToolCall | dict[str, Any] | Wait], window: int | None = None,
-             wakeup_fd: int | None = None) -> Iterator[ToolResult]:
+             wakeup_fd: int | None = None) -> Batch[ToolResult]:
         """Results in call order, pulling ``calls`` lazily: at most ``window`` calls (default 4 x
         workers) are running or waiting for an earlier one, so a million-call job runs in bounded
         memory. Duplicate ids are refused among the calls in that window.
@@ -169,16 +243,22 @@ class Executor:
         return self._windowed(calls, window, wakeup_fd, ordered=True)
 
     def imap_unordered(self, calls: Iterable[ToolCall | dict[str, Any] | Wait], window: int | None = None,
-                       wakeup_fd: int | None = None) -> Iterator[ToolResult]:
+                       wakeup_fd: int | None = None) -> Batch[ToolResult]:
         """``imap`` in completion order: a quick call is never held behind a slow one sent before it."""
         return self._windowed(calls, window, wakeup_fd, ordered=False)
 
     def _windowed(self, calls: Iterable[ToolCall | dict[str, Any] | Wait], window: int | None,
-                  wakeup_fd: int | None, *, ordered: bool) -> Iterator[ToolResult]:
+                  wakeup_fd: int | None, *, ordered: bool) -> Batch[ToolResult]:
         self._check_open()
         limit = window if window is not None else 4 * max(1, self.workers)
         if limit < 1:
             raise ValueError(f"window must be at least 1, got {limit}")
+        handle: Batch[ToolResult] = Batch(self)
+        handle._iterator = self._windowed_results(calls, limit, wakeup_fd, ordered, handle)
+        return handle
+
+    def _windowed_results(self, calls: Iterable[ToolCall | dict[str, Any] | Wait], limit: int,
+                          wakeup_fd: int | None, ordered: bool, handle: Batch[ToolResult]) -> Iterator[ToolResult]:
         seq_of: dict[str, int] = {}  # call id -> position, for the calls in the window
         counts = [0, 0]  # pulled, yielded
 
@@ -198,7 +278,7 @@ class Executor:
             return counts[0] - counts[1] < limit
 
         buffer: dict[int, ToolResult] = {}
-        for event in self._events(prepared(), room, None, wakeup_fd):
+        for event in self._events(prepared(), room, None, wakeup_fd, handle=handle):
             if type(event) is not CallFinished:
                 continue
             result = event.result
@@ -218,13 +298,23 @@ class Executor:
                 yield result
 
     async def arun(self, calls: Iterable[ToolCall | dict[str, Any]]) -> list[ToolResult]:
-        """``run`` for asyncio hosts: the batch runs in a thread so the event loop stays free."""
-        batch = list(calls)
-        return await asyncio.to_thread(self.run, batch)
+        """``run`` for asyncio hosts: the batch runs in a thread of its own (not the loop's default
+        executor, whose few threads would make concurrent batches queue), so the event loop stays free.
+        Cancelling the awaiting task cancels this batch alone, and returns once it has stopped."""
+        batch = self._prepare(calls)
+        handle: Batch[Any] = Batch(self)
+        done = _in_thread(asyncio.get_running_loop(), lambda: self._run(batch, handle), "toolfork-arun")
+        try:
+            return await asyncio.shield(done)
+        except asyncio.CancelledError:
+            handle.cancel()
+            with contextlib.suppress(BaseException):
+                await done
+            raise
 
     async def astream(self, calls: Iterable[ToolCall | dict[str, Any]]) -> AsyncIterator[Event]:
-        """``stream`` for asyncio hosts: the batch runs in a thread and its events are handed to the
-        event loop as they happen. Leaving the ``async for`` early cancels what is still running."""
+        """``stream`` for asyncio hosts: the batch runs in a thread of its own and its events are handed
+        to the event loop as they happen. Leaving the ``async for`` early cancels this batch alone."""
         loop = asyncio.get_running_loop()
         queue: asyncio.Queue[Event | BaseException | None] = asyncio.Queue()
         events = self.stream(calls)
@@ -238,7 +328,7 @@ class Executor:
             else:
                 loop.call_soon_threadsafe(queue.put_nowait, None)
 
-        worker = loop.run_in_executor(None, pump)
+        done = _in_thread(loop, pump, "toolfork-astream")
         try:
             while True:
                 item = await queue.get()
@@ -248,9 +338,9 @@ class Executor:
                     raise item
                 yield item
         finally:
-            if not worker.done():
-                self.cancel()
-            await asyncio.shield(worker)
+            if not done.done():
+                events.cancel()
+            await asyncio.shield(done)
 
     def _prepare(self, calls: Iterable[ToolCall | dict[str, Any]]) -> list[ToolCall]:
         self._check_open()
@@ -265,30 +355,34 @@ class Executor:
         return batch
 
     def _events(self, calls: Iterable[ToolCall | Wait], room: Callable[[], bool] | None,
-                size: int | None, wakeup_fd: int | None = None) -> Iterator[Event]:
+                size: int | None, wakeup_fd: int | None = None, *,
+                handle: Batch[Any] | None = None) -> Iterator[Event]:
         """Feed the calls to the backend; retry what a tool's ``retries`` allows."""
+        retriable: dict[str, Dispatch] = {}  # calls of tools that declare retries, until they finish
+        feed = Feed(self._dispatches(calls, retriable), room, size, wakeup_fd)
         with self._lock:
             self._check_open()
-            retriable: dict[str, Dispatch] = {}  # calls of tools that declare retries, until they finish
-            feed = Feed(self._dispatches(calls, retriable), room, size, wakeup_fd)
-            self._feed = feed
-            attempts: dict[str, int] = {}
-            try:
-                for event in self._backend.execute(feed):
-                    if type(event) is CallFinished:
-                        result = event.result
-                        if result.status in RETRYABLE and not feed.cancelled and not _is_input_error(result):
-                            tool = self._tools.get(result.name)
-                            n = attempts.get(result.call_id, 0)
-                            if tool is not None and n < tool.retries and not tool.inline:
-                                attempts[result.call_id] = n + 1
-                                feed.retry(retriable[result.call_id])
-                                continue
-                        attempts.pop(result.call_id, None)
-                        retriable.pop(result.call_id, None)
-                    yield event
-            finally:
-                self._feed = None
+            self._feeds.add(feed)
+        if handle is not None:
+            handle._started(feed)
+        attempts: dict[str, int] = {}
+        try:
+            for event in self._backend.execute(feed):
+                if type(event) is CallFinished:
+                    result = event.result
+                    if result.status in RETRYABLE and not feed.cancelled and not _is_input_error(result):
+                        tool = self._tools.get(result.name)
+                        n = attempts.get(result.call_id, 0)
+                        if tool is not None and n < tool.retries and not tool.inline:
+                            attempts[result.call_id] = n + 1
+                            feed.retry(retriable[result.call_id])
+                            continue
+                    attempts.pop(result.call_id, None)
+                    retriable.pop(result.call_id, None)
+                yield event
+        finally:
+            with self._lock:
+                self._feeds.discard(feed)
 
     def _dispatches(self, calls: Iterable[ToolCall | Wait],
                     retriable: dict[str, Dispatch]) -> Iterator[Dispatch | list[Event] | Wait]:
@@ -323,14 +417,28 @@ class Executor:
             if r is not None and r.context_updates:
                 self.context.update(r.context_updates)
 
-    def cancel(self) -> None:
-        """Stop the batch that is running (call it from another thread, a signal handler or a
-        callback): running calls are stopped as on a timeout and, like the calls not started yet,
-        come back "cancelled"; ``run`` then returns normally. No-op when no batch runs."""
-        feed = self._feed
-        if feed is not None:
-            feed.cancel()
-            self._backend.wake()
+    def cancel(self, target: Batch[Any] | Future[ToolResult] | None = None) -> None:
+        """Stop a batch (what ``stream`` / ``imap`` returned), a future (from ``submit``), or, with no
+        argument, every batch and future running now. Running calls are stopped as on a timeout and,
+        like the calls not started yet, come back "cancelled"; ``run`` then returns normally. Callable
+        from another thread, a signal handler or a callback; a no-op for what has finished."""
+        if target is None:
+            with self._lock:
+                feeds = list(self._feeds)
+                singles = self._singles
+            for feed in feeds:
+                if singles is None or feed is not singles.feed:
+                    self._cancel_feed(feed)
+            if singles is not None:
+                singles.cancel_all()
+        elif isinstance(target, (Batch, Future)):
+            target.cancel()
+        else:
+            raise TypeError(f"cancel() takes a Batch, a Future from submit() or nothing, not {type(target).__name__}")
+
+    def _cancel_feed(self, feed: Feed) -> None:
+        feed.cancel()
+        self._backend.cancel(feed)
 
     def _unknown_tool(self, call: ToolCall) -> ToolResult:
         known = ", ".join(sorted(self._tools)) or "(none)"
@@ -344,13 +452,22 @@ class Executor:
             raise RuntimeError("this Executor is closed; create a new one")
 
     def close(self) -> None:
-        """End every worker (no zombie, no orphan). Safe to call twice."""
+        """Cancel every batch and future still running ("cancelled" results), end every worker (no
+        zombie, no orphan). Safe to call twice, and from another thread while batches run."""
         with self._lock:
             if self._closed:
                 return
             self._closed = True
-            self._backend.close()
-            _LIVE.discard(self)
+            feeds = list(self._feeds)
+            singles = self._singles
+        if singles is not None:
+            singles.close()
+        for feed in feeds:
+            self._cancel_feed(feed)
+        self._backend.close()
+        if singles is not None:
+            singles.join()
+        _LIVE.discard(self)
 
     def __enter__(self) -> Executor:
         return self
@@ -371,6 +488,30 @@ def _call_from_dict(data: dict[str, Any]) -> ToolCall:
         raise ValueError(f"a call must be a ToolCall or a dict with 'id', 'name', 'arguments': {exc}") from None
 
 
+def _in_thread(loop: asyncio.AbstractEventLoop, fn: Callable[[], T], name: str) -> asyncio.Future[T]:
+    """Run ``fn`` in a new daemon thread; the returned future (of ``loop``) gets its outcome."""
+    done: asyncio.Future[T] = loop.create_future()
+
+    def settle(result: Any, exc: BaseException | None) -> None:
+        if done.done():
+            return
+        if exc is not None:
+            done.set_exception(exc)
+        else:
+            done.set_result(result)
+
+    def target() -> None:
+        try:
+            result, exc = fn(), None
+        except BaseException as e:  # handed to the awaiting task
+            result, exc = None, e
+        with contextlib.suppress(RuntimeError):  # the loop is gone: nobody awaits any more
+            loop.call_soon_threadsafe(settle, result, exc)
+
+    threading.Thread(target=target, name=name, daemon=True).start()
+    return done
+
+
 def _is_input_error(result: ToolResult) -> bool:
     return result.error is not None and result.error.type == "ToolInputError"
 
@@ -388,4 +529,4 @@ def _close_all() -> None:
             pass
 
 
-__all__ = ["Executor", "default_workers"]
+__all__ = ["Batch", "Executor", "default_workers"]

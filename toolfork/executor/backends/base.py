@@ -8,17 +8,27 @@ job of a million lines never sits in memory at once. Contract for ``execute``: y
 pulled, pass on the feed's ``immediate`` events (results the front made itself), and never raise
 because a tool failed. If the consumer stops early (``GeneratorExit``) the backend stops and kills
 what is still running.
+
+Any number of ``execute`` generators may be live at once on one backend: from several threads, from
+asyncio hosts (each batch in a thread of its own), or nested in one thread (a batch started while
+another is being iterated). A backend with shared workers runs them through a ``Hub``: each batch's
+owner pulls its own feed (so user iterables and inline tools stay in the caller's thread); whichever
+owner needs progress *drives* the backend for everyone (leader/follower, no host thread of our own);
+the driver starts calls from the batches in turn (round-robin, one call or one chunk of quick calls
+per turn, so a huge batch cannot starve a one-call batch) and routes every event to its batch.
 """
 
 from __future__ import annotations
 
 import os
 import select
+import threading
 import time
 from abc import ABC, abstractmethod
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from toolfork.executor.types import CallFinished, CallStarted, ErrorInfo, Event, ToolCall, ToolResult
 
@@ -38,6 +48,8 @@ class Dispatch:
     timeout: float | None
     context: dict[str, Any] = field(default_factory=dict)
     requeues: int = 0  # times a worker died before it could start this call
+    batch: BatchState | None = None  # the batch it belongs to, where a Hub routes its events
+    stopped: bool = False  # its outcome is no longer wanted (a cancelled future): drop its result
 
 
 class Wait:
@@ -63,8 +75,8 @@ class Feed:
     readable when the source has more; the backend drains it.
     """
 
-    __slots__ = ("_retry", "_room", "_source", "cancelled", "exhausted", "immediate", "size_hint", "waiting",
-                 "wakeup_fd")
+    __slots__ = ("_retry", "_room", "_source", "cancelled", "exhausted", "immediate", "size_hint", "stop_ids",
+                 "waiting", "wakeup_fd")
 
     def __init__(self, source: Iterable[Dispatch | list[Event] | Wait], room: Callable[[], bool] | None = None,
                  size_hint: int | None = None, wakeup_fd: int | None = None) -> None:
@@ -77,6 +89,7 @@ class Feed:
         self.cancelled = False
         self.immediate: list[Event] = []
         self._retry: list[Dispatch] = []
+        self.stop_ids: set[str] = set()  # single calls whose stop was asked for (Executor.submit futures)
 
     def retry(self, dispatch: Dispatch) -> None:
         """Run ``dispatch`` again (a tool that declares ``retries``); it goes before new calls."""
@@ -86,6 +99,10 @@ class Feed:
     def cancel(self) -> None:
         """From now on, calls not yet started come out as "cancelled" results (``Executor.cancel``)."""
         self.cancelled = True
+
+    def stop(self, call_id: str) -> None:
+        """Stop one call already pulled (a cancelled future): the backend kills it if it runs."""
+        self.stop_ids.add(call_id)
 
     def pull(self) -> Dispatch | None:
         """The next dispatch, or None when the source is exhausted or the consumer has no room."""
@@ -193,6 +210,151 @@ def run_batch(feed: Feed, submit: Callable[[list[Event]], int],
         wait(events)
 
 
+class BatchState:
+    """One ``execute`` call inside a ``Hub``: what its owner pulled, and what the driver routed to it."""
+
+    __slots__ = ("abandoned", "events", "feed", "outstanding", "poked", "ready")
+
+    def __init__(self, feed: Feed) -> None:
+        self.feed = feed
+        self.ready: deque[Dispatch] = deque()  # pulled by the owner, not sent yet (requeued ones in front)
+        self.events: list[Event] = []  # routed by the driver, taken by the owner
+        self.outstanding = 0  # dispatches pulled whose CallFinished the owner has not taken yet
+        self.poked = False  # the owner should look at its feed again (its live source has more)
+        self.abandoned = False  # the owner stopped early: its calls are stopped, nothing is routed
+
+
+class Driven(Protocol):
+    """What a backend gives its ``Hub``. Both run with ``Hub.drive`` held."""
+
+    def hub_round(self) -> None:
+        """Start what can start, wait once for something to happen, route the events (with ``cond``
+        held around what the owners share), settle the requests; return."""
+
+    def hub_settle(self) -> None:
+        """Act on ``Hub.requests`` (cancelled, stopped or abandoned batches) without waiting."""
+
+    def wake(self) -> None:
+        """Interrupt the driver's wait (any thread)."""
+
+
+class Hub:
+    """The batches live on one backend, and the rule for who drives it.
+
+    ``cond`` guards every batch's ``ready``, ``events`` and ``poked`` and the ``requests``; ``drive`` is
+    held by the one owner that runs the backend's rounds for everybody. An owner that needs progress
+    takes ``drive`` if it is free, else sleeps on ``cond`` until the driver routes it events or lets go.
+    So one batch alone runs exactly as before (its own thread drives, no hand-off), and a batch started
+    while another is being iterated, from the same thread or another, simply joins.
+    """
+
+    def __init__(self, backend: Driven) -> None:
+        self.cond = threading.Condition(threading.Lock())
+        self.drive = threading.Lock()
+        self.batches: list[BatchState] = []
+        self.turn = 0  # round-robin position in ``batches``
+        self.requests: set[BatchState] = set()
+        self._backend = backend
+
+    def execute(self, feed: Feed) -> Iterator[Event]:
+        """The owner's loop: pull its feed, take its events, drive when nobody does."""
+        b = BatchState(feed)
+        with self.cond:
+            self.batches.append(b)
+        yielded = False
+        try:
+            while True:
+                pulled = self._fill(b)
+                if feed.immediate:
+                    yield from feed.take_immediate()
+                    yielded = True
+                    continue
+                with self.cond:
+                    events, b.events = b.events, []
+                    b.poked = False
+                if events:
+                    b.outstanding -= sum(1 for ev in events if type(ev) is CallFinished)
+                    yield from events
+                    yielded = True
+                    continue
+                if not b.outstanding:
+                    if feed.exhausted:
+                        return
+                    if feed.waiting:  # a live source with nothing to give yet, and nothing running
+                        feed.wait_for_source(None)
+                        continue
+                    if not yielded:  # the consumer cannot make room: nothing would ever change
+                        raise RuntimeError("the feed has no room although nothing is outstanding")
+                    yielded = False
+                    continue
+                if self.drive.acquire(blocking=False):
+                    try:
+                        while not (b.events or b.poked):
+                            self._backend.hub_round()
+                    finally:
+                        self.drive.release()
+                        with self.cond:
+                            self.cond.notify_all()  # a follower may take over
+                else:
+                    if pulled:
+                        self._backend.wake()  # the driver is waiting: it has new calls to start
+                    with self.cond:
+                        self.cond.wait_for(lambda: b.events or b.poked or not self.drive.locked())
+        finally:
+            self._leave(b)
+
+    def _fill(self, b: BatchState) -> int:
+        feed = b.feed
+        pulled: list[Dispatch] = []
+        while (d := feed.pull()) is not None:
+            d.batch = b
+            pulled.append(d)
+        if pulled:
+            b.outstanding += len(pulled)
+            with self.cond:
+                b.ready.extend(pulled)
+        return len(pulled)
+
+    def request(self, feed: Feed) -> None:
+        """The batch of ``feed`` was cancelled, or asked to stop calls: tell the driver."""
+        with self.cond:
+            for b in self.batches:
+                if b.feed is feed:
+                    self.requests.add(b)
+                    b.poked = True  # its owner pulls again: calls not pulled yet come out cancelled
+            self.cond.notify_all()
+        self._backend.wake()
+
+    def _leave(self, b: BatchState) -> None:
+        """The owner is done, or stopped early: its calls still pulled are stopped, nothing is lost."""
+        with self.cond:
+            self.batches.remove(b)
+            if not b.outstanding:
+                return
+            b.abandoned = True
+            self.requests.add(b)
+        if self.drive.acquire(blocking=False):
+            try:
+                self._backend.hub_settle()
+            finally:
+                self.drive.release()
+                with self.cond:
+                    self.cond.notify_all()
+        else:
+            self._backend.wake()
+
+    def next_ready(self) -> BatchState | None:
+        """The next batch, in turn, with a call to start (``cond`` held): round-robin between batches."""
+        batches = self.batches
+        n = len(batches)
+        for i in range(n):
+            b = batches[(self.turn + i) % n]
+            if b.ready:
+                self.turn = (self.turn + i + 1) % n
+                return b
+        return None
+
+
 @dataclass(slots=True)
 class Hooks:
     before_child: Hook | None = None
@@ -213,10 +375,15 @@ class Backend(ABC):
         """Run what ``feed`` gives; yield events in completion order (see module docstring)."""
 
     def wake(self) -> None:  # noqa: B027 - backends that never block in a wait need nothing
-        """Called from another thread after ``Feed.cancel``: interrupt a wait so the batch notices."""
+        """Interrupt a wait from another thread, so the batch notices what changed."""
+
+    def cancel(self, feed: Feed) -> None:
+        """After ``feed.cancel()`` or ``feed.stop(call_id)``: stop what runs of that batch."""
+        self.wake()
 
     def close(self) -> None:  # noqa: B027 - in-process backends hold nothing
         """Release workers; must leave no process behind and be safe to call twice."""
 
 
-__all__ = ["WAIT", "Backend", "Dispatch", "Feed", "Hooks", "Wait", "cancelled", "run_batch"]
+__all__ = ["WAIT", "Backend", "BatchState", "Dispatch", "Driven", "Feed", "Hooks", "Hub", "Wait", "cancelled",
+           "run_batch"]

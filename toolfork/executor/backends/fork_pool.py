@@ -21,6 +21,7 @@ Data flow of one batch (``ForkBackend.execute``)::
 
 from __future__ import annotations
 
+import logging
 import math
 import os
 import pickle
@@ -37,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 import multiprocess
 
 from toolfork.executor import framing
-from toolfork.executor.backends.base import POLL_INTERVAL, Backend, Dispatch, Feed, Hooks, cancelled, run_batch
+from toolfork.executor.backends.base import POLL_INTERVAL, Backend, BatchState, Dispatch, Feed, Hooks, Hub, cancelled
 from toolfork.executor.backends.fork_template import template_main
 from toolfork.executor.types import CallFinished, CallProgress, CallStarted, ErrorInfo, Event, ToolResult
 from toolfork.tools.output import ContentBlock, ToolOutput
@@ -53,6 +54,7 @@ PIPE_SIZE = 1 << 20
 F_SETPIPE_SZ = 1031
 
 _WAKE = object()  # selector key data of the wake-up pipe
+log = logging.getLogger("toolfork.executor")
 
 
 def _drain(fd: int) -> None:
@@ -133,10 +135,13 @@ class ForkBackend(Backend):
         self._exit_status: dict[int, int] = {}
         self._next_wid = 0
         self._ewma: dict[str, float] = {}
+        self._hub = Hub(self)
+        self._tool_frames: list[bytes] = []  # tools added later, for the workers (sent by the driver)
         for _ in range(workers):
             self._spawn()
         for w in list(self._workers.values()):
             self._wait_pid(w)
+        self._idle: deque[_Worker] = deque(self._workers.values())
         self._finalizer = weakref.finalize(self, _emergency_close, self._template, self._ctrl)
 
     # ----------------------------------------------------------------- workers
@@ -214,6 +219,7 @@ class ForkBackend(Backend):
 
     def _retire(self, w: _Worker, *, kill: bool) -> None:
         """Forget a worker; if ``kill``, have the template stop its process group (with grace)."""
+        pid = self._wait_pid(w) if kill else None  # while it is still ours: its "spawned" names it by wid
         self._workers.pop(w.wid, None)
         try:
             self._sel.unregister(w.result_fd)
@@ -225,8 +231,7 @@ class ForkBackend(Backend):
                 os.close(fd)
             except OSError:
                 pass
-        if kill:
-            pid = self._wait_pid(w)
+        if pid is not None:
             self._ctrl.send(pickle.dumps(("term", pid, self._kill_grace)))
 
     def _exit_description(self, w: _Worker) -> tuple[str, str]:
@@ -236,6 +241,8 @@ class ForkBackend(Backend):
         return describe_exit(self._exit_status.pop(pid, None) if pid is not None else None)
 
     def add_tools(self, tools: list[Tool]) -> None:
+        """The template learns the tools at once (workers it forks from now on have them); live workers
+        get them from the driver before it starts another call, so no frame interleaves with a call's."""
         import dill
 
         blob = dill.dumps({t.name: t for t in tools})
@@ -243,94 +250,118 @@ class ForkBackend(Backend):
         chunks = [blob[i : i + step] for i in range(0, len(blob), step)] or [b""]
         for i, chunk in enumerate(chunks):
             self._ctrl.send(pickle.dumps(("tools", i, i == len(chunks) - 1, chunk)))
-        frame = framing.encode(("t", blob))
+        with self._hub.cond:
+            self._tool_frames.append(framing.encode(("t", blob)))
+        if self._hub.drive.acquire(blocking=False):
+            try:
+                with self._hub.cond:
+                    self._ship_tools()
+            finally:
+                self._hub.drive.release()
+        else:
+            self.wake()
+
+    def _ship_tools(self) -> None:
+        frames, self._tool_frames = self._tool_frames, []
         for w in list(self._workers.values()):
             try:
-                framing.write_all(w.call_fd, frame)
-            except OSError:
-                self._retire(w, kill=True)
-                self._spawn()
+                for frame in frames:
+                    framing.write_all(w.call_fd, frame)
+            except OSError:  # it died: its replacement is forked from a template that has the tools
+                if w in self._idle:
+                    self._idle.remove(w)
+                    self._retire(w, kill=True)
+                    self._idle.append(self._spawn())
 
     # ----------------------------------------------------------------- batches
 
     def execute(self, feed: Feed) -> Iterator[Event]:
         if self._closed:
             raise RuntimeError("this executor is closed")
-        self._handle_ctrl()
-        self._replace_dead_idle_workers()
-        pending: deque[Dispatch] = deque()  # pulled (or requeued) but not sent
-        idle = deque(w for w in self._workers.values() if not w.inflight)
-        wakeup: list[Any] = []  # the live source's wake-up fd, while registered
+        return self._hub.execute(feed)
 
-        def submit(events: list[Event]) -> int:
-            pulled = 0
-            while idle:
-                n = self._dispatch(feed, pending, idle, events)
-                if n < 0:
-                    break
-                pulled += n
-            return pulled
+    def cancel(self, feed: Feed) -> None:
+        self._hub.request(feed)
 
-        def wait(events: list[Event]) -> None:
-            timeout = self._next_deadline()
-            if timeout is not None:
-                timeout = max(0.0, timeout - time.monotonic())
-            if feed.waiting and idle:  # also wake up when the live source has more
-                if feed.wakeup_fd is None:
-                    timeout = POLL_INTERVAL if timeout is None else min(timeout, POLL_INTERVAL)
-                elif not wakeup:
-                    wakeup.append(self._sel.register(feed.wakeup_fd, selectors.EVENT_READ, feed).fd)
-            for key, _ in self._sel.select(timeout):
-                w = key.data
-                if w is None:
-                    self._handle_ctrl()
-                elif w is _WAKE:
-                    _drain(self._wake_r)
-                elif w is feed:
-                    feed.drain_wakeup()
-                    self._sel.unregister(wakeup.pop())
-                elif w.wid in self._workers:
-                    self._read(w, pending, idle, events)
-            self._expire(pending, idle, events)
-            if feed.cancelled:
-                self._cancel_running(pending, idle, events)
-
+    def hub_round(self) -> None:
+        """One turn of the driver (``Hub.drive`` held): start calls, wait, route what happened."""
+        if self._closed:
+            raise RuntimeError("this executor is closed")
+        hub = self._hub
+        with hub.cond:
+            if hub.requests:
+                self._settle()
+            if self._tool_frames:
+                self._ship_tools()
+            started = self._start()
+            live = [b for b in hub.batches if b.feed.waiting] if hub.batches else []
+        timeout = self._next_deadline()
+        if started:  # their CallStarted events are news: deliver them now, do not wait for more
+            timeout = 0.0
+        elif timeout is not None:
+            timeout = max(0.0, timeout - time.monotonic())
+        watched = []
+        for b in live:  # a live source with more to give wakes the driver too
+            if b.feed.wakeup_fd is None:
+                timeout = POLL_INTERVAL if timeout is None else min(timeout, POLL_INTERVAL)
+                b.poked = True  # its owner asks the source again after this wait
+            else:
+                try:
+                    self._sel.register(b.feed.wakeup_fd, selectors.EVENT_READ, b)
+                    watched.append(b.feed.wakeup_fd)
+                except (KeyError, ValueError):
+                    pass
         try:
-            yield from run_batch(feed, submit, wait)
+            ready = self._sel.select(timeout)
         finally:
-            if wakeup:
-                self._sel.unregister(wakeup.pop())
-            if pending or any(w.inflight for w in self._workers.values()):
-                self._abandon()  # the consumer stopped early or the host was interrupted
+            for fd in watched:
+                self._sel.unregister(fd)
+        with hub.cond:
+            for key, _ in ready:
+                data = key.data
+                if data is None:
+                    self._handle_ctrl()
+                elif data is _WAKE:
+                    _drain(self._wake_r)
+                elif type(data) is BatchState:
+                    data.feed.drain_wakeup()
+                    data.poked = True
+                elif data.wid in self._workers:
+                    self._read(data)
+            self._expire()
+            if hub.requests:
+                self._settle()
+            hub.cond.notify_all()
 
-    def _next_dispatch(self, feed: Feed, pending: deque[Dispatch]) -> Dispatch | None:
-        return pending.popleft() if pending else feed.pull()
+    def hub_settle(self) -> None:
+        with self._hub.cond:
+            self._settle()
+            self._hub.cond.notify_all()
 
-    def _dispatch(self, feed: Feed, pending: deque[Dispatch], idle: deque[_Worker], events: list[Event]) -> int:
-        """Send the next call (or chunk of quick calls) to an idle worker; returns how many were pulled
-        from the feed (requeued calls were counted when first pulled), or -1 when there was nothing."""
-        from_feed = not pending
-        first = self._next_dispatch(feed, pending)
-        if first is None:
-            return -1
-        pulled = 1 if from_feed else 0
+    def _start(self) -> int:
+        """Idle workers take calls from the batches in turn: one call, or one chunk of quick calls.
+        Returns how many workers were given calls."""
+        idle = self._idle
+        hub = self._hub
+        sent = 0
+        while idle:
+            b = hub.next_ready()
+            if b is None:
+                break
+            self._send(b, idle.popleft())
+            sent += 1
+        return sent
+
+    def _send(self, b: BatchState, w: _Worker) -> None:
+        ready = b.ready
+        first = ready.popleft()
         chunk = [first]
         if self._is_quick(first.call.name):
             # Guided self-scheduling: never more than this worker's share of what is left, so a call
             # that is slower than its tool's history suggests cannot hold up more than that share.
-            hint = len(pending) + 1 if feed.exhausted or feed.size_hint is None else feed.size_hint
-            limit = min(MAX_CHUNK, math.ceil(hint / self._size))
-            while len(chunk) < limit:
-                from_feed = not pending
-                nxt = self._next_dispatch(feed, pending)
-                if nxt is None:
-                    break
-                pulled += 1 if from_feed else 0
-                if not self._is_quick(nxt.call.name):
-                    pending.appendleft(nxt)
-                    break
-                chunk.append(nxt)
-        w = idle.popleft()
+            limit = min(MAX_CHUNK, math.ceil((len(ready) + 1) / self._size))
+            while len(chunk) < limit and ready and self._is_quick(ready[0].call.name):
+                chunk.append(ready.popleft())
         frame = framing.encode(("c", [
             (d.call.id, d.call.name, d.call.arguments, d.timeout, d.context or None) for d in chunk
         ]))
@@ -338,30 +369,50 @@ class ForkBackend(Backend):
             framing.write_all(w.call_fd, frame)
         except OSError:  # the worker died while idle: its calls never started
             self._retire(w, kill=False)
-            idle.append(self._spawn())
-            pending.extendleft(reversed(chunk))
-            return pulled
+            self._idle.append(self._spawn())
+            ready.extendleft(reversed(chunk))
+            return
         w.inflight.extend(chunk)
         w.start_next(time.monotonic())
-        for d in chunk:
-            events.append(CallStarted(d.call.id, d.call.name))
-        return pulled
+        if not b.abandoned:
+            b.events.extend(CallStarted(d.call.id, d.call.name) for d in chunk)
 
     def _is_quick(self, name: str) -> bool:
         mean = self._ewma.get(name)
         return mean is not None and mean < QUICK_CALL_S
 
-    def _read(self, w: _Worker, pending: deque[Dispatch], idle: deque[_Worker], events: list[Event]) -> None:
+    def _learn(self, name: str, duration: float) -> None:
+        prev = self._ewma.get(name)
+        self._ewma[name] = duration if prev is None else 0.8 * prev + 0.2 * duration
+
+    def _read(self, w: _Worker) -> None:
         frames = w.reader.read()
         if frames:
             finished = False
-            ewma = self._ewma
             for f in frames:
                 kind = f[0]
-                if kind == "p":
-                    events.append(CallProgress(f[1], f[2]))
+                if not w.inflight:  # the result of a call already settled by an unreadable frame
                     continue
-                name = w.inflight.popleft().call.name
+                current = w.inflight[0]
+                if kind == "p":
+                    if f[1] == current.call.id and not current.stopped and current.batch is not None:
+                        current.batch.events.append(CallProgress(f[1], f[2]))
+                    continue
+                if kind == framing.BAD_FRAME:
+                    # A frame the host could not rebuild (a value whose class cannot be unpickled here).
+                    # Progress is checked in the worker, so it was this call's result: fail this call only.
+                    w.inflight.popleft()
+                    self._finish(current, ToolResult(
+                        current.call.id, current.call.name, "error", worker_pid=w.pid,
+                        duration_s=time.monotonic() - w.started_at,
+                        error=ErrorInfo(f[1], f"the result of tool '{current.call.name}' could not be rebuilt "
+                                        f"in the host: {f[2]}")))
+                    finished = True
+                    continue
+                if f[1] != current.call.id:  # a late result of a call settled by an unreadable frame
+                    continue
+                w.inflight.popleft()
+                name = current.call.name
                 if kind == "o":
                     _, cid, text, data, duration = f
                     result = ToolResult(cid, name, "ok", ToolOutput([ContentBlock("text", text)], False, data),
@@ -369,77 +420,87 @@ class ForkBackend(Backend):
                 else:
                     _, cid, status, output, error, duration, ctx = f
                     result = ToolResult(cid, name, status, output, error, duration, w.pid, ctx)
-                prev = ewma.get(name)
-                ewma[name] = duration if prev is None else 0.8 * prev + 0.2 * duration
-                events.append(CallFinished(cid, result))
+                self._learn(name, duration)
+                self._finish(current, result)
                 finished = True
             # A result starts the next call's clock; progress alone must not reset the running one's.
             if finished and w.inflight:
                 w.start_next(time.monotonic())
             elif finished:
                 w.deadline = None
-                idle.append(w)
+                self._idle.append(w)
         if w.reader.eof:
-            self._crashed(w, pending, idle, events)
+            self._crashed(w)
 
-    def _crashed(self, w: _Worker, pending: deque[Dispatch], idle: deque[_Worker], events: list[Event]) -> None:
+    @staticmethod
+    def _finish(d: Dispatch, result: ToolResult) -> None:
+        """Route a call's outcome to its batch (unless nobody wants it any more)."""
+        b = d.batch
+        if not d.stopped and b is not None and not b.abandoned:
+            b.events.append(CallFinished(d.call.id, result))
+
+    def _crashed(self, w: _Worker) -> None:
         self._wait_pid(w)  # its exit status is reported by pid: learn the pid before forgetting the worker
         self._retire(w, kill=False)
-        if w in idle:
-            idle.remove(w)
+        if w in self._idle:
+            self._idle.remove(w)
         if w.inflight:
             current = w.inflight.popleft()
             etype, message = self._exit_description(w)
-            events.append(CallFinished(current.call.id, ToolResult(
+            log.warning("worker %s died running tool %r (call %s): %s", w.pid, current.call.name,
+                        current.call.id, message)
+            self._finish(current, ToolResult(
                 current.call.id, current.call.name, "crashed",
                 error=ErrorInfo(etype, f"tool '{current.call.name}' crashed: {message}"),
                 duration_s=time.monotonic() - w.started_at, worker_pid=w.pid,
-            )))
-            self._requeue(w, pending, events)
-        idle.append(self._spawn())
+            ))
+            self._requeue(w, died=True)
+        self._idle.append(self._spawn())
 
-    def _requeue(self, w: _Worker, pending: deque[Dispatch], events: list[Event]) -> None:
-        """Calls queued behind a dead worker's current call never started: run them elsewhere."""
-        back = []
+    def _requeue(self, w: _Worker, *, died: bool) -> None:
+        """Calls queued behind a stopped worker's current call never started: run them elsewhere. Only
+        a worker that died counts against them (a call that keeps killing workers fails instead)."""
+        by_batch: dict[int, list[Dispatch]] = {}
         for d in w.inflight:
-            d.requeues += 1
-            n = d.requeues
-            if n > MAX_REQUEUES:
-                events.append(CallFinished(d.call.id, ToolResult(
-                    d.call.id, d.call.name, "crashed", worker_pid=w.pid,
-                    error=ErrorInfo("WorkerCrashed", f"tool '{d.call.name}' was not run: {n - 1} workers "
-                                    "died before they could start it"))))
-            else:
-                back.append(d)
+            b = d.batch
+            if d.stopped or b is None or b.abandoned:
+                continue
+            if died:
+                d.requeues += 1
+                if d.requeues > MAX_REQUEUES:
+                    self._finish(d, ToolResult(
+                        d.call.id, d.call.name, "crashed", worker_pid=w.pid,
+                        error=ErrorInfo("WorkerCrashed", f"tool '{d.call.name}' was not run: {d.requeues - 1} "
+                                        "workers died before they could start it")))
+                    continue
+            by_batch.setdefault(id(b), []).append(d)
         w.inflight.clear()
-        pending.extendleft(reversed(back))
+        for back in by_batch.values():
+            back[0].batch.ready.extendleft(reversed(back))  # type: ignore[union-attr]
 
     def _next_deadline(self) -> float | None:
         deadlines = [w.deadline for w in self._workers.values() if w.deadline is not None]
         return min(deadlines) if deadlines else None
 
-    def _expire(self, pending: deque[Dispatch], idle: deque[_Worker], events: list[Event]) -> None:
+    def _expire(self) -> None:
         now = time.monotonic()
         for w in list(self._workers.values()):
             if w.deadline is None or now < w.deadline:
                 continue
             current = w.inflight.popleft()
-            events.append(CallFinished(current.call.id, ToolResult(
+            elapsed = now - w.started_at
+            self._learn(current.call.name, elapsed)  # a tool that hangs is no longer sent in chunks
+            log.warning("tool %r (call %s) passed its timeout of %ss; killing worker %s", current.call.name,
+                        current.call.id, current.timeout, w.pid)
+            self._finish(current, ToolResult(
                 current.call.id, current.call.name, "timeout",
                 error=ErrorInfo("TimeoutError", f"tool '{current.call.name}' did not finish within its "
                                 f"timeout of {current.timeout}s; its worker process was killed"),
-                duration_s=now - w.started_at, worker_pid=w.pid,
-            )))
-            self._requeue(w, pending, events)
+                duration_s=elapsed, worker_pid=w.pid,
+            ))
+            self._requeue(w, died=False)
             self._retire(w, kill=True)
-            idle.append(self._spawn())
-
-    def _replace_dead_idle_workers(self) -> None:
-        for w in list(self._workers.values()):
-            if w.pid is not None and w.pid in self._exit_status:
-                self._exit_status.pop(w.pid, None)
-                self._retire(w, kill=False)
-                self._spawn()
+            self._idle.append(self._spawn())
 
     def wake(self) -> None:
         try:
@@ -447,35 +508,86 @@ class ForkBackend(Backend):
         except (BlockingIOError, OSError):
             pass  # already woken, or closed
 
-    def _cancel_running(self, pending: deque[Dispatch], idle: deque[_Worker], events: list[Event]) -> None:
-        """Executor.cancel(): running calls are stopped (their workers replaced), queued ones dropped."""
-        for w in list(self._workers.values()):
-            if w.inflight:
-                events.append(cancelled(w.inflight.popleft(), running=True))
-                events.extend(cancelled(d) for d in w.inflight)
-                w.inflight.clear()
-                self._retire(w, kill=True)
-                idle.append(self._spawn())
-        events.extend(cancelled(d) for d in pending)
-        pending.clear()
-
-    def _abandon(self) -> None:
-        """Stop every busy worker: its results would otherwise be read as the next batch's."""
-        for w in list(self._workers.values()):
-            if w.inflight:
-                w.inflight.clear()
-                self._retire(w, kill=True)
-                self._spawn()
+    def _settle(self) -> None:
+        """Act on cancelled, stopped and abandoned batches (``cond`` held): a worker running one of
+        their calls is killed and replaced; calls not started are dropped (reported "cancelled")."""
+        hub = self._hub
+        requests = list(hub.requests)
+        hub.requests.clear()
+        for b in requests:
+            whole = b.abandoned or b.feed.cancelled
+            stop = b.feed.stop_ids
+            if not whole and not stop:
+                continue
+            for w in list(self._workers.values()):
+                if not w.inflight or w.inflight[0].batch is not b:
+                    continue  # a worker's calls all come from one batch (it is sent a chunk only when idle)
+                running = w.inflight[0]
+                if whole or running.call.id in stop:
+                    w.inflight.popleft()
+                    self._finish(running, cancelled(running, running=True).result)
+                    running.stopped = True
+                    if whole:
+                        for d in w.inflight:
+                            self._finish(d, cancelled(d).result)
+                        w.inflight.clear()
+                    else:
+                        self._requeue(w, died=False)
+                    self._retire(w, kill=True)
+                    self._idle.append(self._spawn())
+                elif stop:  # queued behind another call in a chunk: it is quick; its result is dropped
+                    for d in w.inflight:
+                        if d.call.id in stop and not d.stopped:
+                            self._finish(d, cancelled(d).result)
+                            d.stopped = True
+            keep: list[Dispatch] = []
+            for d in b.ready:
+                if whole or d.call.id in stop:
+                    self._finish(d, cancelled(d).result)
+                else:
+                    keep.append(d)
+            b.ready.clear()
+            b.ready.extend(keep)
+            stop.clear()
 
     # ----------------------------------------------------------------- shutdown
 
     def close(self) -> None:
+        """Every batch still running gets "cancelled" for what it had pulled; then every process goes.
+        Waits for the driver to finish its round (it is woken) so no pipe is closed under it."""
         if self._closed:
             return
+        self.wake()
+        hub = self._hub
+        driving = hub.drive.acquire(timeout=self._kill_grace + 5.0)
+        try:
+            with hub.cond:
+                if self._closed:
+                    return
+                self._closed = True
+                for w in self._workers.values():
+                    for i, d in enumerate(w.inflight):
+                        self._finish(d, cancelled(d, running=i == 0).result)
+                for b in hub.batches:
+                    for d in b.ready:
+                        self._finish(d, cancelled(d).result)
+                    b.ready.clear()
+                hub.cond.notify_all()
+            if driving:
+                self._shutdown()
+            else:  # the driver never let go (a hook that calls close() from inside a wait): kill, close nothing
+                self._kill_everything()
+        finally:
+            if driving:
+                hub.drive.release()
+            with hub.cond:
+                hub.cond.notify_all()
+
+    def _shutdown(self) -> None:
         pids = [w.pid for w in self._workers.values() if w.pid is not None]
-        self._closed = True
         for w in list(self._workers.values()):
             self._retire(w, kill=bool(w.inflight))  # idle workers leave on EOF of their call pipe
+        self._idle.clear()
         try:
             self._ctrl.send(pickle.dumps(("exit", self._kill_grace)))
         except OSError:
@@ -496,6 +608,15 @@ class ForkBackend(Backend):
         self._sel.close()
         self._ctrl.close()
         self._finalizer.detach()
+
+    def _kill_everything(self) -> None:
+        for w in list(self._workers.values()):
+            if w.pid is not None:
+                try:
+                    os.killpg(w.pid, signal.SIGKILL)
+                except OSError:
+                    pass
+        self._template.kill()
 
 
 def _template_entry(ctrl: socket.socket, host_ctrl_fd: int, tools: dict[str, Any], hooks: Hooks) -> None:

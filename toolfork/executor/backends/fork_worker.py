@@ -17,6 +17,7 @@ Frames out (worker -> host): ("r", call_id, status, output, error, duration_s, c
 from __future__ import annotations
 
 import os
+import pickle
 import signal
 import time
 from typing import Any
@@ -39,11 +40,17 @@ class WorkerRuntime(ToolRuntime):
         self._fd = fd
 
     def emit_progress(self, value: Any) -> None:
+        """Progress must be rebuilt by the host: it is checked here (progress is rare, a round trip is
+        cheap), so the tool fails at its ``emit_progress`` line, and an unreadable frame on the host's
+        side can only ever be a result frame (see ``ForkBackend._read``)."""
         try:
             frame = framing.encode(("p", self.call_id, value))
-        except Exception as exc:
+            pickle.loads(memoryview(frame)[framing.HEADER_SIZE:])
+        except BaseException as exc:
+            if isinstance(exc, KeyboardInterrupt | CallInterrupted):
+                raise
             raise TypeError(f"progress value of type {type(value).__name__} cannot be sent to the host: "
-                            f"{exc}") from None
+                            f"{type(exc).__name__}: {exc}") from None
         framing.write_all(self._fd, frame)
 
 
