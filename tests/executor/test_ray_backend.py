@@ -252,7 +252,8 @@ def test_crashes_fail_only_their_own_calls(make_executor, mode):
     assert [r.output.data for r in results[4:]] == [1, 2, 3, 4, 5]
 
 
-def test_sys_exit_in_a_tool_is_a_crash_of_that_call(make_executor, mode):
+def test_sys_exit_in_a_tool_is_an_error_of_that_call(make_executor, mode):
+    """As in every mode (``invoke.py``): an error naming SystemExit and its code; the worker goes on."""
     @tool
     def leave(code: int) -> str:
         """Call sys.exit, as a script turned into a tool might."""
@@ -260,7 +261,7 @@ def test_sys_exit_in_a_tool_is_a_crash_of_that_call(make_executor, mode):
 
     ex = make_executor([leave, T.add], mode=mode)
     [r, ok] = ex.run([ToolCall("x", "leave", {"code": 4}), ToolCall("a", "add", {"a": 1, "b": 1})])
-    assert r.status == "crashed" and "sys.exit(4)" in r.error.message
+    assert r.status == "error" and r.error.type == "SystemExit" and "sys.exit(4)" in r.error.message
     assert ok.output.data == 2
 
 
@@ -537,6 +538,155 @@ def test_workers_calls_run_at_once_on_fewer_cpus(make_executor, mode, tmp_path):
     results = ex.run([ToolCall(str(i), "rendezvous", {"directory": str(tmp_path), "name": str(i), "expected": 6})
                       for i in range(6)])
     assert [r.output.data for r in results] == [True] * 6  # all six were running together
+
+
+# ----------------------------------------------------------------------------- concurrent batches on Ray
+
+
+@tool
+def count_in_flight(directory: str, name: str, seconds: float = 0.2) -> int:
+    """Be present in ``directory`` for ``seconds``; return how many calls were present at the end."""
+    me = Path(directory, name)
+    me.touch()
+    try:
+        time.sleep(seconds)
+        return len(os.listdir(directory))
+    finally:
+        me.unlink()
+
+
+@tool
+def stubborn(pid_file: str) -> str:
+    """Record the worker's pid, then ignore the interrupt Ray sends: only a kill stops this call."""
+    Path(pid_file).write_text(str(os.getpid()))
+    while True:
+        try:
+            time.sleep(0.05)
+        except KeyboardInterrupt:
+            pass
+
+
+def _concurrently(*targets):
+    out: dict[int, object] = {}
+    errors: list[BaseException] = []
+
+    def runner(i, fn):
+        try:
+            out[i] = fn()
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=runner, args=(i, fn)) for i, fn in enumerate(targets)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert not errors, errors
+    return [out[i] for i in range(len(targets))]
+
+
+def test_concurrent_batches_share_the_workers_limit(make_executor, mode, tmp_path):
+    """``workers`` bounds the tasks in flight for the whole executor, not per batch."""
+    ex = make_executor([count_in_flight], mode=mode, workers=2)
+
+    def batch(tag):
+        return ex.run([ToolCall(f"{tag}{i}", "count_in_flight", {"directory": str(tmp_path), "name": f"{tag}{i}"})
+                       for i in range(4)])
+
+    results = _concurrently(*[lambda t=t: batch(t) for t in "abc"])
+    counts = [r.output.data for rs in results for r in rs]
+    assert len(counts) == 12 and all(1 <= c <= 2 for c in counts), counts
+
+
+def test_an_abandoned_stream_stops_its_task_while_another_batch_runs_on(make_executor, mode, tmp_path):
+    marker, gate, child_file = tmp_path / "finally", tmp_path / "gate", tmp_path / "child.pid"
+    ex = make_executor(mode=mode, workers=2, kill_grace=5.0)
+    started = threading.Event()
+
+    def walk_away():
+        stream = ex.stream([ToolCall("h", "hang", {"marker": str(marker), "child_pid_file": str(child_file)})])
+        assert isinstance(next(stream), CallStarted)
+        started.set()
+        end = time.monotonic() + 20
+        while not (child_file.exists() and child_file.read_text()) and time.monotonic() < end:
+            time.sleep(0.02)  # the tool runs in its worker
+        stream.close()
+
+    def other():
+        assert started.wait(30)
+        return ex.run([ToolCall("w", "wait_for_file", {"path": str(gate), "limit": 20.0})])
+
+    def release():
+        end = time.monotonic() + 20
+        while not marker.exists() and time.monotonic() < end:
+            time.sleep(0.02)
+        gate.write_text("go")  # only once the abandoned call has been stopped
+
+    _, results, _ = _concurrently(walk_away, other, release)
+    assert marker.read_text() == "finally ran"
+    assert _pid_gone(int(child_file.read_text()))
+    assert [r.status for r in results] == ["ok"] and results[0].output.data is True
+
+
+def test_close_while_batches_run_in_threads_leaves_no_task_running(mode, ray_cluster, tmp_path):  # noqa: F811
+    """Every batch gets "cancelled"; a tool that ignores the interrupt is killed after the grace;
+    close() returns only once the workers that ran the calls are gone."""
+    ex = Executor([T.hang, stubborn, T.add], mode=mode, workers=3, kill_grace=0.5)
+    out: dict[str, list] = {"a": [], "b": []}
+    pid_files = {"a": tmp_path / "a.pid", "b": tmp_path / "b.pid"}
+
+    def runner(tag, call):
+        for event in ex.stream([call, ToolCall(f"{tag}-q", "add", {"a": 1, "b": 1})]):
+            if isinstance(event, CallFinished):
+                out[tag].append(event.result)
+
+    threads = [
+        threading.Thread(target=runner, args=("a", ToolCall("a", "stubborn", {"pid_file": str(pid_files["a"])}))),
+        threading.Thread(target=runner, args=("b", ToolCall("b", "hang", {"marker": str(tmp_path / "m"),
+                                                                            "child_pid_file": str(pid_files["b"])}))),
+    ]
+    for t in threads:
+        t.start()
+    try:
+        end = time.monotonic() + 30
+        while not all(f.exists() and f.read_text() for f in pid_files.values()) and time.monotonic() < end:
+            time.sleep(0.02)
+        stubborn_pid, child_pid = (int(f.read_text()) for f in pid_files.values())
+    finally:
+        ex.close()
+    for t in threads:
+        t.join(30)
+        assert not t.is_alive()
+    assert {r.call_id: r.status for r in out["a"]}["a"] == "cancelled"
+    assert {r.call_id: r.status for r in out["b"]}["b"] == "cancelled"
+    assert (tmp_path / "m").read_text() == "finally ran"
+    assert _pid_gone(stubborn_pid, 2.0)  # killed by close(), not later
+    assert _pid_gone(child_pid)
+    assert ray_cluster.is_initialized()  # a Ray the program started is left running
+
+
+def test_a_one_call_batch_joining_a_busy_driver_starts_at_once(make_executor, mode, tmp_path):
+    """A batch whose calls arrive while another thread drives gets its call started without waiting for
+    the driver's batch: the driver's wait is interrupted (or polled), never blocked on a long call."""
+    ex = make_executor(mode=mode, workers=2)
+    gate = tmp_path / "gate"
+    started = threading.Event()
+
+    def long_batch():
+        for event in ex.stream([ToolCall("long", "wait_for_file", {"path": str(gate), "limit": 30.0},
+                                         timeout=60)]):
+            if isinstance(event, CallStarted):
+                started.set()
+        return True
+
+    def joiner():
+        assert started.wait(30)
+        r = ex.run([ToolCall("j", "add", {"a": 2, "b": 3})])
+        gate.write_text("go")  # the long call may only end after the joiner's call finished
+        return r
+
+    _, joined = _concurrently(long_batch, joiner)
+    assert joined[0].output.data == 5
 
 
 def _ray_processes(marker: str, session: str) -> list[psutil.Process]:

@@ -13,13 +13,24 @@ It keeps the executor's contract with Ray's own tools (see ``docs/ray.md``):
 * A worker that dies mid-call (os._exit, a signal, the OOM killer) makes Ray raise
   ``WorkerCrashedError`` for that task only: the call is "crashed", the others go on. Tasks run with
   ``max_retries=0``: tools have side effects, so only the executor's own ``retries`` apply.
+* Any number of batches run at once (threads, asyncio hosts, nested batches): they go through the
+  backend's ``Hub`` (see ``base.py``), so whichever batch's owner needs progress drives the backend for
+  all of them: it takes calls from the batches in turn (round-robin, one call per turn) while fewer
+  than ``workers`` tasks of this executor are in flight, waits once, and routes each event to the batch
+  of its call. ``ray.wait`` cannot watch a pipe, so ``wake()`` (another owner pulled calls, a batch was
+  cancelled) is a message on the sink the driver already waits on; without a sink it polls.
+* ``cancel(feed)`` stops that batch's tasks alone (or, for a cancelled ``submit`` future, that call
+  alone), as at a deadline, and reports them "cancelled"; ``close()`` does that for every live batch,
+  waits out the grace, force-kills what is left and waits until Ray has killed it.
 * Ray is started here only if nobody started it (``address`` None: a local instance), and shut down
   when the last executor that needed it closes; a Ray the program initialised itself is left alone.
 """
 
 from __future__ import annotations
 
+import contextlib
 import itertools
+import select
 import threading
 import time
 import uuid
@@ -27,13 +38,14 @@ from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from toolfork.executor.backends import ray_session
-from toolfork.executor.backends.base import POLL_INTERVAL, Backend, Dispatch, Feed, Hooks, cancelled, run_batch
+from toolfork.executor.backends.base import POLL_INTERVAL, Backend, Dispatch, Feed, Hooks, Hub, cancelled
 from toolfork.executor.types import CallFinished, CallProgress, CallStarted, ErrorInfo, Event, ToolResult
 
 if TYPE_CHECKING:
     from toolfork.tools.tool import Tool
 
-CANCEL_POLL = 0.05  # how often a running batch looks for Executor.cancel()
+CANCEL_POLL = 0.05  # how often the driver looks for new calls and cancel requests when wake() cannot reach it
+KILL_WAIT_S = 5.0  # how long close() waits for Ray to kill the workers of tasks that ignored the interrupt
 PROGRESS_DRAIN_S = 10.0  # how long a finished call's progress messages may lag behind its result
 
 
@@ -76,6 +88,11 @@ class RayBackend(Backend):
         self._sink: Any = None
         self._take: Any = None  # the pending Sink.take() the host waits on
         self._dying: dict[Any, threading.Timer] = {}  # cancelled refs awaiting the force-kill
+        self._closing = False  # close() has begun: the driver cancels everything and lets go
+        # Every batch's tasks, driven through the hub (only the driver, holding Hub.drive, touches these).
+        self._running: dict[Any, _Running] = {}  # ref -> task
+        self._by_token: dict[int, _Running] = {}
+        self._hub = Hub(self)
         ray_session.acquire(ray, address)
         try:
             from toolfork.executor.backends import ray_task
@@ -135,46 +152,169 @@ class RayBackend(Backend):
     # ----------------------------------------------------------------- batches
 
     def execute(self, feed: Feed) -> Iterator[Event]:
+        if self._closed or self._closing:
+            raise RuntimeError("this executor is closed")
+        return self._hub.execute(feed)
+
+    def cancel(self, feed: Feed) -> None:
+        self._hub.request(feed)
+
+    def wake(self) -> None:
+        """Interrupt the driver's ``ray.wait`` (any thread): a message on the sink makes the pending take
+        return. Without a sink yet, the driver notices within ``CANCEL_POLL``."""
+        sink = self._sink
+        if sink is None or self._take is None:
+            return
+        try:
+            sink.put.remote(self._id, ("w", None))
+        except Exception:  # Ray is going away: the poll still notices
+            pass
+
+    def hub_round(self) -> None:
+        """One turn of the driver (``Hub.drive`` held): start tasks from the batches in turn, wait once,
+        route what happened to each batch, expire deadlines, settle cancel and stop requests."""
         if self._closed:
             raise RuntimeError("this executor is closed")
-        running: dict[Any, _Running] = {}  # ref -> task
-        by_token: dict[int, _Running] = {}
+        hub = self._hub
+        with hub.cond:
+            if self._closing:  # close() waits for the driver: end every batch's calls and let go
+                stops = self._cancel_all()
+                hub.cond.notify_all()
+                starts = None
+            else:
+                stops = self._settle() if hub.requests else []
+                starts = self._take_ready()
+                room = len(self._running) + len(starts) < self._size
+                live = [b for b in hub.batches if b.feed.waiting] if room else []
+                shared = len(hub.batches) > 1
+        self._stop_all(stops)
+        if starts is None:
+            return
+        if shared and self._take is None:  # other owners pull and cancel: let their wake() reach us
+            try:
+                self._ensure_sink()
+            except Exception:  # no sink: the poll below still notices them
+                pass
+        out: list[tuple[Dispatch, Event]] = []
+        for d in starts:
+            self._submit(d, out)
+        if out:  # their CallStarted events are news: deliver them now, do not wait for more
+            with hub.cond:
+                self._route(out)
+                hub.cond.notify_all()
+            out.clear()
+        # ray.wait watches neither a live source's wake-up fd nor the threads that pull, cancel or
+        # close: wake() reaches it through the sink when there is one; else it polls.
+        poll = 0.0 if starts else POLL_INTERVAL if live else CANCEL_POLL
+        self._wait(out, poll)
+        with hub.cond:
+            self._route(out)
+            for b in live:
+                if b.feed.wakeup_fd is None or _readable(b.feed.wakeup_fd):
+                    with contextlib.suppress(OSError):
+                        b.feed.drain_wakeup()
+                    b.poked = True  # its owner asks the source again
+            stops = self._settle() if hub.requests else []
+            if self._closing:
+                stops += self._cancel_all()
+            hub.cond.notify_all()
+        self._stop_all(stops)
 
-        def submit(events: list[Event]) -> int:
-            pulled = 0
-            while len(running) < self._size:
-                d = feed.pull()
-                if d is None:
-                    break
-                pulled += 1
-                self._submit(d, running, by_token, events)
-            return pulled
+    def hub_settle(self) -> None:
+        with self._hub.cond:
+            stops = self._settle()
+            self._hub.cond.notify_all()
+        self._stop_all(stops)
 
-        def wait(events: list[Event]) -> None:
-            # ray.wait can watch neither the live source's wake-up fd nor Executor.cancel's: with room
-            # for more calls, ask the source again every POLL_INTERVAL; look for a cancel every 50 ms.
-            poll = feed.waiting and len(running) < self._size
-            self._wait(running, by_token, events, POLL_INTERVAL if poll else CANCEL_POLL)
-            if poll:
-                feed.drain_wakeup()
-            if feed.cancelled:
-                for ref, task in list(running.items()):
-                    events.append(cancelled(task.dispatch, running=True))
-                    self._stop(ref)
-                running.clear()
-                by_token.clear()
+    def _take_ready(self) -> list[Dispatch]:
+        """Dispatches to start now, one per batch in turn while there is room (``cond`` held)."""
+        starts: list[Dispatch] = []
+        hub = self._hub
+        while len(self._running) + len(starts) < self._size:
+            b = hub.next_ready()
+            if b is None:
+                break
+            starts.append(b.ready.popleft())
+        return starts
 
-        try:
-            yield from run_batch(feed, submit, wait)
-        finally:
-            if running:  # the consumer stopped early or the host was interrupted
-                for task in running.values():
-                    self._stop(task.ref)
+    @staticmethod
+    def _route(out: list[tuple[Dispatch, Event]]) -> None:
+        """Hand events to their batches (``cond`` held), unless nobody wants them any more."""
+        for d, event in out:
+            b = d.batch
+            if b is not None and not b.abandoned and not d.stopped:
+                b.events.append(event)
 
-    def _submit(self, d: Dispatch, running: dict[Any, _Running], by_token: dict[int, _Running],
-                events: list[Event]) -> None:
+    def _forget(self, ref: Any) -> _Running:
+        task = self._running.pop(ref)
+        self._by_token.pop(task.token, None)
+        return task
+
+    def _settle(self) -> list[Any]:
+        """Act on cancelled, stopped and abandoned batches (``cond`` held): their running tasks are
+        forgotten (returned, for the caller to stop once it let go of ``cond``) and reported
+        "cancelled"; their calls not started are dropped, reported "cancelled" too."""
+        hub = self._hub
+        requests = list(hub.requests)
+        hub.requests.clear()
+        stops: list[Any] = []
+        for b in requests:
+            if b.abandoned or b.feed.cancelled:
+                for ref, task in list(self._running.items()):
+                    if task.dispatch.batch is b:
+                        self._forget(ref)
+                        stops.append(ref)
+                        if not b.abandoned:
+                            b.events.append(cancelled(task.dispatch, running=True))
+                if not b.abandoned:
+                    b.events.extend(cancelled(d) for d in b.ready)
+                b.ready.clear()
+                continue
+            stop = set(b.feed.stop_ids)  # other threads may add ids while we act on these
+            if not stop:
+                continue
+            for ref, task in list(self._running.items()):
+                d = task.dispatch
+                if d.batch is b and d.call.id in stop and not d.stopped:
+                    self._forget(ref)
+                    stops.append(ref)
+                    b.events.append(cancelled(d, running=True))
+                    d.stopped = True
+            keep: list[Dispatch] = []
+            for d in b.ready:
+                if d.call.id in stop:
+                    b.events.append(cancelled(d))
+                    d.stopped = True
+                else:
+                    keep.append(d)
+            b.ready.clear()
+            b.ready.extend(keep)
+            b.feed.stop_ids.difference_update(stop)
+        return stops
+
+    def _cancel_all(self) -> list[Any]:
+        """Closing (``cond`` held): every running task and every call not started of every live batch
+        is reported "cancelled"; the running tasks are returned for the caller to stop."""
+        hub = self._hub
+        out: list[tuple[Dispatch, Event]] = [(t.dispatch, cancelled(t.dispatch, running=True))
+                                             for t in self._running.values()]
+        stops = list(self._running)
+        self._running.clear()
+        self._by_token.clear()
+        for b in hub.batches:
+            out.extend((d, cancelled(d)) for d in b.ready)
+            b.ready.clear()
+        hub.requests.clear()
+        self._route(out)
+        return stops
+
+    def _stop_all(self, refs: list[Any]) -> None:
+        for ref in refs:
+            self._stop(ref)
+
+    def _submit(self, d: Dispatch, out: list[tuple[Dispatch, Event]]) -> None:
         call, name = d.call, d.tool.name
-        events.append(CallStarted(call.id, call.name))
+        out.append((d, CallStarted(call.id, call.name)))
         try:
             if name not in self._tool_refs:  # a tool object the front resolved but never registered here
                 self._put_tools([d.tool])
@@ -184,12 +324,12 @@ class RayBackend(Backend):
             ref = self._task.remote(self._id, (name, self._tool_refs[name]), self._hooks_box, token, call.id,
                                     call.arguments, d.timeout, d.context or None, sink)
         except Exception as exc:
-            events.append(CallFinished(call.id, ToolResult(call.id, call.name, "error", error=ErrorInfo(
-                type(exc).__name__, f"call {call.id!r} of tool '{name}' could not be submitted to Ray: {exc}"))))
+            out.append((d, CallFinished(call.id, ToolResult(call.id, call.name, "error", error=ErrorInfo(
+                type(exc).__name__, f"call {call.id!r} of tool '{name}' could not be submitted to Ray: {exc}")))))
             return
         task = _Running(d, token, ref, uses_sink)
-        running[ref] = task
-        by_token[token] = task
+        self._running[ref] = task
+        self._by_token[token] = task
 
     def _ensure_sink(self) -> Any:
         if self._sink is None:
@@ -197,11 +337,11 @@ class RayBackend(Backend):
             self._take = self._sink.take.remote(self._id)
         return self._sink
 
-    def _wait(self, running: dict[Any, _Running], by_token: dict[int, _Running], events: list[Event],
-              poll: float | None = None) -> None:
+    def _wait(self, out: list[tuple[Dispatch, Event]], poll: float) -> None:
         """Block until a task ends, a message arrives, a deadline passes or ``poll`` seconds went by;
-        turn what happened into events."""
+        turn what happened into events (with the dispatch each belongs to)."""
         ray = self._ray
+        running = self._running
         refs = list(running)
         if self._take is None:  # the sink was lost: what it would have said is gone with it
             for t in running.values():
@@ -210,29 +350,33 @@ class RayBackend(Backend):
                     if t.started is None and t.dispatch.timeout is not None:  # count from submission
                         t.started = t.submitted
                         t.deadline = t.submitted + t.dispatch.timeout
-        take = self._take if self._take is not None and any(t.uses_sink for t in running.values()) else None
+        take = self._take  # always watched when there is one: wake() goes through it
         if take is not None:
             refs.append(take)
         deadlines = [t.deadline for t in running.values() if t.deadline is not None]
-        timeout = None if not deadlines else max(0.0, min(deadlines) - time.monotonic())
-        if poll is not None:
-            timeout = poll if timeout is None else min(timeout, poll)
-        ready, _ = ray.wait(refs, num_returns=1, timeout=timeout)
-        if ready and len(refs) > 1:
-            ready, _ = ray.wait(refs, num_returns=len(refs), timeout=0)
+        timeout = poll if not deadlines else min(poll, max(0.0, min(deadlines) - time.monotonic()))
+        if not refs:
+            if timeout > 0:
+                time.sleep(timeout)
+            ready = []
+        else:
+            ready, _ = ray.wait(refs, num_returns=1, timeout=timeout)
+            if ready and len(refs) > 1:
+                ready, _ = ray.wait(refs, num_returns=len(refs), timeout=0)
         if take is not None and take in ready:
-            self._handle_messages(self._take_messages(None), by_token, events)
+            self._handle_messages(self._take_messages(None), out)
         done = [running.pop(ref) for ref in ready if ref is not take]
         if done:
             for task, outcome in zip(done, self._outcomes(done), strict=True):
                 result, sent = outcome
                 if task.seen < sent:
-                    self._drain(task, sent, by_token, events)
+                    self._drain(task, sent, out)
+                d = task.dispatch
                 for seq in sorted(task.early):  # only if a message was lost: yield what did arrive
-                    events.append(CallProgress(task.dispatch.call.id, task.early[seq]))
-                by_token.pop(task.token, None)
-                events.append(CallFinished(task.dispatch.call.id, result))
-        self._expire(running, by_token, events)
+                    out.append((d, CallProgress(d.call.id, task.early[seq])))
+                self._by_token.pop(task.token, None)
+                out.append((d, CallFinished(d.call.id, result)))
+        self._expire(out)
 
     # ----------------------------------------------------------------- messages from running calls
 
@@ -250,18 +394,18 @@ class RayBackend(Backend):
         self._take = self._sink.take.remote(self._id)
         return list(messages)
 
-    def _handle_messages(self, messages: list[tuple[Any, ...]], by_token: dict[int, _Running],
-                         events: list[Event]) -> None:
+    def _handle_messages(self, messages: list[tuple[Any, ...]], out: list[tuple[Dispatch, Event]]) -> None:
         now_mono, now_wall = time.monotonic(), time.time()
         for msg in messages:
-            task = by_token.get(msg[1])
-            if task is None:  # a call that already timed out or was abandoned
+            task = self._by_token.get(msg[1])
+            if task is None:  # a wake-up, or a call that already timed out or was stopped
                 continue
             if msg[0] == "p":
                 task.seen += 1
                 task.early[msg[2]] = msg[3]
+                d = task.dispatch
                 while task.next_seq in task.early:
-                    events.append(CallProgress(task.dispatch.call.id, task.early.pop(task.next_seq)))
+                    out.append((d, CallProgress(d.call.id, task.early.pop(task.next_seq))))
                     task.next_seq += 1
             elif msg[0] == "s" and task.started is None:
                 # The worker's wall clock says how long ago it started (exact on one machine, NTP-close
@@ -272,14 +416,14 @@ class RayBackend(Backend):
                 if task.dispatch.timeout is not None:
                     task.deadline = task.started + task.dispatch.timeout
 
-    def _drain(self, task: _Running, sent: int, by_token: dict[int, _Running], events: list[Event]) -> None:
+    def _drain(self, task: _Running, sent: int, out: list[tuple[Dispatch, Event]]) -> None:
         """A call finished before the host saw all its progress: take messages until it has."""
         end = time.monotonic() + PROGRESS_DRAIN_S
         while task.seen < sent and self._take is not None:
             left = end - time.monotonic()
             if left <= 0:
                 return
-            self._handle_messages(self._take_messages(left), by_token, events)
+            self._handle_messages(self._take_messages(left), out)
 
     # ----------------------------------------------------------------- outcomes
 
@@ -334,22 +478,21 @@ class RayBackend(Backend):
         return ToolResult(call.id, name, status, error=ErrorInfo(etype, message),  # type: ignore[arg-type]
                           duration_s=duration, worker_pid=task.pid)
 
-    def _expire(self, running: dict[Any, _Running], by_token: dict[int, _Running], events: list[Event]) -> None:
+    def _expire(self, out: list[tuple[Dispatch, Event]]) -> None:
         now = time.monotonic()
-        for ref, task in list(running.items()):
+        for ref, task in list(self._running.items()):
             if task.deadline is None or now < task.deadline:
                 continue
-            del running[ref]
-            by_token.pop(task.token, None)
+            self._forget(ref)
             call = task.dispatch.call
             grace = f"; its worker is killed if the tool has not stopped {self._kill_grace}s later" \
                 if self._kill_grace > 0 else "; its worker was killed"
-            events.append(CallFinished(call.id, ToolResult(
+            out.append((task.dispatch, CallFinished(call.id, ToolResult(
                 call.id, call.name, "timeout", worker_pid=task.pid,
                 duration_s=now - (task.started if task.started is not None else task.submitted),
                 error=ErrorInfo("TimeoutError", f"tool '{call.name}' did not finish within its timeout of "
                                 f"{task.dispatch.timeout}s; its Ray task was cancelled{grace}"),
-            )))
+            ))))
             self._stop(ref)
 
     # ----------------------------------------------------------------- stopping tasks
@@ -390,16 +533,56 @@ class RayBackend(Backend):
     # ----------------------------------------------------------------- shutdown
 
     def close(self) -> None:
+        """Every batch still running gets "cancelled" for what it had pulled; its tasks are interrupted
+        (KeyboardInterrupt in the tool), killed if still running after the grace, and waited for; then
+        Ray is released. Waits for the driver to end its round (it sees ``_closing``) so that nothing
+        is submitted or routed under it."""
         with self._lock:
-            if self._closed:
+            if self._closed or self._closing:
                 return
-            self._closed = True
-            dying = list(self._dying.items())
-            self._dying.clear()
+            self._closing = True
+        self.wake()
+        hub = self._hub
+        driving = hub.drive.acquire(timeout=self._kill_grace + 5.0)
+        try:
+            with hub.cond:
+                stops = self._cancel_all()
+                hub.cond.notify_all()
+            with self._lock:
+                self._closed = True
+                dying = list(self._dying.items())
+                self._dying.clear()
+            self._shutdown(stops, dying)
+        finally:
+            if driving:
+                hub.drive.release()
+            with hub.cond:
+                hub.cond.notify_all()
+
+    def _shutdown(self, stops: list[Any], dying: list[tuple[Any, threading.Timer]]) -> None:
         ray = self._ray
-        for ref, timer in dying:
+        for _, timer in dying:
             timer.cancel()
-            self._kill(ref)
+        refs = stops + [ref for ref, _ in dying]
+        if refs:
+            rest = refs
+            if self._kill_grace > 0:
+                for ref in stops:
+                    try:
+                        ray.cancel(ref, force=False)
+                    except Exception:
+                        pass
+                try:
+                    _, rest = ray.wait(refs, num_returns=len(refs), timeout=self._kill_grace)
+                except Exception:
+                    pass
+            for ref in rest:
+                self._kill(ref)
+            if rest:  # a force-cancelled task's result is ready once Ray has killed its worker
+                try:
+                    ray.wait(rest, num_returns=len(rest), timeout=KILL_WAIT_S)
+                except Exception:
+                    pass
         if self._sink is not None:
             try:
                 self._sink.close.remote(self._id)  # lets the pending take return
@@ -408,6 +591,13 @@ class RayBackend(Backend):
             self._sink = self._take = None
         self._tool_refs.clear()
         ray_session.release(ray)
+
+
+def _readable(fd: int) -> bool:
+    try:
+        return bool(select.select([fd], [], [], 0)[0])
+    except (OSError, ValueError):  # closed by its owner: let the owner look
+        return True
 
 
 def _cpu_share(total: float, workers: int) -> float:
