@@ -50,6 +50,7 @@ QUICK_CALL_S = 0.0005  # tools whose recent calls took less than this are sent i
 MAX_CHUNK = 64
 MAX_REQUEUES = 3  # a call whose worker died before starting it this many times fails instead
 SPAWN_ACK_TIMEOUT = 10.0
+TEMPLATE_CHECK_S = 0.5  # how often the template is looked at while the host waits for it
 PIPE_SIZE = 1 << 20
 F_SETPIPE_SZ = 1031
 
@@ -71,10 +72,11 @@ _HOST_FDS: set[int] = set()
 
 
 class _Worker:
-    __slots__ = ("call_fd", "deadline", "inflight", "pid", "reader", "result_fd", "started_at", "wid")
+    __slots__ = ("call_fd", "deadline", "inflight", "pid", "reader", "result_fd", "spawned_at", "started_at", "wid")
 
     def __init__(self, wid: int, call_fd: int, result_fd: int) -> None:
         self.wid = wid
+        self.spawned_at = time.monotonic()
         self.pid: int | None = None
         self.call_fd = call_fd
         self.result_fd = result_fd
@@ -133,9 +135,13 @@ class ForkBackend(Backend):
         self._sel.register(self._wake_r, selectors.EVENT_READ, _WAKE)
         self._workers: dict[int, _Worker] = {}
         self._exit_status: dict[int, int] = {}
+        # Pids the template reported dead. A worker's death is acted on when it is reported, not only
+        # at EOF of its result pipe: a process the tool started may hold a copy of that pipe.
+        self._deaths: list[int] = []
         self._next_wid = 0
         self._ewma: dict[str, float] = {}
         self._hub = Hub(self)
+        self._template_checked = 0.0
         self._tool_frames: list[bytes] = []  # tools added later, for the workers (sent by the driver)
         for _ in range(workers):
             self._spawn()
@@ -196,6 +202,7 @@ class ForkBackend(Backend):
                     w.pid = msg[2]
             elif msg[0] == "exited":
                 self._exit_status[msg[1]] = msg[2]
+                self._deaths.append(msg[1])
                 if len(self._exit_status) > 4096:  # only recent ones are ever asked for
                     for pid in list(self._exit_status)[:2048]:
                         del self._exit_status[pid]
@@ -206,9 +213,11 @@ class ForkBackend(Backend):
             left = end - time.monotonic()
             if left <= 0:
                 return
-            ready = select.select([self._ctrl], [], [], left)[0]
+            ready = select.select([self._ctrl], [], [], min(left, TEMPLATE_CHECK_S))[0]
             if ready:
                 self._handle_ctrl()
+            else:
+                self._check_template()
 
     def _wait_pid(self, w: _Worker) -> int:
         if w.pid is None:
@@ -300,6 +309,10 @@ class ForkBackend(Backend):
             timeout = 0.0
         elif timeout is not None:
             timeout = max(0.0, timeout - time.monotonic())
+        if any(w.pid is None and w.inflight for w in self._workers.values()):
+            # Calls wait on a worker the template has not reported started: look at the template soon.
+            timeout = TEMPLATE_CHECK_S if timeout is None else min(timeout, TEMPLATE_CHECK_S)
+            self._check_template()
         watched = []
         for b in live:  # a live source with more to give wakes the driver too
             if b.feed.wakeup_fd is None:
@@ -328,6 +341,8 @@ class ForkBackend(Backend):
                     data.poked = True
                 elif data.wid in self._workers:
                     self._read(data)
+            if self._deaths:
+                self._bury()
             self._expire()
             if hub.requests:
                 self._settle()
@@ -375,7 +390,7 @@ class ForkBackend(Backend):
         w.inflight.extend(chunk)
         w.start_next(time.monotonic())
         if not b.abandoned:
-            b.events.extend(CallStarted(d.call.id, d.call.name) for d in chunk)
+            b.events.extend([CallStarted(d.call.id, d.call.name) for d in chunk])
 
     def _is_quick(self, name: str) -> bool:
         mean = self._ewma.get(name)
@@ -386,45 +401,51 @@ class ForkBackend(Backend):
         self._ewma[name] = duration if prev is None else 0.8 * prev + 0.2 * duration
 
     def _read(self, w: _Worker) -> None:
+        """The hot path: every result frame of every call passes here once."""
         frames = w.reader.read()
         if frames:
+            inflight = w.inflight
             finished = False
+            ewma = self._ewma
+            pid = w.pid
             for f in frames:
-                kind = f[0]
-                if not w.inflight:  # the result of a call already settled by an unreadable frame
+                if not inflight:  # the result of a call already settled by an unreadable frame
                     continue
-                current = w.inflight[0]
+                current = inflight[0]
+                kind = f[0]
                 if kind == "p":
-                    if f[1] == current.call.id and not current.stopped and current.batch is not None:
-                        current.batch.events.append(CallProgress(f[1], f[2]))
+                    if f[1] == current.call.id:
+                        self._route(current, CallProgress(f[1], f[2]))
                     continue
                 if kind == framing.BAD_FRAME:
                     # A frame the host could not rebuild (a value whose class cannot be unpickled here).
                     # Progress is checked in the worker, so it was this call's result: fail this call only.
-                    w.inflight.popleft()
+                    inflight.popleft()
                     self._finish(current, ToolResult(
-                        current.call.id, current.call.name, "error", worker_pid=w.pid,
+                        current.call.id, current.call.name, "error", worker_pid=pid,
                         duration_s=time.monotonic() - w.started_at,
                         error=ErrorInfo(f[1], f"the result of tool '{current.call.name}' could not be rebuilt "
                                         f"in the host: {f[2]}")))
                     finished = True
                     continue
-                if f[1] != current.call.id:  # a late result of a call settled by an unreadable frame
+                cid = f[1]
+                if cid != current.call.id:  # a late result of a call settled by an unreadable frame
                     continue
-                w.inflight.popleft()
+                inflight.popleft()
                 name = current.call.name
                 if kind == "o":
-                    _, cid, text, data, duration = f
-                    result = ToolResult(cid, name, "ok", ToolOutput([ContentBlock("text", text)], False, data),
-                                        None, duration, w.pid)
+                    duration = f[4]
+                    result = ToolResult(cid, name, "ok", ToolOutput([ContentBlock("text", f[2])], False, f[3]),
+                                        None, duration, pid)
                 else:
-                    _, cid, status, output, error, duration, ctx = f
-                    result = ToolResult(cid, name, status, output, error, duration, w.pid, ctx)
-                self._learn(name, duration)
-                self._finish(current, result)
+                    _, _, status, output, error, duration, ctx = f
+                    result = ToolResult(cid, name, status, output, error, duration, pid, ctx)
+                prev = ewma.get(name)
+                ewma[name] = duration if prev is None else 0.8 * prev + 0.2 * duration
+                self._route(current, CallFinished(cid, result))
                 finished = True
             # A result starts the next call's clock; progress alone must not reset the running one's.
-            if finished and w.inflight:
+            if finished and inflight:
                 w.start_next(time.monotonic())
             elif finished:
                 w.deadline = None
@@ -432,12 +453,41 @@ class ForkBackend(Backend):
         if w.reader.eof:
             self._crashed(w)
 
+    def _check_template(self) -> None:
+        """A tool can SIGSTOP the template (its worker's parent): then no worker is started, reaped or
+        killed, and calls sent to a worker that does not exist yet would wait forever. Seen stopped,
+        it is continued (SIGCONT), and that is logged. Looked at most every TEMPLATE_CHECK_S."""
+        now = time.monotonic()
+        if now - self._template_checked < TEMPLATE_CHECK_S:
+            return
+        self._template_checked = now
+        pid = self._template.pid
+        if pid is not None and _is_stopped(pid):
+            log.warning("the toolfork template process %s was stopped (SIGSTOP from a tool?); continuing it", pid)
+            try:
+                os.kill(pid, signal.SIGCONT)
+            except OSError:
+                pass
+
+    def _bury(self) -> None:
+        """Workers the template reported dead that we still count as ours: take what they wrote, then
+        treat them as crashed (a worker never exits by itself while its call pipe is open)."""
+        dead, self._deaths = set(self._deaths), []
+        for w in [w for w in self._workers.values() if w.pid in dead]:
+            self._read(w)
+            if w.wid in self._workers:
+                self._crashed(w)
+
     @staticmethod
-    def _finish(d: Dispatch, result: ToolResult) -> None:
-        """Route a call's outcome to its batch (unless nobody wants it any more)."""
+    def _route(d: Dispatch, event: Event) -> None:
+        """Hand an event to the batch of its call (unless nobody wants it any more)."""
         b = d.batch
         if not d.stopped and b is not None and not b.abandoned:
-            b.events.append(CallFinished(d.call.id, result))
+            b.events.append(event)
+
+    @classmethod
+    def _finish(cls, d: Dispatch, result: ToolResult) -> None:
+        cls._route(d, CallFinished(d.call.id, result))
 
     def _crashed(self, w: _Worker) -> None:
         self._wait_pid(w)  # its exit status is reported by pid: learn the pid before forgetting the worker
@@ -584,6 +634,8 @@ class ForkBackend(Backend):
                 hub.cond.notify_all()
 
     def _shutdown(self) -> None:
+        self._template_checked = 0.0
+        self._check_template()  # a stopped template could neither let its workers go nor kill them
         pids = [w.pid for w in self._workers.values() if w.pid is not None]
         for w in list(self._workers.values()):
             self._retire(w, kill=bool(w.inflight))  # idle workers leave on EOF of their call pipe
@@ -617,6 +669,17 @@ class ForkBackend(Backend):
                 except OSError:
                     pass
         self._template.kill()
+
+
+def _is_stopped(pid: int) -> bool:
+    """Whether a process is stopped (state T in /proc/PID/stat; Linux)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+    except OSError:
+        return False
+    state = stat[stat.rfind(b")") + 2 : stat.rfind(b")") + 3]
+    return state in (b"T", b"t")
 
 
 def _template_entry(ctrl: socket.socket, host_ctrl_fd: int, tools: dict[str, Any], hooks: Hooks) -> None:

@@ -10,6 +10,14 @@ status to the host (so a crash can be named: "killed by SIGSEGV"), carries out t
 a timed-out worker (SIGTERM to its process group, SIGKILL after the grace period) while the host goes
 on, and kills every worker when the host goes away, even by SIGKILL (its control socket reaches EOF).
 
+Containment: the template and every worker are child subreapers (``PR_SET_CHILD_SUBREAPER``). A
+process a tool starts stays in its worker's subtree whatever it does with sessions and process groups
+(a daemon's double fork hands it to the worker, not to init). When a worker dies — killed at a timeout,
+crashed, or gone at ``close()`` — what it started is handed to the template, so any child of the
+template that is not a worker is a leftover of a dead worker's call: the template kills it (by pid,
+never by process group: a hostile tool may have joined the host's group), and repeats as the
+leftovers' own children come to it, until none is left. The template exits only when it has no child.
+
 Control messages (host -> template, one pickle per SOCK_SEQPACKET message):
     ("spawn", wid)            + two fds (the worker's call read end, result write end)
     ("tools", seq, last, chunk)   dill bytes of {name: Tool}, in chunks, for tools added later
@@ -31,7 +39,7 @@ import time
 from typing import Any
 
 from toolfork.executor.backends.base import Hooks
-from toolfork.executor.backends.fork_worker import worker_main
+from toolfork.executor.backends.fork_worker import become_subreaper, worker_main
 
 MAX_MESSAGE = 1 << 16
 
@@ -39,6 +47,7 @@ MAX_MESSAGE = 1 << 16
 def template_main(ctrl: socket.socket, tools: dict[str, Any], hooks: Hooks) -> None:
     """Runs in the template process (started by multiprocess with the fork start method)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C belongs to the host; it closes us
+    become_subreaper()
     # Everything inherited from the host goes to the collector's permanent generation: a worker's
     # collections then never walk (and so never copy-on-write) the host's objects.
     gc.freeze()
@@ -48,11 +57,18 @@ def template_main(ctrl: socket.socket, tools: dict[str, Any], hooks: Hooks) -> N
     def kill_all(sig: int) -> None:
         for pid in list(children):
             _killpg(pid, sig)
+        _kill_leftovers(children)
 
-    def on_sigterm(signum: int, frame: Any) -> None:
+    def leave() -> None:
+        """Kill everything below us, reap it all, exit."""
         kill_all(signal.SIGKILL)
         _reap(children, None, block=True)
+        while _kill_leftovers(children):
+            _reap_any()
         os._exit(0)
+
+    def on_sigterm(signum: int, frame: Any) -> None:
+        leave()
 
     signal.signal(signal.SIGTERM, on_sigterm)
     wake_r, wake_w = os.pipe()
@@ -79,7 +95,8 @@ def template_main(ctrl: socket.socket, tools: dict[str, Any], hooks: Hooks) -> N
                     pass
             except BlockingIOError:
                 pass
-        _reap(children, ctrl, block=False)
+        if _reap(children, ctrl, block=False):
+            _kill_leftovers(children)  # what dead workers' calls started, and their children in turn
         for pid in [p for p in kill_at if p not in children]:
             del kill_at[pid]
         now = time.monotonic()
@@ -88,12 +105,10 @@ def template_main(ctrl: socket.socket, tools: dict[str, Any], hooks: Hooks) -> N
                 _killpg(pid, signal.SIGKILL)
                 del kill_at[pid]
         if exiting_until is not None:
-            if not children:
+            if not children and not _kill_leftovers(children):
                 os._exit(0)
             if now >= exiting_until:
-                kill_all(signal.SIGKILL)
-                _reap(children, None, block=True)
-                os._exit(0)
+                leave()
         if ctrl not in ready:
             continue
         try:
@@ -101,9 +116,7 @@ def template_main(ctrl: socket.socket, tools: dict[str, Any], hooks: Hooks) -> N
         except OSError:
             data, fds = b"", []
         if not data:  # the host is gone (closed, crashed or SIGKILLed): take every worker with us
-            kill_all(signal.SIGKILL)
-            _reap(children, None, block=True)
-            os._exit(0)
+            leave()
         msg = pickle.loads(data)
         kind = msg[0]
         if kind == "spawn":
@@ -134,8 +147,41 @@ def template_main(ctrl: socket.socket, tools: dict[str, Any], hooks: Hooks) -> N
                 tool_chunks.clear()
         elif kind == "exit":
             exiting_until = time.monotonic() + msg[1]
-            if not children:
+            if not children and not _kill_leftovers(children):
                 os._exit(0)
+
+
+def _child_pids() -> list[int]:
+    """This process's children, from /proc (the template is single-threaded: one task)."""
+    me = os.getpid()
+    try:
+        with open(f"/proc/{me}/task/{me}/children") as f:
+            return [int(p) for p in f.read().split()]
+    except (OSError, ValueError):
+        return []
+
+
+def _kill_leftovers(workers: set[int]) -> bool:
+    """SIGKILL every child that is not a live worker: leftovers of dead workers' calls. Returns
+    whether there were any (their own children come to us when they die: the caller repeats)."""
+    found = False
+    for pid in _child_pids():
+        if pid in workers:
+            continue
+        found = True
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+    return found
+
+
+def _reap_any() -> None:
+    """Reap one child of any kind, waiting for it (after a SIGKILL it comes at once)."""
+    try:
+        os.waitpid(-1, 0)
+    except (ChildProcessError, InterruptedError):
+        pass
 
 
 def _killpg(pid: int, sig: int) -> None:
@@ -153,20 +199,27 @@ def _killpg(pid: int, sig: int) -> None:
         pass
 
 
-def _reap(children: set[int], ctrl: socket.socket | None, *, block: bool) -> None:
-    while children:
+def _reap(children: set[int], ctrl: socket.socket | None, *, block: bool) -> bool:
+    """Reap what has exited; report the workers among them. Returns whether anything was reaped (a
+    death may have handed us leftovers: the caller looks)."""
+    reaped = False
+    while True:
+        if block and not children:
+            return reaped
         try:
             pid, status = os.waitpid(-1, 0 if block else os.WNOHANG)
         except ChildProcessError:
             children.clear()
-            return
+            return reaped
         except InterruptedError:
             continue
         if pid == 0:
-            return
-        children.discard(pid)
-        if ctrl is not None:
-            _send(ctrl, ("exited", pid, status))
+            return reaped
+        reaped = True
+        if pid in children:  # a leftover's exit is nobody's business but ours
+            children.discard(pid)
+            if ctrl is not None:
+                _send(ctrl, ("exited", pid, status))
 
 
 def _send(ctrl: socket.socket, msg: Any) -> None:

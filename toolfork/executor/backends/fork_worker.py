@@ -70,12 +70,26 @@ def _die_with_parent() -> None:
         pass
 
 
+PR_SET_CHILD_SUBREAPER = 36
+
+
+def become_subreaper() -> None:
+    """Orphans below this process are handed to it instead of init (Linux; elsewhere a no-op)."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+    except Exception:
+        pass
+
+
 def worker_main(call_fd: int, result_fd: int, tools: dict[str, Any], hooks: Hooks, parent_pid: int) -> None:
     """Entry point in the freshly forked worker; never returns."""
     code = 0
     try:
         os.setpgid(0, 0)
         _die_with_parent()
+        become_subreaper()  # what its calls start stays below it, whatever they do (see fork_template)
         if os.getppid() != parent_pid:  # the template died between fork and prctl
             os._exit(1)
         signal.signal(signal.SIGTERM, _on_sigterm)
@@ -146,4 +160,4 @@ def _compact(call_id: str, result: ToolResult) -> tuple[Any, ...] | None:
     return ("o", call_id, block.text, out.data, result.duration_s)
 
 
-__all__ = ["worker_main"]
+__all__ = ["become_subreaper", "worker_main"]
