@@ -26,6 +26,7 @@ def tool(
     max_runs: int | _Unset | None = _UNSET,
     on_error: OnError | _Unset = _UNSET,
     inline: bool | _Unset = _UNSET,
+    fresh_process: bool | _Unset = _UNSET,
     retries: int | _Unset = _UNSET,
     track_by_inputs: bool | _Unset = _UNSET,
     approval_policy: Callable[[dict[str, Any]], bool | str] | _Unset | None = _UNSET,

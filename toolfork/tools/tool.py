@@ -54,7 +54,7 @@ class _Unset(enum.Enum):
 
 
 _UNSET = _Unset.UNSET
-_SETTINGS = ("timeout", "max_runs", "on_error", "inline", "retries", "track_by_inputs",
+_SETTINGS = ("timeout", "max_runs", "on_error", "inline", "fresh_process", "retries", "track_by_inputs",
              "approval_policy", "output_model", "max_output_chars")
 
 
@@ -84,6 +84,9 @@ class Tool:
     max_runs: int | None = None
     on_error: OnError = "fail-run"
     inline: bool = False
+    # Each call in a process of its own, forked from the pool's pristine template and gone after the
+    # call: no state left by earlier calls (globals, cwd, environment) reaches it. Costs a fork a call.
+    fresh_process: bool = False
     retries: int = 0
     track_by_inputs: bool = False
     approval_policy: Callable[[dict[str, Any]], bool | str] | None = None
@@ -102,6 +105,7 @@ class Tool:
         max_runs: int | _Unset | None = _UNSET,
         on_error: OnError | _Unset = _UNSET,
         inline: bool | _Unset = _UNSET,
+        fresh_process: bool | _Unset = _UNSET,
         retries: int | _Unset = _UNSET,
         track_by_inputs: bool | _Unset = _UNSET,
         approval_policy: Callable[[dict[str, Any]], bool | str] | _Unset | None = _UNSET,
@@ -126,9 +130,9 @@ class Tool:
                 f"the function name {name!r} is not a valid tool name (^[a-zA-Z0-9_-]{{1,64}}$); pass name=")
         self.name = check_name(name)
         self._visible = bool(visible)
-        self.configure(timeout=timeout, max_runs=max_runs, on_error=on_error, inline=inline, retries=retries,
-                       track_by_inputs=track_by_inputs, approval_policy=approval_policy,
-                       output_model=output_model, max_output_chars=max_output_chars)
+        self.configure(timeout=timeout, max_runs=max_runs, on_error=on_error, inline=inline,
+                       fresh_process=fresh_process, retries=retries, track_by_inputs=track_by_inputs,
+                       approval_policy=approval_policy, output_model=output_model, max_output_chars=max_output_chars)
         # Where the parameters come from: "signature" (fn or typed __call__), "properties" or "schema".
         self._source: str
         self._spec: Any
@@ -169,6 +173,9 @@ class Tool:
                 raise ToolDefinitionError(
                     f"tool '{self.name}': unknown setting {key!r} (valid: {', '.join(_SETTINGS)})")
             setattr(self, key, self._check_setting(key, value))
+        if self.inline and self.fresh_process:
+            raise ToolDefinitionError(f"tool '{self.name}': inline=True runs in the host, fresh_process=True in a "
+                                      "new process for each call: choose one")
         return self
 
     def _check_setting(self, key: str, value: Any) -> Any:
@@ -185,7 +192,7 @@ class Tool:
             raise ToolDefinitionError(f"{where}: retries must be a non-negative integer")
         if key == "on_error" and value not in ON_ERROR_VALUES:
             raise ToolDefinitionError(f"{where}: on_error must be one of {ON_ERROR_VALUES}, got {value!r}")
-        if key in ("inline", "track_by_inputs"):
+        if key in ("inline", "fresh_process", "track_by_inputs"):
             return bool(value)
         if key == "output_model" and value is not None and not (
                 isinstance(value, type) and issubclass(value, BaseModel)):

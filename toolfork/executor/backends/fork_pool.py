@@ -72,10 +72,14 @@ _HOST_FDS: set[int] = set()
 
 
 class _Worker:
-    __slots__ = ("call_fd", "deadline", "inflight", "pid", "reader", "result_fd", "spawned_at", "started_at", "wid")
+    __slots__ = ("call_fd", "deadline", "inflight", "lender", "pid", "reader", "result_fd", "spawned_at", "started_at",
+                 "wid")
 
     def __init__(self, wid: int, call_fd: int, result_fd: int) -> None:
         self.wid = wid
+        # A one-shot worker (a fresh_process call) runs in the slot of this idle worker, which gets the
+        # slot back when the one-shot is done.
+        self.lender: _Worker | None = None
         self.spawned_at = time.monotonic()
         self.pid: int | None = None
         self.call_fd = call_fd
@@ -371,11 +375,16 @@ class ForkBackend(Backend):
         ready = b.ready
         first = ready.popleft()
         chunk = [first]
-        if self._is_quick(first.call.name):
+        if first.tool.fresh_process:  # a process of its own, forked from the pristine template, in w's slot
+            one_shot = self._spawn()
+            one_shot.lender = w
+            w = one_shot
+        elif self._is_quick(first.call.name):
             # Guided self-scheduling: never more than this worker's share of what is left, so a call
             # that is slower than its tool's history suggests cannot hold up more than that share.
             limit = min(MAX_CHUNK, math.ceil((len(ready) + 1) / self._size))
-            while len(chunk) < limit and ready and self._is_quick(ready[0].call.name):
+            while len(chunk) < limit and ready and self._is_quick(ready[0].call.name) \
+                    and not ready[0].tool.fresh_process:
                 chunk.append(ready.popleft())
         frame = framing.encode(("c", [
             (d.call.id, d.call.name, d.call.arguments, d.timeout, d.context or None) for d in chunk
@@ -384,7 +393,7 @@ class ForkBackend(Backend):
             framing.write_all(w.call_fd, frame)
         except OSError:  # the worker died while idle: its calls never started
             self._retire(w, kill=False)
-            self._idle.append(self._spawn())
+            self._refill(w)
             ready.extendleft(reversed(chunk))
             return
         w.inflight.extend(chunk)
@@ -444,12 +453,18 @@ class ForkBackend(Backend):
                 ewma[name] = duration if prev is None else 0.8 * prev + 0.2 * duration
                 self._route(current, CallFinished(cid, result))
                 finished = True
+                if w.lender is not None:
+                    break
             # A result starts the next call's clock; progress alone must not reset the running one's.
             if finished and inflight:
                 w.start_next(time.monotonic())
             elif finished:
                 w.deadline = None
-                self._idle.append(w)
+                if w.lender is None:
+                    self._idle.append(w)
+                else:  # a one-shot worker is done: it leaves (what it started dies with it)
+                    self._retire(w, kill=False)
+                    self._refill(w)
         if w.reader.eof:
             self._crashed(w)
 
@@ -468,6 +483,15 @@ class ForkBackend(Backend):
                 os.kill(pid, signal.SIGCONT)
             except OSError:
                 pass
+
+    def _refill(self, gone: _Worker) -> None:
+        """A worker left the pool: its slot goes to its lender (a one-shot's), else to a new worker."""
+        if gone.lender is not None:
+            lender, gone.lender = gone.lender, None
+            if lender.wid in self._workers:
+                self._idle.append(lender)
+                return
+        self._idle.append(self._spawn())
 
     def _bury(self) -> None:
         """Workers the template reported dead that we still count as ours: take what they wrote, then
@@ -505,7 +529,7 @@ class ForkBackend(Backend):
                 duration_s=time.monotonic() - w.started_at, worker_pid=w.pid,
             ))
             self._requeue(w, died=True)
-        self._idle.append(self._spawn())
+        self._refill(w)
 
     def _requeue(self, w: _Worker, *, died: bool) -> None:
         """Calls queued behind a stopped worker's current call never started: run them elsewhere. Only
@@ -550,7 +574,7 @@ class ForkBackend(Backend):
             ))
             self._requeue(w, died=False)
             self._retire(w, kill=True)
-            self._idle.append(self._spawn())
+            self._refill(w)
 
     def wake(self) -> None:
         try:
@@ -584,7 +608,7 @@ class ForkBackend(Backend):
                     else:
                         self._requeue(w, died=False)
                     self._retire(w, kill=True)
-                    self._idle.append(self._spawn())
+                    self._refill(w)
                 elif stop:  # queued behind another call in a chunk: it is quick; its result is dropped
                     for d in w.inflight:
                         if d.call.id in stop and not d.stopped:
