@@ -38,10 +38,12 @@ class CallFuture(Future[ToolResult]):
         self.call = call
         self._singles = singles
         self._pulled = False  # handed to the backend: stopping it is the backend's business
+        self._dropped = False  # cancelled: the source skips it (a plain flag: cheaper than cancelled())
 
     def cancel(self) -> bool:
         if not super().cancel():
             return False
+        self._dropped = True
         self._singles.forget(self)
         return True
 
@@ -106,20 +108,23 @@ class Singles:
             future.cancel()
 
     def _source(self) -> Iterator[ToolCall | Wait]:
-        queue = self._queue
+        """Everything queued is taken at once (one lock round per burst of submits, not per call)."""
         while True:
             with self._lock:
-                future = queue.popleft() if queue else None
-                if future is None:
+                taken = self._queue
+                if taken:
+                    self._queue = deque()
+                else:
                     if self._closing:
                         return
                     self._signalled = False
-                else:
-                    future._pulled = True
-            if future is None:
+            if not taken:
                 yield WAIT
-            elif not future.cancelled():
-                yield future.call
+                continue
+            for future in taken:
+                future._pulled = True  # before the check: a cancel() after it sees it pulled and stops it
+                if not future._dropped:
+                    yield future.call
 
     def _own(self) -> None:
         """The owner thread: run the live batch; resolve each future as its call finishes."""
@@ -141,8 +146,7 @@ class Singles:
                         type(exc).__name__, f"the executor could not run the call: {exc}")))
 
     def _resolve(self, result: ToolResult) -> None:
-        with self._lock:
-            future = self._futures.pop(result.call_id, None)
+        future = self._futures.pop(result.call_id, None)  # atomic: no lock needed
         if result.context_updates:
             self._executor.context.update(result.context_updates)
         if future is not None:
