@@ -22,8 +22,8 @@ import pytest
 
 from toolfork.bench import BenchConfig, default_executors, markdown, run_benchmark, write_report
 from toolfork.bench.config import WORKLOADS
-from toolfork.bench.peers import ForkPerCallPeer, PebblePeer, Task
-from toolfork.bench.workloads import metric_specs
+from toolfork.bench.peers import ForkPerCallPeer, Outcome, PebblePeer, Peer, Task, ThreadsPeer
+from toolfork.bench.workloads import _max_overlap, metric_specs, not_applicable
 from toolfork.cli import main as cli_main
 
 FAILURES = ("hung", "crashed", "error")
@@ -149,6 +149,83 @@ def test_toolfork_gets_every_figure(full_tiny_run: tuple[dict[str, Any], Path]) 
     assert cells["crash"]["metrics"]["crash_results_back"] == 3
     assert cells["crash"]["metrics"]["crash_usable_after"] is True
     assert all(c.get("leftover_processes") in (0, None) for c in cells.values())
+
+
+CONCURRENT_PEERS = ("toolfork", "toolfork-sequential", "threads", "process-pool", "multiprocess", "pebble", "loky")
+
+
+def test_concurrent_callers_and_single_calls_give_figures(full_tiny_run: tuple[dict[str, Any], Path]) -> None:
+    results = full_tiny_run[0]
+    config = BenchConfig.tiny()
+    for ex in (*CONCURRENT_PEERS, "fork-per-call"):
+        callers, singles = results["cells"][ex]["callers"], results["cells"][ex]["singles"]
+        assert callers["status"] == "ok", (ex, callers.get("detail"))
+        # One pool shared by every caller thread, closed with nothing left behind (loky keeps its
+        # reusable executor per thread: asked for from each caller, it would start a pool per thread).
+        assert callers.get("leftover_processes") in (0, None), ex
+        assert singles["status"] == "ok", (ex, singles.get("detail"))
+        for n in config.callers_counts:
+            m = callers["metrics"]
+            assert m[f"callers_{n}_wall_s"] > 0
+            assert len(m[f"callers_{n}_all_s"]) == config.callers_reps
+            assert 1 <= m[f"callers_{n}_overlap"] <= n
+        for key in ("singles_us_per_call", "singles_batch_us_per_call", "singles_vs_batch"):
+            assert singles["metrics"][key] > 0, (ex, key)
+    # toolfork's concurrent callers really ran at once: their calls' spans in the workers overlap
+    # (one batch at a time would give 1).
+    most = max(config.callers_counts)
+    assert results["cells"]["toolfork"]["callers"]["metrics"][f"callers_{most}_overlap"] > 1
+    md = markdown(results)
+    assert f"| callers: {most} threads x a batch of 1 call" in md
+    assert "| singles: per-call cost of single calls / of one batch (ratio) |" in md
+
+
+def test_max_overlap_counts_calls_running_at_once() -> None:
+    assert _max_overlap([]) == 0
+    assert _max_overlap([[0, 1], [1, 2], [2, 3]]) == 1  # one after another (touching is not overlapping)
+    assert _max_overlap([[0, 3], [1, 2], [1.5, 4], [3.5, 5]]) == 3
+
+
+class _InlinePeer(Peer):
+    """A batch method only: single calls come from the default submit_one."""
+
+    name = "inline"
+
+    def start(self) -> None:
+        self.batches: list[int] = []
+
+    def run(self, tasks: Any) -> list[Outcome]:
+        from toolfork.bench.calls import FUNCTIONS
+
+        self.batches.append(len(tasks))
+        return [Outcome("ok", FUNCTIONS[t.fn](**t.kwargs)) for t in tasks]
+
+    def close(self) -> None:
+        pass
+
+
+class _ConcurrentInlinePeer(_InlinePeer):
+    concurrent_callers = True
+
+
+@pytest.mark.parametrize("peer_cls", [_InlinePeer, _ConcurrentInlinePeer, ThreadsPeer, PebblePeer])
+def test_submit_one_returns_each_calls_outcome(peer_cls: type[Peer]) -> None:
+    peer = peer_cls(2)
+    peer.start()
+    try:
+        handles = [peer.submit_one(Task("trivial_call", {"x": i})) for i in range(6)]
+        outcomes = [peer.result_one(h) for h in handles]
+    finally:
+        peer.close()
+    assert [(o.status, o.value) for o in outcomes] == [("ok", i + 1) for i in range(6)]
+    if isinstance(peer, _InlinePeer):
+        assert peer.batches == [1] * 6  # the default: a batch of one per call
+
+
+def test_callers_workload_needs_a_peer_callable_from_several_threads() -> None:
+    assert not_applicable(_InlinePeer, "callers") == "n/a: not callable from several threads at once"
+    assert not_applicable(_ConcurrentInlinePeer, "callers") is None
+    assert not_applicable(_InlinePeer, "singles") is None
 
 
 def test_json_markdown_and_plots_are_written(full_tiny_run: tuple[dict[str, Any], Path]) -> None:
@@ -376,7 +453,9 @@ def test_cli_lists_executors_and_workloads(capsys: pytest.CaptureFixture[str]) -
     out = capsys.readouterr().out
     for name in ("toolfork", "pebble", "loky", "fork-per-call", "ray", "toolfork-ray"):
         assert name in out
-    assert "workloads: io, cpu, small, tiny, mixed, hang, crash, payload, memory, scaling, soak" in out
+    assert (
+        "workloads: io, cpu, small, tiny, mixed, hang, crash, payload, memory, scaling, soak, callers, singles" in out
+    )
 
 
 # --- pieces ---------------------------------------------------------------------------------------

@@ -57,6 +57,18 @@ def stamp_call(seconds: float) -> float:
     return time.monotonic()
 
 
+def span_call(seconds: float) -> list[float]:
+    """Sleep like an I/O-bound tool and say when the call ran: ``[start, end]`` in
+    ``time.monotonic()`` (system-wide on Linux), so that the harness can tell which calls overlapped.
+
+    Args:
+        seconds: how long to sleep
+    """
+    start = time.monotonic()
+    time.sleep(seconds)
+    return [start, time.monotonic()]
+
+
 def payload_call(nbytes: int) -> str:
     """Return a large result, to time how results cross the process boundary.
 
@@ -113,6 +125,7 @@ FUNCTIONS: dict[str, Callable[..., Any]] = {
         cpu_call,
         trivial_call,
         stamp_call,
+        span_call,
         payload_call,
         hang_call,
         crash_call,

@@ -22,6 +22,8 @@ WORKLOADS: tuple[str, ...] = (
     "memory",
     "scaling",
     "soak",
+    "callers",
+    "singles",
 )
 
 
@@ -63,6 +65,16 @@ class BenchConfig:
     # Executors that cannot finish the soak in this many seconds stop early (fork-per-call and Ray need
     # minutes for 100,000 calls here); the figures then cover the calls done, and the row says how many.
     soak_budget_s: float = 30.0
+    # Concurrent callers (issue 14): that many threads, released together by a barrier, each run a
+    # batch of one call that sleeps callers_sleep_s, on one pool of callers_workers (enough for all).
+    callers_counts: tuple[int, ...] = (4, 16)
+    callers_workers: int = 16
+    callers_sleep_s: float = 0.1
+    callers_reps: int = 5
+    # Single calls: singles_calls trivial calls submitted one by one (all at once, then waited for)
+    # on a pool of `cores` workers, against one batch of as many calls on the same pool.
+    singles_calls: int = 64
+    singles_reps: int = 20
     # Harness time limits (s): a cell that takes longer is recorded as "hung". They include pool
     # start-up and warm-up; peers with slow start-up (Ray) multiply them by their limit_factor.
     setup_limit_s: float = 90.0
@@ -79,6 +91,8 @@ class BenchConfig:
             "memory": 90,
             "scaling": 300,
             "soak": 420,
+            "callers": 90,
+            "singles": 90,
         }
     )
 
@@ -107,6 +121,8 @@ class BenchConfig:
             scaling_reps=1,
             soak_calls=5000,
             soak_budget_s=5.0,
+            callers_reps=2,
+            singles_reps=5,
             limits_s={
                 "io": 30,
                 "cpu": 30,
@@ -119,6 +135,8 @@ class BenchConfig:
                 "memory": 30,
                 "scaling": 60,
                 "soak": 60,
+                "callers": 30,
+                "singles": 30,
             },
         )
 
@@ -153,6 +171,11 @@ class BenchConfig:
             scaling_reps=1,
             soak_calls=60,
             soak_chunk=20,
+            callers_counts=(2, 4),
+            callers_workers=4,
+            callers_reps=1,
+            singles_calls=8,
+            singles_reps=2,
             limits_s={w: 30.0 for w in WORKLOADS},
         )
 
@@ -177,7 +200,7 @@ class BenchConfig:
     def from_dict(cls, data: dict[str, Any]) -> BenchConfig:
         known = {f.name for f in fields(cls)}
         values = {k: v for k, v in data.items() if k in known}
-        for name in ("payload_sizes", "payload_reps", "scaling_workers"):
+        for name in ("payload_sizes", "payload_reps", "scaling_workers", "callers_counts"):
             if name in values:
                 values[name] = tuple(values[name])
         return cls(**values)

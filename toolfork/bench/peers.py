@@ -15,11 +15,13 @@ from __future__ import annotations
 import concurrent.futures as cf
 import importlib
 import importlib.util
+import itertools
 import logging
 import math
 import os
 import pickle
 import selectors
+import threading
 import time
 from abc import ABC, abstractmethod
 from collections import deque
@@ -69,6 +71,10 @@ class Peer(ABC):
     # With --quick, only these workloads (None: all). For executors whose start-up alone would eat the
     # quick run's two minutes; the full run always does every workload.
     quick_workloads: ClassVar[tuple[str, ...] | None] = None
+    # ``run`` may be called from several threads at once on one pool (the callers workload needs it;
+    # without it that workload is "n/a"). Off unless an executor says so: a custom peer that is not
+    # thread-safe must not be made to look broken.
+    concurrent_callers: ClassVar[bool] = False
 
     def __init__(self, workers: int) -> None:
         self.workers = workers
@@ -112,6 +118,33 @@ class Peer(ABC):
     def close(self) -> None:
         ...
 
+    def submit_one(self, task: Task) -> Any:
+        """Start one call on its own and return a handle that ``result_one`` waits on: the way a host
+        with one call at a time (an MCP server, an agent framework's per-call tasks) uses the executor.
+
+        Executors with a per-call API (``submit``, ``schedule``, ``apply_async``, ``.remote``) override
+        this pair and hand back their own future, so that nothing of ours is timed on top of it. The
+        default is built on ``run``: a batch of one on a thread of its own when ``run`` may be called
+        concurrently, otherwise right here (the call is then done before the next is submitted).
+        """
+        future: cf.Future[Outcome] = cf.Future()
+
+        def one() -> None:
+            try:
+                future.set_result(self.run([task])[0])
+            except Exception as exc:
+                future.set_result(Outcome("error", error=_exc_text(exc)))
+
+        if self.concurrent_callers:
+            threading.Thread(target=one, name="bench-submit-one", daemon=True).start()
+        else:
+            one()
+        return future
+
+    def result_one(self, handle: Any) -> Outcome:
+        """Wait for a call started by ``submit_one`` and return its outcome."""
+        return handle.result()  # type: ignore[no-any-return]  # the default handle is a Future[Outcome]
+
 
 def _exc_text(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"[:500]
@@ -144,14 +177,29 @@ def _collect_futures(
     return outcomes
 
 
+def _future_outcome(future: Any, classify: Callable[[BaseException], str]) -> Outcome:
+    """The outcome of one concurrent.futures-style future, waited for without a limit."""
+    try:
+        return Outcome("ok", future.result())
+    except BaseException as exc:
+        return Outcome(classify(exc), error=_exc_text(exc))
+
+
 class ThreadsPeer(Peer):
     name = "threads"
     description = "concurrent.futures.ThreadPoolExecutor"
     timeout_support = "abandon"
     in_process = True
+    concurrent_callers = True
 
     def start(self) -> None:
         self.pool = cf.ThreadPoolExecutor(max_workers=self.workers)
+
+    def submit_one(self, task: Task) -> Any:
+        return self.pool.submit(FUNCTIONS[task.fn], **task.kwargs)
+
+    def result_one(self, handle: Any) -> Outcome:
+        return _future_outcome(handle, _classify_std)
 
     def run(self, tasks: Sequence[Task]) -> list[Outcome]:
         t0 = time.monotonic()
@@ -193,11 +241,18 @@ class ProcessPoolPeer(Peer):
     name = "process-pool"
     description = "concurrent.futures.ProcessPoolExecutor (fork context)"
     timeout_support = "abandon"
+    concurrent_callers = True
 
     def start(self) -> None:
         import multiprocessing
 
         self.pool = cf.ProcessPoolExecutor(max_workers=self.workers, mp_context=multiprocessing.get_context("fork"))
+
+    def submit_one(self, task: Task) -> Any:
+        return self.pool.submit(FUNCTIONS[task.fn], **task.kwargs)
+
+    def result_one(self, handle: Any) -> Outcome:
+        return _future_outcome(handle, _classify_std)
 
     def run(self, tasks: Sequence[Task]) -> list[Outcome]:
         t0 = time.monotonic()
@@ -215,11 +270,21 @@ class MultiprocessPoolPeer(Peer):
     description = "multiprocess.Pool (dill)"
     timeout_support = "abandon"
     requires = ("multiprocess",)
+    concurrent_callers = True
 
     def start(self) -> None:
         import multiprocess
 
         self.pool = multiprocess.Pool(processes=self.workers)
+
+    def submit_one(self, task: Task) -> Any:
+        return self.pool.apply_async(FUNCTIONS[task.fn], kwds=task.kwargs)
+
+    def result_one(self, handle: Any) -> Outcome:
+        try:
+            return Outcome("ok", handle.get())
+        except Exception as exc:
+            return Outcome("error", error=_exc_text(exc))
 
     def run(self, tasks: Sequence[Task]) -> list[Outcome]:
         import multiprocess
@@ -248,11 +313,18 @@ class PebblePeer(Peer):
     description = "pebble.ProcessPool with its per-task timeout"
     timeout_support = "kill"
     requires = ("pebble",)
+    concurrent_callers = True
 
     def start(self) -> None:
         import pebble
 
         self.pool = pebble.ProcessPool(max_workers=self.workers)
+
+    def submit_one(self, task: Task) -> Any:
+        return self.pool.schedule(FUNCTIONS[task.fn], kwargs=task.kwargs, timeout=task.timeout)
+
+    def result_one(self, handle: Any) -> Outcome:
+        return _future_outcome(handle, _classify_pebble)
 
     def run(self, tasks: Sequence[Task]) -> list[Outcome]:
         t0 = time.monotonic()
@@ -281,17 +353,32 @@ class LokyPeer(Peer):
     name = "loky"
     description = "loky.get_reusable_executor"
     timeout_support = "abandon"
+    concurrent_callers = True
     requires = ("loky",)
+    _owner: int  # the thread that started the pool
+    _shared: Any  # the executor that thread got last
 
     def _executor(self) -> Any:
         from loky import get_reusable_executor
 
+        if threading.get_ident() != self._owner:
+            # loky keeps its reusable executor per thread: asked for from another thread, it would
+            # start a second pool of `workers` processes. Callers on other threads share this pool.
+            return self._shared
         # The documented pattern: ask for the reusable executor each time; loky hands back the live
         # one, or a fresh one when the previous one broke.
-        return get_reusable_executor(max_workers=self.workers, timeout=600)
+        self._shared = get_reusable_executor(max_workers=self.workers, timeout=600)
+        return self._shared
 
     def start(self) -> None:
+        self._owner = threading.get_ident()
         self._executor()
+
+    def submit_one(self, task: Task) -> Any:
+        return self._executor().submit(FUNCTIONS[task.fn], **task.kwargs)
+
+    def result_one(self, handle: Any) -> Outcome:
+        return _future_outcome(handle, _classify_loky)
 
     def run(self, tasks: Sequence[Task]) -> list[Outcome]:
         t0 = time.monotonic()
@@ -313,11 +400,15 @@ def _classify_loky(exc: BaseException) -> str:
 class ForkPerCallPeer(Peer):
     """spatie/fork's model in Python: each call in a freshly forked child, its result sent back on a
     pipe, at most ``workers`` children at a time, results in call order. spatie/fork has no timeout,
-    so neither has this."""
+    so neither has this. It has no per-call API either: a single call is a batch of one (the default
+    ``submit_one``). Called from several threads at once, each batch keeps its own limit of
+    ``workers`` children, and a child forked by one thread inherits (until it exits) the pipe ends
+    another thread had open at that moment: that is what this model does with concurrent callers."""
 
     name = "fork-per-call"
     description = "os.fork per call, result on a pipe (spatie/fork style)"
     timeout_support = "none"
+    concurrent_callers = True
 
     def start(self) -> None:
         pass
@@ -396,6 +487,7 @@ class RayPeer(Peer):
     limit_factor = 3.0
     quick_workloads = QUICK_HEADLINE
     requires = ("ray",)
+    concurrent_callers = True  # a Ray driver may submit and get from several threads
     _remote: ClassVar[dict[str, Any]] = {}
 
     @classmethod
@@ -416,6 +508,19 @@ class RayPeer(Peer):
 
     def close(self) -> None:
         pass
+
+    def submit_one(self, task: Task) -> Any:
+        return self._remote[task.fn].options(**self.options).remote(**task.kwargs)
+
+    def result_one(self, handle: Any) -> Outcome:
+        import ray
+
+        try:
+            return Outcome("ok", ray.get(handle))
+        except (ray.exceptions.WorkerCrashedError, ray.exceptions.NodeDiedError) as exc:
+            return Outcome("crashed", error=_exc_text(exc))
+        except Exception as exc:
+            return Outcome("error", error=_exc_text(exc))
 
     def run(self, tasks: Sequence[Task]) -> list[Outcome]:
         import ray
@@ -447,6 +552,7 @@ class ToolforkPeer(Peer):
     mode: ClassVar[str] = "fork"
     timeout_support = "kill"
     requires: ClassVar[tuple[str, ...]] = ("toolfork.executor",)
+    concurrent_callers = True  # any number of batches at once on one Executor (issue 14)
 
     @classmethod
     def version(cls) -> str | None:
@@ -458,6 +564,16 @@ class ToolforkPeer(Peer):
         from toolfork.executor import Executor
 
         self.ex = Executor(toolfork_tools(), mode=self.mode, workers=self.workers)
+        self._ids = itertools.count()
+
+    def submit_one(self, task: Task) -> Any:
+        from toolfork.executor import ToolCall
+
+        call = ToolCall(id=f"s{next(self._ids)}", name=task.fn, arguments=task.kwargs, timeout=task.timeout)
+        return self.ex.submit(call)
+
+    def result_one(self, handle: Any) -> Outcome:
+        return _toolfork_outcome(handle.result())
 
     def run(self, tasks: Sequence[Task]) -> list[Outcome]:
         from toolfork.executor import ToolCall
@@ -473,6 +589,14 @@ class ToolforkPeer(Peer):
 
     def close(self) -> None:
         self.ex.close()
+
+
+def _toolfork_outcome(r: Any) -> Outcome:
+    """A ToolResult as an Outcome (the same conversion as ``ToolforkPeer.run``)."""
+    value: Any = None
+    if r.output is not None:
+        value = r.output.data if r.output.data is not None else r.output.as_text()
+    return Outcome(r.status, value, None if r.error is None else str(r.error)[:500])
 
 
 class ToolforkSequentialPeer(ToolforkPeer):

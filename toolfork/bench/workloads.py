@@ -330,6 +330,93 @@ def w_soak(ctx: Context) -> dict[str, Any]:
     }
 
 
+def _max_overlap(spans: Sequence[Sequence[float]]) -> int:
+    """The most calls that were running at one moment, from their ``[start, end]`` spans."""
+    edges = sorted([(float(s), 1) for s, _ in spans] + [(float(e), -1) for _, e in spans])
+    running = most = 0
+    for _, step in edges:  # at a tie an end (-1) sorts before a start: touching spans do not overlap
+        running += step
+        most = max(most, running)
+    return most
+
+
+def concurrent_callers(peer: Peer, callers: int, sleep_s: float) -> tuple[float, list[Outcome]]:
+    """``callers`` threads, released together by a barrier, each run a batch of one call on ``peer``.
+    Returns the wall time from the release until the last caller has its result, and the outcomes."""
+    released: list[float] = []
+    finished = [0.0] * callers
+    outcomes: list[Outcome] = [Outcome("error", error="caller did not finish")] * callers
+    barrier = threading.Barrier(callers, action=lambda: released.append(time.perf_counter()))
+
+    def caller(i: int) -> None:
+        barrier.wait()
+        outcomes[i] = run_batch(peer, [Task("span_call", {"seconds": sleep_s})])[0][0]
+        finished[i] = time.perf_counter()
+
+    threads = [threading.Thread(target=caller, args=(i,), name=f"bench-caller-{i}") for i in range(callers)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    return max(finished) - released[0], outcomes
+
+
+def w_callers(ctx: Context) -> dict[str, Any]:
+    """Several callers share one executor, each with a batch of one call (a web server with an agent
+    per request, an MCP server, a framework that starts each tool call on its own): do their calls
+    run at once? Every caller's call must come back ok; each call also reports when it ran in its
+    worker, so the row says how many really overlapped."""
+    c = ctx.config
+    out: dict[str, Any] = {}
+    with ctx.pool(c.callers_workers) as peer:
+        concurrent_callers(peer, max(c.callers_counts), c.callers_sleep_s)  # warm the callers' path
+        for n in c.callers_counts:
+            walls, overlaps = [], []
+            for _ in range(c.callers_reps):
+                wall, outcomes = concurrent_callers(peer, n, c.callers_sleep_s)
+                require_ok(f"callers x{n}", outcomes)
+                walls.append(wall)
+                overlaps.append(_max_overlap([o.value for o in outcomes]))
+            out[f"callers_{n}_wall_s"] = _median(walls)
+            out[f"callers_{n}_all_s"] = walls
+            out[f"callers_{n}_overlap"] = min(overlaps)
+    return out
+
+
+def w_singles(ctx: Context) -> dict[str, Any]:
+    """Single calls, as a host with one call at a time makes them: ``singles_calls`` trivial calls
+    submitted one by one (all of them, then every result waited for), per call; and, on the same pool,
+    interleaved with them, one batch of as many calls, per call."""
+    c = ctx.config
+    n = c.singles_calls
+    tasks = [Task("trivial_call", {"x": i}) for i in range(n)]
+
+    def singles() -> float:
+        t0 = time.perf_counter()
+        handles = [peer.submit_one(t) for t in tasks]
+        outcomes = [peer.result_one(h) for h in handles]
+        dt = time.perf_counter() - t0
+        require_ok("singles", outcomes)
+        wrong = [i for i, o in enumerate(outcomes) if o.value != i + 1]
+        if wrong:
+            raise WorkloadError(f"singles: call {wrong[0]} returned {outcomes[wrong[0]].value!r}")
+        return dt
+
+    single_t, batch_t = [], []
+    with ctx.pool(c.cores) as peer:
+        singles()  # warm the single-call path (toolfork starts its submit thread on first use)
+        for _ in range(c.singles_reps):
+            single_t.append(singles())
+            batch_t.extend(timed_reps(peer, lambda: tasks, 1, "singles batch"))
+    per_single = _median(single_t) / n * 1e6
+    per_batched = _median(batch_t) / n * 1e6
+    return {
+        "singles_us_per_call": per_single,
+        "singles_batch_us_per_call": per_batched,
+        "singles_vs_batch": per_single / per_batched,
+    }
+
+
 def not_applicable(peer_cls: type[Peer], workload: str, profile: str = "full") -> str | None:
     """Why ``workload`` is not run for this executor (reported as the cell), or None."""
     if profile == "quick" and peer_cls.quick_workloads is not None and workload not in peer_cls.quick_workloads:
@@ -338,6 +425,8 @@ def not_applicable(peer_cls: type[Peer], workload: str, profile: str = "full") -
         return "n/a: no timeout support"
     if workload == "memory" and peer_cls.in_process:
         return "n/a: calls run in the host"
+    if workload == "callers" and not peer_cls.concurrent_callers:
+        return "n/a: not callable from several threads at once"
     return None
 
 
@@ -353,6 +442,8 @@ WORKLOAD_FUNCS: dict[str, Callable[[Context], dict[str, Any]]] = {
     "memory": w_memory,
     "scaling": w_scaling,
     "soak": w_soak,
+    "callers": w_callers,
+    "singles": w_singles,
 }
 
 
@@ -509,5 +600,48 @@ def metric_specs(config: BenchConfig, cpu_one_call_s: float | None = None) -> li
         MetricSpec("soak_worker_rss_delta_mb", "soak", "soak: worker RSS growth", "MB", better=None, ideal=0),
         MetricSpec("soak_fd_delta", "soak", "soak: host open fds growth", "count", better=None, ideal=0),
         MetricSpec("soak_proc_delta", "soak", "soak: process count growth", "count", better=None, ideal=0),
+    ]
+    for n in c.callers_counts:
+        specs += [
+            MetricSpec(
+                f"callers_{n}_wall_s",
+                "callers",
+                f"callers: {n} threads x a batch of 1 call of {c.callers_sleep_s * 1e3:g} ms sleep, "
+                f"{c.callers_workers} workers, wall",
+                "s",
+                ideal=c.callers_sleep_s,
+            ),
+            MetricSpec(
+                f"callers_{n}_overlap",
+                "callers",
+                f"callers: {n} threads, most calls running at once (worst rep)",
+                "count",
+                better=None,
+                ideal=min(n, c.callers_workers),
+            ),
+        ]
+    specs += [
+        MetricSpec(
+            "singles_us_per_call",
+            "singles",
+            f"singles: {c.singles_calls} concurrent single trivial calls, per call",
+            "us",
+        ),
+        MetricSpec(
+            "singles_batch_us_per_call",
+            "singles",
+            f"singles: the same {c.singles_calls} calls as one batch, per call",
+            "us",
+        ),
+        MetricSpec(
+            "singles_vs_batch",
+            "singles",
+            "singles: per-call cost of single calls / of one batch",
+            "ratio",
+            better=None,
+            ideal=1.0,
+            target=1.0,
+            target_text="<= one batch",
+        ),
     ]
     return specs
