@@ -292,9 +292,7 @@ class Hub:
                         while not (b.events or b.poked):
                             self._backend.hub_round()
                     finally:
-                        self.drive.release()
-                        with self.cond:
-                            self.cond.notify_all()  # a follower may take over
+                        self._let_go()
                 else:
                     if pulled:
                         self._backend.wake()  # the driver is waiting: it has new calls to start
@@ -337,11 +335,24 @@ class Hub:
             try:
                 self._backend.hub_settle()
             finally:
-                self.drive.release()
-                with self.cond:
-                    self.cond.notify_all()
+                self._let_go()
         else:
-            self._backend.wake()
+            self._backend.wake()  # the driver settles it, in its round or as it lets go
+
+    def _let_go(self) -> None:
+        """Release ``drive``. A request that came after the driver's last round (an owner that left
+        while we drove) is settled now, so that no stopped call runs on until somebody drives again."""
+        while True:
+            self.drive.release()
+            with self.cond:
+                self.cond.notify_all()  # a follower may take over
+            if not self.requests or not self.drive.acquire(blocking=False):
+                return
+            try:
+                self._backend.hub_settle()
+            except BaseException:
+                self.drive.release()
+                raise
 
     def next_ready(self) -> BatchState | None:
         """The next batch, in turn, with a call to start (``cond`` held): round-robin between batches."""
