@@ -10,20 +10,13 @@ import psutil
 import pytest
 
 from tests.executor import tools_for_tests as T
+from tests.procs import gone
 from toolfork.executor import ToolCall
 from toolfork.tools import ToolRuntime, tool
 
 
 def _wait_gone(pid: int, seconds: float = 5.0) -> bool:
-    end = time.monotonic() + seconds
-    while time.monotonic() < end:
-        try:
-            if psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
-                return True
-        except psutil.NoSuchProcess:
-            return True
-        time.sleep(0.02)
-    return False
+    return gone(pid, seconds)
 
 
 def test_calls_run_in_worker_processes_that_stay_warm(make_executor):

@@ -6,9 +6,9 @@ from __future__ import annotations
 import os
 import time
 
-import psutil
 import pytest
 
+from tests.procs import gone
 from toolfork.executor import Executor, ToolCall
 from toolfork.tools import tool
 
@@ -56,18 +56,6 @@ def fresh_hang() -> str:
 TOOLS = [dirty, look, look_fresh, fresh_exit, fresh_hang]
 
 
-def _gone(pid: int, limit: float = 10.0) -> bool:
-    end = time.monotonic() + limit
-    while time.monotonic() < end:
-        try:
-            if psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
-                return True
-        except psutil.NoSuchProcess:
-            return True
-        time.sleep(0.02)
-    return False
-
-
 def test_warm_workers_keep_state_and_fresh_processes_do_not(tmp_path):
     start_cwd = os.getcwd()
     with Executor(TOOLS, mode="fork", workers=1) as ex:
@@ -79,7 +67,7 @@ def test_warm_workers_keep_state_and_fresh_processes_do_not(tmp_path):
         assert [(f["global"], f["env"], f["cwd"]) for f in fresh] == [(None, None, start_cwd)] * 3
         pids = {f["pid"] for f in fresh}
         assert len(pids) == 3 and pid not in pids  # a process of its own for every call...
-        assert all(_gone(p) for p in pids)  # ...and gone after it
+        assert all(gone(p) for p in pids)  # ...and gone after it
         # the warm worker got its slot back and still has its state
         assert ex.run([ToolCall("l2", "look")])[0].output.data["pid"] == pid
         assert len(ex.backend.worker_pids) == 1

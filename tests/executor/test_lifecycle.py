@@ -11,9 +11,10 @@ import textwrap
 import time
 from pathlib import Path
 
-import psutil
 import pytest
 
+from tests.procs import alive as _alive
+from tests.procs import all_gone as _all_gone
 from toolfork.executor import Executor, ToolCall
 from toolfork.executor.modes import ENV_VAR
 
@@ -41,22 +42,6 @@ def _start_host(body: str) -> tuple[subprocess.Popen[str], list[int]]:
     return proc, json.loads(line)
 
 
-def _alive(pid: int) -> bool:
-    try:
-        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:  # gone, possibly between two looks
-        return False
-
-
-def _all_gone(pids: list[int], seconds: float) -> list[int]:
-    end = time.monotonic() + seconds
-    alive = pids
-    while time.monotonic() < end:
-        alive = [p for p in pids if _alive(p)]
-        if not alive:
-            return []
-        time.sleep(0.05)
-    return alive
 
 
 def test_sigkill_of_the_host_takes_every_worker_with_it():

@@ -567,23 +567,7 @@ def stubborn(pid_file: str) -> str:
             pass
 
 
-def _concurrently(*targets):
-    out: dict[int, object] = {}
-    errors: list[BaseException] = []
-
-    def runner(i, fn):
-        try:
-            out[i] = fn()
-        except BaseException as exc:
-            errors.append(exc)
-
-    threads = [threading.Thread(target=runner, args=(i, fn)) for i, fn in enumerate(targets)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(60)
-    assert not errors, errors
-    return [out[i] for i in range(len(targets))]
+_concurrently = _contract._threads
 
 
 def test_concurrent_batches_share_the_workers_limit(make_executor, mode, tmp_path):

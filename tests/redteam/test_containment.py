@@ -11,15 +11,10 @@ from pathlib import Path
 import psutil
 import pytest
 
+from tests.procs import alive as _alive
+from tests.procs import gone as _gone
 from toolfork.executor import Executor, ToolCall
 from toolfork.tools import tool
-
-
-def _alive(pid: int) -> bool:
-    try:
-        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return False
 
 
 def _wait_pid_file(path: Path, limit: float = 20.0) -> int:
@@ -30,15 +25,6 @@ def _wait_pid_file(path: Path, limit: float = 20.0) -> int:
         except (FileNotFoundError, ValueError):
             time.sleep(0.01)
     raise AssertionError(f"{path} was never written")
-
-
-def _gone(pid: int, limit: float = 10.0) -> bool:
-    end = time.monotonic() + limit
-    while time.monotonic() < end:
-        if not _alive(pid):
-            return True
-        time.sleep(0.02)
-    return False
 
 
 @tool

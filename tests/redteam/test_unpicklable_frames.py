@@ -156,5 +156,6 @@ def test_values_the_host_cannot_rebuild_fail_their_call_only():
         assert [by_id[f"p{i}"].output.data for i in (1, 2, 3)] == [1, 2, 3]
         assert "k" not in ex.context
         # the workers and the next batch are unaffected
-        again = ex.run([ToolCall(f"n{i}", "plain", {"x": i}) for i in range(8)] + [ToolCall("d2", "returns_unbuildable_data")])
+        again = ex.run([*[ToolCall(f"n{i}", "plain", {"x": i}) for i in range(8)],
+                        ToolCall("d2", "returns_unbuildable_data")])
         assert [r.output.data for r in again[:8]] == list(range(8)) and again[8].status == "error"

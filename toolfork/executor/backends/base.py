@@ -198,16 +198,23 @@ def run_batch(feed: Feed, submit: Callable[[list[Event]], int],
             yielded = True
             continue
         if not outstanding:
-            if feed.exhausted:
+            if _settled(feed, yielded):
                 return
-            if feed.waiting:  # a live source with nothing to give yet, and nothing running
-                feed.wait_for_source(None)
-                continue
-            if not yielded:  # the consumer cannot make room: nothing would ever change
-                raise RuntimeError("the feed has no room although nothing is outstanding")
             yielded = False
             continue
         wait(events)
+
+
+def _settled(feed: Feed, yielded: bool) -> bool:
+    """A batch loop with nothing outstanding: True when the batch is done; else wait for a live source
+    with nothing to give yet, or raise if the consumer can make no room (nothing would ever change)."""
+    if feed.exhausted:
+        return True
+    if feed.waiting:
+        feed.wait_for_source(None)
+    elif not yielded:
+        raise RuntimeError("the feed has no room although nothing is outstanding")
+    return False
 
 
 class BatchState:
@@ -278,13 +285,8 @@ class Hub:
                     yielded = True
                     continue
                 if not b.outstanding:
-                    if feed.exhausted:
+                    if _settled(feed, yielded):
                         return
-                    if feed.waiting:  # a live source with nothing to give yet, and nothing running
-                        feed.wait_for_source(None)
-                        continue
-                    if not yielded:  # the consumer cannot make room: nothing would ever change
-                        raise RuntimeError("the feed has no room although nothing is outstanding")
                     yielded = False
                     continue
                 if self.drive.acquire(blocking=False):
