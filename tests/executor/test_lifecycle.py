@@ -13,7 +13,6 @@ from pathlib import Path
 
 import pytest
 
-from tests.procs import alive as _alive
 from tests.procs import all_gone as _all_gone
 from toolfork.executor import Executor, ToolCall
 from toolfork.executor.modes import ENV_VAR
