@@ -1,10 +1,35 @@
 #!/usr/bin/env bash
-# The whole test suite on a fresh machine: installs the package with every extra, the database servers
-# the SQL toolkit tests start (PostgreSQL, MariaDB: Debian packages, only when missing), then runs pytest
-# in parallel. Extra arguments go to pytest (e.g. scripts/test.sh tests/executor -x).
+# The whole test suite on a fresh machine, at the newest versions of every dependency:
+#   - builds a fresh venv (.ci-venvs/newest) with the package and every extra at the newest versions
+#     that resolve (scripts/venv.sh; nothing already installed in the system python is used),
+#   - installs the database servers the SQL toolkit tests start (PostgreSQL, MariaDB: Debian packages,
+#     only when missing; scripts/services.sh),
+#   - runs pytest in parallel in that venv.
+#
+#   scripts/test.sh                       the README's test command (CI's newest leg)
+#   scripts/test.sh --lowest ...          the same at the lowest declared bounds (.ci-venvs/lowest)
+#   scripts/test.sh tests/executor -x     extra arguments go to pytest
+#   TOOLFORK_REUSE_VENV=1 scripts/test.sh ...   reuse the venv built last time (quicker while iterating)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-export PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_ROOT_USER_ACTION=ignore
-python3 -m pip install --quiet -e ".[all,test]"
+
+deps=newest
+if [ "${1:-}" = "--lowest" ]; then
+    deps=lowest
+    shift
+fi
+venv="$PWD/.ci-venvs/$deps"
+
+if [ "${TOOLFORK_REUSE_VENV:-}" = "1" ] && [ -x "$venv/bin/python" ]; then
+    echo "test.sh: reusing $venv" >&2
+else
+    start=$SECONDS
+    bash scripts/venv.sh "$deps"
+    echo "test.sh: $deps venv built in $((SECONDS - start)) s" >&2
+fi
 bash scripts/services.sh
-exec python3 -m pytest -n auto --dist loadgroup "$@"
+
+# The venv first on PATH: tests that start `python` or the `toolfork` script get the venv's.
+export VIRTUAL_ENV="$venv" PATH="$venv/bin:$PATH"
+unset PYTHONHOME
+exec "$venv/bin/python" -m pytest -n auto --dist loadgroup "$@"

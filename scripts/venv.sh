@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Build a fresh virtual environment with the package and every extra installed editable, at one end of
+# what pyproject.toml allows:
+#
+#   scripts/venv.sh newest   -> .ci-venvs/newest: the newest version of everything that resolves
+#   scripts/venv.sh lowest   -> .ci-venvs/lowest: the lowest declared bound of every direct dependency
+#                               (uv's --resolution lowest-direct; what they pull in is the newest)
+#
+# The venv is rebuilt from scratch every time, so nothing installed earlier (an older pydantic in the
+# system python, say) can hide a dependency change. uv does the resolving (it is the tool that knows
+# lowest-direct, and it is fast); it is installed with pip into .ci-venvs/tools first. The versions
+# installed are printed at the end (and kept in .ci-venvs/NAME.txt), so a log says what was tested.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+name="${1:-newest}"
+case "$name" in
+    newest) resolution=highest ;;
+    lowest) resolution=lowest-direct ;;
+    *) echo "usage: scripts/venv.sh newest|lowest" >&2; exit 2 ;;
+esac
+
+export PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_ROOT_USER_ACTION=ignore
+root=.ci-venvs
+tools="$root/tools"
+mkdir -p "$root"
+
+# uv, in a venv of its own (the system python stays as it is).
+if ! "$tools/bin/uv" --version >/dev/null 2>&1; then
+    rm -rf "$tools"
+    python3 -m venv "$tools"
+    "$tools/bin/python" -m pip install --quiet --upgrade uv
+fi
+uv="$tools/bin/uv"
+
+venv="$root/$name"
+rm -rf "$venv"
+"$uv" venv --quiet --python "$(command -v python3)" "$venv"
+# --upgrade: ignore whatever uv's cache or an earlier resolution preferred; PyPI is uv's default index.
+"$uv" pip install --quiet --python "$venv/bin/python" --resolution "$resolution" --upgrade -e ".[all,test]"
+"$uv" pip freeze --python "$venv/bin/python" --exclude-editable > "$root/$name.txt"
+echo "venv.sh: $venv ($resolution): $(grep -ciE '==' "$root/$name.txt") packages;" \
+    "$(grep -iE '^(pydantic|pydantic-core|openai|anthropic|ray|multiprocess|psutil|httpx|moto|pytest|hypothesis|ruff|mypy)==' \
+        "$root/$name.txt" | tr '\n' ' ')" >&2
