@@ -574,3 +574,17 @@ def test_contract_cases_run_concurrently_on_one_executor(make_executor, mode, tm
                                                window=3)] == list(range(40))
 
     _threads(order, failing, timeouts, progress, imapped, order, failing)
+
+
+def test_a_timeout_that_is_no_number_of_seconds_fails_its_call_only(make_executor, mode):
+    ex = make_executor(mode=mode)
+    results = ex.run([ToolCall("nan", "add", {"a": 1, "b": 1}, timeout=float("nan")),
+                      ToolCall("neg", "add", {"a": 1, "b": 1}, timeout=-1),
+                      ToolCall("str", "add", {"a": 1, "b": 1}, timeout="soon"),  # type: ignore[arg-type]
+                      ToolCall("inf", "add", {"a": 2, "b": 2}, timeout=float("inf")),  # no limit
+                      ToolCall("ok", "add", {"a": 3, "b": 3}, timeout=5)])
+    assert [r.status for r in results] == ["error", "error", "error", "ok", "ok"]
+    assert "timeout must be a positive number" in results[0].error.message and "nan" in results[0].error.message
+    assert [r.output.data for r in results[3:]] == [4, 6]
+    with pytest.raises(ValueError, match="timeout"):
+        make_executor(mode=mode, timeout=float("nan"))

@@ -21,6 +21,7 @@ import hashlib
 import importlib
 import importlib.util
 import json
+import math
 import os
 import re
 import sys
@@ -316,9 +317,12 @@ def parse_call(raw: bytes | str, lineno: int) -> Any:
         return BadLine(f"line-{lineno}", None, f"{here}: {exc}")
     fn = obj.get("function")
     if obj.get("type") == "function" or isinstance(fn, dict):  # OpenAI chat tool_calls item
+        if not isinstance(fn, dict):
+            what = "missing" if fn is None else f"must be an object, got {_kind(fn)}"
+            return BadLine(call_id, None, f'{here}: "function" {what}')
         name_where = '"function.name"'
-        name = fn.get("name") if isinstance(fn, dict) else None
-        args_value, args_where, json_string = (fn or {}).get("arguments"), '"function.arguments"', True
+        name = fn.get("name")
+        args_value, args_where, json_string = fn.get("arguments"), '"function.arguments"', True
     elif obj.get("type") == "tool_use":  # Anthropic
         name_where, name = '"name"', obj.get("name")
         args_value, args_where, json_string = obj.get("input"), '"input"', False
@@ -334,10 +338,10 @@ def parse_call(raw: bytes | str, lineno: int) -> Any:
         return BadLine(call_id, name, f"{here}: {exc}")
     timeout = obj.get("timeout")
     if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float))
-                                or timeout <= 0):
+                                or not timeout > 0):  # NaN is no number of seconds either
         return BadLine(call_id, name,
                        f'{here}: "timeout" must be a positive number of seconds, got {timeout!r}')
-    return ToolCall(call_id, name, arguments, timeout)
+    return ToolCall(call_id, name, arguments, None if timeout == math.inf else timeout)  # Infinity: no limit
 
 
 __all__ = [

@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import atexit
 import contextlib
+import math
 import os
 import threading
 import weakref
@@ -115,8 +116,10 @@ class Executor:
     ) -> None:
         from toolfork.tools.registry import collect_tools
 
-        if timeout is not None and timeout <= 0:
-            raise ValueError(f"timeout must be positive or None, got {timeout}")
+        if timeout is not None and not timeout > 0:  # NaN included
+            raise ValueError(f"timeout must be a positive number of seconds or None, got {timeout}")
+        if timeout == math.inf:
+            timeout = None  # no limit, said another way
         if kill_grace < 0:
             raise ValueError(f"kill_grace must be >= 0, got {kill_grace}")
         self._tools: dict[str, Tool] = collect_tools(tools)
@@ -400,7 +403,17 @@ class Executor:
                 yield [CallStarted(call.id, call.name), CallFinished(call.id, self._unknown_tool(call))]
                 continue
             timeout = call.timeout if call.timeout is not None else tool.timeout
-            d = Dispatch(call, tool, default_timeout if timeout is None else timeout, context)
+            if timeout is None:
+                timeout = default_timeout
+            elif not _is_positive_finite(timeout):
+                if timeout != math.inf:
+                    yield [CallStarted(call.id, call.name), CallFinished(call.id, ToolResult(
+                        call.id, call.name, "error", error=ErrorInfo(
+                            "ValueError", f"call {call.id!r}: timeout must be a positive number of seconds, "
+                                          f"got {timeout!r}")))]
+                    continue
+                timeout = None  # infinity: no limit
+            d = Dispatch(call, tool, timeout, context)
             if tool.inline:
                 progress: list[Any] = []
                 result = run_in_host(d, lambda _cid, value, sink=progress: sink.append(value))
@@ -510,6 +523,13 @@ def _in_thread(loop: asyncio.AbstractEventLoop, fn: Callable[[], T], name: str) 
 
     threading.Thread(target=target, name=name, daemon=True).start()
     return done
+
+
+def _is_positive_finite(value: Any) -> bool:
+    try:
+        return bool(0 < value < math.inf)
+    except TypeError:
+        return False
 
 
 def _is_input_error(result: ToolResult) -> bool:

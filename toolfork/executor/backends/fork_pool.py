@@ -55,6 +55,16 @@ PIPE_SIZE = 1 << 20
 F_SETPIPE_SZ = 1031
 
 _WAKE = object()  # selector key data of the wake-up pipe
+
+
+class TemplateGone(RuntimeError):
+    """The template process died (killed from outside, or by a tool): no worker can be started or
+    stopped any more. Forking a new one from a host that may run threads is not safe, so the executor
+    says so instead: close it and create a new one."""
+
+    def __init__(self) -> None:
+        super().__init__("the toolfork template process died (killed from outside or by a tool): this executor "
+                         "cannot start workers any more; close it and create a new one")
 log = logging.getLogger("toolfork.executor")
 
 
@@ -146,6 +156,7 @@ class ForkBackend(Backend):
         self._ewma: dict[str, float] = {}
         self._hub = Hub(self)
         self._template_checked = 0.0
+        self._template_gone = False
         self._tool_frames: list[bytes] = []  # tools added later, for the workers (sent by the driver)
         for _ in range(workers):
             self._spawn()
@@ -180,6 +191,11 @@ class ForkBackend(Backend):
         self._next_wid += 1
         try:
             socket.send_fds(self._ctrl, [pickle.dumps(("spawn", wid))], [call_r, result_w])
+        except OSError:
+            for fd in (call_w, result_r):
+                os.close(fd)
+            self._template_gone = True
+            raise TemplateGone() from None
         finally:
             os.close(call_r)
             os.close(result_w)
@@ -198,7 +214,8 @@ class ForkBackend(Backend):
             except BlockingIOError:
                 return
             if not data:
-                raise RuntimeError("the toolfork template process died; the executor cannot start workers")
+                self._template_gone = True
+                raise TemplateGone()
             msg = pickle.loads(data)
             if msg[0] == "spawned":
                 w = self._workers.get(msg[1])
@@ -227,6 +244,9 @@ class ForkBackend(Backend):
         if w.pid is None:
             self._wait_ctrl(lambda: w.pid is not None, SPAWN_ACK_TIMEOUT)
             if w.pid is None:
+                if self._template_gone or not self._template.is_alive():
+                    self._template_gone = True
+                    raise TemplateGone()
                 raise RuntimeError("the toolfork template did not start a worker in time")
         return w.pid
 
@@ -245,7 +265,10 @@ class ForkBackend(Backend):
             except OSError:
                 pass
         if pid is not None:
-            self._ctrl.send(pickle.dumps(("term", pid, self._kill_grace)))
+            try:
+                self._ctrl.send(pickle.dumps(("term", pid, self._kill_grace)))
+            except OSError:  # the template is gone, and its workers with it (PR_SET_PDEATHSIG)
+                self._template_gone = True
 
     def _exit_description(self, w: _Worker) -> tuple[str, str]:
         pid = w.pid
@@ -261,8 +284,12 @@ class ForkBackend(Backend):
         blob = dill.dumps({t.name: t for t in tools})
         step = framing.READ_CHUNK // 2
         chunks = [blob[i : i + step] for i in range(0, len(blob), step)] or [b""]
-        for i, chunk in enumerate(chunks):
-            self._ctrl.send(pickle.dumps(("tools", i, i == len(chunks) - 1, chunk)))
+        try:
+            for i, chunk in enumerate(chunks):
+                self._ctrl.send(pickle.dumps(("tools", i, i == len(chunks) - 1, chunk)))
+        except OSError:
+            self._template_gone = True
+            raise TemplateGone() from None
         with self._hub.cond:
             self._tool_frames.append(framing.encode(("t", blob)))
         if self._hub.drive.acquire(blocking=False):
@@ -300,6 +327,8 @@ class ForkBackend(Backend):
         """One turn of the driver (``Hub.drive`` held): start calls, wait, route what happened."""
         if self._closed:
             raise RuntimeError("this executor is closed")
+        if self._template_gone:
+            raise TemplateGone()
         hub = self._hub
         with hub.cond:
             if hub.requests:
@@ -728,4 +757,4 @@ def _emergency_close(template: Any, ctrl: socket.socket) -> None:
         pass
 
 
-__all__ = ["ForkBackend", "describe_exit"]
+__all__ = ["ForkBackend", "TemplateGone", "describe_exit"]

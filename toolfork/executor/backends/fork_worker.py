@@ -138,6 +138,8 @@ def _serve(call_fd: int, result_fd: int, tools: dict[str, Any], hooks: Hooks) ->
                         deadline = None if timeout is None else monotonic() + timeout
                         runtime = WorkerRuntime(result_fd, call_id, name, deadline, context)
                     result = execute_call(tool, call_id, arguments, runtime, before, after, pid)
+                    if os.getpid() != pid:  # a copy the tool forked came back here: it must not answer
+                        os._exit(0)
             try:
                 frame = encode(_compact(call_id, result) or ("r", call_id, result.status, result.output,
                                                              result.error, result.duration_s, result.context_updates))
