@@ -157,6 +157,9 @@ def test_a_stopped_template_is_continued_and_the_next_batch_returns():
     with Executor(TOOLS, mode="fork", workers=2) as ex:
         template = ex.backend.template_pid
         assert ex.run([ToolCall("s", "stop_parent")])[0].output.as_text() == "stopped it"
+        end = time.monotonic() + 10  # the signal is queued at once, acted on when the template is scheduled
+        while psutil.Process(template).status() != psutil.STATUS_STOPPED and time.monotonic() < end:
+            time.sleep(0.01)
         assert psutil.Process(template).status() == psutil.STATUS_STOPPED
         # A crash needs a replacement worker, which only the template can start; no timeouts anywhere.
         results = ex.run([ToolCall("c", "crash"), *[ToolCall(f"e{i}", "echo", {"x": i}) for i in range(6)]])

@@ -121,13 +121,21 @@ def template_main(ctrl: socket.socket, tools: dict[str, Any], hooks: Hooks) -> N
         kind = msg[0]
         if kind == "spawn":
             call_fd, result_fd = fds
+            # A SIGTERM (a kill the host asked for) may reach the new worker before it has handlers of
+            # its own: it would run ours, whose leave() kills every sibling. So SIGTERM is held across
+            # the fork and the child gets the default action before it can see one.
+            mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
             pid = os.fork()
             if pid == 0:
+                signal.signal(signal.SIGTERM, signal.SIG_DFL)
+                signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+                signal.pthread_sigmask(signal.SIG_SETMASK, mask)
                 ctrl.close()
                 os.close(wake_r)
                 os.close(wake_w)
                 signal.set_wakeup_fd(-1)
                 worker_main(call_fd, result_fd, tools, hooks, os.getppid())
+            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
             os.close(call_fd)
             os.close(result_fd)
             children.add(pid)
