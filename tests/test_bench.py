@@ -22,7 +22,16 @@ import pytest
 
 from toolfork.bench import BenchConfig, default_executors, markdown, run_benchmark, write_report
 from toolfork.bench.config import WORKLOADS
-from toolfork.bench.peers import ForkPerCallPeer, Outcome, PebblePeer, Peer, Task, ThreadsPeer
+from toolfork.bench.peers import (
+    ForkPerCallPeer,
+    Outcome,
+    PebblePeer,
+    Peer,
+    Task,
+    ThreadsPeer,
+    ToolforkPeer,
+    ToolforkSequentialPeer,
+)
 from toolfork.bench.workloads import _max_overlap, metric_specs, not_applicable
 from toolfork.cli import main as cli_main
 
@@ -86,6 +95,12 @@ def test_every_executor_is_in_one_of_the_runs() -> None:
     } <= set(names)
 
 
+# fork-per-call forks for every call: the fresh workload's warm-worker figures are None for it.
+NO_WARM_WORKER = {
+    ("fork-per-call", key) for key in ("fresh_warm_ms", "fresh_ratio", "fresh_batch_warm_ms", "fresh_batch_ratio")
+}
+
+
 @pytest.mark.parametrize("run", ["full_tiny_run", "ray_tiny_run"])
 def test_every_executor_gives_a_figure_or_a_recorded_failure(run: str, request: pytest.FixtureRequest) -> None:
     results, _ = request.getfixturevalue(run)
@@ -106,7 +121,7 @@ def test_every_executor_gives_a_figure_or_a_recorded_failure(run: str, request: 
                 if spec.workload != workload:
                     continue
                 assert spec.key in cell["metrics"], (ex, spec.key)
-                if spec.key != "hang_next_batch_s":
+                if spec.key != "hang_next_batch_s" and (ex, spec.key) not in NO_WARM_WORKER:
                     assert cell["metrics"][spec.key] is not None, (ex, spec.key)
 
 
@@ -178,6 +193,69 @@ def test_concurrent_callers_and_single_calls_give_figures(full_tiny_run: tuple[d
     md = markdown(results)
     assert f"| callers: {most} threads x a batch of 1 call" in md
     assert "| singles: per-call cost of single calls / of one batch (ratio) |" in md
+
+
+def test_fresh_workload_gives_toolfork_and_fork_per_call_figures(full_tiny_run: tuple[dict[str, Any], Path]) -> None:
+    results = full_tiny_run[0]
+    config = BenchConfig.tiny()
+    calls = (config.fresh_reps + 1) * (1 + config.fresh_batch_calls)
+    tf = results["cells"]["toolfork"]["fresh"]
+    assert tf["status"] == "ok", tf.get("detail")
+    m = tf["metrics"]
+    for key in (
+        "fresh_warm_ms",
+        "fresh_fresh_ms",
+        "fresh_ratio",
+        "fresh_batch_warm_ms",
+        "fresh_batch_fresh_ms",
+        "fresh_batch_ratio",
+    ):
+        assert m[key] > 0, key
+    # Every fresh call ran in a process no other call ran in; the warm calls shared the pool's workers.
+    assert m["fresh_calls"] == m["fresh_processes"] == calls
+    assert 1 <= m["fresh_warm_processes"] <= config.fresh_workers
+    assert len(m["fresh_all_ms"]) == len(m["fresh_warm_all_ms"]) == config.fresh_reps
+    assert tf.get("leftover_processes") in (0, None)
+    fpc = results["cells"]["fork-per-call"]["fresh"]
+    assert fpc["status"] == "ok", fpc.get("detail")
+    assert fpc["metrics"]["fresh_fresh_ms"] > 0 and fpc["metrics"]["fresh_batch_fresh_ms"] > 0
+    assert fpc["metrics"]["fresh_warm_ms"] is None
+    assert fpc["metrics"]["fresh_processes"] == calls
+    for ex in ("toolfork-sequential", "threads", "process-pool", "multiprocess", "pebble", "loky"):
+        assert results["cells"][ex]["fresh"]["status"].startswith("n/a: "), ex
+    assert results["cells"]["threads"]["fresh"]["status"] == "n/a: calls run in the host"
+    md = markdown(results)
+    fresh_row = next(line for line in md.splitlines() if line.startswith("| fresh: the same call in a process"))
+    # The fresh row's comparison columns: toolfork's fresh call against fork-per-call's call.
+    assert [col.strip().split(" ")[-1] for col in fresh_row.split("|")[-3:-1]] == ["(fork-per-call)"] * 2
+    assert "| fresh: batch of 1, fresh / warm (ratio) |" in md
+
+
+def test_fresh_process_calls_each_run_in_a_process_of_their_own() -> None:
+    peer = ToolforkPeer(2)
+    peer.start()
+    try:
+        warm = peer.run([Task("pid_call") for _ in range(8)])
+        fresh = peer.run([Task("pid_call_fresh") for _ in range(8)]) + peer.run([Task("pid_call_fresh")])
+        warm_again = peer.run([Task("pid_call") for _ in range(8)])
+    finally:
+        peer.close()
+    assert all(o.status == "ok" for o in warm + fresh + warm_again)
+    warm_pids = {o.value for o in warm + warm_again}
+    fresh_pids = [o.value for o in fresh]
+    assert 1 <= len(warm_pids) <= 2
+    assert len(set(fresh_pids)) == len(fresh_pids) == 9
+    assert not warm_pids & set(fresh_pids)
+    assert os.getpid() not in warm_pids | set(fresh_pids)
+    assert all(_wait_dead(pid) for pid in fresh_pids)  # gone after the call
+
+
+def test_fresh_workload_is_for_executors_with_a_fresh_process_per_call() -> None:
+    assert not_applicable(ToolforkPeer, "fresh") is None
+    assert not_applicable(ForkPerCallPeer, "fresh") is None
+    assert not_applicable(ToolforkSequentialPeer, "fresh") == "n/a: calls run in the host"
+    assert not_applicable(PebblePeer, "fresh") == "n/a: no fresh process per call"
+    assert not_applicable(_InlinePeer, "fresh") == "n/a: no fresh process per call"
 
 
 def test_max_overlap_counts_calls_running_at_once() -> None:
@@ -454,7 +532,8 @@ def test_cli_lists_executors_and_workloads(capsys: pytest.CaptureFixture[str]) -
     for name in ("toolfork", "pebble", "loky", "fork-per-call", "ray", "toolfork-ray"):
         assert name in out
     assert (
-        "workloads: io, cpu, small, tiny, mixed, hang, crash, payload, memory, scaling, soak, callers, singles" in out
+        "workloads: io, cpu, small, tiny, mixed, hang, crash, payload, memory, scaling, soak, callers, singles, fresh"
+        in out
     )
 
 

@@ -46,6 +46,12 @@ def trivial_call(x: int) -> int:
     return x + 1
 
 
+def pid_call() -> int:
+    """Do nothing measurable but say which process ran the call (the fresh workload checks that
+    each fresh call had a process of its own)."""
+    return os.getpid()
+
+
 def stamp_call(seconds: float) -> float:
     """Sleep, then say when the call finished (``time.monotonic()`` is system-wide on Linux).
 
@@ -124,6 +130,7 @@ FUNCTIONS: dict[str, Callable[..., Any]] = {
         sleep_call,
         cpu_call,
         trivial_call,
+        pid_call,
         stamp_call,
         span_call,
         payload_call,
@@ -133,16 +140,24 @@ FUNCTIONS: dict[str, Callable[..., Any]] = {
     )
 }
 
+# Tools only toolfork has (a process per call is a setting of a toolfork tool): the same function, each
+# call in a process of its own (``@tool(fresh_process=True)``), named with this suffix (fresh workload).
+FRESH_SUFFIX = "_fresh"
+FRESH_FUNCTIONS: tuple[str, ...] = ("pid_call",)
+
 _TOOLS: list[Any] | None = None
 
 
 def toolfork_tools() -> list[Any]:
-    """The same functions as toolfork tools (built once per process, names as in FUNCTIONS)."""
+    """The same functions as toolfork tools (built once per process, names as in FUNCTIONS), plus
+    ``<name>_fresh`` with ``fresh_process=True`` for the functions of FRESH_FUNCTIONS."""
     global _TOOLS
     if _TOOLS is None:
         from toolfork.tools import tool
 
-        _TOOLS = [tool(fn) for fn in FUNCTIONS.values()]
+        _TOOLS = [tool(fn) for fn in FUNCTIONS.values()] + [
+            tool(name=name + FRESH_SUFFIX, fresh_process=True)(FUNCTIONS[name]) for name in FRESH_FUNCTIONS
+        ]
     return _TOOLS
 
 

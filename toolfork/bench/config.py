@@ -24,6 +24,7 @@ WORKLOADS: tuple[str, ...] = (
     "soak",
     "callers",
     "singles",
+    "fresh",
 )
 
 
@@ -75,6 +76,12 @@ class BenchConfig:
     # on a pool of `cores` workers, against one batch of as many calls on the same pool.
     singles_calls: int = 64
     singles_reps: int = 20
+    # fresh_process (issue 11): a trivial call on a warm worker against the same call in a process of
+    # its own, one call per batch and batches of fresh_batch_calls, on a pool of fresh_workers; the
+    # warm and fresh repetitions alternate so that both see the same load.
+    fresh_workers: int = 2
+    fresh_batch_calls: int = 8
+    fresh_reps: int = 100
     # Harness time limits (s): a cell that takes longer is recorded as "hung". They include pool
     # start-up and warm-up; peers with slow start-up (Ray) multiply them by their limit_factor.
     setup_limit_s: float = 90.0
@@ -93,6 +100,7 @@ class BenchConfig:
             "soak": 420,
             "callers": 90,
             "singles": 90,
+            "fresh": 90,
         }
     )
 
@@ -123,6 +131,7 @@ class BenchConfig:
             soak_budget_s=5.0,
             callers_reps=2,
             singles_reps=5,
+            fresh_reps=20,
             limits_s={
                 "io": 30,
                 "cpu": 30,
@@ -137,6 +146,7 @@ class BenchConfig:
                 "soak": 60,
                 "callers": 30,
                 "singles": 30,
+                "fresh": 30,
             },
         )
 
@@ -176,6 +186,7 @@ class BenchConfig:
             callers_reps=1,
             singles_calls=8,
             singles_reps=2,
+            fresh_reps=3,
             limits_s={w: 30.0 for w in WORKLOADS},
         )
 

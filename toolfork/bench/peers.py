@@ -75,6 +75,12 @@ class Peer(ABC):
     # without it that workload is "n/a"). Off unless an executor says so: a custom peer that is not
     # thread-safe must not be made to look broken.
     concurrent_callers: ClassVar[bool] = False
+    # How a call gets a process of its own, forked for it and gone after it (the fresh workload):
+    # "per tool" (a setting of the tool, toolfork's ``@tool(fresh_process=True)``: the workload's fresh
+    # calls go to the tool ``<fn>_fresh`` of ``calls.toolfork_tools``, its warm calls to ``<fn>``),
+    # "every call" (every call is forked for itself, so the plain call is the fresh one and there is no
+    # warm worker to compare with) or None (the workload shows "n/a").
+    fresh_process: ClassVar[str | None] = None
 
     def __init__(self, workers: int) -> None:
         self.workers = workers
@@ -409,6 +415,7 @@ class ForkPerCallPeer(Peer):
     description = "os.fork per call, result on a pipe (spatie/fork style)"
     timeout_support = "none"
     concurrent_callers = True
+    fresh_process = "every call"
 
     def start(self) -> None:
         pass
@@ -553,6 +560,7 @@ class ToolforkPeer(Peer):
     timeout_support = "kill"
     requires: ClassVar[tuple[str, ...]] = ("toolfork.executor",)
     concurrent_callers = True  # any number of batches at once on one Executor (issue 14)
+    fresh_process: ClassVar[str | None] = "per tool"  # @tool(fresh_process=True), fork mode (issue 11)
 
     @classmethod
     def version(cls) -> str | None:
@@ -606,6 +614,7 @@ class ToolforkSequentialPeer(ToolforkPeer):
     # SIGALRM interrupts the call when the executor runs on the main thread, as the runner does.
     timeout_support = "kill"
     in_process = True
+    fresh_process = None  # sequential mode runs a fresh_process tool in the host like any other
 
 
 class ToolforkRayPeer(ToolforkPeer):
@@ -619,6 +628,7 @@ class ToolforkRayPeer(ToolforkPeer):
     limit_factor = 3.0
     quick_workloads = QUICK_HEADLINE
     requires = ("ray", "toolfork.executor.backends.ray")
+    fresh_process = None  # the fresh workload measures the fork pool
 
     @classmethod
     def setup_session(cls) -> None:

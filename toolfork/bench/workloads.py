@@ -23,6 +23,7 @@ from typing import Any
 import psutil
 
 from toolfork.bench import procs
+from toolfork.bench.calls import FRESH_SUFFIX
 from toolfork.bench.config import KB, MB, BenchConfig
 from toolfork.bench.peers import Outcome, Peer, Task
 
@@ -417,6 +418,63 @@ def w_singles(ctx: Context) -> dict[str, Any]:
     }
 
 
+def w_fresh(ctx: Context) -> dict[str, Any]:
+    """What a call in a process of its own costs (issue 11): a trivial call that returns its process id,
+    on a warm worker and with ``fresh_process=True`` (forked from the pool's template for the call and
+    gone after it), one call per batch and in batches of ``fresh_batch_calls``, per call. The warm and
+    fresh repetitions alternate on the same pool. Every fresh call must have run in a process no other
+    call ran in, or the workload fails. An executor that forks for every call ("every call") has only
+    the fresh figures: it runs the plain call, and has no warm worker."""
+    c = ctx.config
+    kind = ctx.peer_cls.fresh_process
+    if kind not in ("per tool", "every call"):
+        raise WorkloadError(f"fresh: unknown fresh_process kind {kind!r}")
+    fresh_fn = "pid_call" + FRESH_SUFFIX if kind == "per tool" else "pid_call"
+    n = c.fresh_batch_calls
+    warm_pids: set[int] = set()
+    fresh_pids: list[int] = []
+    per_call: dict[str, list[float]] = {"warm": [], "fresh": [], "warm_batch": [], "fresh_batch": []}
+
+    def timed(peer: Peer, fn: str, calls: int, series: str | None, pids: Callable[[int], None]) -> None:
+        outcomes, dt = run_batch(peer, [Task(fn) for _ in range(calls)])
+        require_ok(f"fresh ({fn} x {calls})", outcomes)
+        for o in outcomes:
+            pids(int(o.value))
+        if series is not None:
+            per_call[series].append(dt / calls * 1e3)
+
+    with ctx.pool(c.fresh_workers) as peer:
+        for rep in range(c.fresh_reps + 1):  # the first round warms both paths and is not timed
+            if kind == "per tool":
+                timed(peer, "pid_call", 1, "warm" if rep else None, warm_pids.add)
+                timed(peer, "pid_call", n, "warm_batch" if rep else None, warm_pids.add)
+            timed(peer, fresh_fn, 1, "fresh" if rep else None, fresh_pids.append)
+            timed(peer, fresh_fn, n, "fresh_batch" if rep else None, fresh_pids.append)
+    # A process id is reused only after the kernel has gone through every other one, and the warm
+    # workers live throughout: a repeat here means calls shared a process.
+    shared = len(fresh_pids) - len(set(fresh_pids)) + len(warm_pids & set(fresh_pids))
+    if shared:
+        raise WorkloadError(f"fresh: {shared} of {len(fresh_pids)} fresh calls ran in a process used before")
+
+    def median(series: str) -> float | None:
+        return _median(per_call[series]) if per_call[series] else None
+
+    warm, fresh, warm_batch, fresh_batch = (median(k) for k in ("warm", "fresh", "warm_batch", "fresh_batch"))
+    return {
+        "fresh_warm_ms": warm,
+        "fresh_fresh_ms": fresh,
+        "fresh_ratio": None if warm is None or fresh is None else fresh / warm,
+        "fresh_batch_warm_ms": warm_batch,
+        "fresh_batch_fresh_ms": fresh_batch,
+        "fresh_batch_ratio": None if warm_batch is None or fresh_batch is None else fresh_batch / warm_batch,
+        "fresh_processes": len(set(fresh_pids)),
+        "fresh_calls": len(fresh_pids),
+        "fresh_warm_processes": len(warm_pids),
+        "fresh_all_ms": per_call["fresh"],
+        "fresh_warm_all_ms": per_call["warm"],
+    }
+
+
 def not_applicable(peer_cls: type[Peer], workload: str, profile: str = "full") -> str | None:
     """Why ``workload`` is not run for this executor (reported as the cell), or None."""
     if profile == "quick" and peer_cls.quick_workloads is not None and workload not in peer_cls.quick_workloads:
@@ -427,6 +485,8 @@ def not_applicable(peer_cls: type[Peer], workload: str, profile: str = "full") -
         return "n/a: calls run in the host"
     if workload == "callers" and not peer_cls.concurrent_callers:
         return "n/a: not callable from several threads at once"
+    if workload == "fresh" and peer_cls.fresh_process is None:
+        return "n/a: calls run in the host" if peer_cls.in_process else "n/a: no fresh process per call"
     return None
 
 
@@ -444,6 +504,7 @@ WORKLOAD_FUNCS: dict[str, Callable[[Context], dict[str, Any]]] = {
     "soak": w_soak,
     "callers": w_callers,
     "singles": w_singles,
+    "fresh": w_fresh,
 }
 
 
@@ -642,6 +703,50 @@ def metric_specs(config: BenchConfig, cpu_one_call_s: float | None = None) -> li
             ideal=1.0,
             target=1.0,
             target_text="<= one batch",
+        ),
+    ]
+    fresh_calls = (c.fresh_reps + 1) * (1 + c.fresh_batch_calls)
+    specs += [
+        MetricSpec(
+            "fresh_warm_ms",
+            "fresh",
+            f"fresh: a batch of 1 trivial call on a warm worker ({c.fresh_workers} workers), per call",
+            "ms",
+        ),
+        MetricSpec(
+            "fresh_fresh_ms",
+            "fresh",
+            "fresh: the same call in a process of its own (toolfork: fresh_process=True), per call",
+            "ms",
+        ),
+        MetricSpec("fresh_ratio", "fresh", "fresh: batch of 1, fresh / warm", "ratio", better=None, ideal=1.0),
+        MetricSpec(
+            "fresh_batch_warm_ms",
+            "fresh",
+            f"fresh: a batch of {c.fresh_batch_calls} such calls on {c.fresh_workers} warm workers, per call",
+            "ms",
+        ),
+        MetricSpec(
+            "fresh_batch_fresh_ms",
+            "fresh",
+            f"fresh: a batch of {c.fresh_batch_calls} such calls, each in a process of its own, per call",
+            "ms",
+        ),
+        MetricSpec(
+            "fresh_batch_ratio",
+            "fresh",
+            f"fresh: batch of {c.fresh_batch_calls}, fresh / warm",
+            "ratio",
+            better=None,
+            ideal=1.0,
+        ),
+        MetricSpec(
+            "fresh_processes",
+            "fresh",
+            f"fresh: processes the {fresh_calls} fresh calls ran in",
+            "count",
+            better=None,
+            ideal=fresh_calls,
         ),
     ]
     return specs
