@@ -635,16 +635,16 @@ def test_fifty_megabytes_of_chatter_leave_the_records_valid(output: str, tmp_pat
     assert (proc.stdout + proc.stderr).count(b'{"id": "forged", ') == 2 * 50 * 65536
 
 
-@pytest.mark.timeout(60)
+@pytest.mark.timeout(180)  # two CLI runs that each start a pool: slow on a loaded 2-core CI machine
 def test_output_to_a_full_disk_is_a_clear_error_not_a_traceback(tmp_path: Path) -> None:
     calls = tmp_path / "calls.jsonl"
     calls.write_bytes(b"".join(line({"id": f"s{i}", "name": "say", "arguments": {"text": "x" * 1000}})
                                for i in range(50)))
-    named = toolfork("run", str(calls), "-o", "/dev/full", "--tools", HELD, "-q")
+    named = toolfork("run", str(calls), "-o", "/dev/full", "--tools", HELD, "--workers", "2", "-q")
     with open("/dev/full", "wb") as full:
         piped = subprocess.run([sys.executable, "-m", "toolfork.cli", "run", str(calls), "-o", "-", "--tools",
-                                HELD, "-q"], stdout=full, stderr=subprocess.PIPE, cwd=REPO, env=child_env(),
-                               timeout=60)
+                                HELD, "--workers", "2", "-q"], stdout=full, stderr=subprocess.PIPE, cwd=REPO,
+                               env=child_env(), timeout=120)
     for proc in (named, piped):
         assert proc.returncode == 2, proc.stderr
         err = proc.stderr.decode()
