@@ -263,7 +263,9 @@ def test_progress_does_not_push_the_deadline_back(make_executor, mode):
     ex = make_executor([chatter_forever], mode=mode)
     events = list(ex.stream([ToolCall("c", "chatter_forever", {}, timeout=0.5)]))
     assert type(events[-1]).__name__ == "CallFinished" and events[-1].result.status == "timeout"
-    assert sum(type(e).__name__ == "CallProgress" for e in events) > 3  # it did report while running
+    # It did report while running (every 20 ms; a loaded Ray delivers only some of it in 0.5 s), and the
+    # timeout came all the same: a progress report does not restart the clock.
+    assert sum(type(e).__name__ == "CallProgress" for e in events) >= 1
 
 
 # ----------------------------------------------------------------------------- concurrency (point 11)
