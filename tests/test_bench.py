@@ -68,6 +68,12 @@ def _tiny_run(out: Path, executors: list[str]) -> tuple[dict[str, Any], Path]:
     return results, out
 
 
+# The two tiny runs (module-scoped fixtures) take about 30 s each on a quiet 2-core machine and several
+# times that while the rest of the suite runs beside them. One xdist worker runs the whole module, so
+# each run is made once, and whichever test pays for it has the room.
+pytestmark = [pytest.mark.xdist_group("bench"), pytest.mark.timeout(600)]
+
+
 @pytest.fixture(scope="module")
 def full_tiny_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], Path]:
     executors = [e for e in default_executors() if e not in RAY_BASED]
