@@ -77,3 +77,23 @@ def no_process_left_behind(request: pytest.FixtureRequest) -> Iterator[None]:
                 except psutil.Error:
                     pass
             pytest.fail(f"test left processes behind: {described}")
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Keep ``--dist loadgroup`` groups working. pytest-xdist tags a grouped test by rewriting
+    ``item._nodeid``; pytest 9.2 reads a node's id from ``item._id`` instead, so the tag is lost and the
+    groups are silently ignored (every xdist worker then starts its own Ray, and the bench's tiny runs are
+    made twice). Where the tag did not take, set it the way this pytest reads it."""
+    if not getattr(config.option, "loadgroup", False):  # xdist sets it in each worker under --dist loadgroup
+        return
+    try:
+        from _pytest.nodes import coerce_node_id
+    except ImportError:  # an older pytest, where xdist's own tag works
+        return
+    for item in items:
+        names = sorted({str(m.args[0] if m.args else m.kwargs.get("name", "default"))
+                        for m in item.iter_markers("xdist_group")})
+        suffix = "@" + "_".join(names)
+        if names and not item.nodeid.endswith(suffix) and hasattr(item, "_id"):
+            item._id = coerce_node_id(item.nodeid + suffix)
