@@ -335,12 +335,12 @@ class ForkBackend(Backend):
                 self._settle()
             if self._tool_frames:
                 self._ship_tools()
-            started = self._start()
+            if self._start():  # their CallStarted events are news: deliver them now, wait next round
+                hub.cond.notify_all()
+                return
             live = [b for b in hub.batches if b.feed.waiting] if hub.batches else []
         timeout = self._next_deadline()
-        if started:  # their CallStarted events are news: deliver them now, do not wait for more
-            timeout = 0.0
-        elif timeout is not None:
+        if timeout is not None:
             timeout = max(0.0, timeout - time.monotonic())
         if any(w.pid is None and w.inflight for w in self._workers.values()):
             # Calls wait on a worker the template has not reported started: look at the template soon.
@@ -409,9 +409,10 @@ class ForkBackend(Backend):
             one_shot.lender = w
             w = one_shot
         elif self._is_quick(first.call.name):
-            # Guided self-scheduling: never more than this worker's share of what is left, so a call
-            # that is slower than its tool's history suggests cannot hold up more than that share.
-            limit = min(MAX_CHUNK, math.ceil((len(ready) + 1) / self._size))
+            # Guided self-scheduling: never more than this worker's share of what is left (shared with
+            # the workers still idle), so a call that is slower than its tool's history suggests cannot
+            # hold up more than that share.
+            limit = min(MAX_CHUNK, math.ceil((len(ready) + 1) / (len(self._idle) + 1)))
             while len(chunk) < limit and ready and self._is_quick(ready[0].call.name) \
                     and not ready[0].tool.fresh_process:
                 chunk.append(ready.popleft())
