@@ -1,22 +1,29 @@
 """The fork pool, host side: hands calls to warm forked workers and turns their frames into events.
 
-Data flow of one batch (``ForkBackend.execute``)::
+Data flow (``ForkBackend.execute`` joins the ``Hub``; whichever batch owner needs progress runs
+``hub_round`` for all of them)::
 
-    pending deque of Dispatch ──(chunk)──> worker.call_fd ──> [worker: before_child, tool, after_child]
-                                                                     │ one frame per result / progress
-    events (completion order) <── FrameReader <── worker.result_fd <─┘
-             ▲                                          deadlines, EOF (crash)
-             └── template control socket: ("spawned", wid, pid), ("exited", pid, status)
+    batch A ready ─┐ round-robin,                            [worker: before_child, tool, after_child]
+    batch B ready ─┼─(one call or chunk)─> worker.call_fd ──>          │ one frame per result / progress
+    batch C ready ─┘                                                    │
+    A/B/C events <── routed by Dispatch.batch <── FrameReader <── worker.result_fd
+                      ▲                                 deadlines, EOF or reported death (crash)
+                      └── template control socket: ("spawned", wid, pid), ("exited", pid, status)
 
 * Chunking: a call to a tool whose observed duration is tiny is sent together with the next tiny calls
-  (one write, one wake-up of the worker for many calls); a call to a slow or unknown tool goes alone,
-  so quick calls never queue behind it while another worker is idle.
+  of its batch (one write, one wake-up of the worker for many calls); a call to a slow or unknown tool
+  goes alone, so quick calls never queue behind it while another worker is idle. A worker only ever
+  holds calls of one batch, so stopping a worker touches no other batch.
 * Timeouts: the host knows when each worker's current call began (its previous result arrived, or it
   was sent); at the deadline it reports "timeout" at once and asks the template to SIGTERM the
-  worker's process group and SIGKILL it after ``kill_grace``. The calls queued behind it in its chunk
-  never started: they go back to the front of the queue. A fresh worker takes the slot.
-* Crashes: EOF on a result pipe means the worker died; the template reports its wait status, which
-  names the signal or exit code in the "crashed" result. No retry: tools have side effects.
+  worker's process group and SIGKILL it after ``kill_grace`` (what the call started dies with the
+  worker: see ``fork_template``). The calls queued behind it in its chunk never started: they go back
+  to the front of their batch. A fresh worker takes the slot.
+* Crashes: EOF on a result pipe, or the template's report of the worker's death (a process the tool
+  started may hold a copy of the pipe), means the worker died; its wait status names the signal or exit
+  code in the "crashed" result. No retry: tools have side effects.
+* ``fresh_process`` tools: the call goes to a one-shot worker forked for it, in an idle worker's slot,
+  which gets the slot back when the one-shot is gone.
 """
 
 from __future__ import annotations
