@@ -256,7 +256,11 @@ class Hub:
     """
 
     def __init__(self, backend: Driven) -> None:
-        self.cond = threading.Condition(threading.Lock())
+        # Re-entrant: a batch abandoned without being closed (a generator in a reference cycle) is
+        # finalized by the garbage collector, which can run inside any allocation, also one made while
+        # this thread holds ``cond``; its ``_leave`` then takes ``cond`` again. So everything that
+        # walks ``batches`` under ``cond`` walks a copy.
+        self.cond = threading.Condition(threading.RLock())
         self.drive = threading.Lock()
         self.batches: list[BatchState] = []
         self.turn = 0  # round-robin position in ``batches``
@@ -318,7 +322,7 @@ class Hub:
     def request(self, feed: Feed) -> None:
         """The batch of ``feed`` was cancelled, or asked to stop calls: tell the driver."""
         with self.cond:
-            for b in self.batches:
+            for b in tuple(self.batches):
                 if b.feed is feed:
                     self.requests.add(b)
                     b.poked = True  # its owner pulls again: calls not pulled yet come out cancelled
@@ -358,7 +362,7 @@ class Hub:
 
     def next_ready(self) -> BatchState | None:
         """The next batch, in turn, with a call to start (``cond`` held): round-robin between batches."""
-        batches = self.batches
+        batches = tuple(self.batches)
         n = len(batches)
         for i in range(n):
             b = batches[(self.turn + i) % n]

@@ -345,7 +345,7 @@ class ForkBackend(Backend):
             if self._start():  # their CallStarted events are news: deliver them now, wait next round
                 hub.cond.notify_all()
                 return
-            live = [b for b in hub.batches if b.feed.waiting] if hub.batches else []
+            live = [b for b in tuple(hub.batches) if b.feed.waiting] if hub.batches else []
         timeout = self._next_deadline()
         if timeout is not None:
             timeout = max(0.0, timeout - time.monotonic())
@@ -676,11 +676,11 @@ class ForkBackend(Backend):
                 if self._closed:
                     return
                 self._closed = True
-                for w in self._workers.values():
-                    for i, d in enumerate(w.inflight):
+                for w in list(self._workers.values()):
+                    for i, d in enumerate(list(w.inflight)):
                         self._finish(d, cancelled(d, running=i == 0).result)
-                for b in hub.batches:
-                    for d in b.ready:
+                for b in list(hub.batches):
+                    for d in list(b.ready):
                         self._finish(d, cancelled(d).result)
                     b.ready.clear()
                 hub.cond.notify_all()

@@ -185,7 +185,7 @@ class RayBackend(Backend):
                 stops = self._settle() if hub.requests else []
                 starts = self._take_ready()
                 room = len(self._running) + len(starts) < self._size
-                live = [b for b in hub.batches if b.feed.waiting] if room else []
+                live = [b for b in tuple(hub.batches) if b.feed.waiting] if room else []
                 shared = len(hub.batches) > 1
         self._stop_all(stops)
         if starts is None:
@@ -301,7 +301,7 @@ class RayBackend(Backend):
         stops = list(self._running)
         self._running.clear()
         self._by_token.clear()
-        for b in hub.batches:
+        for b in tuple(hub.batches):
             out.extend((d, cancelled(d)) for d in b.ready)
             b.ready.clear()
         hub.requests.clear()
