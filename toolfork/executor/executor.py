@@ -191,7 +191,7 @@ class Executor:
     def _run(self, batch: list[ToolCall], handle: Batch[Any] | None) -> list[ToolResult]:
         position = {c.id: i for i, c in enumerate(batch)}
         results: list[ToolResult | None] = [None] * len(batch)
-        for event in self._events(batch, None, len(batch), handle=handle):
+        for event in self._events(batch, None, handle=handle):
             if type(event) is CallFinished:
                 results[position[event.call_id]] = event.result
         self._merge_context(results)
@@ -204,7 +204,7 @@ class Executor:
 
         def events() -> Iterator[Event]:
             finished: dict[str, ToolResult] = {}
-            for event in self._events(batch, None, len(batch), handle=handle):
+            for event in self._events(batch, None, handle=handle):
                 if type(event) is CallFinished:
                     finished[event.call_id] = event.result
                 yield event
@@ -281,7 +281,7 @@ class Executor:
             return counts[0] - counts[1] < limit
 
         buffer: dict[int, ToolResult] = {}
-        for event in self._events(prepared(), room, None, wakeup_fd, handle=handle):
+        for event in self._events(prepared(), room, wakeup_fd, handle=handle):
             if type(event) is not CallFinished:
                 continue
             result = event.result
@@ -358,11 +358,10 @@ class Executor:
         return batch
 
     def _events(self, calls: Iterable[ToolCall | Wait], room: Callable[[], bool] | None,
-                size: int | None, wakeup_fd: int | None = None, *,
-                handle: Batch[Any] | None = None) -> Iterator[Event]:
+                wakeup_fd: int | None = None, *, handle: Batch[Any] | None = None) -> Iterator[Event]:
         """Feed the calls to the backend; retry what a tool's ``retries`` allows."""
         retriable: dict[str, Dispatch] = {}  # calls of tools that declare retries, until they finish
-        feed = Feed(self._dispatches(calls, retriable), room, size, wakeup_fd)
+        feed = Feed(self._dispatches(calls, retriable), room, wakeup_fd)
         with self._lock:
             self._check_open()
             self._feeds.add(feed)

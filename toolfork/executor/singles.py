@@ -129,7 +129,7 @@ class Singles:
     def _own(self) -> None:
         """The owner thread: run the live batch; resolve each future as its call finishes."""
         executor = self._executor
-        events = executor._events(self._source(), None, None, self._r, handle=self._batch)
+        events = executor._events(self._source(), None, self._r, handle=self._batch)
         try:
             for event in events:
                 if type(event) is CallFinished:

@@ -75,14 +75,13 @@ class Feed:
     readable when the source has more; the backend drains it.
     """
 
-    __slots__ = ("_retry", "_room", "_source", "cancelled", "exhausted", "immediate", "size_hint", "stop_ids",
+    __slots__ = ("_retry", "_room", "_source", "cancelled", "exhausted", "immediate", "stop_ids",
                  "waiting", "wakeup_fd")
 
     def __init__(self, source: Iterable[Dispatch | list[Event] | Wait], room: Callable[[], bool] | None = None,
-                 size_hint: int | None = None, wakeup_fd: int | None = None) -> None:
+                 wakeup_fd: int | None = None) -> None:
         self._source: Iterator[Dispatch | list[Event] | Wait] = iter(source)
         self._room = room
-        self.size_hint = size_hint
         self.wakeup_fd = wakeup_fd
         self.waiting = False
         self.exhausted = False
