@@ -76,11 +76,18 @@ def hang(marker: str, child_pid_file: str = "", started: str = "") -> str:
     try:
         if child_pid_file:
             child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
-            Path(child_pid_file).write_text(str(child.pid))
+            _publish(child_pid_file, str(child.pid))
         while True:
             time.sleep(0.05)
     finally:
-        Path(marker).write_text("finally ran")
+        _publish(marker, "finally ran")
+
+
+def _publish(path: str, text: str) -> None:
+    """Write then rename, so a test polling for the file never reads it half-written."""
+    part = f"{path}.part"
+    Path(part).write_text(text)
+    os.replace(part, path)
 
 
 @tool
