@@ -204,7 +204,8 @@ def test_good_names_up_to_64_characters() -> None:
         ({"retries": 1.5}, "retries must be a non-negative integer"),
         ({"on_error": "ignore"}, "on_error must be one of"),
         ({"output_model": dict}, "output_model must be a pydantic BaseModel"),
-        ({"approval_policy": 3}, "approval_policy must be callable"),
+        ({"approval_policy": 3}, "approval_policy must be True"),
+        ({"on_tool_called": 3}, "on_tool_called must be callable or None"),
         ({"max_output_chars": 0}, "max_output_chars must be an integer >= 1"),
     ],
 )

@@ -121,8 +121,40 @@ def test_tools_are_computed_once_per_configuration() -> None:
     kit = NetKit()
     first = kit.tools()
     assert kit.tools() == first and kit.provided == 1
-    kit.exclude(["echo"])
-    assert names(kit) == ["ping"] and kit.provided == 2
+    narrowed = kit.exclude(["echo"])
+    assert names(narrowed) == ["ping"] and narrowed.provided == 2
+    assert kit.tools() == first and kit.provided == 1, "the toolkit a filter was called on is unchanged"
+
+
+SHARED_ECHO = EchoTool()
+
+
+class SharedKit(Toolkit):
+    """Hands out the same module-level tool object every time, as many toolkits do."""
+
+    name = "shared"
+
+    def provide(self) -> list[Tool]:
+        return [PingTool(), SHARED_ECHO]
+
+
+def test_filters_and_with_return_new_toolkits_and_never_touch_shared_tools() -> None:
+    base = SharedKit()
+    narrowed = base.only(["echo"])
+    dropped = base.exclude(["echo"])
+    slowed = base.with_("echo", lambda t: t.configure(timeout=7, max_runs=1))
+    added = base.add(extra)
+    assert len({id(base), id(narrowed), id(dropped), id(slowed), id(added)}) == 5
+    assert names(base) == ["ping", "echo"], "only/exclude/with_/add left the original toolkit alone"
+    assert names(narrowed) == ["echo"] and names(dropped) == ["ping"]
+    assert names(added) == ["ping", "echo", "extra"]
+    adjusted = slowed.tools()[1]
+    assert (adjusted.timeout, adjusted.max_runs) == (7.0, 1)
+    assert adjusted is not SHARED_ECHO and adjusted.invoke({"text": "hi"}).as_text() == "hi"
+    assert (SHARED_ECHO.timeout, SHARED_ECHO.max_runs) == (None, None), "the module-level tool was not changed"
+    assert base.tools()[1] is SHARED_ECHO and SharedKit().tools()[1].timeout is None
+    # Chaining narrows step by step, each step a new toolkit.
+    assert names(base.exclude(["ping"]).with_("echo", lambda t: None)) == ["echo"]
 
 
 def test_bad_filters_and_bad_provide() -> None:

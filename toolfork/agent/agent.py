@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import uuid
 import weakref
 from collections.abc import AsyncGenerator, Callable, Generator, Iterable, Iterator, Mapping
 from typing import Any
@@ -25,7 +26,7 @@ from toolfork.agent.events import (
     ToolCallProgress,
     ToolCallStarted,
 )
-from toolfork.agent.gate import not_executed
+from toolfork.agent.gate import not_executed, supplied_output
 from toolfork.agent.history import ChatHistory, InMemoryChatHistory
 from toolfork.agent.loop import CallModel, Emit, Execute, Loop, LoopGen
 from toolfork.agent.messages import AssistantMessage, ToolResultItem, UserMessage, as_user_message
@@ -33,12 +34,22 @@ from toolfork.agent.output_limit import limit_output
 from toolfork.agent.policy import error_output
 from toolfork.agent.providers.base import ModelRequest, Provider
 from toolfork.agent.runs import DEFAULT_MAX_RUNS, RunCounter
-from toolfork.agent.state import APPROVAL, FRONTEND, RUN, ApprovalRequest, RunPaused, RunState, ToolResultsRequest
+from toolfork.agent.state import (
+    APPROVAL,
+    RUN,
+    SUPPLIED,
+    ApprovalRequest,
+    RunPaused,
+    RunState,
+    ToolResultsRequest,
+)
 from toolfork.agent.telemetry import Telemetry
 from toolfork.agent.telemetry import available as telemetry_available
+from toolfork.agent.timeouts import can_preempt_in_host, lift_unenforceable, note_overrun
 from toolfork.agent.toolset import Toolset
 from toolfork.executor.types import CallProgress, CallStarted, Event, ToolCall, ToolResult
 from toolfork.tools.output import ToolOutput
+from toolfork.tools.runtime import AGENT_CONTEXT_KEY, NEXT_TURN_KEY
 
 DEFAULT_MAX_STEPS = 20
 DEFAULT_MAX_OUTPUT_CHARS = 100_000
@@ -90,6 +101,8 @@ class Agent:
         callbacks: Iterable[Callback] = (),
         telemetry: bool = True,
         thread_id: str | None = None,
+        approval_policy: Any = None,
+        agent_id: str | None = None,
     ) -> None:
         if max_steps < 1:
             raise AgentConfigError(f"max_steps must be at least 1, got {max_steps}")
@@ -97,9 +110,18 @@ class Agent:
             raise AgentConfigError(f"max_output_chars must be positive or None, got {max_output_chars}")
         if tool_timeout is not None and tool_timeout <= 0:
             raise AgentConfigError(f"tool_timeout must be positive or None, got {tool_timeout}")
+        if approval_policy is not None and not isinstance(approval_policy, bool) and not callable(approval_policy):
+            raise AgentConfigError("approval_policy must be True (ask for every call), False or None (ask for none), "
+                                   f"or a callable (inputs) -> bool | str; got {approval_policy!r}")
+        #: Applies to every tool whose own ``approval_policy`` is None (a tool's True / False / callable wins).
+        self.approval_policy: Any = approval_policy
+        #: Identifies this agent to its tools (``ToolRuntime.agent_id``); a fresh id unless given.
+        self.agent_id: str = agent_id if agent_id is not None else uuid.uuid4().hex
         self._provider_arg = provider
         self._instructions_arg = instructions
         self._tools_arg = list(tools) if tools is not None else None
+        if self._tools_arg:
+            Toolset(self._tools_arg)  # refuse what cannot work now (duplicates, tools with nothing to run)
         self._history_arg = history
         self.max_steps = max_steps
         self.max_output_chars = max_output_chars
@@ -366,7 +388,7 @@ class Agent:
         known = set(toolset.local) | set(toolset.frontend) | set(toolset.searches)
         for slot in paused.payload["run"]["pending"]["slots"]:
             name = slot["call"]["name"]
-            if slot["kind"] in (RUN, APPROVAL, FRONTEND) and slot.get("item") is None and name not in known:
+            if slot["kind"] in (RUN, APPROVAL, *SUPPLIED) and slot.get("item") is None and name not in known:
                 raise ResumeError(f"the paused run waits on a call of tool '{name}', which this agent does not "
                                   f"have (its tools: {', '.join(sorted(known)) or 'none'})")
         history = paused.history()
@@ -424,10 +446,11 @@ class Agent:
         waiting = state.pending.waiting(APPROVAL)
         self._check_ids(decisions, [s.call.id for s in waiting], "approval decisions")
         parsed = {s.call.id: _parse_decision(s.call.id, decisions[s.call.id]) for s in waiting}
+        gate = self._loop.gate(state)
         for slot in waiting:
             approved, reason = parsed[slot.call.id]
             if approved:
-                slot.kind = RUN
+                gate.after_approval(slot)  # to the executor, the client, a person, or answered by a hook
             else:
                 state.counter.release(slot.run_key or "")
                 why = "the user rejected this call" + (f": {reason}" if reason else "")
@@ -439,13 +462,13 @@ class Agent:
     def _submit_state(self, results: Mapping[str, Any]) -> Callable[[], LoopGen]:
         _, state = self._take_paused(ToolResultsRequest, "submit", _keys(results))
         assert state.pending is not None
-        waiting = state.pending.waiting(FRONTEND)
+        waiting = state.pending.waiting(*SUPPLIED)
         self._check_ids(results, [s.call.id for s in waiting], "tool results")
         toolset = self._get_toolset()
         outputs: dict[str, ToolResultItem] = {}
         for slot in waiting:
-            output, status = _parse_submission(slot.call.id, results[slot.call.id])
-            tool = toolset.frontend.get(slot.call.name)
+            tool = toolset.frontend.get(slot.call.name) or toolset.local.get(slot.call.name)
+            output, status = _parse_submission(slot.call.id, results[slot.call.id], tool)
             own = getattr(tool, "max_output_chars", None)
             output = limit_output(output, own if own is not None else self.max_output_chars)
             outputs[slot.call.id] = ToolResultItem(slot.call.id, slot.call.name, output, status)
@@ -528,30 +551,47 @@ class Agent:
                         else:
                             send = provider.complete(op.request)
                     elif isinstance(op, Execute):
-                        send = yield from self._execute(op.calls, live)
+                        send = yield from self._execute(op, live)
                 except GeneratorExit:
                     gen.close()
                     raise
                 except BaseException as exc:
                     throw = exc
 
-    def _execute(self, calls: list[ToolCall], live: bool) -> Generator[AgentEvent, None, list[ToolResult]]:
+    def _prepare_batch(self, op: Execute, preemptible: bool) -> tuple[Any, _Batch]:
+        """The executor and the batch's bookkeeping; the agent's identity goes into the executor's
+        context for the calls' runtimes, and timeouts that cannot be enforced here are lifted (see
+        ``timeouts.py``)."""
         executor = self._get_executor()
-        batch = _Batch(calls)
-        if not live:
-            results: list[ToolResult] = executor.run(calls)
-            for result in results:
-                self._publish(_finished(result, batch.args))
-            return results
-        stream = executor.stream(calls)
+        lifted = lift_unenforceable(op.calls, executor.tools, executor.mode, self.tool_timeout, preemptible)
+        if op.meta is not None:
+            executor.context[AGENT_CONTEXT_KEY] = op.meta
+        return executor, _Batch(op.calls, lifted)
+
+    @staticmethod
+    def _end_batch(executor: Any) -> None:
+        executor.context.pop(AGENT_CONTEXT_KEY, None)
+        executor.context.pop(NEXT_TURN_KEY, None)  # the loop took it from the results
+
+    def _execute(self, op: Execute, live: bool) -> Generator[AgentEvent, None, list[ToolResult]]:
+        executor, batch = self._prepare_batch(op, can_preempt_in_host())
         try:
-            for event in stream:
-                yield self._publish(batch.event(event))
+            if not live:
+                results: list[ToolResult] = [batch.checked(r) for r in executor.run(op.calls)]
+                for result in results:
+                    self._publish(_finished(result, batch.args))
+                return results
+            stream = executor.stream(op.calls)
+            try:
+                for event in stream:
+                    yield self._publish(batch.event(event))
+            finally:
+                close = getattr(stream, "close", None)
+                if close is not None:
+                    close()
+            return batch.results()
         finally:
-            close = getattr(stream, "close", None)
-            if close is not None:
-                close()
-        return batch.results()
+            self._end_batch(executor)
 
     async def _aevents(self, begin: Callable[[], LoopGen], live: bool) -> AsyncGenerator[AgentEvent, None]:
         """The async driver: the provider's async client; batches through ``executor.astream`` when
@@ -582,18 +622,22 @@ class Agent:
                         else:
                             send = await provider.acomplete(op.request)
                     elif isinstance(op, Execute):
-                        batch = _Batch(op.calls)
-                        if live:
-                            # Leaving early (aclose, cancellation) closes the stream, which cancels
-                            # the calls still running, as closing the sync stream does.
-                            async with contextlib.aclosing(self._get_executor().astream(op.calls)) as events:
-                                async for event in events:
-                                    yield self._publish(batch.event(event))
-                            send = batch.results()
-                        else:
-                            send = await self._get_executor().arun(op.calls)
-                            for result in send:
-                                self._publish(_finished(result, batch.args))
+                        # Async batches run in a thread of their own: never the main thread.
+                        executor, batch = self._prepare_batch(op, preemptible=False)
+                        try:
+                            if live:
+                                # Leaving early (aclose, cancellation) closes the stream, which cancels
+                                # the calls still running, as closing the sync stream does.
+                                async with contextlib.aclosing(executor.astream(op.calls)) as events:
+                                    async for event in events:
+                                        yield self._publish(batch.event(event))
+                                send = batch.results()
+                            else:
+                                send = [batch.checked(r) for r in await executor.arun(op.calls)]
+                                for result in send:
+                                    self._publish(_finished(result, batch.args))
+                        finally:
+                            self._end_batch(executor)
                 except GeneratorExit:
                     gen.close()
                     raise
@@ -605,19 +649,25 @@ class _Batch:
     """One batch's executor events as agent events, with its results collected for the loop: the
     sync and async drivers translate them the same way."""
 
-    def __init__(self, calls: list[ToolCall]) -> None:
+    def __init__(self, calls: list[ToolCall], lifted: Mapping[str, float] | None = None) -> None:
         self.calls = calls
         self.args = {c.id: c.arguments for c in calls}
         self.names = {c.id: c.name for c in calls}
         self.finished: dict[str, ToolResult] = {}
+        self.lifted = lifted or {}
+
+    def checked(self, result: ToolResult) -> ToolResult:
+        """The result, with a note when it overran a timeout that could not be enforced."""
+        return note_overrun(result, self.lifted.get(result.call_id)) if self.lifted else result
 
     def event(self, event: Event) -> AgentEvent:
         if isinstance(event, CallStarted):
             return ToolCallStarted(event.call_id, event.name, dict(self.args.get(event.call_id) or {}))
         if isinstance(event, CallProgress):
             return ToolCallProgress(event.call_id, self.names.get(event.call_id, ""), event.value)
-        self.finished[event.call_id] = event.result
-        return _finished(event.result, self.args)
+        result = self.checked(event.result)
+        self.finished[event.call_id] = result
+        return _finished(result, self.args)
 
     def results(self) -> list[ToolResult]:
         """In call order, whatever order they finished in (the loop checks none is missing)."""
@@ -646,13 +696,28 @@ def _parse_decision(call_id: str, value: Any) -> tuple[bool, str | None]:
                       f"got {describe(value)}")
 
 
-def _parse_submission(call_id: str, value: Any) -> tuple[ToolOutput, str]:
+def _parse_submission(call_id: str, value: Any, tool: Any = None) -> tuple[ToolOutput, str]:
+    """A submitted result as the model will see it. A Tool's ``on_response_received`` checks or
+    transforms the value first, then its ``output_model`` checks it; either refusing raises
+    ResumeError naming the call (the run stays paused: submit again, or submit ``{"error": ...}``)."""
     if not isinstance(value, Mapping) or len(value) != 1 or next(iter(value)) not in ("result", "error"):
         raise ResumeError(f"the result for call {call_id} must be {{'result': value}} or {{'error': 'message'}}, "
                           f"got {describe(value)}")
     if "error" in value:
         return error_output(str(value["error"])), "error"
-    return ToolOutput.from_value(value["result"]), "ok"
+    result = value["result"]
+    name = getattr(tool, "name", "?")
+    hook = getattr(tool, "on_response_received", None)
+    if hook is not None:
+        try:
+            result = hook(result)
+        except Exception as exc:
+            raise ResumeError(f"the result for call {call_id} ({name}) was refused by on_response_received: "
+                              f"{type(exc).__name__}: {exc}") from exc
+    try:
+        return supplied_output(tool, result), "ok"
+    except Exception as exc:
+        raise ResumeError(f"the result for call {call_id} ({name}) does not fit the tool's output: {exc}") from exc
 
 
 __all__ = ["DEFAULT_MAX_OUTPUT_CHARS", "DEFAULT_MAX_STEPS", "Agent"]

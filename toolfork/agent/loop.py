@@ -29,8 +29,8 @@ from toolfork.agent.messages import AssistantMessage, ToolResultMessage
 from toolfork.agent.providers.base import ModelRequest
 from toolfork.agent.state import (
     APPROVAL,
-    FRONTEND,
     RUN,
+    SUPPLIED,
     ApprovalRequest,
     CallSlot,
     PendingBatch,
@@ -40,6 +40,7 @@ from toolfork.agent.state import (
     build_payload,
 )
 from toolfork.executor.types import STATUSES, ErrorInfo, ToolCall, ToolResult
+from toolfork.tools.runtime import NEXT_TURN_KEY
 
 if TYPE_CHECKING:
     from toolfork.agent.agent import Agent
@@ -53,6 +54,8 @@ class CallModel:
 @dataclass
 class Execute:
     calls: list[ToolCall]
+    # What the tools' runtimes carry: run_id, agent_id, step_index (see ToolRuntime).
+    meta: dict[str, Any] | None = None
 
 
 @dataclass
@@ -86,7 +89,7 @@ class Loop:
     def gate(self, state: RunState) -> Gate:
         agent = self.agent
         return Gate(agent._get_toolset(), state.counter, agent._discovered, agent.tool_error_handler,
-                    agent.max_output_chars)
+                    agent.max_output_chars, agent.approval_policy)
 
     def run(self, state: RunState) -> LoopGen:
         agent = self.agent
@@ -99,6 +102,9 @@ class Loop:
                 raise MaxStepsExceeded(agent.max_steps)
             state.step += 1
             request = agent._model_request()
+            if state.next_turn:
+                apply_next_turn(request, state.next_turn)
+                state.next_turn = {}
             provider.check_request(request)
             yield Emit(ModelCallStarted(state.step, provider.name, provider.model))
             started = time.monotonic()
@@ -131,8 +137,9 @@ class Loop:
             ready = batch.waiting(RUN)
             if ready:
                 calls = [ToolCall(id=s.call.id, name=s.call.name, arguments=dict(s.call.arguments)) for s in ready]
+                meta = {"run_id": state.run_id, "agent_id": self.agent.agent_id, "step_index": state.step - 1}
                 try:
-                    results = yield Execute(calls)
+                    results = yield Execute(calls, meta)
                     _check_results(calls, results)
                 except BaseException as exc:
                     # The executor itself failed (or the run was interrupted): answer every open call
@@ -144,6 +151,9 @@ class Loop:
                     raise
                 for slot, result in zip(ready, results, strict=True):
                     gate.resolve(slot, result)
+                    asked = (result.context_updates or {}).get(NEXT_TURN_KEY)
+                    if asked:
+                        state.next_turn.update(asked)
             failed = [s for s in batch.slots if s.failure is not None]
             if failed:
                 first = failed[0]
@@ -158,7 +168,7 @@ class Loop:
                 raise _run_failure(first, results, failures)
             if batch.waiting(APPROVAL):
                 raise self._pause(ApprovalRequest, state)
-            if batch.waiting(FRONTEND):
+            if batch.waiting(*SUPPLIED):
                 raise self._pause(ToolResultsRequest, state)
             yield from _announce(batch)
             self._commit(state)
@@ -178,6 +188,18 @@ class Loop:
         paused = cls(payload)
         agent._paused = paused
         return paused
+
+
+def apply_next_turn(request: ModelRequest, params: dict[str, Any]) -> None:
+    """What the last batch's tools asked of this request (``ToolRuntime.set_next_turn_params``)."""
+    if "instructions" in params and params["instructions"] is not None:
+        request.system = str(params["instructions"])
+    if params.get("model"):
+        request.model = str(params["model"])
+    if params.get("temperature") is not None:
+        request.temperature = float(params["temperature"])
+    if params.get("tool_choice") is not None:
+        request.tool_choice = params["tool_choice"]
 
 
 def _unique_call_ids(message: AssistantMessage) -> None:
@@ -227,4 +249,4 @@ def _run_failure(first: CallSlot, results: list[ToolResult], failures: dict[str,
     return failure
 
 
-__all__ = ["CallModel", "Emit", "Execute", "Loop", "LoopGen", "Op", "slot_result"]
+__all__ = ["CallModel", "Emit", "Execute", "Loop", "LoopGen", "Op", "apply_next_turn", "slot_result"]

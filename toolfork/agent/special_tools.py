@@ -43,9 +43,11 @@ class FrontendTool:
     track_by_inputs: bool = False
     max_output_chars: int | None = None
 
-    # The gate treats every tool alike; these make a frontend tool look like a plain one.
     on_error: str = "return-to-model"
+    # Asked before the call is handed to the client (True: always, False: never, even under an
+    # agent-wide policy, None: the agent's policy, or (inputs) -> bool | str), as for a plain tool.
     approval_policy: Any = None
+    # A hidden frontend tool is neither offered to the model nor accepted from it, like a hidden Tool.
     is_visible: bool = True
 
     def __post_init__(self) -> None:
@@ -53,6 +55,15 @@ class FrontendTool:
             raise ValueError("FrontendTool needs a non-empty name")
         if self.input_schema.get("type", "object") != "object":
             raise ValueError(f"FrontendTool '{self.name}': input_schema must describe an object")
+        policy = self.approval_policy
+        if policy is not None and not isinstance(policy, bool) and not callable(policy):
+            raise ValueError(f"FrontendTool '{self.name}': approval_policy must be True, False, None or a callable "
+                             f"(inputs) -> bool | str; got {policy!r}")
+
+    def visible(self, flag: bool = True) -> FrontendTool:
+        """Show or hide the tool (as ``Tool.visible``); returns self."""
+        self.is_visible = bool(flag)
+        return self
 
     def validate(self, arguments: Mapping[str, Any]) -> dict[str, Any]:
         """Check required fields and the JSON types of top-level fields; enough to catch a model

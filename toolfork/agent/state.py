@@ -8,6 +8,7 @@ another process, hours later; ``Agent.resume_from(json)`` rebuilds it there with
 from __future__ import annotations
 
 import json
+import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,6 +25,10 @@ STATE_VERSION = 1
 
 # What a call of a batch waits for before it has a result.
 RUN, APPROVAL, FRONTEND, DONE = "run", "approval", "frontend", "done"
+# Results supplied from outside: a tool whose on_tool_called returned None (a person answers), and a
+# manual tool (no callable by design). Both are answered with submit_tool_results, like frontend calls.
+HITL, MANUAL = "hitl", "manual"
+SUPPLIED: tuple[str, ...] = (FRONTEND, HITL, MANUAL)
 
 
 @dataclass
@@ -71,8 +76,8 @@ class PendingBatch:
         return cls(assistant=AssistantMessage.from_dict(data["assistant"]),
                    slots=[CallSlot.from_dict(s) for s in data["slots"]], gated=data.get("gated", True))
 
-    def waiting(self, kind: str) -> list[CallSlot]:
-        return [s for s in self.slots if s.kind == kind and s.item is None]
+    def waiting(self, *kinds: str) -> list[CallSlot]:
+        return [s for s in self.slots if s.kind in kinds and s.item is None]
 
 
 @dataclass
@@ -82,10 +87,15 @@ class RunState:
     counter: RunCounter
     step: int = 0
     pending: PendingBatch | None = None
+    # One id per chat() run, kept across pauses (tools read it as ToolRuntime.run_id).
+    run_id: str = field(default_factory=lambda: uuid.uuid4().hex)
+    # What the tools of the last batch asked of the next model request (ToolRuntime.set_next_turn_params).
+    next_turn: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return {"step": self.step, "counts": dict(self.counter.counts),
-                "default_limit": self.counter.default_limit,
+                "default_limit": self.counter.default_limit, "run_id": self.run_id,
+                "next_turn": dict(self.next_turn),
                 "pending": None if self.pending is None else self.pending.to_dict()}
 
     @classmethod
@@ -93,17 +103,22 @@ class RunState:
         pending = data.get("pending")
         return cls(counter=RunCounter(data.get("default_limit", 10), data.get("counts", {})),
                    step=int(data.get("step", 0)),
-                   pending=None if pending is None else PendingBatch.from_dict(pending))
+                   pending=None if pending is None else PendingBatch.from_dict(pending),
+                   run_id=str(data.get("run_id") or uuid.uuid4().hex),
+                   next_turn=dict(data.get("next_turn") or {}))
 
 
 @dataclass(frozen=True)
 class PendingCall:
-    """A call the run waits on: approval (``reason`` says why) or a frontend result."""
+    """A call the run waits on: approval (``reason`` says why) or a supplied result. ``kind`` says what
+    it waits for: "approval", or, for a ``ToolResultsRequest``, "frontend" (a FrontendTool), "hitl" (the
+    tool's ``on_tool_called`` returned None: a person answers) or "manual" (a manual tool)."""
 
     id: str
     name: str
     arguments: dict[str, Any]
     reason: str | None = None
+    kind: str = ""
 
 
 class RunPaused(Exception):
@@ -114,11 +129,11 @@ class RunPaused(Exception):
     def __init__(self, payload: dict[str, Any]) -> None:
         self.payload = payload
         run = payload["run"]
-        waiting = APPROVAL if self.kind == "approval" else FRONTEND
+        waiting = (APPROVAL,) if self.kind == "approval" else SUPPLIED
         self.calls: list[PendingCall] = [
             PendingCall(id=s["call"]["id"], name=s["call"]["name"], arguments=dict(s["call"]["arguments"]),
-                        reason=s.get("reason"))
-            for s in run["pending"]["slots"] if s["kind"] == waiting and s.get("item") is None
+                        reason=s.get("reason"), kind=s["kind"])
+            for s in run["pending"]["slots"] if s["kind"] in waiting and s.get("item") is None
         ]
         super().__init__(self._describe())
 
@@ -178,13 +193,20 @@ class ApprovalRequest(RunPaused):
 
 
 class ToolResultsRequest(RunPaused):
-    """Calls of frontend tools the host does not run; answer with ``agent.submit_tool_results()``."""
+    """Calls whose results come from outside: frontend tools, tools whose ``on_tool_called`` asked for a
+    person ("hitl") and manual tools; each ``PendingCall.kind`` says which. Answer with
+    ``agent.submit_tool_results()``."""
 
     kind = "tool_results"
 
     def _describe(self) -> str:
-        listing = ", ".join(f"{c.name} ({c.id})" for c in self.calls)
-        return f"run paused for the results of {len(self.calls)} frontend call(s): {listing}"
+        listing = ", ".join(f"{c.name} ({c.id}, {c.kind})" for c in self.calls)
+        return f"run paused for the results of {len(self.calls)} call(s) answered outside the agent: {listing}"
+
+    @property
+    def kinds(self) -> list[str]:
+        """The kinds waited on, each once, in call order ("frontend", "hitl", "manual")."""
+        return list(dict.fromkeys(c.kind for c in self.calls))
 
 
 def build_payload(kind: str, run: RunState, discovered: list[str], history: list[Message] | None,
@@ -203,7 +225,10 @@ __all__ = [
     "APPROVAL",
     "DONE",
     "FRONTEND",
+    "HITL",
+    "MANUAL",
     "RUN",
+    "SUPPLIED",
     "ApprovalRequest",
     "CallSlot",
     "PendingBatch",

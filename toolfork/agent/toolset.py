@@ -70,6 +70,8 @@ class Toolset:
                 self.catalog[name] = tool
         #: Every tool the executor may be asked to run.
         self.local: dict[str, Any] = {**self.catalog, **self.direct}
+        for name, tool in self.local.items():
+            _check_runnable(name, tool)
 
     def _claim(self, name: str, kind: str) -> None:
         if name in self._claimed:
@@ -82,7 +84,7 @@ class Toolset:
         tools: list[Any] = [t for t in self.direct.values() if t.is_visible]
         tools += [t for n, t in self.catalog.items() if n in found and t.is_visible]
         tools += [s.spec() for s in self.searches.values()]
-        tools += list(self.frontend.values())
+        tools += [t for t in self.frontend.values() if t.is_visible]
         return tools
 
     def available(self, discovered: Iterable[str]) -> dict[str, Any]:
@@ -95,6 +97,19 @@ class Toolset:
             listing = ", ".join(tool_names) if tool_names else "(none)"
             parts.append(f"# {name}\n{text}\nTools: {listing}")
         return "\n\n".join(parts)
+
+
+def _check_runnable(name: str, tool: Any) -> None:
+    """A tool with nothing to run and no one to answer for it would be offered to the model and fail
+    on every call: refused when the agent is built (``Tool.make(...)`` without ``set_callable``)."""
+    from toolfork.tools.tool import Tool
+
+    if not isinstance(tool, Tool) or tool.has_callable or tool.manual or tool.on_tool_called is not None:
+        return
+    raise AgentConfigError(
+        f"tool '{name}' has no callable: give it one (set_callable(fn)), or declare who answers its calls: "
+        "manual=True (a person or program supplies results through submit_tool_results), on_tool_called=..., "
+        "or a FrontendTool for a client-side tool")
 
 
 __all__ = ["Toolset"]

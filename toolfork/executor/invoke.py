@@ -24,7 +24,7 @@ import traceback
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from toolfork.executor.types import ErrorInfo, ToolResult
+from toolfork.executor.types import ErrorInfo, ToolCall, ToolResult
 
 if TYPE_CHECKING:
     from toolfork.tools.runtime import ToolRuntime
@@ -80,6 +80,8 @@ def execute_call(
     """
     name = tool.name
     start = time.perf_counter()
+    if runtime is not None:
+        runtime.tool_call = ToolCall(call_id, name, dict(arguments))
     if before_child is not None:
         try:
             before_child()

@@ -3,6 +3,7 @@
 from toolfork.tools.decorator import tool
 from toolfork.tools.errors import (
     DuplicateToolError,
+    MissingDescriptionWarning,
     ToolDefinitionError,
     ToolError,
     ToolInputError,
@@ -20,6 +21,7 @@ __all__ = [
     "ArrayProperty",
     "ContentBlock",
     "DuplicateToolError",
+    "MissingDescriptionWarning",
     "ObjectProperty",
     "PropertyType",
     "Tool",

@@ -19,6 +19,12 @@ class ToolDefinitionError(ToolError):
     """A tool (or toolkit) is defined wrongly: bad name, missing type hint, ``*args``, bad schema..."""
 
 
+class MissingDescriptionWarning(UserWarning):
+    """A tool was defined without a description: the model gets an empty one and must guess from the
+    name what the tool does. A warning rather than an error, so quick scripts and tests still work;
+    ``warnings.simplefilter("error", MissingDescriptionWarning)`` makes it strict."""
+
+
 def _render(errors: list[dict[str, Any]]) -> str:
     return "; ".join(f"{e['loc']}: {e['msg']}" if e.get("loc") else str(e["msg"]) for e in errors)
 
@@ -69,6 +75,7 @@ class DuplicateToolError(ToolError):
 
 __all__ = [
     "DuplicateToolError",
+    "MissingDescriptionWarning",
     "ToolDefinitionError",
     "ToolError",
     "ToolInputError",

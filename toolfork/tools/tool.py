@@ -13,13 +13,15 @@ import concurrent.futures
 import enum
 import inspect
 import re
+import sys
 import types
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal, TypeVar, Union, get_args, get_origin
 
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
-from toolfork.tools.errors import ToolDefinitionError, ToolOutputError
+from toolfork.tools.errors import MissingDescriptionWarning, ToolDefinitionError, ToolOutputError
 from toolfork.tools.output import ToolOutput
 from toolfork.tools.params import (
     JsonSchemaParams,
@@ -46,6 +48,9 @@ from toolfork.tools.validation import pydantic_errors
 
 OnError = Literal["fail-run", "return-to-model"]
 ON_ERROR_VALUES: tuple[str, ...] = ("fail-run", "return-to-model")
+# ``approval_policy``: True asks every time, False never asks (even under an agent-wide policy), None
+# leaves it to the agent, a callable decides per call from the validated inputs.
+ApprovalPolicy = Union[bool, Callable[[dict[str, Any]], Union[bool, str]]]  # noqa: UP007
 T = TypeVar("T", bound="Tool")
 
 
@@ -55,7 +60,8 @@ class _Unset(enum.Enum):
 
 _UNSET = _Unset.UNSET
 _SETTINGS = ("timeout", "max_runs", "on_error", "inline", "fresh_process", "retries", "track_by_inputs",
-             "approval_policy", "output_model", "max_output_chars")
+             "approval_policy", "output_model", "max_output_chars", "manual", "on_tool_called",
+             "on_response_received")
 
 
 def _snake(name: str) -> str:
@@ -89,10 +95,19 @@ class Tool:
     fresh_process: bool = False
     retries: int = 0
     track_by_inputs: bool = False
-    approval_policy: Callable[[dict[str, Any]], bool | str] | None = None
+    approval_policy: ApprovalPolicy | None = None
     output_model: type[BaseModel] | None = None
     # Cap on the text a model reads from this tool; applied by the agent (head and tail kept), not here.
     max_output_chars: int | None = None
+    # A manual tool has no callable by design: the agent pauses the run (kind "manual") and a person or
+    # program supplies the result with ``submit_tool_results``.
+    manual: bool = False
+    # Interactive hooks (run by the agent, in the host). ``on_tool_called(inputs)``: None pauses the run
+    # for a person (kind "hitl"), any other value is the call's result at once (the tool does not run).
+    # ``on_response_received(value)``: checks or transforms a result supplied on resume, before
+    # ``output_model``; raising refuses the submission.
+    on_tool_called: Callable[[dict[str, Any]], Any] | None = None
+    on_response_received: Callable[[Any], Any] | None = None
 
     def __init__(
         self,
@@ -108,9 +123,12 @@ class Tool:
         fresh_process: bool | _Unset = _UNSET,
         retries: int | _Unset = _UNSET,
         track_by_inputs: bool | _Unset = _UNSET,
-        approval_policy: Callable[[dict[str, Any]], bool | str] | _Unset | None = _UNSET,
+        approval_policy: ApprovalPolicy | _Unset | None = _UNSET,
         output_model: type[BaseModel] | _Unset | None = _UNSET,
         max_output_chars: int | _Unset | None = _UNSET,
+        manual: bool | _Unset = _UNSET,
+        on_tool_called: Callable[[dict[str, Any]], Any] | _Unset | None = _UNSET,
+        on_response_received: Callable[[Any], Any] | _Unset | None = _UNSET,
         visible: bool = True,
     ) -> None:
         cls = type(self)
@@ -132,7 +150,8 @@ class Tool:
         self._visible = bool(visible)
         self.configure(timeout=timeout, max_runs=max_runs, on_error=on_error, inline=inline,
                        fresh_process=fresh_process, retries=retries, track_by_inputs=track_by_inputs,
-                       approval_policy=approval_policy, output_model=output_model, max_output_chars=max_output_chars)
+                       approval_policy=approval_policy, output_model=output_model, max_output_chars=max_output_chars,
+                       manual=manual, on_tool_called=on_tool_called, on_response_received=on_response_received)
         # Where the parameters come from: "signature" (fn or typed __call__), "properties" or "schema".
         self._source: str
         self._spec: Any
@@ -161,6 +180,7 @@ class Tool:
             if not description and cls is not Tool and cls.__doc__:
                 description = doc_description(parse_doc(cls))
         self.description = description
+        _warn_if_undescribed(self.name, description)
         self._bind_callable()
 
     # -- settings -------------------------------------------------------------------------------
@@ -173,6 +193,9 @@ class Tool:
                 raise ToolDefinitionError(
                     f"tool '{self.name}': unknown setting {key!r} (valid: {', '.join(_SETTINGS)})")
             setattr(self, key, self._check_setting(key, value))
+        if self.manual and self._fn_or_none() is not None:
+            raise ToolDefinitionError(f"tool '{self.name}': manual=True means the tool has no callable (a person "
+                                      "or program supplies its result); remove the callable or manual=True")
         if self.inline and self.fresh_process:
             raise ToolDefinitionError(f"tool '{self.name}': inline=True runs in the host, fresh_process=True in a "
                                       "new process for each call: choose one")
@@ -192,14 +215,26 @@ class Tool:
             raise ToolDefinitionError(f"{where}: retries must be a non-negative integer")
         if key == "on_error" and value not in ON_ERROR_VALUES:
             raise ToolDefinitionError(f"{where}: on_error must be one of {ON_ERROR_VALUES}, got {value!r}")
-        if key in ("inline", "fresh_process", "track_by_inputs"):
+        if key in ("inline", "fresh_process", "track_by_inputs", "manual"):
             return bool(value)
+        if key in ("on_tool_called", "on_response_received") and value is not None and not callable(value):
+            raise ToolDefinitionError(f"{where}: {key} must be callable or None, got {value!r}")
         if key == "output_model" and value is not None and not (
                 isinstance(value, type) and issubclass(value, BaseModel)):
             raise ToolDefinitionError(f"{where}: output_model must be a pydantic BaseModel subclass")
-        if key == "approval_policy" and value is not None and not callable(value):
-            raise ToolDefinitionError(f"{where}: approval_policy must be callable")
+        if key == "approval_policy" and value is not None and not isinstance(value, bool) and not callable(value):
+            raise ToolDefinitionError(f"{where}: approval_policy must be True (always ask), False (never ask), "
+                                      f"None (the agent's policy) or a callable (inputs) -> bool | str; got {value!r}")
         return value
+
+    def _fn_or_none(self) -> Callable[..., Any] | None:
+        # configure() runs before __init__ has bound the callable.
+        return self.__dict__.get("_fn")
+
+    @property
+    def has_callable(self) -> bool:
+        """Whether the tool can run: False for ``Tool.make(...)`` before ``set_callable`` and for manual tools."""
+        return self._fn_or_none() is not None
 
     @property
     def is_visible(self) -> bool:
@@ -218,9 +253,24 @@ class Tool:
 
     # -- the fluent definition ------------------------------------------------------------------
     @classmethod
-    def make(cls, name: str, description: str = "") -> Tool:
-        """Start a fluent definition: ``Tool.make("n", "d").add_property(p).set_callable(fn)``."""
-        return Tool(name, description, properties=[])
+    def make(cls, *args: Any, **kwargs: Any) -> Any:
+        """On ``Tool``: start a fluent definition, ``Tool.make("n", "d").add_property(p).set_callable(fn)``
+        (settings as keywords, e.g. ``manual=True``). On a subclass: build the subclass with these
+        arguments, as Neuron's ``MyTool::make($apiKey)`` does; a subclass without its own ``__init__`` is
+        refused when given arguments, since ``Tool.__init__`` would take the first one as the tool's name
+        (an API key sent to the provider as a tool name)."""
+        if cls is Tool:
+            if not args and "name" not in kwargs:
+                raise ToolDefinitionError("Tool.make() needs a name: Tool.make(\"name\", \"description\")")
+            kwargs.setdefault("properties", [])
+            return Tool(*args, **kwargs)
+        if (args or kwargs) and cls.__init__ is Tool.__init__:
+            raise ToolDefinitionError(
+                f"{cls.__name__}.make(...) passes its arguments to {cls.__name__}.__init__, which {cls.__name__} "
+                f"does not define: Tool.__init__ would take {args[0] if args else next(iter(kwargs))!r} as the "
+                f"tool's name. Define {cls.__name__}.__init__(self, ...) (calling super().__init__()) to take "
+                f"them, or call {cls.__name__}() without arguments")
+        return cls(*args, **kwargs)
 
     def properties(self) -> list[ToolProperty]:
         """The declared properties (subclasses override this to declare theirs)."""
@@ -255,13 +305,20 @@ class Tool:
         fn = self._fn
         self._runtime_param = None
         self._is_async = False
+        self._is_generator = False
         if fn is None:
             return
+        if self.manual:
+            raise ToolDefinitionError(f"tool '{self.name}': manual=True means the tool has no callable (a person "
+                                      "or program supplies its result); remove the callable or manual=True")
         params = self._params()
         self._runtime_param = params.runtime_param if isinstance(params, SignatureParams) \
             else runtime_parameter(fn)
         self._is_async = inspect.iscoroutinefunction(fn) or (
             not inspect.isroutine(fn) and inspect.iscoroutinefunction(type(fn).__call__))
+        target = fn if inspect.isroutine(fn) else type(fn).__call__
+        # Generator tools report each yield as progress; they need a runtime wherever they run.
+        self._is_generator = inspect.isgeneratorfunction(target) or inspect.isasyncgenfunction(target)
         self._check_callable_accepts()
 
     def _check_callable_accepts(self) -> None:
@@ -291,12 +348,14 @@ class Tool:
         visible = settings.pop("visible", True)
         t = Tool.__new__(Tool)
         t.name = check_name(name)
+        t._fn = None
         t._visible = bool(visible)
         t.configure(**settings)
         t._source, t._spec = "schema", schema
         t._compiled = None
         params = t._params()
         t.description = description if description is not None else str(params.schema.get("description", ""))
+        _warn_if_undescribed(t.name, t.description)
         t._fn = fn
         t._bind_callable()
         return t
@@ -320,7 +379,9 @@ class Tool:
 
     @property
     def uses_runtime(self) -> bool:
-        return self._runtime_param is not None
+        """Whether the executor must build a ``ToolRuntime`` for a call: the tool declares one, or it is a
+        generator whose yields go out as progress."""
+        return self._runtime_param is not None or self.__dict__.get("_is_generator", False)
 
     @property
     def argument_names(self) -> list[str]:
@@ -343,8 +404,13 @@ class Tool:
         if fn is None:
             raise ToolDefinitionError(f"tool '{self.name}' has no callable; call set_callable(fn)")
         result = fn(**kwargs)
-        if self._is_async or type(result) is types.CoroutineType:
+        kind = type(result)
+        if self._is_async or kind is types.CoroutineType:
             result = _run_coroutine(result)
+        elif kind is types.GeneratorType:
+            result = _drain(result, runtime)
+        elif kind is types.AsyncGeneratorType:
+            result = _run_coroutine(_adrain(result, runtime))
         if self.output_model is not None:
             return self._checked_output(result)
         return ToolOutput.from_value(result)
@@ -456,6 +522,46 @@ class Tool:
         return f"<{type(self).__name__} {self.name!r}>"
 
 
+def _warn_if_undescribed(name: str, description: str | None) -> None:
+    if description and description.strip():
+        return
+    # Point the warning at the user's line: skip the frames of the tool model itself (Tool.make, @tool...).
+    here = __file__.rsplit("/", 1)[0]
+    frame, level = sys._getframe(1), 1
+    while frame.f_back is not None and frame.f_code.co_filename.startswith(here):
+        frame, level = frame.f_back, level + 1
+    warnings.warn(f"tool '{name}' has no description: the model is sent an empty one and must guess from the "
+                  "name what it does (add a docstring, description=..., or a class docstring)",
+                  MissingDescriptionWarning, stacklevel=level + 1)
+
+
+def _drain(gen: Any, runtime: ToolRuntime | None) -> Any:
+    """A sync generator tool: every yield is progress, the ``return`` value is the result."""
+    try:
+        while True:
+            value = next(gen)
+            if runtime is not None:
+                runtime.emit_progress(value)
+    except StopIteration as stop:
+        return stop.value
+    finally:
+        gen.close()
+
+
+async def _adrain(agen: Any, runtime: ToolRuntime | None) -> Any:
+    """An async generator tool: every yield is progress, and (an async generator cannot ``return`` a
+    value) the last value yielded is the result too; one that yields nothing returns None."""
+    last: Any = None
+    try:
+        async for value in agen:
+            last = value
+            if runtime is not None:
+                runtime.emit_progress(value)
+    finally:
+        await agen.aclose()
+    return last
+
+
 def _json(value: Any) -> str:
     import json
 
@@ -465,4 +571,4 @@ def _json(value: Any) -> str:
         return repr(value)
 
 
-__all__ = ["ON_ERROR_VALUES", "OnError", "Tool"]
+__all__ = ["ON_ERROR_VALUES", "ApprovalPolicy", "OnError", "Tool"]

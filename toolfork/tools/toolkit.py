@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Iterable
 from typing import Any, ClassVar, TypeVar
 
@@ -25,7 +26,11 @@ def _label(ref: ToolRef) -> str:
 class Toolkit:
     """Subclasses override ``provide()`` (and optionally ``guidelines()``); users narrow or adjust the
     result with ``exclude``/``only``/``with_`` and extend it with ``add``. Filters apply to added tools
-    too, and ``tools()`` is computed once per configuration (``provide()`` may be costly)."""
+    too, and ``tools()`` is computed once per configuration (``provide()`` may be costly).
+
+    ``exclude``, ``only``, ``with_`` and ``add`` return a new toolkit and leave the one they were called
+    on as it was, so a toolkit shared between agents (or a module-level one) is never narrowed behind
+    another user's back; ``with_`` hands its function a copy of the tool, never the shared tool object."""
 
     # The toolkit's name (in messages, `toolfork tools`); a subclass that sets none gets its class name.
     name: ClassVar[str] = "Toolkit"
@@ -58,39 +63,46 @@ class Toolkit:
     def provide(self) -> list[Tool]:
         return []
 
-    # -- configuration (each returns self) -------------------------------------------------------
+    # -- configuration (each returns a new toolkit) ----------------------------------------------
+    def _derive(self: K) -> tuple[K, dict[str, Any]]:
+        """A shallow copy of this toolkit (its own settings, e.g. an API key, shared) with a state of
+        its own; the cached tool list is not carried over."""
+        new = copy.copy(self)
+        old = self._state()
+        state = {"exclude": list(old["exclude"]), "only": None if old["only"] is None else list(old["only"]),
+                 "with": list(old["with"]), "added": list(old["added"]), "cache": None}
+        new.__dict__["_toolkit_state"] = state
+        return new, state
+
     def exclude(self: K, refs: Iterable[ToolRef]) -> K:
         """Drop tools by name or class. Excluding a tool that is not there is not an error."""
-        state = self._state()
+        new, state = self._derive()
         state["exclude"] = [*state["exclude"], *_refs(refs)]
-        state["cache"] = None
-        return self
+        return new
 
     def only(self: K, refs: Iterable[ToolRef]) -> K:
         """Keep only these tools; naming a tool that does not exist is an error (a typo would otherwise
         silently remove everything)."""
-        state = self._state()
+        new, state = self._derive()
         state["only"] = [*(state["only"] or []), *_refs(refs)]
-        state["cache"] = None
-        return self
+        return new
 
     def with_(self: K, ref: ToolRef, fn: Callable[[Tool], Tool | None]) -> K:
-        """Adjust one tool: ``fn(tool)`` may change it in place (return None) or return a replacement."""
+        """Adjust one tool: ``fn(tool)`` may change it in place (return None) or return a replacement. It
+        gets a copy of the tool: the toolkit's (possibly module-level) tool objects are never changed."""
         if not callable(fn):
             raise ToolDefinitionError(f"{self.toolkit_name}.with_(): the second argument must be callable")
-        state = self._state()
+        new, state = self._derive()
         state["with"] = [*state["with"], (_refs([ref])[0], fn)]
-        state["cache"] = None
-        return self
+        return new
 
     def add(self: K, *tools: Tool | Callable[..., Any]) -> K:
         """Add tools (plain functions are wrapped with ``@tool``)."""
         from toolfork.tools.decorator import tool as make_tool
 
-        state = self._state()
+        new, state = self._derive()
         state["added"] = [*state["added"], *(t if isinstance(t, Tool) else make_tool(t) for t in tools)]
-        state["cache"] = None
-        return self
+        return new
 
     # -- the result -----------------------------------------------------------------------------
     def tools(self) -> list[Tool]:
@@ -121,6 +133,8 @@ class Toolkit:
             for i, t in enumerate(result):
                 if _matches(t, ref):
                     hit = True
+                    t = copy.copy(t)
+                    result[i] = t
                     replaced = fn(t)
                     if replaced is not None:
                         if not isinstance(replaced, Tool):

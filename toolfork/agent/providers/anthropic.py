@@ -152,6 +152,15 @@ def _dump_block(block: Any) -> dict[str, Any]:
     return dict(data)
 
 
+def anthropic_tool_choice(choice: str) -> dict[str, Any]:
+    """The neutral tool choice ("auto" | "required" | "none" | a tool name) in the Messages API's form."""
+    if choice in ("auto", "none"):
+        return {"type": choice}
+    if choice == "required":
+        return {"type": "any"}
+    return {"type": "tool", "name": choice}
+
+
 class Anthropic(SDKProvider):
     """Claude through the Messages API. Key: ``api_key`` or ``ANTHROPIC_API_KEY``; base URL:
     ``base_url`` or ``ANTHROPIC_BASE_URL`` (read by the SDK)."""
@@ -176,7 +185,7 @@ class Anthropic(SDKProvider):
         return (anthropic.AsyncAnthropic if asynchronous else anthropic.Anthropic)(**kwargs)
 
     def build_params(self, request: ModelRequest) -> dict[str, Any]:
-        params: dict[str, Any] = {"model": self.model, "max_tokens": self.max_tokens,
+        params: dict[str, Any] = {"model": request.model or self.model, "max_tokens": self.max_tokens,
                                   "messages": messages_to_wire(request.messages)}
         if request.system:
             params["system"] = request.system
@@ -184,8 +193,11 @@ class Anthropic(SDKProvider):
         tools += [provider_tool_to_wire(t) for t in request.provider_tools]
         if tools:
             params["tools"] = tools
-        if self.temperature is not None:
-            params["temperature"] = self.temperature
+            if request.tool_choice is not None:
+                params["tool_choice"] = anthropic_tool_choice(request.tool_choice)
+        temperature = request.temperature if request.temperature is not None else self.temperature
+        if temperature is not None:
+            params["temperature"] = temperature
         params.update(self.extra)
         return params
 

@@ -28,6 +28,11 @@ class ModelRequest:
     messages: Sequence[Message]
     tools: Sequence[Any] = ()
     provider_tools: Sequence[ProviderTool] = field(default_factory=list)
+    # Per-request overrides of the provider's settings (a tool's set_next_turn_params sets them).
+    model: str | None = None
+    temperature: float | None = None
+    # "auto", "required" (some tool), "none" (no tool), or a tool name (that tool).
+    tool_choice: str | None = None
 
 
 class Provider(ABC):

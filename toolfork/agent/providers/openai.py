@@ -34,6 +34,15 @@ def _sdk() -> Any:
 Api = Literal["chat", "responses"]
 
 
+def openai_tool_choice(choice: str, api: str) -> Any:
+    """The neutral tool choice ("auto" | "required" | "none" | a tool name) in the API's form."""
+    if choice in ("auto", "required", "none"):
+        return choice
+    if api == "chat":
+        return {"type": "function", "function": {"name": choice}}
+    return {"type": "function", "name": choice}
+
+
 def data_url(block: ContentBlock) -> str:
     if block.url is not None:
         return block.url
@@ -286,7 +295,7 @@ class OpenAI(SDKProvider):
 
     def build_params(self, request: ModelRequest, stream: bool = False) -> dict[str, Any]:
         self.check_request(request)
-        params: dict[str, Any] = {"model": self.model}
+        params: dict[str, Any] = {"model": request.model or self.model}
         if self.api == "chat":
             params["messages"] = chat_messages(request.system, request.messages)
             tools = [t.to_openai(api="chat") for t in request.tools]
@@ -308,8 +317,11 @@ class OpenAI(SDKProvider):
                 params["stream"] = True
         if tools:
             params["tools"] = tools
-        if self.temperature is not None:
-            params["temperature"] = self.temperature
+            if request.tool_choice is not None:
+                params["tool_choice"] = openai_tool_choice(request.tool_choice, self.api)
+        temperature = request.temperature if request.temperature is not None else self.temperature
+        if temperature is not None:
+            params["temperature"] = temperature
         params.update(self.extra)
         return params
 
