@@ -195,10 +195,12 @@ class Anthropic(SDKProvider):
             params["tools"] = tools
             if request.tool_choice is not None:
                 params["tool_choice"] = anthropic_tool_choice(request.tool_choice)
+        params.update(self.extra)
         temperature = request.temperature if request.temperature is not None else self.temperature
         if temperature is not None:
-            params["temperature"] = temperature
-        params.update(self.extra)
+            # In the request body via extra_body: recent SDKs dropped the keyword from create(), the API
+            # still takes the field.
+            params["extra_body"] = {**(params.get("extra_body") or {}), "temperature": temperature}
         return params
 
     def complete(self, request: ModelRequest) -> AssistantMessage:
