@@ -85,3 +85,15 @@ def test_tool_search_ranks_name_hits_first() -> None:
     assert [t.name for t in search.search("email")] == ["send_email", "notify"]
     assert [t.name for t in search.search("emails")] == ["send_email", "notify"]
     assert search.search("nothing matches") == []
+
+
+def test_a_forced_tool_choice_for_a_tool_not_offered_is_dropped() -> None:
+    from tests.agent.agent_tools import add
+    from toolfork.agent.loop import apply_next_turn
+    from toolfork.agent.providers.base import ModelRequest
+
+    request = ModelRequest(system="s", messages=[], tools=[add])
+    apply_next_turn(request, {"tool_choice": "nope", "model": "m2", "instructions": "short"})
+    assert (request.tool_choice, request.model, request.system) == (None, "m2", "short")
+    apply_next_turn(request, {"tool_choice": "add", "temperature": 1})
+    assert (request.tool_choice, request.temperature) == ("add", 1.0)

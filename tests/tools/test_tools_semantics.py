@@ -138,3 +138,21 @@ def test_a_tool_without_description_warns_naming_it_at_the_users_line() -> None:
         warnings.simplefilter("error", MissingDescriptionWarning)
         Tool.make("described", "Has one.")
         assert ticks.description.startswith("Yield n ticks")
+
+
+def test_next_turn_params_are_checked_where_the_tool_asks() -> None:
+    runtime = ToolRuntime("c1", "t")
+    runtime.set_next_turn_params(model="m", temperature=0)
+    runtime.set_next_turn_params(tool_choice="required")
+    assert runtime.context_updates == {"__toolfork_next_turn__": {"model": "m", "temperature": 0,
+                                                                  "tool_choice": "required"}}
+    with pytest.raises(ValueError, match=r"unknown parameter.*top_p.*valid: model, temperature"):
+        runtime.set_next_turn_params(top_p=0.5)
+    with pytest.raises(ValueError, match="temperature must be a number or None, got 'hot'"):
+        runtime.set_next_turn_params(temperature="hot")
+    with pytest.raises(ValueError, match="model must be a non-empty string"):
+        runtime.set_next_turn_params(model="")
+    # The reserved keys never show in what a tool reads.
+    inside = ToolRuntime("c2", "t", context={"user": "ana", "__toolfork_agent__": {"run_id": "r", "step_index": 2},
+                                             "__toolfork_next_turn__": {"model": "m"}})
+    assert inside.context == {"user": "ana"} and (inside.run_id, inside.step_index, inside.agent_id) == ("r", 2, None)

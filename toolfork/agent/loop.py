@@ -10,6 +10,7 @@ its calls, including when a call fails the run or the executor itself raises.
 
 from __future__ import annotations
 
+import logging
 import time
 import uuid
 from collections.abc import Generator
@@ -44,6 +45,8 @@ from toolfork.tools.runtime import NEXT_TURN_KEY
 
 if TYPE_CHECKING:
     from toolfork.agent.agent import Agent
+
+logger = logging.getLogger("toolfork.agent")
 
 
 @dataclass
@@ -106,15 +109,16 @@ class Loop:
                 apply_next_turn(request, state.next_turn)
                 state.next_turn = {}
             provider.check_request(request)
-            yield Emit(ModelCallStarted(state.step, provider.name, provider.model))
+            model = request.model or provider.model  # a tool may have asked for another model this turn
+            yield Emit(ModelCallStarted(state.step, provider.name, model))
             started = time.monotonic()
             try:
                 message = yield CallModel(request)
             except Exception as exc:
-                yield Emit(ModelCallFailed(state.step, provider.name, provider.model, exc,
+                yield Emit(ModelCallFailed(state.step, provider.name, model, exc,
                                            time.monotonic() - started))
                 raise
-            yield Emit(ModelCallFinished(state.step, provider.name, provider.model, message,
+            yield Emit(ModelCallFinished(state.step, provider.name, model, message,
                                          time.monotonic() - started))
             if message.id is None:
                 message.id = uuid.uuid4().hex
@@ -198,8 +202,14 @@ def apply_next_turn(request: ModelRequest, params: dict[str, Any]) -> None:
         request.model = str(params["model"])
     if params.get("temperature") is not None:
         request.temperature = float(params["temperature"])
-    if params.get("tool_choice") is not None:
-        request.tool_choice = params["tool_choice"]
+    choice = params.get("tool_choice")
+    if choice is not None:
+        offered = {str(getattr(t, "name", "")) for t in request.tools}
+        if choice in ("auto", "required", "none") or choice in offered:
+            request.tool_choice = str(choice)
+        else:  # the API would refuse the request: the run goes on without the forced choice
+            logger.warning("a tool asked for tool_choice=%r, which is not a tool offered this turn (%s); ignored",
+                           choice, ", ".join(sorted(offered)) or "none")
 
 
 def _unique_call_ids(message: AssistantMessage) -> None:

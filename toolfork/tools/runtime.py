@@ -83,6 +83,14 @@ class ToolRuntime:
         if unknown:
             raise ValueError(f"set_next_turn_params: unknown parameter(s) {', '.join(unknown)} "
                              f"(valid: {', '.join(NEXT_TURN_PARAMS)})")
+        for key, value in params.items():
+            if key == "temperature":
+                ok = value is None or (isinstance(value, (int, float)) and not isinstance(value, bool))
+            else:
+                ok = value is None or (isinstance(value, str) and bool(value))
+            if not ok:
+                want = "a number" if key == "temperature" else "a non-empty string"
+                raise ValueError(f"set_next_turn_params: {key} must be {want} or None, got {value!r}")
         if self.context_updates is None:
             self.context_updates = {}
         merged = dict(self.context_updates.get(NEXT_TURN_KEY) or {})
