@@ -252,3 +252,21 @@ def test_a_timeout_that_cannot_be_enforced_gives_the_real_result(model_server: S
     seen = results_of(model_server, 1)["s1"]
     assert seen.startswith("wrote the file") and "past its timeout of 0.1s" in seen and "real result" in seen
     assert [(e.call_id, e.status) for e in finished] == [("s1", "ok")], "never reported as a timeout"
+
+
+def test_a_manual_pause_and_next_turn_params_survive_a_json_round_trip(model_server: ScriptedModelServer) -> None:
+    sign = Tool.make("sign", "A person signs the document.", manual=True)
+    model_server.script([Turn(tool_calls=[ToolCallSpec("e1", "escalate", {"level": 1}),
+                                          ToolCallSpec("s1", "sign", {})]),
+                         Turn(text="signed")])
+    with Agent(provider=anthropic(model_server), tools=[escalate, sign, add]) as first:
+        with pytest.raises(ToolResultsRequest) as info:
+            first.chat("sign it")
+    text = info.value.to_json()
+    fresh = Agent.resume_from(text, provider=anthropic(model_server), tools=[escalate, sign, add])
+    with fresh:
+        assert [(c.id, c.kind) for c in fresh.paused.calls] == [("s1", "manual")]  # type: ignore[union-attr]
+        assert fresh.submit_tool_results({"s1": {"result": "signed by Ana"}}).text == "signed"
+    after = model_server.requests[1]
+    assert after.model == "bigger-model" and "Answer in one word." in after.system
+    assert results_of(model_server, 1) == {"e1": "escalated to 1", "s1": "signed by Ana"}
