@@ -158,3 +158,21 @@ def test_bad_arguments_are_refused():
         Executor([], timeout=0)
     with pytest.raises(ValueError, match="workers"):
         Executor([], mode="fork", workers=0)
+
+
+def test_a_sequential_timeout_off_the_main_thread_keeps_the_real_output(tmp_path):
+    """Nothing can stop a host call off the main thread: the result must not pretend it did not run."""
+    import threading
+
+    from tests.executor import tools_for_tests as T
+
+    results = []
+    with Executor([T.sleep_for], mode="sequential") as ex:
+        t = threading.Thread(target=lambda: results.extend(
+            ex.run([ToolCall("s", "sleep_for", {"seconds": 0.4, "value": "done"}, timeout=0.1)])))
+        t.start()
+        t.join(10)
+    (r,) = results
+    assert r.status == "timeout"
+    assert r.output is not None and r.output.as_text() == "done"  # it ran, and its real output is kept
+    assert r.error is not None and "ran to its end" in r.error.message

@@ -3,7 +3,9 @@
 It is what "auto" falls back to where fork is unavailable, and what an agent uses when parallel tool
 calls are off. There is no child, so no hook runs. Timeouts are enforced with ``SIGALRM`` (raising
 inside the tool) when the executor runs on the main thread; elsewhere Python offers no safe way to
-stop a running function, so the call runs to its end and only then reports "timeout" if it overran.
+stop a running function, so the call runs to its end and only then reports "timeout" if it overran:
+with its real output attached and a message saying it ran to its end, so no caller mistakes it for a
+call that did not happen (the agent goes further and lifts such timeouts, see agent/timeouts.py).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from toolfork.executor.backends.base import Backend, Dispatch, Feed, run_batch
 from toolfork.executor.invoke import CallInterrupted, execute_call
 from toolfork.executor.runtime import CallbackRuntime
 from toolfork.executor.types import CallFinished, CallProgress, CallStarted, ErrorInfo, Event, ToolResult
+from toolfork.tools.output import ToolOutput
 
 
 class SequentialBackend(Backend):
@@ -51,7 +54,7 @@ def run_in_host(d: Dispatch, on_progress: Any) -> ToolResult:
     if not use_alarm:
         result = execute_call(d.tool, d.call.id, d.call.arguments, runtime, worker_pid=os.getpid())
         if d.timeout is not None and result.duration_s > d.timeout and result.status == "ok":
-            return _timeout_result(d, result.duration_s, ran_to_end=True)
+            return _timeout_result(d, result.duration_s, ran_to_end=True, output=result.output)
         return result
 
     def on_alarm(signum: int, frame: Any) -> None:
@@ -68,10 +71,11 @@ def run_in_host(d: Dispatch, on_progress: Any) -> ToolResult:
         signal.signal(signal.SIGALRM, previous)
 
 
-def _timeout_result(d: Dispatch, duration: float, *, ran_to_end: bool) -> ToolResult:
-    how = "it ran to its end (no preemption off the main thread)" if ran_to_end else "it was interrupted"
+def _timeout_result(d: Dispatch, duration: float, *, ran_to_end: bool, output: ToolOutput | None = None) -> ToolResult:
+    how = ("it ran to its end, side effects included (no preemption off the main thread); its output is "
+           "its real result") if ran_to_end else "it was interrupted"
     return ToolResult(
-        d.call.id, d.call.name, "timeout",
+        d.call.id, d.call.name, "timeout", output=output,
         error=ErrorInfo("TimeoutError", f"tool '{d.call.name}' exceeded its timeout of {d.timeout}s; {how}"),
         duration_s=duration, worker_pid=os.getpid(),
     )
