@@ -479,6 +479,7 @@ class Executor:
         self._backend.close()
         if singles is not None:
             singles.join()
+        _close_tool_resources(self._tools.values())
         _LIVE.discard(self)
 
     def __enter__(self) -> Executor:
@@ -529,6 +530,18 @@ def _is_positive_finite(value: Any) -> bool:
         return bool(0 < value < math.inf)
     except TypeError:
         return False
+
+
+def _close_tool_resources(tools: Iterable[Tool]) -> None:
+    """A tool whose function holds something in the host (an MCP connector's server process) says so
+    with a ``__toolfork_close__`` method: closing the executor releases it."""
+    for t in tools:
+        close = getattr(t._fn, "__toolfork_close__", None)
+        if close is not None:
+            try:
+                close()
+            except Exception:  # closing must go on for the other tools
+                pass
 
 
 def _is_input_error(result: ToolResult) -> bool:
