@@ -1,0 +1,86 @@
+"""Tools ``toolfork mcp serve`` serves in the tests: each shows one thing the server must survive or
+carry (progress, a crash, ``os._exit``, a hang past the timeout, CPU-bound work, metadata)."""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import time
+
+from pydantic import BaseModel
+
+from toolfork.tools import ToolRuntime, tool
+
+
+class Total(BaseModel):
+    total: int
+
+
+@tool
+def add(a: int, b: int) -> Total:
+    """Add two integers."""
+    return Total(total=a + b)
+
+
+add.output_model = Total
+add.title = "Add"  # type: ignore[attr-defined]
+add.annotations = {"readOnlyHint": True, "idempotentHint": True}  # type: ignore[attr-defined]
+
+
+@tool
+def count(n: int, runtime: ToolRuntime) -> str:
+    """Report n progress steps, then say done."""
+    for i in range(n):
+        runtime.emit_progress({"progress": i + 1, "total": n, "message": f"step {i + 1}"})
+        time.sleep(0.05)
+    return "done"
+
+
+@tool
+def spin(seconds: float) -> int:
+    """Burn ``seconds`` of CPU time (not wall time: on a loaded machine the wall time is longer);
+    returns the worker's pid."""
+    end = time.process_time() + seconds
+    while time.process_time() < end:
+        pass
+    return os.getpid()
+
+
+@tool
+def snooze(seconds: float) -> str:
+    """Sleep (an I/O-bound tool)."""
+    time.sleep(seconds)
+    return "ok"
+
+
+@tool
+def crash() -> str:
+    """Segfault the worker."""
+    ctypes.string_at(0)
+    return "unreachable"
+
+
+@tool
+def exit_now() -> str:
+    """End the worker with os._exit."""
+    os._exit(7)
+
+
+@tool
+def hang(marker: str = "") -> str:
+    """Sleep far past any timeout; writes its pid to ``marker`` first."""
+    if marker:
+        with open(marker + ".tmp", "w") as f:
+            f.write(str(os.getpid()))
+        os.rename(marker + ".tmp", marker)
+    time.sleep(600)
+    return "woke"
+
+
+@tool
+def fail(message: str) -> str:
+    """Raise ValueError(message)."""
+    raise ValueError(message)
+
+
+TOOLS = [add, count, spin, snooze, crash, exit_now, hang, fail]

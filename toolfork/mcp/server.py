@@ -1,0 +1,143 @@
+"""``toolfork mcp serve``: toolfork tools served over MCP, every ``tools/call`` in the fork pool.
+
+A server built on the SDK's low-level ``Server`` (we need the raw JSON Schemas, our own results and
+cancellation, not ``MCPServer``'s function introspection). One ``Executor`` runs every call, through
+``Executor.acall``: concurrent requests (from one client or many) join one long-lived batch and share
+the workers, so four CPU-bound calls on two cores take about the time of two.
+
+What a client sees:
+  * a tool that raises, times out (its worker is killed), segfaults or ``os._exit``s: an ``isError``
+    result that says which (the server keeps serving: the call ran in a worker, not here);
+  * arguments that do not match the schema: an ``isError`` result listing the bad fields (the MCP
+    spec makes input validation a tool error so the model can correct itself);
+  * an unknown tool: a protocol error (``INVALID_PARAMS``), the one misuse that is not a tool's;
+  * ``notifications/cancelled``: the SDK cancels the request's task; awaiting ``acall`` cancelled
+    cancels the executor's future, which kills the call's worker;
+  * progress the tool reports (``ToolRuntime.emit_progress``): ``notifications/progress`` when the
+    request carried a progress token (the SDK drops it otherwise).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import numbers
+import signal
+import sys
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from toolfork.mcp.mapping import call_result, mcp_tool
+
+if TYPE_CHECKING:
+    from mcp.server.lowlevel import Server
+
+    from toolfork.executor.executor import Executor
+
+_ids = itertools.count(1)
+
+
+def build_server(executor: Executor, name: str = "toolfork") -> Server[Any]:
+    """An MCP server (SDK low-level ``Server``) whose tools are the executor's visible tools."""
+    import mcp_types as types
+    from mcp.server.lowlevel import Server
+    from mcp.shared.exceptions import MCPError
+
+    from toolfork import __version__
+    from toolfork.executor.types import ToolCall
+
+    tools = executor.tools
+    listed = [mcp_tool(t) for t in tools.values() if t.is_visible]
+
+    async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=listed)
+
+    async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+        if params.name not in tools:
+            raise MCPError(code=types.INVALID_PARAMS,
+                           message=f"Unknown tool: {params.name!r} (tools: {', '.join(sorted(tools)) or 'none'})")
+        call = ToolCall(f"mcp-{next(_ids)}", params.name, dict(params.arguments or {}))
+        report = _progress_reporter(ctx, asyncio.get_running_loop())
+        result = await executor.acall(call, on_progress=report)
+        return call_result(result)
+
+    return Server(name, version=__version__, on_list_tools=list_tools, on_call_tool=call_tool)
+
+
+def _progress_reporter(ctx: Any, loop: asyncio.AbstractEventLoop) -> Callable[[Any], None]:
+    """What the executor's thread calls with each progress value: sends ``notifications/progress``
+    from the event loop. MCP progress must increase, so a value that is not a number (or a
+    ``{"progress", "total", "message"}`` dict) is sent as the next step with the value as message."""
+    step = itertools.count(1)
+
+    def send(value: Any) -> None:
+        total = message = None
+        if isinstance(value, dict) and isinstance(value.get("progress"), numbers.Real):
+            progress = float(value["progress"])
+            total = value.get("total")
+            message = value.get("message")
+        elif isinstance(value, numbers.Real) and not isinstance(value, bool):
+            progress = float(value)
+        else:
+            progress, message = float(next(step)), str(value)
+        coro = ctx.session.report_progress(progress, total, message)
+        with contextlib.suppress(RuntimeError):  # the loop is gone: the request is over
+            asyncio.run_coroutine_threadsafe(coro, loop)
+
+    return send
+
+
+async def serve_stdio(executor: Executor) -> None:
+    """Serve on stdin/stdout until stdin closes."""
+    from mcp.server.stdio import stdio_server
+
+    server = build_server(executor)
+    async with stdio_server() as (read, write):
+        await server.run(read, write, server.create_initialization_options())
+
+
+async def serve_http(executor: Executor, host: str, port: int,
+                     announce: Callable[[str], None] | None = None) -> None:
+    """Serve streamable HTTP at ``http://HOST:PORT/mcp`` until SIGTERM / Ctrl-C (uvicorn's handlers).
+    ``announce`` gets the URL once listening (with port 0, the port the system chose)."""
+    import uvicorn
+
+    server = build_server(executor)
+    app = server.streamable_http_app(host=host)
+    config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")
+    web = uvicorn.Server(config)
+    serving = asyncio.ensure_future(web.serve())
+    while not web.started and not serving.done():
+        await asyncio.sleep(0.02)
+    if web.started and announce is not None:
+        bound = web.servers[0].sockets[0].getsockname()
+        announce(f"http://{host}:{bound[1]}/mcp")
+    await serving
+
+
+def run(executor: Executor, http: tuple[str, int] | None = None) -> None:
+    """Serve until the client goes (stdio: stdin closed), SIGTERM or Ctrl-C; the executor is closed
+    on the way out so no worker is left behind."""
+    import anyio
+
+    def stop(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, stop) if http is None else None
+    try:
+        if http is None:
+            anyio.run(serve_stdio, executor)
+        else:
+            host, port = http
+            anyio.run(serve_http, executor, host, port,
+                      lambda url: print(f"toolfork mcp serve: listening on {url}", file=sys.stderr, flush=True))
+    except KeyboardInterrupt:
+        pass
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+        executor.close()
+
+
+__all__ = ["build_server", "run", "serve_http", "serve_stdio"]
