@@ -36,14 +36,15 @@ def count(n: int, runtime: ToolRuntime) -> str:
     return "done"
 
 
-@tool
-def spin(seconds: float) -> int:
+@tool(timeout=120)  # CPU time on a loaded machine: the module's short default would cut it off
+def spin(seconds: float) -> dict[str, float]:
     """Burn ``seconds`` of CPU time (not wall time: on a loaded machine the wall time is longer);
-    returns the worker's pid."""
+    returns the worker's pid and when (wall clock) the work started and ended."""
+    start = time.time()
     end = time.process_time() + seconds
     while time.process_time() < end:
         pass
-    return os.getpid()
+    return {"pid": os.getpid(), "start": start, "end": time.time()}
 
 
 @tool

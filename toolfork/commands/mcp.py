@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import Any
 
 from toolfork.commands._loading import UsageError, load_all_tools, load_hook
 from toolfork.commands._options import EXIT_USAGE, add_tools_arguments, positive_float, positive_int
@@ -41,6 +42,13 @@ def _http_address(text: str) -> tuple[str, int]:
 
 
 def main(args: argparse.Namespace) -> int:
+    from toolfork.mcp.server import exit_on_signals, run
+
+    exit_on_signals([])  # a signal while the tools load: nothing to close yet (run() takes over)
+    return _serve(args, run)
+
+
+def _serve(args: argparse.Namespace, run: Any) -> int:
     try:
         if not args.toolkit and not args.tools:
             raise UsageError("no tools: pass --toolkit NAME or --tools MODULE:ATTR (repeatable)")
@@ -55,8 +63,6 @@ def main(args: argparse.Namespace) -> int:
     except (UsageError, ValueError, RuntimeError) as exc:
         print(f"toolfork mcp serve: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    from toolfork.mcp.server import run
-
     run(executor, http)
     return 0
 

@@ -23,8 +23,10 @@ import asyncio
 import contextlib
 import itertools
 import numbers
+import os
 import signal
 import sys
+import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -107,6 +109,13 @@ async def serve_http(executor: Executor, host: str, port: int,
     app = server.streamable_http_app(host=host)
     config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")
     web = uvicorn.Server(config)
+    # Our own handlers, not uvicorn's: uvicorn re-raises the signal after its shutdown, which would end
+    # the process before the executor is closed (and the exit status would be the signal's).
+    web.capture_signals = contextlib.nullcontext  # type: ignore[method-assign]
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+            loop.add_signal_handler(signum, setattr, web, "should_exit", True)
     serving = asyncio.ensure_future(web.serve())
     while not web.started and not serving.done():
         await asyncio.sleep(0.02)
@@ -116,15 +125,33 @@ async def serve_http(executor: Executor, host: str, port: int,
     await serving
 
 
+def exit_on_signals(executors: list[Executor]) -> None:
+    """SIGTERM and Ctrl-C: close the executors (no worker left behind), then exit with status 0.
+
+    Not by raising ``KeyboardInterrupt`` into the event loop: the stdio transport reads stdin in a
+    thread that cancellation cannot interrupt, so the loop would wait for a line that never comes. The
+    closing runs in a thread of its own: the signal may arrive while the main thread holds a lock
+    the closing needs. (With ``--http``, the loop's own handlers replace these while serving.)"""
+
+    def close_and_exit() -> None:
+        for executor in executors:
+            with contextlib.suppress(Exception):
+                executor.close()
+        os._exit(0)
+
+    def stop(signum: int, frame: Any) -> None:
+        threading.Thread(target=close_and_exit, name="toolfork-mcp-exit", daemon=True).start()
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+
+
 def run(executor: Executor, http: tuple[str, int] | None = None) -> None:
     """Serve until the client goes (stdio: stdin closed), SIGTERM or Ctrl-C; the executor is closed
     on the way out so no worker is left behind."""
     import anyio
 
-    def stop(signum: int, frame: Any) -> None:
-        raise KeyboardInterrupt
-
-    previous = signal.signal(signal.SIGTERM, stop) if http is None else None
+    exit_on_signals([executor])
     try:
         if http is None:
             anyio.run(serve_stdio, executor)
@@ -135,9 +162,7 @@ def run(executor: Executor, http: tuple[str, int] | None = None) -> None:
     except KeyboardInterrupt:
         pass
     finally:
-        if previous is not None:
-            signal.signal(signal.SIGTERM, previous)
         executor.close()
 
 
-__all__ = ["build_server", "run", "serve_http", "serve_stdio"]
+__all__ = ["build_server", "exit_on_signals", "run", "serve_http", "serve_stdio"]
