@@ -7,7 +7,6 @@ One stdio server and one executor serve the whole module (opening a session cost
 from __future__ import annotations
 
 import json
-import os
 import socket
 import subprocess
 import sys

@@ -18,7 +18,7 @@ from __future__ import annotations
 import atexit
 import re
 import weakref
-from typing import Any, ClassVar
+from typing import ClassVar
 from urllib.parse import urlsplit
 
 from toolfork.mcp.host import OPEN_TIMEOUT, Host, ServerTarget

@@ -122,9 +122,10 @@ def _block(b: ContentBlock) -> Any:
         return mcp_types.TextContent(type="text", text=b.text or "")
     if b.url is not None:
         return mcp_types.ResourceLink(type="resource_link", uri=b.url, name=b.name or b.url, mime_type=b.media_type)
-    if b.type in ("image", "audio") and b.data is not None:
-        cls = mcp_types.ImageContent if b.type == "image" else mcp_types.AudioContent
-        return cls(type=b.type, data=b.data, mime_type=b.media_type or "application/octet-stream")
+    if b.type == "image" and b.data is not None:
+        return mcp_types.ImageContent(type="image", data=b.data, mime_type=b.media_type or "image/png")
+    if b.type == "audio" and b.data is not None:
+        return mcp_types.AudioContent(type="audio", data=b.data, mime_type=b.media_type or "audio/wav")
     # file / video with inline data: an embedded blob resource
     uri = f"toolfork://output/{b.name or b.type}"
     return mcp_types.EmbeddedResource(type="resource", resource=mcp_types.BlobResourceContents(

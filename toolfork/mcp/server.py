@@ -111,7 +111,7 @@ async def serve_http(executor: Executor, host: str, port: int,
     web = uvicorn.Server(config)
     # Our own handlers, not uvicorn's: uvicorn re-raises the signal after its shutdown, which would end
     # the process before the executor is closed (and the exit status would be the signal's).
-    web.capture_signals = contextlib.nullcontext  # type: ignore[method-assign]
+    web.capture_signals = contextlib.nullcontext  # type: ignore[method-assign,assignment]
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
         with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
