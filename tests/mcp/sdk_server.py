@@ -69,6 +69,14 @@ def pid() -> int:
 
 
 @server.tool()
+def header(name: str, ctx: Context) -> str:
+    """The value of an HTTP request header (streamable HTTP only; empty otherwise)."""
+    request = ctx.request_context.request
+    headers = getattr(request, "headers", None)
+    return headers.get(name, "") if headers is not None else ""
+
+
+@server.tool()
 def media() -> types.CallToolResult:
     """Every content type MCP has, and structured content."""
     return types.CallToolResult(content=[

@@ -189,6 +189,20 @@ def test_no_server_process_survives_close() -> None:
     assert _servers() <= before
 
 
+def test_no_server_process_survives_agent_close() -> None:
+    from toolfork.agent import Agent
+
+    connector = MCPConnector(SDK_SERVER[0], SDK_SERVER[1:], cwd=str(ROOT))
+    agent = Agent(tools=[connector], workers=2)
+    try:
+        pid = server_pid(agent._get_executor())  # the executor the agent runs its tool calls on
+        agent.close()
+        _gone(pid)
+    finally:
+        agent.close()
+        connector.close()
+
+
 def _servers() -> set[int]:
     import psutil
 
@@ -234,9 +248,11 @@ def test_streamable_http_server(http_server: str) -> None:
     try:
         with Executor([connector], workers=4) as executor:
             results = executor.run([ToolCall(str(i), "web_nap", {"seconds": 0.5}) for i in range(3)]
-                                   + [ToolCall("a", "web_add", {"a": 1, "b": 2})])
-            assert [r.status for r in results] == ["ok"] * 4
-            assert results[-1].output is not None and results[-1].output.data == {"total": 3}
+                                   + [ToolCall("a", "web_add", {"a": 1, "b": 2}),
+                                      ToolCall("h", "web_header", {"name": "x-test"})])
+            assert [r.status for r in results] == ["ok"] * 5
+            assert results[3].output is not None and results[3].output.data == {"total": 3}
+            assert results[4].output is not None and results[4].output.as_text() == "1"  # headers= was sent
     finally:
         connector.close()
 

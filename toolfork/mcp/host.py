@@ -60,14 +60,18 @@ class ServerTarget:
             return f"MCP server at {self.url}"
         return f"MCP server `{' '.join([self.command or '', *self.args]).strip()}`"
 
-    def client(self) -> Any:
+    def client(self, stack: contextlib.AsyncExitStack) -> Any:
+        """An unopened ``mcp.Client``; what else must be closed with it goes on ``stack``."""
         from mcp import Client, StdioServerParameters
 
         if self.url is not None:
             from mcp.client.streamable_http import streamable_http_client
             from mcp.shared._httpx_utils import create_mcp_http_client
 
-            transport = streamable_http_client(self.url, http_client=create_mcp_http_client(headers=self.headers))
+            # The transport leaves a client it was given open: ours is closed with the session.
+            http = create_mcp_http_client(headers=self.headers)
+            stack.push_async_callback(http.aclose)
+            transport = streamable_http_client(self.url, http_client=http)
             return Client(transport, cache=None)
         env = None
         if self.env is not None:
@@ -213,7 +217,8 @@ class Host:
     async def _own(self, opened: asyncio.Future[Any], stop: asyncio.Event) -> None:
         """Hold one session open until told to stop (the SDK needs it entered and exited in one task)."""
         try:
-            async with self.target.client() as client:
+            async with contextlib.AsyncExitStack() as stack:
+                client = await stack.enter_async_context(self.target.client(stack))
                 opened.set_result(client)
                 await stop.wait()
         except BaseException as exc:
