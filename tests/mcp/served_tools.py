@@ -79,9 +79,17 @@ def hang(marker: str = "") -> str:
 
 
 @tool
+def chatty() -> str:
+    """Print to stdout and read stdin, as careless tools do: neither may touch the MCP stream."""
+    print("noise on stdout", flush=True)
+    os.write(1, b"raw noise on fd 1\n")
+    return f"read {os.read(0, 100)!r}"  # the wire would block here, or hand over the next request
+
+
+@tool
 def fail(message: str) -> str:
     """Raise ValueError(message)."""
     raise ValueError(message)
 
 
-TOOLS = [add, count, spin, snooze, crash, exit_now, hang, fail]
+TOOLS = [add, count, spin, snooze, crash, exit_now, hang, chatty, fail]

@@ -103,6 +103,12 @@ def test_tool_failures_are_error_results_and_the_server_keeps_serving(server: Ho
     assert call(server, "add", {"a": 1, "b": 1}).structured_content == {"total": 2}
 
 
+def test_a_tool_using_stdout_and_stdin_does_not_touch_the_wire(server: Host) -> None:
+    result = call(server, "chatty", {})
+    assert not result.is_error and text(result) == "read b''"
+    assert call(server, "add", {"a": 1, "b": 1}).structured_content == {"total": 2}
+
+
 def test_unknown_tool_is_a_protocol_error(server: Host) -> None:
     from mcp.shared.exceptions import MCPError
 

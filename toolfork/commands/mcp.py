@@ -57,13 +57,15 @@ def _serve(args: argparse.Namespace, run: Any) -> int:
         before = load_hook(args.before_child, "--before-child") if args.before_child else None
         after = load_hook(args.after_child, "--after-child") if args.after_child else None
         from toolfork.executor import Executor
+        from toolfork.mcp.server import Wire
 
+        wire = Wire() if http is None else None  # before the pool forks: workers must not see the wire
         executor = Executor(tools, workers=args.workers, timeout=args.timeout, before_child=before,
                             after_child=after)
     except (UsageError, ValueError, RuntimeError) as exc:
         print(f"toolfork mcp serve: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    run(executor, http)
+    run(executor, http, wire)
     return 0
 
 

@@ -90,12 +90,39 @@ def _progress_reporter(ctx: Any, loop: asyncio.AbstractEventLoop) -> Callable[[A
     return send
 
 
-async def serve_stdio(executor: Executor) -> None:
-    """Serve on stdin/stdout until stdin closes."""
+class Wire:
+    """The stdio wire, taken off fds 0 and 1 before the fork pool starts.
+
+    Workers are forked from a template that is forked from this process when the ``Executor`` is
+    built; a tool that prints (or reads stdin) in a worker would otherwise write into (or steal from)
+    the JSON-RPC stream. So the wire moves to private descriptors first, fd 1 points at stderr and
+    fd 0 at the null device, and only then is the executor built."""
+
+    def __init__(self) -> None:
+        self.read_fd = os.dup(0)
+        self.write_fd = os.dup(1)
+        devnull = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(devnull, 0)
+        os.close(devnull)
+        os.dup2(2, 1)
+
+    def streams(self) -> tuple[Any, Any]:
+        import io
+
+        import anyio
+
+        stdin = io.TextIOWrapper(os.fdopen(self.read_fd, "rb", closefd=False), encoding="utf-8", errors="replace")
+        stdout = io.TextIOWrapper(os.fdopen(self.write_fd, "wb", closefd=False), encoding="utf-8")
+        return anyio.wrap_file(stdin), anyio.wrap_file(stdout)
+
+
+async def serve_stdio(executor: Executor, wire: Wire | None = None) -> None:
+    """Serve on stdin/stdout (or the ``wire`` taken off them) until stdin closes."""
     from mcp.server.stdio import stdio_server
 
     server = build_server(executor)
-    async with stdio_server() as (read, write):
+    streams = wire.streams() if wire is not None else (None, None)
+    async with stdio_server(*streams) as (read, write):
         await server.run(read, write, server.create_initialization_options())
 
 
@@ -146,7 +173,7 @@ def exit_on_signals(executors: list[Executor]) -> None:
     signal.signal(signal.SIGINT, stop)
 
 
-def run(executor: Executor, http: tuple[str, int] | None = None) -> None:
+def run(executor: Executor, http: tuple[str, int] | None = None, wire: Wire | None = None) -> None:
     """Serve until the client goes (stdio: stdin closed), SIGTERM or Ctrl-C; the executor is closed
     on the way out so no worker is left behind."""
     import anyio
@@ -154,7 +181,7 @@ def run(executor: Executor, http: tuple[str, int] | None = None) -> None:
     exit_on_signals([executor])
     try:
         if http is None:
-            anyio.run(serve_stdio, executor)
+            anyio.run(serve_stdio, executor, wire)
         else:
             host, port = http
             anyio.run(serve_http, executor, host, port,
@@ -165,4 +192,4 @@ def run(executor: Executor, http: tuple[str, int] | None = None) -> None:
         executor.close()
 
 
-__all__ = ["build_server", "exit_on_signals", "run", "serve_http", "serve_stdio"]
+__all__ = ["Wire", "build_server", "exit_on_signals", "run", "serve_http", "serve_stdio"]
