@@ -104,8 +104,27 @@ def client_rows(reps: int) -> dict[str, float]:
     return rows
 
 
-def render(toolfork: dict[str, float], sdk: dict[str, float], client: dict[str, float], workers: int,
-           took: float) -> str:
+def machine_rows() -> dict[str, float]:
+    """What parallelism the machine gives right now, without MCP: the same CPU-bound work on a plain
+    ``ProcessPoolExecutor``. On a shared machine, the CPU rows above mean little without it."""
+    from concurrent.futures import ProcessPoolExecutor
+
+    from toolfork.bench.mcp_tools import burn
+
+    with ProcessPoolExecutor(4) as pool:
+        list(pool.map(burn, [0.01] * 4))
+        start = time.perf_counter()
+        list(pool.map(burn, [0.2] * 4))
+        together = time.perf_counter() - start
+    start = time.perf_counter()
+    for _ in range(4):
+        burn(0.2)
+    return {"4 x 0.2 s CPU, one after the other, wall (s)": time.perf_counter() - start,
+            "4 x 0.2 s CPU, all at once (ProcessPoolExecutor), wall (s)": together}
+
+
+def render(toolfork: dict[str, float], sdk: dict[str, float], client: dict[str, float],
+           machine: dict[str, float], workers: int, took: float) -> str:
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     lines = [
         "# MCP benchmark (issue 13)",
@@ -125,6 +144,10 @@ def render(toolfork: dict[str, float], sdk: dict[str, float], client: dict[str, 
     for key, ours in toolfork.items():
         theirs = sdk[key]
         lines.append(f"| {key} | {ours:.4g} | {theirs:.4g} | {ours / theirs:.2f}x |")
+    lines += ["", "## The machine's parallelism at the time, without MCP", "",
+              "The CPU-bound work of the last two rows above, in this process and on a plain ProcessPoolExecutor(4).",
+              "", "| row | value |", "|---|---:|"]
+    lines += [f"| {key} | {value:.4g} |" for key, value in machine.items()]
     lines += ["", "## Client: where the session lives", "",
               "The SDK server above; one trivial call (`noop`) unless the row says otherwise.", "",
               "| row | value |", "|---|---:|"]
@@ -142,7 +165,8 @@ def main(argv: list[str] | None = None) -> int:
     ours = asyncio.run(server_rows([*SERVE, "--workers", str(args.workers)], args.reps))
     theirs = asyncio.run(server_rows(SDK, args.reps))
     client = client_rows(args.reps)
-    text = render(ours, theirs, client, args.workers, time.perf_counter() - start)
+    machine = machine_rows()
+    text = render(ours, theirs, client, machine, args.workers, time.perf_counter() - start)
     if args.out:
         with open(args.out, "w") as f:
             f.write(text)
