@@ -331,3 +331,10 @@ def test_run_with_mcp_option() -> None:
     rows = {r["id"]: r for r in map(json.loads, done.stdout.splitlines())}
     assert rows["1"]["output"]["data"] == {"total": 42}
     assert rows["2"]["output"]["content"][0]["text"] == "hello"
+
+
+def test_run_with_an_unreachable_mcp_server_is_a_usage_error() -> None:
+    done = subprocess.run([sys.executable, "-m", "toolfork", "run", "--mcp-url", "http://127.0.0.1:9/mcp", "-"],
+                          input="", cwd=ROOT, env=python_env(), capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2
+    assert "could not connect to the MCP server at http://127.0.0.1:9/mcp" in done.stderr
