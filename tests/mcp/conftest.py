@@ -8,6 +8,7 @@ the end of the module, and the tests of closing check that nothing survives.
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 import subprocess
@@ -61,8 +62,11 @@ def npm_tools() -> Path:
         if missing:
             pytest.fail(f"the MCP tests need {' and '.join(missing)} (node >= 20) to run the reference MCP server "
                         "and the MCP Inspector; install Node.js, then scripts/npm_tools.sh")
-        done = subprocess.run(["bash", str(ROOT / "scripts/npm_tools.sh"), str(NPM_DIR)], capture_output=True,
-                              text=True, timeout=300)
+        NPM_DIR.mkdir(parents=True, exist_ok=True)
+        with open(NPM_DIR / ".lock", "w") as lock:  # two xdist workers must not install at once
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            done = subprocess.run(["bash", str(ROOT / "scripts/npm_tools.sh"), str(NPM_DIR)], capture_output=True,
+                                  text=True, timeout=300)
         if done.returncode != 0 or not EVERYTHING.is_file() or not INSPECTOR.is_file():
             pytest.fail(f"scripts/npm_tools.sh could not install the MCP npm packages into {NPM_DIR}: "
                         f"{done.stderr.strip()[-2000:]}")

@@ -86,10 +86,16 @@ def chatty() -> str:
     return f"read {os.read(0, 100)!r}"  # the wire would block here, or hand over the next request
 
 
+@tool(timeout=60)
+def block(marker: str) -> str:
+    """``hang`` with a long timeout of its own: only a cancellation stops it soon."""
+    return str(hang.invoke({"marker": marker}).as_text())
+
+
 @tool
 def fail(message: str) -> str:
     """Raise ValueError(message)."""
     raise ValueError(message)
 
 
-TOOLS = [add, count, spin, snooze, crash, exit_now, hang, chatty, fail]
+TOOLS = [add, count, spin, snooze, crash, exit_now, hang, block, chatty, fail]

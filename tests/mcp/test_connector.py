@@ -105,7 +105,7 @@ def test_calls_run_concurrently_on_one_session(sdk: tuple[MCPConnector, Executor
     results = executor.run([ToolCall(str(i), "nap", {"seconds": 1.0}) for i in range(4)])
     elapsed = time.monotonic() - start
     assert [r.status for r in results] == ["ok"] * 4
-    assert elapsed < 2.5, f"four 1 s calls took {elapsed:.2f}s: they did not run concurrently"
+    assert elapsed < 3.0, f"four 1 s calls took {elapsed:.2f}s: they did not run concurrently"
     assert connector.sessions_opened == opened  # no session opened per call
 
 
