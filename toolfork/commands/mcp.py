@@ -49,6 +49,9 @@ def main(args: argparse.Namespace) -> int:
 
 
 def _serve(args: argparse.Namespace, run: Any) -> int:
+    from toolfork._extras import import_optional
+
+    import_optional("mcp", "toolfork mcp serve")  # before any tool loads or worker starts
     try:
         if not args.toolkit and not args.tools:
             raise UsageError("no tools: pass --toolkit NAME or --tools MODULE:ATTR (repeatable)")

@@ -21,6 +21,7 @@ import weakref
 from typing import ClassVar
 from urllib.parse import urlsplit
 
+from toolfork._extras import import_optional
 from toolfork.mcp.host import OPEN_TIMEOUT, Host, ServerTarget
 from toolfork.mcp.mapping import tool_meta
 from toolfork.mcp.relay import RemoteTool
@@ -44,6 +45,7 @@ class MCPConnector(Toolkit):
                  headers: dict[str, str] | None = None, prefix: str = "", timeout: float | None = None,
                  label: str | None = None) -> None:
         super().__init__()
+        import_optional("mcp", "MCPConnector")  # now, not in the loop thread at the first call
         if prefix and not re.fullmatch(r"[a-zA-Z0-9_-]*", prefix):
             raise ValueError(f"prefix must use only letters, digits, '_' and '-', got {prefix!r}")
         self._target = ServerTarget(command, list(args), env, cwd, url, headers)
