@@ -3,7 +3,7 @@
 #   - builds a fresh venv (.ci-venvs/newest) with the package and every extra at the newest versions
 #     that resolve (scripts/venv.sh; nothing already installed in the system python is used),
 #   - installs the database servers the SQL toolkit tests start (PostgreSQL, MariaDB: Debian packages,
-#     only when missing; scripts/services.sh),
+#     only when missing; scripts/services.sh) and the npm packages of the MCP tests (scripts/npm_tools.sh),
 #   - runs pytest in parallel in that venv.
 #
 #   scripts/test.sh                       the README's test command (CI's newest leg)
@@ -28,6 +28,7 @@ else
     echo "test.sh: $deps venv built in $((SECONDS - start)) s" >&2
 fi
 bash scripts/services.sh
+bash scripts/npm_tools.sh  # the MCP tests' reference server and Inspector (npm, pinned; once)
 
 # The venv first on PATH: tests that start `python` or the `toolfork` script get the venv's.
 export VIRTUAL_ENV="$venv" PATH="$venv/bin:$PATH"

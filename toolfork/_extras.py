@@ -30,6 +30,7 @@ MODULE_EXTRAS: dict[str, tuple[str, str]] = {
     "pebble": ("bench", "pebble"),
     "loky": ("bench", "loky"),
     "matplotlib": ("bench", "matplotlib"),
+    "mcp": ("mcp", "mcp"),
 }
 
 

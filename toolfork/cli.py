@@ -23,6 +23,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "bench": ("toolfork.commands.bench", "benchmark toolfork against the other executors"),
     "chat": ("toolfork.commands.chat", "chat with an agent that uses tools"),
     "worker": ("toolfork.commands.worker", "serve tool calls on stdin/stdout as a co-process"),
+    "mcp": ("toolfork.commands.mcp", "serve tools over MCP (toolfork mcp serve)"),
 }
 
 

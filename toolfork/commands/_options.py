@@ -51,6 +51,42 @@ def add_tools_arguments(parser: argparse.ArgumentParser) -> None:
                         help="a built-in toolkit by name, e.g. calculator (repeatable)")
 
 
+def add_mcp_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--mcp`` / ``--mcp-url``: the tools of MCP servers (the ``[mcp]`` extra), beside or instead of
+    ``--tools``; ``resolve_tools`` turns them into ``MCPConnector`` toolkits."""
+    parser.add_argument("--mcp", action="append", default=[], metavar="COMMAND",
+                        help="the tools of a stdio MCP server started with COMMAND (one string, split like a "
+                             "shell would), e.g. --mcp \"npx -y @modelcontextprotocol/server-everything\" (repeatable)")
+    parser.add_argument("--mcp-url", action="append", default=[], metavar="URL",
+                        help="the tools of a streamable HTTP MCP server, e.g. http://127.0.0.1:8000/mcp (repeatable)")
+
+
+def _mcp_connectors(args: argparse.Namespace) -> list[Any]:
+    commands, urls = list(getattr(args, "mcp", None) or []), list(getattr(args, "mcp_url", None) or [])
+    if not commands and not urls:
+        return []
+    import shlex
+
+    from toolfork.mcp import MCPConnector
+
+    connectors: list[Any] = []
+    for command in commands:
+        try:
+            parts = shlex.split(command)
+        except ValueError as exc:
+            raise UsageError(f"--mcp {command!r}: {exc}") from None
+        if not parts:
+            raise UsageError("--mcp needs a command, e.g. --mcp \"npx -y @modelcontextprotocol/server-everything\"")
+        connectors.append(MCPConnector(parts[0], parts[1:]))
+    connectors.extend(MCPConnector(url=url) for url in urls)
+    for connector in connectors:
+        try:
+            connector.tools()
+        except (ConnectionError, ValueError) as exc:
+            raise UsageError(str(exc)) from None
+    return connectors
+
+
 def positive_int(text: str) -> int:
     try:
         value = int(text)
@@ -98,6 +134,10 @@ def resolve_tools(args: argparse.Namespace, calls_path: str | None) -> tuple[lis
     """(tools, where they came from). With neither --tools nor --toolkit, a ``tools.py`` next to the
     calls file is the convention, so ``toolfork run examples/calls.jsonl`` just works."""
     specs, toolkits = list(args.tools), list(args.toolkit)
+    connectors = _mcp_connectors(args)
+    if connectors and not specs and not toolkits:
+        origin = [*(f"--mcp {c}" for c in args.mcp), *(f"--mcp-url {u}" for u in args.mcp_url)]
+        return _checked(connectors), ", ".join(origin)
     if not specs and not toolkits:
         found = default_tools_file(calls_path) if calls_path is not None else None
         if found is None:
@@ -105,7 +145,19 @@ def resolve_tools(args: argparse.Namespace, calls_path: str | None) -> tuple[lis
             raise UsageError(f"no tools: pass --tools MODULE:ATTR or --toolkit NAME{beside}")
         specs = [str(found)]
     tools = load_all_tools(specs, toolkits)
-    return tools, ", ".join([*specs, *(f"toolkit {n}" for n in toolkits)])
+    return _checked([*tools, *connectors]), ", ".join([*specs, *(f"toolkit {n}" for n in toolkits)])
+
+
+def _checked(items: list[Any]) -> list[Any]:
+    """Two tools with one name (two MCP servers, or a server and --tools) are a usage error."""
+    from toolfork.tools.errors import ToolError
+    from toolfork.tools.registry import collect_tools
+
+    try:
+        collect_tools(items)
+    except ToolError as exc:
+        raise UsageError(f"{exc} (MCPConnector(prefix=...) keeps MCP servers' names apart)") from exc
+    return items
 
 
 def error(command: str, message: str) -> int:
@@ -120,6 +172,7 @@ __all__ = [
     "EXIT_USAGE",
     "MIN_DEFAULT_WINDOW",
     "add_common_arguments",
+    "add_mcp_arguments",
     "add_tools_arguments",
     "build_executor",
     "default_window",

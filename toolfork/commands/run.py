@@ -38,6 +38,7 @@ from toolfork.commands._options import (
     EXIT_OK,
     MIN_DEFAULT_WINDOW,
     add_common_arguments,
+    add_mcp_arguments,
     build_executor,
     default_window,
     error,
@@ -61,6 +62,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-o", "--output", metavar="OUT.jsonl", default="-",
                         help="where result lines go ('-' = stdout, the default)")
     add_common_arguments(parser)
+    add_mcp_arguments(parser)
     parser.add_argument("--resume", action="store_true",
                         help="skip ids already in OUT (complete lines) and append the rest")
     parser.add_argument("--window", type=positive_int, default=None, metavar="N",

@@ -213,11 +213,13 @@ class Executor:
         handle._iterator = events()
         return handle
 
-    def submit(self, call: ToolCall | dict[str, Any]) -> Future[ToolResult]:
+    def submit(self, call: ToolCall | dict[str, Any], *,
+               on_progress: Callable[[Any], Any] | None = None) -> Future[ToolResult]:
         """Run one call; its ``Future`` resolves to its ``ToolResult`` (tool failures included). For
         hosts with one call at a time (an MCP server, a framework that starts each tool call as a task):
         concurrent single calls share the workers like one batch. ``future.cancel()`` stops the call,
-        even while it runs. Ids must be unique among the calls submitted and not finished."""
+        even while it runs. Ids must be unique among the calls submitted and not finished.
+        ``on_progress(value)`` is called, in the executor's own thread, for each progress report."""
         self._check_open()
         c = call if isinstance(call, ToolCall) else _call_from_dict(call)
         singles = self._singles
@@ -227,11 +229,12 @@ class Executor:
                 if self._singles is None:
                     self._singles = Singles(self)
                 singles = self._singles
-        return singles.submit(c)
+        return singles.submit(c, on_progress)
 
-    async def acall(self, call: ToolCall | dict[str, Any]) -> ToolResult:
+    async def acall(self, call: ToolCall | dict[str, Any], *,
+                    on_progress: Callable[[Any], Any] | None = None) -> ToolResult:
         """``submit`` for asyncio hosts; cancelling the awaiting task stops the call."""
-        return await asyncio.wrap_future(self.submit(call))
+        return await asyncio.wrap_future(self.submit(call, on_progress=on_progress))
 
     def imap(self, calls: Iterable[ToolCall | dict[str, Any] | Wait], window: int | None = None,
              wakeup_fd: int | None = None) -> Batch[ToolResult]:
@@ -479,6 +482,7 @@ class Executor:
         self._backend.close()
         if singles is not None:
             singles.join()
+        _close_tool_resources(self._tools.values())
         _LIVE.discard(self)
 
     def __enter__(self) -> Executor:
@@ -529,6 +533,18 @@ def _is_positive_finite(value: Any) -> bool:
         return bool(0 < value < math.inf)
     except TypeError:
         return False
+
+
+def _close_tool_resources(tools: Iterable[Tool]) -> None:
+    """A tool whose function holds something in the host (an MCP connector's server process) says so
+    with a ``__toolfork_close__`` method: closing the executor releases it."""
+    for t in tools:
+        close = getattr(t._fn, "__toolfork_close__", None)
+        if close is not None:
+            try:
+                close()
+            except Exception:  # closing must go on for the other tools
+                pass
 
 
 def _is_input_error(result: ToolResult) -> bool:

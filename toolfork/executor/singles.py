@@ -18,12 +18,12 @@ import contextlib
 import os
 import threading
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, InvalidStateError
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from toolfork.executor.backends.base import WAIT, Feed, Wait
-from toolfork.executor.types import CallFinished, ErrorInfo, Status, ToolCall, ToolResult
+from toolfork.executor.types import CallFinished, CallProgress, ErrorInfo, Status, ToolCall, ToolResult
 
 if TYPE_CHECKING:
     from toolfork.executor.executor import Executor
@@ -33,9 +33,11 @@ class CallFuture(Future[ToolResult]):
     """A submitted call's future. ``cancel()`` stops the call even while it runs (a plain Future
     could only drop a call that has not started); the future is then cancelled."""
 
-    def __init__(self, singles: Singles, call: ToolCall) -> None:
+    def __init__(self, singles: Singles, call: ToolCall,
+                 on_progress: Callable[[Any], Any] | None = None) -> None:
         super().__init__()
         self.call = call
+        self.on_progress = on_progress  # called (in the owner thread) with each progress value
         self._singles = singles
         self._pulled = False  # handed to the backend: stopping it is the backend's business
         self._dropped = False  # cancelled: the source skips it (a plain flag: cheaper than cancelled())
@@ -67,8 +69,8 @@ class Singles:
         self._thread = threading.Thread(target=self._own, name="toolfork-submit", daemon=True)
         self._thread.start()
 
-    def submit(self, call: ToolCall) -> CallFuture:
-        future = CallFuture(self, call)
+    def submit(self, call: ToolCall, on_progress: Callable[[Any], Any] | None = None) -> CallFuture:
+        future = CallFuture(self, call, on_progress)
         with self._lock:
             if self._closing:
                 raise RuntimeError("this Executor is closed; create a new one")
@@ -134,6 +136,8 @@ class Singles:
             for event in events:
                 if type(event) is CallFinished:
                     self._resolve(event.result)
+                elif type(event) is CallProgress:
+                    self._progress(event)
         except BaseException as exc:  # the batch itself failed (the pool is gone): fail what waits
             with self._lock:
                 self._closing = True
@@ -144,6 +148,12 @@ class Singles:
                 with contextlib.suppress(InvalidStateError):
                     future.set_result(ToolResult(future.call.id, future.call.name, status, error=ErrorInfo(
                         type(exc).__name__, f"the executor could not run the call: {exc}")))
+
+    def _progress(self, event: CallProgress) -> None:
+        future = self._futures.get(event.call_id)
+        if future is not None and future.on_progress is not None:
+            with contextlib.suppress(Exception):  # a failing listener must not stop the batch
+                future.on_progress(event.value)
 
     def _resolve(self, result: ToolResult) -> None:
         future = self._futures.pop(result.call_id, None)  # atomic: no lock needed

@@ -1,0 +1,87 @@
+"""Fixtures of the MCP tests: the npm packages (installed by scripts/npm_tools.sh, as the database
+servers are by scripts/services.sh), long-lived servers shared by a module, and process bookkeeping.
+
+Servers a module fixture starts on purpose (and the fork pools of the executors it builds) are
+registered with ``allow_process`` so the suite's leak check leaves them alone; they are all stopped at
+the end of the module, and the tests of closing check that nothing survives.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import psutil
+import pytest
+
+from tests.conftest import allow_process
+
+ROOT = Path(__file__).resolve().parents[2]
+NPM_DIR = Path(os.environ.get("TOOLFORK_NPM_TOOLS") or ROOT / ".npm-tools")
+EVERYTHING = NPM_DIR / "node_modules/@modelcontextprotocol/server-everything/dist/index.js"
+INSPECTOR = NPM_DIR / "node_modules/@modelcontextprotocol/inspector/clients/launcher/build/index.js"
+
+
+def children() -> set[int]:
+    return {p.pid for p in psutil.Process().children()}
+
+
+def allow_new(before: set[int]) -> list[int]:
+    """Exempt the children started since ``before`` (and their descendants) from the leak check."""
+    new = sorted(children() - before)
+    for pid in new:
+        allow_process(pid)
+    return new
+
+
+def alive(pid: int) -> bool:
+    try:
+        p = psutil.Process(pid)
+        return p.is_running() and p.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
+def python_env() -> dict[str, str]:
+    """The environment a server subprocess needs to import this tree's toolfork and tests."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), *filter(None, [env.get("PYTHONPATH")])])
+    return env
+
+
+@pytest.fixture(scope="session")
+def npm_tools() -> Path:
+    """The npm packages, installed now if the set-up has not (idempotent); no node/npm is a failure."""
+    if not (EVERYTHING.is_file() and INSPECTOR.is_file()):
+        missing = [tool for tool in ("node", "npm") if shutil.which(tool) is None]
+        if missing:
+            pytest.fail(f"the MCP tests need {' and '.join(missing)} (node >= 20) to run the reference MCP server "
+                        "and the MCP Inspector; install Node.js, then scripts/npm_tools.sh")
+        NPM_DIR.mkdir(parents=True, exist_ok=True)
+        with open(NPM_DIR / ".lock", "w") as lock:  # two xdist workers must not install at once
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            done = subprocess.run(["bash", str(ROOT / "scripts/npm_tools.sh"), str(NPM_DIR)], capture_output=True,
+                                  text=True, timeout=300)
+        if done.returncode != 0 or not EVERYTHING.is_file() or not INSPECTOR.is_file():
+            pytest.fail(f"scripts/npm_tools.sh could not install the MCP npm packages into {NPM_DIR}: "
+                        f"{done.stderr.strip()[-2000:]}")
+    return NPM_DIR
+
+
+@pytest.fixture(scope="module")
+def track() -> Iterator[Callable[[], list[int]]]:
+    """``mark = track()`` ... ``mark()`` is called after starting things: exempts what was started."""
+    before = children()
+
+    def mark() -> list[int]:
+        return allow_new(before)
+
+    yield mark
+
+
+SDK_SERVER = [sys.executable, "-m", "tests.mcp.sdk_server"]

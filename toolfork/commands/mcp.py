@@ -1,0 +1,75 @@
+"""`toolfork mcp serve`: serve toolfork tools over MCP (stdio, or streamable HTTP with ``--http``).
+
+Tools come from the same loaders as `toolfork run` and `toolfork tools` (``--toolkit``, ``--tools``);
+every call runs in the fork pool (see ``toolfork/mcp/server.py``). Nothing but MCP goes to stdout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from toolfork.commands._loading import UsageError, load_all_tools, load_hook
+from toolfork.commands._options import EXIT_USAGE, add_tools_arguments, positive_float, positive_int
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    sub = parser.add_subparsers(dest="mcp_command", metavar="ACTION")
+    sub.required = True
+    serve = sub.add_parser("serve", help="serve tools over MCP, every call in the fork pool",
+                           description="Serve tools over MCP: stdio by default, streamable HTTP at "
+                                       "http://HOST:PORT/mcp with --http.")
+    add_tools_arguments(serve)
+    serve.add_argument("--workers", type=positive_int, default=None, metavar="N",
+                       help="worker processes (default: 4 x CPUs, between 4 and 32)")
+    serve.add_argument("--timeout", type=positive_float, default=None, metavar="S",
+                       help="per-call timeout in seconds for tools that set none")
+    serve.add_argument("--before-child", default=None, metavar="MODULE:FN",
+                       help="called in the worker right before each call")
+    serve.add_argument("--after-child", default=None, metavar="MODULE:FN",
+                       help="called in the worker right after each call")
+    serve.add_argument("--http", default=None, metavar="HOST:PORT",
+                       help="serve streamable HTTP at http://HOST:PORT/mcp instead of stdio (port 0: any free "
+                            "port; the URL is printed on stderr)")
+
+
+def _http_address(text: str) -> tuple[str, int]:
+    host, sep, port = text.rpartition(":")
+    if not sep or not host or not port.isdigit() or int(port) > 65535:
+        raise UsageError(f"--http takes HOST:PORT (e.g. 127.0.0.1:8000), got {text!r}")
+    return host.strip("[]"), int(port)
+
+
+def main(args: argparse.Namespace) -> int:
+    from toolfork.mcp.server import exit_on_signals, run
+
+    exit_on_signals([])  # a signal while the tools load: nothing to close yet (run() takes over)
+    return _serve(args, run)
+
+
+def _serve(args: argparse.Namespace, run: Any) -> int:
+    from toolfork._extras import import_optional
+
+    import_optional("mcp", "toolfork mcp serve")  # before any tool loads or worker starts
+    try:
+        if not args.toolkit and not args.tools:
+            raise UsageError("no tools: pass --toolkit NAME or --tools MODULE:ATTR (repeatable)")
+        http = _http_address(args.http) if args.http else None
+        tools = load_all_tools(args.tools, args.toolkit)
+        before = load_hook(args.before_child, "--before-child") if args.before_child else None
+        after = load_hook(args.after_child, "--after-child") if args.after_child else None
+        from toolfork.executor import Executor
+        from toolfork.mcp.server import Wire
+
+        wire = Wire() if http is None else None  # before the pool forks: workers must not see the wire
+        executor = Executor(tools, workers=args.workers, timeout=args.timeout, before_child=before,
+                            after_child=after)
+    except (UsageError, ValueError, RuntimeError) as exc:
+        print(f"toolfork mcp serve: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    run(executor, http, wire)
+    return 0
+
+
+__all__ = ["add_arguments", "main"]

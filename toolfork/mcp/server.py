@@ -1,0 +1,195 @@
+"""``toolfork mcp serve``: toolfork tools served over MCP, every ``tools/call`` in the fork pool.
+
+A server built on the SDK's low-level ``Server`` (we need the raw JSON Schemas, our own results and
+cancellation, not ``MCPServer``'s function introspection). One ``Executor`` runs every call, through
+``Executor.acall``: concurrent requests (from one client or many) join one long-lived batch and share
+the workers, so four CPU-bound calls on two cores take about the time of two.
+
+What a client sees:
+  * a tool that raises, times out (its worker is killed), segfaults or ``os._exit``s: an ``isError``
+    result that says which (the server keeps serving: the call ran in a worker, not here);
+  * arguments that do not match the schema: an ``isError`` result listing the bad fields (the MCP
+    spec makes input validation a tool error so the model can correct itself);
+  * an unknown tool: a protocol error (``INVALID_PARAMS``), the one misuse that is not a tool's;
+  * ``notifications/cancelled``: the SDK cancels the request's task; awaiting ``acall`` cancelled
+    cancels the executor's future, which kills the call's worker;
+  * progress the tool reports (``ToolRuntime.emit_progress``): ``notifications/progress`` when the
+    request carried a progress token (the SDK drops it otherwise).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import numbers
+import os
+import signal
+import sys
+import threading
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from toolfork.mcp.mapping import call_result, mcp_tool
+
+if TYPE_CHECKING:
+    from mcp.server.lowlevel import Server
+
+    from toolfork.executor.executor import Executor
+
+_ids = itertools.count(1)
+
+
+def build_server(executor: Executor, name: str = "toolfork") -> Server[Any]:
+    """An MCP server (SDK low-level ``Server``) whose tools are the executor's visible tools."""
+    import mcp_types as types
+    from mcp.server.lowlevel import Server
+    from mcp.shared.exceptions import MCPError
+
+    from toolfork import __version__
+    from toolfork.executor.types import ToolCall
+
+    tools = executor.tools
+    listed = [mcp_tool(t) for t in tools.values() if t.is_visible]
+
+    async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=listed)
+
+    async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+        if params.name not in tools:
+            raise MCPError(code=types.INVALID_PARAMS,
+                           message=f"Unknown tool: {params.name!r} (tools: {', '.join(sorted(tools)) or 'none'})")
+        call = ToolCall(f"mcp-{next(_ids)}", params.name, dict(params.arguments or {}))
+        report = _progress_reporter(ctx, asyncio.get_running_loop())
+        result = await executor.acall(call, on_progress=report)
+        return call_result(result)
+
+    return Server(name, version=__version__, on_list_tools=list_tools, on_call_tool=call_tool)
+
+
+def _progress_reporter(ctx: Any, loop: asyncio.AbstractEventLoop) -> Callable[[Any], None]:
+    """What the executor's thread calls with each progress value: sends ``notifications/progress``
+    from the event loop. MCP progress must increase, so a value that is not a number (or a
+    ``{"progress", "total", "message"}`` dict) is sent as the next step with the value as message."""
+    step = itertools.count(1)
+
+    def send(value: Any) -> None:
+        total = message = None
+        if isinstance(value, dict) and isinstance(value.get("progress"), numbers.Real):
+            progress = float(value["progress"])
+            total = value.get("total")
+            message = value.get("message")
+        elif isinstance(value, numbers.Real) and not isinstance(value, bool):
+            progress = float(value)
+        else:
+            progress, message = float(next(step)), str(value)
+        coro = ctx.session.report_progress(progress, total, message)
+        with contextlib.suppress(RuntimeError):  # the loop is gone: the request is over
+            asyncio.run_coroutine_threadsafe(coro, loop)
+
+    return send
+
+
+class Wire:
+    """The stdio wire, taken off fds 0 and 1 before the fork pool starts.
+
+    Workers are forked from a template that is forked from this process when the ``Executor`` is
+    built; a tool that prints (or reads stdin) in a worker would otherwise write into (or steal from)
+    the JSON-RPC stream. So the wire moves to private descriptors first, fd 1 points at stderr and
+    fd 0 at the null device, and only then is the executor built."""
+
+    def __init__(self) -> None:
+        self.read_fd = os.dup(0)
+        self.write_fd = os.dup(1)
+        devnull = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(devnull, 0)
+        os.close(devnull)
+        os.dup2(2, 1)
+
+    def streams(self) -> tuple[Any, Any]:
+        import io
+
+        import anyio
+
+        stdin = io.TextIOWrapper(os.fdopen(self.read_fd, "rb", closefd=False), encoding="utf-8", errors="replace")
+        stdout = io.TextIOWrapper(os.fdopen(self.write_fd, "wb", closefd=False), encoding="utf-8")
+        return anyio.wrap_file(stdin), anyio.wrap_file(stdout)
+
+
+async def serve_stdio(executor: Executor, wire: Wire | None = None) -> None:
+    """Serve on stdin/stdout (or the ``wire`` taken off them) until stdin closes."""
+    from mcp.server.stdio import stdio_server
+
+    server = build_server(executor)
+    streams = wire.streams() if wire is not None else (None, None)
+    async with stdio_server(*streams) as (read, write):
+        await server.run(read, write, server.create_initialization_options())
+
+
+async def serve_http(executor: Executor, host: str, port: int,
+                     announce: Callable[[str], None] | None = None) -> None:
+    """Serve streamable HTTP at ``http://HOST:PORT/mcp`` until SIGTERM / Ctrl-C (uvicorn's handlers).
+    ``announce`` gets the URL once listening (with port 0, the port the system chose)."""
+    import uvicorn
+
+    server = build_server(executor)
+    app = server.streamable_http_app(host=host)
+    config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")
+    web = uvicorn.Server(config)
+    # Our own handlers, not uvicorn's: uvicorn re-raises the signal after its shutdown, which would end
+    # the process before the executor is closed (and the exit status would be the signal's).
+    web.capture_signals = contextlib.nullcontext  # type: ignore[method-assign,assignment]
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+            loop.add_signal_handler(signum, setattr, web, "should_exit", True)
+    serving = asyncio.ensure_future(web.serve())
+    while not web.started and not serving.done():
+        await asyncio.sleep(0.02)
+    if web.started and announce is not None:
+        bound = web.servers[0].sockets[0].getsockname()
+        announce(f"http://{host}:{bound[1]}/mcp")
+    await serving
+
+
+def exit_on_signals(executors: list[Executor]) -> None:
+    """SIGTERM and Ctrl-C: close the executors (no worker left behind), then exit with status 0.
+
+    Not by raising ``KeyboardInterrupt`` into the event loop: the stdio transport reads stdin in a
+    thread that cancellation cannot interrupt, so the loop would wait for a line that never comes. The
+    closing runs in a thread of its own: the signal may arrive while the main thread holds a lock
+    the closing needs. (With ``--http``, the loop's own handlers replace these while serving.)"""
+
+    def close_and_exit() -> None:
+        for executor in executors:
+            with contextlib.suppress(Exception):
+                executor.close()
+        os._exit(0)
+
+    def stop(signum: int, frame: Any) -> None:
+        threading.Thread(target=close_and_exit, name="toolfork-mcp-exit", daemon=True).start()
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+
+
+def run(executor: Executor, http: tuple[str, int] | None = None, wire: Wire | None = None) -> None:
+    """Serve until the client goes (stdio: stdin closed), SIGTERM or Ctrl-C; the executor is closed
+    on the way out so no worker is left behind."""
+    import anyio
+
+    exit_on_signals([executor])
+    try:
+        if http is None:
+            anyio.run(serve_stdio, executor, wire)
+        else:
+            host, port = http
+            anyio.run(serve_http, executor, host, port,
+                      lambda url: print(f"toolfork mcp serve: listening on {url}", file=sys.stderr, flush=True))
+    except KeyboardInterrupt:
+        pass
+    finally:
+        executor.close()
+
+
+__all__ = ["Wire", "build_server", "exit_on_signals", "run", "serve_http", "serve_stdio"]
