@@ -12,8 +12,10 @@ the service logic answers again (429 then 200, 500 three times, a slow reply, ma
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
+import socket
 import threading
 import uuid
 from collections.abc import Iterator
@@ -45,6 +47,7 @@ class Recorded:
     headers: dict[str, str]
     body: bytes
     json: Any = None
+    peer: tuple[str, int] | None = None  # the client's (host, port): one per TCP connection
 
 
 @dataclass
@@ -77,6 +80,7 @@ class FakeServer:
         self._stopping = threading.Event()
         self._httpd: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
+        self._connections: set[socket.socket] = set()
 
     # -- lifecycle -----------------------------------------------------------------------------------
 
@@ -84,6 +88,20 @@ class FakeServer:
         fake = self
 
         class Handler(BaseHTTPRequestHandler):
+            # HTTP/1.1 keeps connections alive between requests, as the real services do, so a
+            # client's connection reuse is visible in ``Recorded.peer``.
+            protocol_version = "HTTP/1.1"
+
+            def setup(self) -> None:
+                super().setup()
+                with fake._lock:
+                    fake._connections.add(self.connection)
+
+            def finish(self) -> None:
+                with fake._lock:
+                    fake._connections.discard(self.connection)
+                super().finish()
+
             def _serve(self) -> None:
                 fake._dispatch(self)
 
@@ -106,6 +124,11 @@ class FakeServer:
         if self._httpd is not None:
             self._httpd.shutdown()
             self._httpd.server_close()
+        with self._lock:  # kept-alive connections: end their handler threads
+            connections = list(self._connections)
+        for conn in connections:
+            with contextlib.suppress(OSError):
+                conn.shutdown(socket.SHUT_RDWR)
         if self._thread is not None:
             self._thread.join(timeout=5)
 
@@ -160,6 +183,7 @@ class FakeServer:
             headers={k.lower(): v for k, v in h.headers.items()},
             body=body,
             json=parsed,
+            peer=tuple(h.client_address[:2]),  # type: ignore[arg-type]
         )
         with self._lock:
             self.requests.append(req)
