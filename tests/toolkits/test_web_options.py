@@ -10,12 +10,20 @@ import json
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import boto3
 import pytest
+from moto import mock_aws
 
 from tests.toolkits.fakeservers import FakeJinaReader, FakeJinaSearch, FakeSupadata, FakeTavily, FakeZep
 from tests.toolkits.helpers import FAST, call
-from toolfork.toolkits import JinaToolkit, SESTool, SupadataYouTubeToolkit, TavilyToolkit, ZepMemoryToolkit
-from toolfork.toolkits._options import OptionError
+from toolfork.toolkits import (
+    JinaToolkit,
+    OptionError,
+    SESTool,
+    SupadataYouTubeToolkit,
+    TavilyToolkit,
+    ZepMemoryToolkit,
+)
 from toolfork.tools import Toolkit
 
 
@@ -212,9 +220,6 @@ def test_zep_options():
 
 
 def test_ses_options_reach_the_request(monkeypatch, tmp_path):
-    boto3 = pytest.importorskip("boto3")
-    from moto import mock_aws
-
     for var, value in {
         "AWS_ACCESS_KEY_ID": "AKIAMOTOTESTKEY00000", "AWS_SECRET_ACCESS_KEY": "moto-secret",
         "AWS_DEFAULT_REGION": "eu-west-1", "AWS_CONFIG_FILE": str(tmp_path / "none"),

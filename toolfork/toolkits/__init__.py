@@ -1,6 +1,7 @@
 """Built-in toolkits. ``TOOLKITS`` maps the names `toolfork tools --toolkit NAME` accepts to classes;
 add a line to it (and the import) for each new toolkit."""
 
+from toolfork.toolkits._options import OptionError
 from toolfork.toolkits.calculator import CalculatorToolkit
 from toolfork.toolkits.calendar import CalendarToolkit
 from toolfork.toolkits.filesystem import FileSystemToolkit
@@ -33,6 +34,7 @@ __all__ = [
     "FileSystemToolkit",
     "JinaToolkit",
     "MySQLToolkit",
+    "OptionError",
     "PostgreSQLToolkit",
     "SESTool",
     "SQLiteToolkit",
