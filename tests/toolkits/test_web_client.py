@@ -64,7 +64,9 @@ def test_a_client_made_before_fork_is_never_used_in_a_forked_child():
 
 def test_workers_build_their_own_client_and_reuse_it():
     with FakeTavily() as server:
-        toolkit = TavilyToolkit(server.api_key, base_url=server.url, retry=FAST)
+        # Options travel with the toolkit into the worker too.
+        options = {"tavily_search": {"search_depth": "advanced", "include_domains": ["arxiv.org"]}}
+        toolkit = TavilyToolkit(server.api_key, base_url=server.url, retry=FAST, options=options)
         assert not call(toolkit, "tavily_search", query="host").is_error  # a client exists before the fork
         host = client_probe.invoke({}).data
         host_peer = server.last().peer
@@ -74,7 +76,9 @@ def test_workers_build_their_own_client_and_reuse_it():
         with Executor([toolkit, client_probe], mode="fork", workers=1, timeout=30) as ex:
             results = ex.run(calls)
         worker_peers = {r.peer for r in server.requests[1:]}
+        sent = [(r.json["search_depth"], r.json["include_domains"]) for r in server.requests]
     assert [r.status for r in results] == ["ok"] * 5, [r.error for r in results]
+    assert sent == [("advanced", ["arxiv.org"])] * 4
     probes = [r.output.data for r in (results[0], results[4]) if r.output is not None]
     assert host["created_in"] == host["pid"] == os.getpid()
     for probe in probes:

@@ -17,6 +17,7 @@ from moto import mock_aws
 from tests.toolkits.fakeservers import FakeJinaReader, FakeJinaSearch, FakeSupadata, FakeTavily, FakeZep
 from tests.toolkits.helpers import FAST, call
 from toolfork.toolkits import (
+    Default,
     JinaToolkit,
     OptionError,
     SESTool,
@@ -24,7 +25,7 @@ from toolfork.toolkits import (
     TavilyToolkit,
     ZepMemoryToolkit,
 )
-from toolfork.tools import Toolkit
+from toolfork.tools import ToolInputError, Toolkit
 
 
 @pytest.fixture
@@ -37,14 +38,17 @@ def _tavily(server: FakeTavily, **kw: Any) -> TavilyToolkit:
     return TavilyToolkit(server.api_key, base_url=server.url, retry=FAST, **kw)
 
 
+def _schema(toolkit: Toolkit, tool: str) -> dict[str, Any]:
+    return {t.name: t for t in toolkit.tools()}[tool].to_json_schema()
+
+
 def _default(toolkit: Toolkit, tool: str, param: str) -> Any:
-    schema = {t.name: t for t in toolkit.tools()}[tool].to_json_schema()
-    return schema["properties"][param].get("default")
+    return _schema(toolkit, tool)["properties"][param].get("default")
 
 
 SEARCH_OPTIONS: dict[str, Any] = {
-    "search_depth": "advanced",
-    "max_results": 2,
+    "search_depth": "advanced",  # a tool parameter: fixed, out of the model's reach
+    "max_results": Default(2),  # a tool parameter: only its default
     "chunks_per_source": 2,
     "include_domains": ["arxiv.org", "nature.com"],
     "exclude_domains": ["pinterest.com"],
@@ -70,19 +74,26 @@ def test_tavily_options_reach_the_wire_and_the_output(tavily):
     )
     out = call(toolkit, "tavily_search", query="protein folding")
     assert not out.is_error, out.as_text()
-    assert tavily.last().json == {**SEARCH_OPTIONS, "query": "protein folding", "topic": "general"}
+    assert tavily.last().json == {**SEARCH_OPTIONS, "max_results": 2, "query": "protein folding", "topic": "general"}
     assert [r["url"].split("/")[2] for r in out.data["results"]] == ["arxiv.org", "nature.com"]
     first = out.data["results"][0]
     assert first["favicon"] == "https://arxiv.org/favicon.ico"
     assert first["raw_content"] == "Full page 1 about protein folding."
     assert out.data["images"] == ["https://img.example.com/protein-folding.png"]
 
-    # An option on a tool parameter is its default, shown in the schema; the model may still choose.
-    assert _default(toolkit, "tavily_search", "max_results") == 2
-    assert _default(toolkit, "tavily_search", "search_depth") == "advanced"
-    assert not call(toolkit, "tavily_search", query="x", max_results=4, search_depth="basic").is_error
-    assert (tavily.last().json["max_results"], tavily.last().json["search_depth"]) == (4, "basic")
+    # A fixed parameter leaves the schema (and the description's Args); a Default one shows its default.
+    search = {t.name: t for t in toolkit.tools()}["tavily_search"]
+    schema = search.to_json_schema()
+    assert sorted(schema["properties"]) == ["max_results", "query", "time_range", "topic"]
+    assert schema["properties"]["max_results"]["default"] == 2 and schema["required"] == ["query"]
+    assert "search_depth" not in search.to_string() and "advanced" not in search.description
+    assert not call(toolkit, "tavily_search", query="x", max_results=4).is_error
+    assert (tavily.last().json["max_results"], tavily.last().json["search_depth"]) == (4, "advanced")
     assert tavily.last().json["include_domains"] == ["arxiv.org", "nature.com"]  # the fixed ones stay
+    sent = len(tavily.requests)
+    with pytest.raises(ToolInputError, match="search_depth"):
+        call(toolkit, "tavily_search", query="x", search_depth="basic")
+    assert len(tavily.requests) == sent
 
     assert not call(toolkit, "tavily_extract", urls=["https://a.example.com/"]).is_error
     assert tavily.last().json == {
@@ -102,14 +113,14 @@ def test_instances_never_share_options(tavily):
     advanced = _tavily(tavily, options=given)
     plain = _tavily(tavily)
     handed_out = {t.name: t for t in advanced.tools()}  # tools given to an agent before the change
-    wider = advanced.with_options("tavily_search", max_results=7, include_domains=["nature.com"])
+    wider = advanced.with_options("tavily_search", max_results=Default(7), include_domains=["nature.com"])
     given["tavily_search"]["search_depth"] = "basic"  # the caller's dicts and lists are copied
     given["tavily_search"]["include_domains"].append("evil.example")
 
     assert type(wider) is TavilyToolkit and wider is not advanced
     assert advanced.options == {"tavily_search": {"search_depth": "advanced", "include_domains": ("arxiv.org",)}}
     assert wider.options["tavily_search"] == {
-        "search_depth": "advanced", "include_domains": ("nature.com",), "max_results": 7,
+        "search_depth": "advanced", "include_domains": ("nature.com",), "max_results": Default(7),
     }
     assert plain.options == {}
     with pytest.raises(TypeError):
@@ -133,6 +144,9 @@ def test_instances_never_share_options(tavily):
     }
     # Schema defaults belong to each instance; a fresh toolkit has the class defaults.
     assert [_default(t, "tavily_search", "max_results") for t in (plain, advanced, wider)] == [5, 5, 7]
+    assert [("search_depth" in _schema(t, "tavily_search")["properties"]) for t in (plain, advanced, wider)] == [
+        True, False, False,
+    ]
     assert _default(TavilyToolkit(), "tavily_search", "search_depth") == "basic"
 
 
@@ -142,7 +156,8 @@ def test_with_options_keeps_filters_and_leaves_the_original_alone(tavily):
     clone = narrowed.with_options("tavily_extract", format="text").with_options("tavily_search", topic="news")
     assert [t.name for t in clone.tools()] == ["tavily_search"]
     assert narrowed.tools() == before and narrowed.options == {}
-    assert _default(clone, "tavily_search", "topic") == "news"
+    assert "topic" not in _schema(clone, "tavily_search")["properties"]
+    assert "topic" in _schema(narrowed, "tavily_search")["properties"]
     clone.exclude(["tavily_search"])  # filtering the copy does not reach the original
     assert clone.tools() == [] and [t.name for t in narrowed.tools()] == ["tavily_search"]
     assert clone.http is narrowed.http  # settings are shared read-only; the HTTP pool is per process
@@ -193,7 +208,11 @@ def test_supadata_transcript_options():
             "videoId": FakeSupadata.VIDEO_ID, "lang": "es", "text": "false", "chunkSize": "300",
         }
         assert out.data["transcript"] == "[00:18] Nunca te voy a abandonar"
-        assert _default(toolkit, "youtube_transcript", "lang") == "es"
+        assert sorted(_schema(toolkit, "youtube_transcript")["properties"]) == ["video"]
+        relaxed = toolkit.with_options("youtube_transcript", lang=Default("en"), timestamps=Default(False))
+        assert _default(relaxed, "youtube_transcript", "lang") == "en"
+        out = call(relaxed, "youtube_transcript", video=FakeSupadata.VIDEO_ID, lang="es")
+        assert out.data["transcript"] == "Nunca te voy a abandonar"  # timestamps default False: plain text
 
 
 def test_zep_options():
@@ -279,6 +298,10 @@ BAD: list[tuple[Callable[[Any], Toolkit], Any, str]] = [
      "needs the option 'center_node_uuid'"),
     (lambda o: SESTool(options=o), {"send_email": {"reply_to": ["Ana <ana@example.org>"]}},
      "option 'reply_to' of send_email item 0 ('Ana <ana@example.org>') must be a plain email address"),
+    (lambda o: TavilyToolkit(options=o), {"tavily_search": {"country": Default("france")}},
+     "option 'country' of tavily_search is not a parameter of the tool, so it cannot be a Default"),
+    (lambda o: TavilyToolkit(options=o), {"tavily_search": {"max_results": Default(0)}},
+     "option 'max_results' of tavily_search must be an integer from 1 to 20, got 0"),
     (lambda o: SESTool(options=o), {"send_email": {"tags": {"campaign": "q3 report"}}},
      "option 'tags' of send_email entry 'campaign': 'q3 report' must be ASCII letters"),
 ]

@@ -10,22 +10,31 @@ validated when the toolkit is built and frozen there, so:
   ``with_options`` returns a new toolkit rather than changing this one, so the tools handed out
   earlier (to an agent, an executor) keep the options they were built with.
 
-An option that names one of the tool's own parameters (Tavily ``max_results``) becomes that
-parameter's default, visible in the tool's schema; the model may still choose another value within
-the schema. Every other option is sent as is on each request.
+An option that names one of the tool's own parameters (Tavily ``max_results``) fixes it, as
+Neuron's ``withOptions`` does: the parameter leaves the schema the model sees and the option's value
+is always used. Wrapped in ``Default(...)`` it only becomes the parameter's default, shown in the
+schema, and the model may still choose another value. Every other option is sent as is on each
+request.
 """
 
 from __future__ import annotations
 
 import copy
 import difflib
+import inspect
 import re
+import typing
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, ClassVar, TypeVar
 
+from toolfork.tools import Tool
+from toolfork.tools import tool as make_tool
+
 __all__ = [
     "Check",
+    "Default",
     "OptionError",
     "WebOptions",
     "address",
@@ -48,6 +57,14 @@ W = TypeVar("W", bound="WebOptions")
 
 class OptionError(ValueError):
     """A toolkit option that does not exist or has a value the service would refuse."""
+
+
+@dataclass(frozen=True)
+class Default:
+    """Wraps the value of an option that names a tool parameter: make it the parameter's default
+    (the model may choose another value) instead of fixing it."""
+
+    value: Any
 
 
 # -- checks ------------------------------------------------------------------------------------------
@@ -188,6 +205,8 @@ class WebOptions:
     and may override ``check_options`` for rules that tie options together."""
 
     OPTIONS: ClassVar[Mapping[str, Mapping[str, Check]]] = {}
+    # The options that name a parameter of the tool: fixed by a plain value, defaulted by Default().
+    PARAMETERS: ClassVar[Mapping[str, tuple[str, ...]]] = {}
 
     _options: Mapping[str, Mapping[str, Any]]
 
@@ -220,6 +239,31 @@ class WebOptions:
         clone._options = merged
         return clone
 
+    def request_options(self, tool_name: str) -> dict[str, Any]:
+        """The options of ``tool_name`` sent as they are (not its parameters), lists as lists."""
+        params = self.PARAMETERS.get(tool_name, ())
+        return {
+            k: list(v) if isinstance(v, tuple) else dict(v) if isinstance(v, Mapping) else v
+            for k, v in self.tool_options(tool_name).items()
+            if k not in params
+        }
+
+    def option_tool(self, name: str) -> Callable[[Callable[..., Any]], Tool]:
+        """Like ``@tool(name)``, applying this toolkit's options on the function's parameters: a
+        fixed one leaves the signature (schema, docstring) and is always passed; a ``Default`` one
+        changes the default."""
+        opts = self.tool_options(name)
+        params = self.PARAMETERS.get(name, ())
+        fixed = {k: v for k, v in opts.items() if k in params and not isinstance(v, Default)}
+        defaults = {k: v.value for k, v in opts.items() if k in params and isinstance(v, Default)}
+
+        def wrap(fn: Callable[..., Any]) -> Tool:
+            if not fixed and not defaults:
+                return make_tool(name)(fn)
+            return make_tool(name)(_adapted(fn, fixed, defaults))
+
+        return wrap
+
     def check_options(self, options: Mapping[str, Mapping[str, Any]]) -> None:
         """Rules between options of one tool; raise ``OptionError`` (see ``option_error``)."""
 
@@ -251,13 +295,60 @@ class WebOptions:
                     raise OptionError(
                         f"{owner}: unknown option {name!r} for {tool}{_suggest(name, specs)} "
                         f"(options: {', '.join(sorted(specs))})")
+                wrapped = isinstance(value, Default)
+                if wrapped and name not in self.PARAMETERS.get(tool, ()):
+                    raise OptionError(
+                        f"{owner}: option {name!r} of {tool} is not a parameter of the tool, so it cannot be a "
+                        f"Default (parameters: {', '.join(self.PARAMETERS.get(tool, ())) or 'none'})")
                 try:
-                    target[name] = check(value)
+                    checked = check(value.value if wrapped else value)
                 except ValueError as exc:
-                    raise self.option_error(tool, name, value, str(exc)) from None
+                    raise self.option_error(tool, name, value.value if wrapped else value, str(exc)) from None
+                target[name] = Default(checked) if wrapped else checked
         frozen = MappingProxyType({t: MappingProxyType(v) for t, v in out.items() if v})
         self.check_options(frozen)
         return frozen
+
+
+def _adapted(fn: Callable[..., Any], fixed: Mapping[str, Any], defaults: Mapping[str, Any]) -> Callable[..., Any]:
+    """``fn`` with the ``fixed`` parameters gone from its signature, type hints and docstring (the
+    model neither sees nor sets them) and always passed, and new ``defaults`` for others."""
+    sig = inspect.signature(fn)
+    hints = typing.get_type_hints(fn, include_extras=True)  # resolved in fn's own module
+    kept = [
+        p.replace(default=defaults[p.name]) if p.name in defaults else p
+        for p in sig.parameters.values()
+        if p.name not in fixed
+    ]
+
+    def adapted(**arguments: Any) -> Any:
+        return fn(**{**defaults, **arguments, **fixed})
+
+    adapted.__signature__ = sig.replace(parameters=kept)  # type: ignore[attr-defined]
+    adapted.__annotations__ = {k: v for k, v in hints.items() if k not in fixed}
+    adapted.__doc__ = _without_args(fn.__doc__ or "", set(fixed))
+    for attr in ("__name__", "__qualname__", "__module__"):
+        setattr(adapted, attr, getattr(fn, attr))
+    return adapted
+
+
+def _without_args(doc: str, names: set[str]) -> str:
+    """A Google-style docstring without the ``Args:`` entries (and their continuation lines) of ``names``."""
+    lines = inspect.cleandoc(doc).splitlines()
+    out: list[str] = []
+    skip_deeper_than: int | None = None
+    for line in lines:
+        indent = len(line) - len(line.lstrip())
+        if skip_deeper_than is not None:
+            if line.strip() and indent > skip_deeper_than:
+                continue
+            skip_deeper_than = None
+        entry = re.match(r"\s*([A-Za-z_][A-Za-z0-9_]*)\s*(\([^)]*\))?:", line)
+        if entry and entry.group(1) in names:
+            skip_deeper_than = indent
+            continue
+        out.append(line)
+    return "\n".join(out)
 
 
 def _suggest(name: str, names: Iterable[str]) -> str:

@@ -29,7 +29,7 @@ DEFAULT_READER_URL = "https://r.jina.ai"
 ENV_VAR = "JINA_API_KEY"
 
 _SEARCH_OPTIONS: dict[str, Check] = {
-    "num": integer(1, 20),  # the default of the tool's parameter
+    "num": integer(1, 20),  # the tool's parameter
     "site": pattern(r"[A-Za-z0-9.-]+\.[A-Za-z]{2,}", "a domain name such as 'docs.python.org'"),
     "gl": pattern(r"[a-z]{2}", "a two-letter lower-case country code such as 'us'"),
     "hl": pattern(r"[a-z]{2}(-[A-Za-z]{2,4})?", "a language code such as 'en' or 'zh-cn'"),
@@ -93,11 +93,13 @@ class JinaToolkit(WebOptions, Toolkit):
 
     ``options``: ``{"jina_search": {"site": "docs.python.org", "gl": "us", ...},
     "jina_read_url": {"target_selector": "main", "return_format": "text", ...}}``, checked here
-    (``OptionError`` names a bad one). ``num`` sets the default of ``jina_search``'s parameter.
+    (``OptionError`` names a bad one). ``num`` fixes ``jina_search``'s parameter (``Default(n)``:
+    only its default).
     """
 
     name = "jina"
     OPTIONS = {"jina_search": _SEARCH_OPTIONS, "jina_read_url": _READER_OPTIONS}
+    PARAMETERS = {"jina_search": ("num",)}
 
     def __init__(
         self,
@@ -136,13 +138,12 @@ class JinaToolkit(WebOptions, Toolkit):
         search_http = self.search_http
         reader_http = self.reader_http
         page_chars = self.max_page_chars
-        search_opts = self.tool_options("jina_search")
-        search_headers, search_body = _wire(search_opts)
+        search_headers, search_body = _wire(self.tool_options("jina_search"))
         reader_headers, _ = _wire(self.tool_options("jina_read_url"))
         reader_headers = {"X-Return-Format": "markdown", **reader_headers}
 
-        @tool("jina_search")
-        def jina_search(query: str, num: Annotated[int, Field(ge=1, le=20)] = search_opts.get("num", 5)) -> ToolOutput:
+        @self.option_tool("jina_search")
+        def jina_search(query: str, num: Annotated[int, Field(ge=1, le=20)] = 5) -> ToolOutput:
             """Search the web with Jina; returns titles, URLs and short descriptions of matching pages.
 
             Args:

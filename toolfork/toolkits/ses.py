@@ -108,7 +108,7 @@ class SESTool(WebOptions, Toolkit):
 
     def provide(self) -> list[Tool]:
         toolkit = self
-        opts = self.tool_options("send_email")
+        opts = self.request_options("send_email")
         extra: dict[str, Any] = {}
         if "reply_to" in opts:
             extra["ReplyToAddresses"] = list(opts["reply_to"])

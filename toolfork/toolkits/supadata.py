@@ -4,7 +4,7 @@ Endpoints: ``GET /v1/youtube/transcript``, ``/v1/youtube/video``, ``/v1/youtube/
 ``/v1/youtube/playlist`` with the key in ``x-api-key``.
 
 Options: ``{"youtube_transcript": {"lang": "en", "timestamps": True, "chunk_size": 500}}`` (the
-first two set the defaults of the tool's parameters; ``chunk_size`` is Supadata's ``chunkSize``).
+first two fix the tool's parameters; ``chunk_size`` is Supadata's ``chunkSize``).
 """
 
 from __future__ import annotations
@@ -34,8 +34,8 @@ class SupadataYouTubeToolkit(WebOptions, Toolkit):
     The key comes from ``api_key`` or ``SUPADATA_API_KEY`` at call time. ``max_transcript_chars``
     bounds a transcript (an hour of speech is ~50k characters) so it cannot flood the context.
 
-    ``options={"youtube_transcript": {...}}``: ``lang`` and ``timestamps`` set the defaults of the
-    tool's parameters, ``chunk_size`` (characters per timed chunk) is sent as ``chunkSize``. The
+    ``options={"youtube_transcript": {...}}``: ``lang`` and ``timestamps`` fix the tool's parameters
+    (``Default(value)``: only their defaults), ``chunk_size`` (characters per timed chunk) is sent as ``chunkSize``. The
     metadata tools take no options. A bad option raises ``OptionError`` naming it.
     """
 
@@ -47,6 +47,7 @@ class SupadataYouTubeToolkit(WebOptions, Toolkit):
             "chunk_size": integer(1, 100_000),
         }
     }
+    PARAMETERS = {"youtube_transcript": ("lang", "timestamps")}
 
     def __init__(
         self,
@@ -85,8 +86,7 @@ class SupadataYouTubeToolkit(WebOptions, Toolkit):
     def provide(self) -> list[Tool]:
         http = self.http
         limit = self.max_transcript_chars
-        transcript_opts = self.tool_options("youtube_transcript")
-        chunk_size = transcript_opts.get("chunk_size")
+        chunk_size = self.tool_options("youtube_transcript").get("chunk_size")
 
         def fetch(path: str, params: dict[str, Any]) -> Any:
             data = http.request("GET", path, params=params)
@@ -97,11 +97,11 @@ class SupadataYouTubeToolkit(WebOptions, Toolkit):
                 )
             return data
 
-        @tool("youtube_transcript")
+        @self.option_tool("youtube_transcript")
         def youtube_transcript(
             video: str,
-            lang: str | None = transcript_opts.get("lang"),
-            timestamps: bool = transcript_opts.get("timestamps", False),
+            lang: str | None = None,
+            timestamps: bool = False,
         ) -> ToolOutput:
             """Get the transcript of a YouTube video as text.
 

@@ -15,7 +15,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
-from toolfork.tools import Tool, Toolkit, ToolOutput, tool
+from toolfork.tools import Tool, Toolkit, ToolOutput
 
 from ._options import Check, WebOptions, boolean, date, integer, number, one_of, regexes, string, strings
 from .http import HttpClient, RetryPolicy, ServiceError, clip, is_http_url
@@ -28,7 +28,7 @@ ENV_VAR = "TAVILY_API_KEY"
 _DEPTH = one_of("basic", "advanced")
 _FORMAT = one_of("markdown", "text")
 _SEARCH_OPTIONS: dict[str, Check] = {
-    # defaults of the tool's own parameters (the model may pass another value)
+    # the tool's own parameters: fixed, or their default with Default(...)
     "search_depth": one_of("basic", "advanced", "fast", "ultra-fast"),
     "topic": one_of("general", "news", "finance"),
     "time_range": one_of("day", "week", "month", "year"),
@@ -48,14 +48,14 @@ _SEARCH_OPTIONS: dict[str, Check] = {
     "auto_parameters": boolean,
 }
 _EXTRACT_OPTIONS: dict[str, Check] = {
-    "extract_depth": _DEPTH,  # default of the tool's parameter
+    "extract_depth": _DEPTH,  # the tool's parameter
     "format": _FORMAT,
     "include_images": boolean,
     "include_favicon": boolean,
     "timeout": number(1, 60),
 }
 _CRAWL_OPTIONS: dict[str, Check] = {
-    "max_depth": integer(1, 5),  # defaults of the tool's parameters
+    "max_depth": integer(1, 5),  # the tool's parameters
     "limit": integer(1, 100),
     "max_breadth": integer(1, 500),
     "select_paths": regexes(),
@@ -69,7 +69,7 @@ _CRAWL_OPTIONS: dict[str, Check] = {
     "include_favicon": boolean,
     "timeout": number(10, 150),
 }
-# Options that set a tool parameter's default rather than being sent as they are.
+# Options that name a tool parameter: fixed (out of the model's schema), or its default with Default().
 _PARAMETERS = {
     "tavily_search": ("search_depth", "topic", "time_range", "max_results"),
     "tavily_extract": ("extract_depth",),
@@ -89,12 +89,14 @@ class TavilyToolkit(WebOptions, Toolkit):
     Tavily would refuse raises ``OptionError`` naming it), e.g.
     ``TavilyToolkit(options={"tavily_search": {"search_depth": "advanced", "include_domains":
     ["arxiv.org"]}})``. ``search_depth``, ``topic``, ``time_range``, ``max_results`` (search),
-    ``extract_depth`` (extract), ``max_depth`` and ``limit`` (crawl) set the default of the tool
-    parameter of that name; the others are sent with every request of that tool.
+    ``extract_depth`` (extract), ``max_depth`` and ``limit`` (crawl) fix the tool parameter of that
+    name (it leaves the model's schema), or with ``Default(value)`` only set its default; the
+    others are sent with every request of that tool.
     """
 
     name = "tavily"
     OPTIONS = {"tavily_search": _SEARCH_OPTIONS, "tavily_extract": _EXTRACT_OPTIONS, "tavily_crawl": _CRAWL_OPTIONS}
+    PARAMETERS = _PARAMETERS
 
     def __init__(
         self,
@@ -132,9 +134,9 @@ class TavilyToolkit(WebOptions, Toolkit):
     def provide(self) -> list[Tool]:
         http = self.http
         page_chars = self.max_page_chars
-        search_opts, search_extra = self._split("tavily_search")
-        extract_opts, extract_extra = self._split("tavily_extract")
-        crawl_opts, crawl_extra = self._split("tavily_crawl")
+        search_extra = self.request_options("tavily_search")
+        extract_extra = self.request_options("tavily_extract")
+        crawl_extra = self.request_options("tavily_crawl")
 
         def post(endpoint: str, body: dict[str, Any]) -> dict[str, Any] | ToolOutput:
             """The endpoint's JSON object, or the error output the model should read instead."""
@@ -154,13 +156,13 @@ class TavilyToolkit(WebOptions, Toolkit):
                 if isinstance(r, dict)
             ]
 
-        @tool("tavily_search")
+        @self.option_tool("tavily_search")
         def tavily_search(
             query: str,
-            topic: Literal["general", "news", "finance"] = search_opts.get("topic", "general"),
-            time_range: Literal["day", "week", "month", "year"] | None = search_opts.get("time_range"),
-            max_results: Annotated[int, Field(ge=1, le=20)] = search_opts.get("max_results", 5),
-            search_depth: Literal["basic", "advanced", "fast", "ultra-fast"] = search_opts.get("search_depth", "basic"),
+            topic: Literal["general", "news", "finance"] = "general",
+            time_range: Literal["day", "week", "month", "year"] | None = None,
+            max_results: Annotated[int, Field(ge=1, le=20)] = 5,
+            search_depth: Literal["basic", "advanced", "fast", "ultra-fast"] = "basic",
         ) -> ToolOutput:
             """Search the web with Tavily; returns a short answer and the best matching pages.
 
@@ -208,10 +210,10 @@ class TavilyToolkit(WebOptions, Toolkit):
                 found["images"] = data["images"]
             return ToolOutput.from_value(found)
 
-        @tool("tavily_extract")
+        @self.option_tool("tavily_extract")
         def tavily_extract(
             urls: Annotated[list[str], Field(min_length=1, max_length=20)],
-            extract_depth: Literal["basic", "advanced"] = extract_opts.get("extract_depth", "basic"),
+            extract_depth: Literal["basic", "advanced"] = "basic",
         ) -> ToolOutput:
             """Fetch web pages with Tavily and return their main text as markdown.
 
@@ -237,12 +239,12 @@ class TavilyToolkit(WebOptions, Toolkit):
                 return ToolOutput.error(f"Tavily could not extract any of the URLs ({reasons})")
             return ToolOutput.from_value({"results": extracted, "failed": failed})
 
-        @tool("tavily_crawl")
+        @self.option_tool("tavily_crawl")
         def tavily_crawl(
             url: str,
             instructions: str | None = None,
-            max_depth: Annotated[int, Field(ge=1, le=5)] = crawl_opts.get("max_depth", 1),
-            limit: Annotated[int, Field(ge=1, le=100)] = crawl_opts.get("limit", 20),
+            max_depth: Annotated[int, Field(ge=1, le=5)] = 1,
+            limit: Annotated[int, Field(ge=1, le=100)] = 20,
         ) -> ToolOutput:
             """Crawl a website from a start URL with Tavily and return the text of the pages found.
 
@@ -263,15 +265,6 @@ class TavilyToolkit(WebOptions, Toolkit):
             return ToolOutput.from_value({"base_url": data.get("base_url", url), "pages": pages(data)})
 
         return [tavily_search, tavily_extract, tavily_crawl]
-
-    def _split(self, tool: str) -> tuple[dict[str, Any], dict[str, Any]]:
-        """A tool's options as (parameter defaults, fields sent as they are)."""
-        opts = self.tool_options(tool)
-        params = set(_PARAMETERS[tool])
-        return (
-            {k: v for k, v in opts.items() if k in params},
-            {k: list(v) if isinstance(v, tuple) else v for k, v in opts.items() if k not in params},
-        )
 
 
 def _with_extras(result: dict[str, Any], out: dict[str, Any], raw_chars: int | None = None) -> dict[str, Any]:

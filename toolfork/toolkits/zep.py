@@ -20,7 +20,7 @@ from urllib.parse import quote
 
 from pydantic import Field
 
-from toolfork.tools import Tool, Toolkit, ToolOutput, tool
+from toolfork.tools import Tool, Toolkit, ToolOutput
 
 from ._options import OptionError, WebOptions, integer, number, one_of, string
 from .http import HttpClient, RetryPolicy, ServiceError
@@ -38,10 +38,11 @@ class ZepMemoryToolkit(WebOptions, Toolkit):
     The user is created in Zep on the first write if it does not exist yet. The key comes from
     ``api_key`` or ``ZEP_API_KEY`` at call time; a missing key or user id is an error output.
 
-    ``options``: ``zep_search_memory`` takes ``scope`` and ``limit`` (defaults of its parameters),
+    ``options``: ``zep_search_memory`` takes ``scope`` and ``limit`` (its parameters: fixed, or
+    with ``Default(value)`` their defaults),
     ``reranker``, ``mmr_lambda`` (with the "mmr" reranker), ``center_node_uuid`` (needed by the
     "node_distance" reranker), ``min_score`` and ``min_fact_rating``; ``zep_add_memory`` takes
-    ``kind`` (its parameter's default) and ``source_description``. Checked here: a bad one raises
+    ``kind`` (its parameter) and ``source_description``. Checked here: a bad one raises
     ``OptionError`` naming it.
     """
 
@@ -61,6 +62,7 @@ class ZepMemoryToolkit(WebOptions, Toolkit):
             "source_description": string,
         },
     }
+    PARAMETERS = {"zep_search_memory": ("scope", "limit"), "zep_add_memory": ("kind",)}
 
     def __init__(
         self,
@@ -130,20 +132,16 @@ class ZepMemoryToolkit(WebOptions, Toolkit):
     def provide(self) -> list[Tool]:
         toolkit = self
         http = self.http
-        search_opts = dict(self.tool_options("zep_search_memory"))
-        add_opts = dict(self.tool_options("zep_add_memory"))
-        search_extra = {k: v for k, v in search_opts.items() if k not in ("scope", "limit")}
-        add_extra = {k: v for k, v in add_opts.items() if k != "kind"}
+        search_extra = self.request_options("zep_search_memory")
+        add_extra = self.request_options("zep_add_memory")
 
         def no_user() -> ToolOutput | None:
             if toolkit.user_id is None:
                 return ToolOutput.error("ZepMemoryToolkit has no user: pass user_id=... when creating it")
             return None
 
-        @tool("zep_add_memory")
-        def zep_add_memory(
-            content: str, kind: Literal["text", "json", "message"] = add_opts.get("kind", "text")
-        ) -> ToolOutput:
+        @self.option_tool("zep_add_memory")
+        def zep_add_memory(content: str, kind: Literal["text", "json", "message"] = "text") -> ToolOutput:
             """Store information about the user in long-term memory, for later conversations.
 
             Args:
@@ -177,11 +175,11 @@ class ZepMemoryToolkit(WebOptions, Toolkit):
             episode_id = episode.get("uuid") if isinstance(episode, dict) else None
             return ToolOutput.from_value({"stored": True, "episode_uuid": episode_id})
 
-        @tool("zep_search_memory")
+        @self.option_tool("zep_search_memory")
         def zep_search_memory(
             query: str,
-            scope: Literal["facts", "entities"] = search_opts.get("scope", "facts"),
-            limit: Annotated[int, Field(ge=1, le=50)] = search_opts.get("limit", 5),
+            scope: Literal["facts", "entities"] = "facts",
+            limit: Annotated[int, Field(ge=1, le=50)] = 5,
         ) -> ToolOutput:
             """Search the user's long-term memory for facts or entities relevant to a question.
 
