@@ -52,13 +52,18 @@ class Recorded:
 
 @dataclass
 class Reply:
-    """What to answer: a JSON value (dict/list) or raw bytes/str, after ``delay`` seconds."""
+    """What to answer: a JSON value (dict/list) or raw bytes/str, after ``delay`` seconds.
+
+    ``drop=True`` closes the connection without answering, as a server does with a kept-alive
+    connection it has just timed out.
+    """
 
     status: int = 200
     body: Any = None
     headers: dict[str, str] = field(default_factory=dict)
     delay: float = 0.0
     content_type: str = "application/json"
+    drop: bool = False
 
     def encode(self) -> bytes:
         if self.body is None:
@@ -190,6 +195,9 @@ class FakeServer:
             scripted = self._script.pop(0) if self._script else None
         reply = scripted if scripted is not None else self.handle(req)
         if reply.delay and self._stopping.wait(reply.delay):
+            return
+        if reply.drop:
+            h.close_connection = True
             return
         payload = reply.encode()
         try:

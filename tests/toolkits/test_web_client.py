@@ -9,12 +9,13 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from tests.toolkits.fakeservers import FakeTavily
+from tests.toolkits.fakeservers import FakeTavily, FakeZep, Reply
 from tests.toolkits.helpers import FAST, call, in_forked_child
 from toolfork.executor import Executor, ToolCall
 from toolfork.toolkits import _client
 from toolfork.toolkits._client import client_pid, close_clients, shared_client
 from toolfork.toolkits.tavily import TavilyToolkit
+from toolfork.toolkits.zep import ZepMemoryToolkit
 from toolfork.tools import tool
 
 
@@ -101,3 +102,21 @@ def test_pid_guard_and_close():
     fresh = shared_client()
     assert fresh is not rebuilt and not fresh.is_closed
     first.close()  # the test made it an orphan; a real child would just exit with it
+
+
+def test_a_dropped_keep_alive_connection_is_retried_only_when_safe():
+    with FakeTavily() as server:
+        toolkit = TavilyToolkit(server.api_key, base_url=server.url, retry=FAST)
+        server.script(Reply(drop=True))
+        out = call(toolkit, "tavily_search", query="retried")  # a search only reads: sent again
+        assert not out.is_error, out.as_text()
+        assert [r.json["query"] for r in server.requests] == ["retried", "retried"]
+    with FakeZep() as server:
+        toolkit = ZepMemoryToolkit("ana", server.api_key, base_url=server.url + "/api/v2", retry=FAST)
+        assert not call(toolkit, "zep_add_memory", content="first").is_error  # creates the user
+        server.script(Reply(drop=True))
+        out = call(toolkit, "zep_add_memory", content="second")
+        assert out.is_error
+        assert "closed the connection without an answer" in out.as_text()
+        assert "not retried" in out.as_text()
+        assert [r.json["data"] for r in server.requests if r.path.endswith("/graph")] == ["first", "second"]

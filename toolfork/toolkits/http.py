@@ -367,7 +367,11 @@ class HttpClient:
                 if idempotent and not last:
                     self._pause(attempt, 0.0, where, f"connection dropped ({exc})")
                     continue
-                raise self._error(f"{self.service} request failed ({type(exc).__name__}): {exc}", key) from None
+                caveat = "" if idempotent else (
+                    "; not retried, because the request may have taken effect (check before trying again)")
+                raise self._error(
+                    f"{self.service} closed the connection without an answer ({exc}){caveat}.", key
+                ) from None
             except httpx.HTTPError as exc:
                 raise self._error(f"{self.service} request failed ({type(exc).__name__}): {exc}", key) from None
 
