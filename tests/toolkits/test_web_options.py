@@ -7,6 +7,7 @@ field the service does not document, so a misspelt option would fail here.
 from __future__ import annotations
 
 import json
+import pickle
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -125,6 +126,8 @@ def test_instances_never_share_options(tavily):
     assert plain.options == {}
     with pytest.raises(TypeError):
         advanced.options["tavily_search"]["search_depth"] = "basic"  # type: ignore[index]
+    copied = pickle.loads(pickle.dumps(wider))  # toolkits cross process boundaries as before
+    assert copied.options == wider.options and copied.options is not wider.options
 
     sent = {}
     for label, tool in [
@@ -262,6 +265,8 @@ def test_ses_options_reach_the_request(monkeypatch, tmp_path):
         assert not out.is_error, out.as_text()
     assert sent[0]["ReplyToAddresses"] == ["help@example.com"]
     assert sent[0]["EmailTags"] == [{"Name": "campaign", "Value": "q3-report"}]
+    with pytest.raises(TypeError):
+        toolkit.options["send_email"]["tags"]["campaign"] = "other"  # type: ignore[index]
     assert sent[0]["FeedbackForwardingEmailAddress"] == "bounces@example.com"
 
 

@@ -182,7 +182,7 @@ def string_map(key: Check = string, val: Check = string) -> Check:
                 out[key(k)] = val(v)
             except ValueError as exc:
                 raise ValueError(f"entry {k!r}: {v!r} {exc}") from None
-        return MappingProxyType(out)
+        return out  # a private copy; ``options`` shows it read-only
 
     return check
 
@@ -208,7 +208,9 @@ class WebOptions:
     # The options that name a parameter of the tool: fixed by a plain value, defaulted by Default().
     PARAMETERS: ClassVar[Mapping[str, tuple[str, ...]]] = {}
 
-    _options: Mapping[str, Mapping[str, Any]]
+    # Plain dicts (picklable, unlike mappingproxy), never changed after validation: a new set of
+    # options is a new dict. Values are immutable (tuples for lists) or private dict copies.
+    _options: dict[str, dict[str, Any]]
 
     def _init_options(self, options: Mapping[str, Mapping[str, Any]] | None) -> None:
         self._options = self._validated({}, options or {})
@@ -216,11 +218,13 @@ class WebOptions:
     @property
     def options(self) -> Mapping[str, Mapping[str, Any]]:
         """The options of every tool that has some, read-only (lists are tuples)."""
-        return self._options
+        return MappingProxyType({tool: self.tool_options(tool) for tool in self._options})
 
     def tool_options(self, tool: str) -> Mapping[str, Any]:
-        """One tool's options (empty when it has none)."""
-        return self._options.get(tool, MappingProxyType({}))
+        """One tool's options, read-only (empty when it has none)."""
+        return MappingProxyType(
+            {k: MappingProxyType(v) if isinstance(v, dict) else v for k, v in self._options.get(tool, {}).items()}
+        )
 
     def with_options(self: W, tool: str, /, **options: Any) -> W:
         """A new toolkit like this one (same settings, filters and other options) whose ``tool`` has
@@ -272,7 +276,7 @@ class WebOptions:
 
     def _validated(
         self, current: Mapping[str, Mapping[str, Any]], new: Mapping[str, Mapping[str, Any]]
-    ) -> Mapping[str, Mapping[str, Any]]:
+    ) -> dict[str, dict[str, Any]]:
         owner = type(self).__name__
         if not isinstance(new, Mapping):
             raise OptionError(
@@ -305,9 +309,9 @@ class WebOptions:
                 except ValueError as exc:
                     raise self.option_error(tool, name, value.value if wrapped else value, str(exc)) from None
                 target[name] = Default(checked) if wrapped else checked
-        frozen = MappingProxyType({t: MappingProxyType(v) for t, v in out.items() if v})
-        self.check_options(frozen)
-        return frozen
+        out = {t: v for t, v in out.items() if v}
+        self.check_options(MappingProxyType(out))
+        return out
 
 
 def _adapted(fn: Callable[..., Any], fixed: Mapping[str, Any], defaults: Mapping[str, Any]) -> Callable[..., Any]:
