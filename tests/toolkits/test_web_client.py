@@ -120,3 +120,15 @@ def test_a_dropped_keep_alive_connection_is_retried_only_when_safe():
         assert "closed the connection without an answer" in out.as_text()
         assert "not retried" in out.as_text()
         assert [r.json["data"] for r in server.requests if r.path.endswith("/graph")] == ["first", "second"]
+
+
+def test_each_toolkit_keeps_its_own_timeout_on_the_shared_client():
+    with FakeTavily() as server:
+        impatient = TavilyToolkit(server.api_key, base_url=server.url, retry=FAST, timeout=0.2)
+        patient = TavilyToolkit(server.api_key, base_url=server.url, retry=FAST, timeout=10)
+        body = {"query": "slow", "answer": None, "results": []}
+        server.script(Reply(body=body, delay=0.6), Reply(body=body, delay=0.6))
+        slow = call(impatient, "tavily_search", query="slow")
+        assert slow.is_error and "did not answer within 0.2 s (read timeout)" in slow.as_text()
+        assert not call(patient, "tavily_search", query="slow").is_error
+        assert not call(impatient, "tavily_search", query="fast again").is_error  # the pool recovered
