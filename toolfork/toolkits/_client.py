@@ -44,9 +44,11 @@ class ClientSettings:
     """
 
     follow_redirects: bool = False
-    max_connections: int = 20
-    max_keepalive_connections: int = 10
-    keepalive_expiry: float = 30.0
+    # httpx's own defaults: a process running many tool calls in threads (thread mode) must not
+    # queue for a connection slot, which would surface as a timeout.
+    max_connections: int = 100
+    max_keepalive_connections: int = 20
+    keepalive_expiry: float = 5.0
 
 
 DEFAULT_SETTINGS = ClientSettings()
