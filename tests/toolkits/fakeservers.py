@@ -12,8 +12,10 @@ the service logic answers again (429 then 200, 500 three times, a slow reply, ma
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
+import socket
 import threading
 import uuid
 from collections.abc import Iterator
@@ -45,17 +47,23 @@ class Recorded:
     headers: dict[str, str]
     body: bytes
     json: Any = None
+    peer: tuple[str, int] | None = None  # the client's (host, port): one per TCP connection
 
 
 @dataclass
 class Reply:
-    """What to answer: a JSON value (dict/list) or raw bytes/str, after ``delay`` seconds."""
+    """What to answer: a JSON value (dict/list) or raw bytes/str, after ``delay`` seconds.
+
+    ``drop=True`` closes the connection without answering, as a server does with a kept-alive
+    connection it has just timed out.
+    """
 
     status: int = 200
     body: Any = None
     headers: dict[str, str] = field(default_factory=dict)
     delay: float = 0.0
     content_type: str = "application/json"
+    drop: bool = False
 
     def encode(self) -> bytes:
         if self.body is None:
@@ -77,6 +85,7 @@ class FakeServer:
         self._stopping = threading.Event()
         self._httpd: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
+        self._connections: set[socket.socket] = set()
 
     # -- lifecycle -----------------------------------------------------------------------------------
 
@@ -84,6 +93,20 @@ class FakeServer:
         fake = self
 
         class Handler(BaseHTTPRequestHandler):
+            # HTTP/1.1 keeps connections alive between requests, as the real services do, so a
+            # client's connection reuse is visible in ``Recorded.peer``.
+            protocol_version = "HTTP/1.1"
+
+            def setup(self) -> None:
+                super().setup()
+                with fake._lock:
+                    fake._connections.add(self.connection)
+
+            def finish(self) -> None:
+                with fake._lock:
+                    fake._connections.discard(self.connection)
+                super().finish()
+
             def _serve(self) -> None:
                 fake._dispatch(self)
 
@@ -106,6 +129,11 @@ class FakeServer:
         if self._httpd is not None:
             self._httpd.shutdown()
             self._httpd.server_close()
+        with self._lock:  # kept-alive connections: end their handler threads
+            connections = list(self._connections)
+        for conn in connections:
+            with contextlib.suppress(OSError):
+                conn.shutdown(socket.SHUT_RDWR)
         if self._thread is not None:
             self._thread.join(timeout=5)
 
@@ -160,12 +188,16 @@ class FakeServer:
             headers={k.lower(): v for k, v in h.headers.items()},
             body=body,
             json=parsed,
+            peer=tuple(h.client_address[:2]),  # type: ignore[arg-type]
         )
         with self._lock:
             self.requests.append(req)
             scripted = self._script.pop(0) if self._script else None
         reply = scripted if scripted is not None else self.handle(req)
         if reply.delay and self._stopping.wait(reply.delay):
+            return
+        if reply.drop:
+            h.close_connection = True
             return
         payload = reply.encode()
         try:
@@ -212,6 +244,49 @@ class FakeTavily(FakeServer):
     def _err(status: int, message: str) -> Reply:
         return Reply(status, {"detail": {"error": message}})
 
+    # The request fields each endpoint documents; anything else is refused here (stricter than the
+    # service, which may ignore an unknown field), so a misspelt option cannot pass unnoticed.
+    FIELDS = {
+        "/search": {
+            "query", "auto_parameters", "topic", "search_depth", "chunks_per_source", "max_results",
+            "time_range", "start_date", "end_date", "include_answer", "include_raw_content",
+            "include_images", "include_image_descriptions", "include_favicon", "include_domains",
+            "exclude_domains", "country",
+        },
+        "/extract": {"urls", "include_images", "extract_depth", "format", "timeout", "include_favicon"},
+        "/crawl": {
+            "url", "instructions", "max_depth", "max_breadth", "limit", "select_paths", "select_domains",
+            "exclude_paths", "exclude_domains", "allow_external", "include_images", "extract_depth",
+            "format", "include_favicon", "timeout",
+        },
+    }
+    BOOLS = ("auto_parameters", "include_images", "include_image_descriptions", "include_favicon",
+             "allow_external")
+    LISTS = ("include_domains", "exclude_domains", "select_paths", "select_domains", "exclude_paths")
+
+    def _check_fields(self, path: str, body: dict[str, Any]) -> Reply | None:
+        unknown = sorted(set(body) - self.FIELDS[path])
+        if unknown:
+            return self._err(400, f"Unknown field(s): {', '.join(unknown)}.")
+        for name in self.BOOLS:
+            if name in body and not isinstance(body[name], bool):
+                return self._err(400, f"{name} must be a boolean.")
+        for name in self.LISTS:
+            if name in body and not (isinstance(body[name], list) and all(isinstance(v, str) for v in body[name])):
+                return self._err(400, f"{name} must be a list of strings.")
+        if body.get("format", "markdown") not in ("markdown", "text"):
+            return self._err(400, "Invalid format.")
+        if body.get("include_answer", False) not in (True, False, "basic", "advanced"):
+            return self._err(400, "Invalid include_answer.")
+        if body.get("include_raw_content", False) not in (True, False, "markdown", "text"):
+            return self._err(400, "Invalid include_raw_content.")
+        if "chunks_per_source" in body and body["chunks_per_source"] not in (1, 2, 3):
+            return self._err(400, "chunks_per_source must be between 1 and 3.")
+        for name in ("start_date", "end_date"):
+            if name in body and not re.fullmatch(r"\d{4}-\d{2}-\d{2}", str(body[name])):
+                return self._err(400, f"{name} must be YYYY-MM-DD.")
+        return None
+
     def handle(self, req: Recorded) -> Reply:
         if not _bearer_ok(req, self.api_key):
             return self._err(401, "Unauthorized: missing or invalid API key.")
@@ -222,7 +297,7 @@ class FakeTavily(FakeServer):
         route = {"/search": self._search, "/extract": self._extract, "/crawl": self._crawl}.get(req.path)
         if route is None:
             return Reply(404, {"detail": "Not Found"})
-        return route(req.json)
+        return self._check_fields(req.path, req.json) or route(req.json)
 
     def _page(self, url: str) -> str:
         return self.pages.get(url, f"# {url}\n\nThe text of {url}.")
@@ -243,23 +318,27 @@ class FakeTavily(FakeServer):
         if not isinstance(max_results, int) or not 0 <= max_results <= 20:
             return self._err(400, "max_results must be between 0 and 20.")
         slug = re.sub(r"[^a-z0-9]+", "-", query.lower()).strip("-")
+        hosts = body.get("include_domains") or ["example.com"]
         results = [
             {
                 "title": f"Result {i + 1} about {query}",
-                "url": f"https://example.com/{slug}/{i + 1}",
+                "url": f"https://{hosts[i % len(hosts)]}/{slug}/{i + 1}",
                 "content": f"Snippet {i + 1}: {query} explained.",
                 "score": round(0.9 - i * 0.1, 2),
-                "raw_content": None,
+                "raw_content": f"Full page {i + 1} about {query}." if body.get("include_raw_content") else None,
             }
             for i in range(max_results)
         ]
+        if body.get("include_favicon"):
+            for r in results:
+                r["favicon"] = f"https://{urlsplit(r['url']).hostname}/favicon.ico"
         return Reply(
             200,
             {
                 "query": query,
                 "follow_up_questions": None,
                 "answer": f"A short answer about {query}." if body.get("include_answer") else None,
-                "images": [],
+                "images": [f"https://img.example.com/{slug}.png"] if body.get("include_images") else [],
                 "results": results,
                 "response_time": 0.42,
             },
@@ -341,12 +420,22 @@ class FakeJinaSearch(FakeServer):
         num = body.get("num", 5)
         if not isinstance(num, int) or not 1 <= num <= 20:
             return _jina_err(400, "ParamValidationError", 40001, "num must be between 1 and 20.")
+        unknown = sorted(set(body) - {"q", "num", "gl", "hl", "location", "page"})
+        if unknown:
+            return _jina_err(400, "ParamValidationError", 40001, f"Unknown parameter(s): {', '.join(unknown)}.")
+        for name in ("gl", "hl", "location"):
+            if name in body and (not isinstance(body[name], str) or not body[name]):
+                return _jina_err(400, "ParamValidationError", 40001, f"{name} must be a non-empty string.")
+        bad = _bad_bool_headers(req, ("x-no-cache",))
+        if bad:
+            return bad
+        site = req.headers.get("x-site") or "example.org"
         no_content = req.headers.get("x-respond-with") == "no-content"
         results = []
         for i in range(num):
             item = {
                 "title": f"{q} - page {i + 1}",
-                "url": f"https://example.org/search/{i + 1}",
+                "url": f"https://{site}/search/{i + 1}",
                 "description": f"About {q}, result {i + 1}.",
                 "date": "2024-05-01",
             }
@@ -359,7 +448,20 @@ class FakeJinaSearch(FakeServer):
         return Reply(200, {"code": 200, "status": 20000, "data": results, "meta": {"usage": {"tokens": 100}}})
 
 
+def _bad_bool_headers(req: Recorded, names: tuple[str, ...]) -> Reply | None:
+    for name in names:
+        if name in req.headers and req.headers[name] not in ("true", "false"):
+            return _jina_err(400, "ParamValidationError", 40001, f"{name} must be true or false.")
+    return None
+
+
 class FakeJinaReader(FakeServer):
+    ENUM_HEADERS = {
+        "x-return-format": ("markdown", "html", "text", "screenshot", "pageshot"),
+        "x-retain-images": ("none", "all"),
+        "x-engine": ("browser", "direct", "cf-browser-rendering"),
+    }
+
     def __init__(self, api_key: str = "jina_FAKEKEY0123456789abcdef") -> None:
         super().__init__()
         self.api_key = api_key
@@ -379,7 +481,26 @@ class FakeJinaReader(FakeServer):
         host = urlsplit(url).hostname or ""
         if host.endswith(".invalid"):
             return _jina_err(422, "AssertionFailureError", 42206, f"Failed to goto {url}: net::ERR_NAME_NOT_RESOLVED")
+        bad = _bad_bool_headers(
+            req, ("x-no-cache", "x-with-links-summary", "x-with-images-summary", "x-with-generated-alt")
+        )
+        if bad:
+            return bad
+        for header, allowed in self.ENUM_HEADERS.items():
+            if header in req.headers and req.headers[header] not in allowed:
+                return _jina_err(400, "ParamValidationError", 40001, f"Invalid {header}: {req.headers[header]}.")
+        for header in ("x-token-budget", "x-timeout"):
+            if header in req.headers and not req.headers[header].isdigit():
+                return _jina_err(400, "ParamValidationError", 40001, f"{header} must be an integer.")
         content = self.pages.get(url, f"# Page at {url}\n\nSome **markdown** text.")
+        fmt = req.headers.get("x-return-format", "markdown")
+        if fmt == "html":
+            content = f"<html><body>{content}</body></html>"
+        elif fmt == "text":
+            content = content.replace("#", "").replace("**", "").strip()
+        selector = req.headers.get("x-target-selector")
+        if selector:
+            content = f"[{selector}] {content}"
         data = {
             "title": f"Title of {host}",
             "description": f"Description of {host}",
@@ -387,6 +508,10 @@ class FakeJinaReader(FakeServer):
             "content": content,
             "usage": {"tokens": max(1, len(content) // 4)},
         }
+        if req.headers.get("x-with-links-summary") == "true":
+            data["links"] = {"Home": f"https://{host}/"}
+        if req.headers.get("x-with-images-summary") == "true":
+            data["images"] = {"Logo": f"https://{host}/logo.png"}
         if "application/json" not in req.headers.get("accept", ""):
             return Reply(200, f"Title: {data['title']}\n\nMarkdown Content:\n{content}", content_type="text/plain")
         return Reply(200, {"code": 200, "status": 20000, "data": data})
@@ -455,6 +580,8 @@ class FakeSupadata(FakeServer):
             return self._err(400, "invalid-request", "Invalid request", "Either url or videoId is required.")
         if video != self.VIDEO_ID:
             return self._err(404, "transcript-unavailable", "Transcript unavailable", f"No transcript for {video}.")
+        if "chunkSize" in q and not (q["chunkSize"].isdigit() and int(q["chunkSize"]) > 0):
+            return self._err(400, "invalid-request", "Invalid request", "chunkSize must be a positive integer.")
         lang = q.get("lang") or "en"
         if lang not in self.transcripts:
             lang = "en"  # Supadata falls back to the first available language
@@ -645,6 +772,15 @@ class FakeZep(FakeServer):
         scope = body.get("scope", "edges")
         if scope not in ("edges", "nodes", "episodes"):
             return self._err(400, "scope must be one of edges, nodes, episodes")
+        reranker = body.get("reranker", "rrf")
+        if reranker not in ("rrf", "mmr", "node_distance", "episode_mentions", "cross_encoder"):
+            return self._err(400, f"unknown reranker {reranker}")
+        for name in ("mmr_lambda", "min_score", "min_fact_rating"):
+            value = body.get(name)
+            if value is not None and (not isinstance(value, (int, float)) or not 0 <= value <= 1):
+                return self._err(400, f"{name} must be between 0 and 1")
+        if reranker == "node_distance" and not body.get("center_node_uuid"):
+            return self._err(400, "center_node_uuid is required for the node_distance reranker")
         if not isinstance(user_id, str) or user_id not in self.users:
             return self._err(404, "user not found")
         words = {w.lower() for w in _WORD.findall(query)}

@@ -1,7 +1,8 @@
 """The web toolkits inside the real fork-pool executor: what users actually run.
 
-Tools close over their toolkit's settings and open their HTTP connections per call, so they must
-work in forked workers, in parallel, with errors coming back as outputs rather than crashes.
+Tools close over their toolkit's settings and each worker builds its own pooled HTTP client after
+the fork (test_web_client.py), so they must work in forked workers, in parallel, with errors coming
+back as outputs rather than crashes.
 """
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
 """Built-in toolkits. ``TOOLKITS`` maps the names `toolfork tools --toolkit NAME` accepts to classes;
 add a line to it (and the import) for each new toolkit."""
 
+from toolfork.toolkits._options import Default, OptionError
 from toolfork.toolkits.calculator import CalculatorToolkit
 from toolfork.toolkits.calendar import CalendarToolkit
 from toolfork.toolkits.filesystem import FileSystemToolkit
@@ -30,9 +31,11 @@ __all__ = [
     "TOOLKITS",
     "CalculatorToolkit",
     "CalendarToolkit",
+    "Default",
     "FileSystemToolkit",
     "JinaToolkit",
     "MySQLToolkit",
+    "OptionError",
     "PostgreSQLToolkit",
     "SESTool",
     "SQLiteToolkit",

@@ -24,8 +24,10 @@ Rules it enforces:
 - Every failure becomes a ``ServiceError`` whose message names the service, the HTTP status and the
   server's own explanation, with the key scrubbed out. It is raised ``from None`` so no httpx request
   object (which holds the key in its headers) hangs off the exception chain.
-- A fresh ``httpx.Client`` is opened per call: tools run in forked workers, and a connection pool
-  inherited across ``fork()`` (or pickled into a worker) is not safe to share.
+- Requests go through one pooled ``httpx.Client`` per process (``_client.shared_client``), built
+  after fork in the worker that uses it and never inherited across ``fork()``: a new client per call
+  cost ~20 ms (its SSL context) and a new connection; timeout and headers are per request, so every
+  toolkit instance shares the process's pool.
 - httpx (the ``web`` extra) is imported on the first request, so ``toolfork.toolkits`` imports and
   lists every toolkit without it; a call without it is an error output saying what to install.
 """
@@ -42,6 +44,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
+
+from ._client import shared_client
 
 if TYPE_CHECKING:
     import httpx
@@ -330,48 +334,61 @@ class HttpClient:
                 f"{self.service} tools need httpx: pip install 'toolfork[web]'", service=self.service
             ) from None
 
-        with httpx.Client(timeout=self.timeout, follow_redirects=False) as client:
-            for attempt in range(attempts):
-                last = attempt == attempts - 1
-                try:
-                    response = client.request(method, url, json=json, params=query, headers=send_headers)
-                except httpx.ConnectError as exc:
-                    # Nothing reached the server, so retrying cannot duplicate a write.
-                    if not last:
-                        self._pause(attempt, None, where, f"connection failed ({type(exc).__name__})")
-                        continue
-                    raise self._error(
-                        f"could not connect to {self.service} at {urlsplit(url).netloc} "
-                        f"after {attempt + 1} attempt(s): {exc}",
-                        key,
-                    ) from None
-                except httpx.TimeoutException as exc:
-                    phase = _timeout_phase(exc)
-                    if isinstance(exc, httpx.ConnectTimeout) and not last:
-                        self._pause(attempt, None, where, "connect timeout")
-                        continue
-                    raise self._error(
-                        f"{self.service} did not answer within {self.timeout:g} s ({phase}); "
-                        "the service may be overloaded, try again later or with a smaller request.",
-                        key,
-                    ) from None
-                except httpx.HTTPError as exc:
-                    raise self._error(f"{self.service} request failed ({type(exc).__name__}): {exc}", key) from None
+        client = shared_client()
+        for attempt in range(attempts):
+            last = attempt == attempts - 1
+            try:
+                response = client.request(
+                    method, url, json=json, params=query, headers=send_headers, timeout=self.timeout
+                )
+            except httpx.ConnectError as exc:
+                # Nothing reached the server, so retrying cannot duplicate a write.
+                if not last:
+                    self._pause(attempt, None, where, f"connection failed ({type(exc).__name__})")
+                    continue
+                raise self._error(
+                    f"could not connect to {self.service} at {urlsplit(url).netloc} "
+                    f"after {attempt + 1} attempt(s): {exc}",
+                    key,
+                ) from None
+            except httpx.TimeoutException as exc:
+                phase = _timeout_phase(exc)
+                if isinstance(exc, httpx.ConnectTimeout) and not last:
+                    self._pause(attempt, None, where, "connect timeout")
+                    continue
+                raise self._error(
+                    f"{self.service} did not answer within {self.timeout:g} s ({phase}); "
+                    "the service may be overloaded, try again later or with a smaller request.",
+                    key,
+                ) from None
+            except httpx.RemoteProtocolError as exc:
+                # A pooled keep-alive connection the server had just closed: the request may
+                # not have been read, but only a request that is safe to repeat is sent again.
+                if idempotent and not last:
+                    self._pause(attempt, 0.0, where, f"connection dropped ({exc})")
+                    continue
+                caveat = "" if idempotent else (
+                    "; not retried, because the request may have taken effect (check before trying again)")
+                raise self._error(
+                    f"{self.service} closed the connection without an answer ({exc}){caveat}.", key
+                ) from None
+            except httpx.HTTPError as exc:
+                raise self._error(f"{self.service} request failed ({type(exc).__name__}): {exc}", key) from None
 
-                status = response.status_code
-                logger.debug("%s %s -> HTTP %d (attempt %d)", self.service, where, status, attempt + 1)
-                if status == 429 or 500 <= status <= 599:
-                    retry_after = parse_retry_after(response.headers.get("Retry-After"))
-                    unsafe = status != 429 and not idempotent  # the server may have acted on it
-                    if not last and not unsafe:
-                        wait = self.retry.delay(attempt, retry_after)
-                        if wait is not None:
-                            self._pause(attempt, wait, where, f"HTTP {status}")
-                            continue
-                    raise self._status_error(response, key, attempt + 1, retry_after, not_retried=unsafe and not last)
-                if status >= 300:
-                    raise self._status_error(response, key, attempt + 1, None)
-                return self._decode(response, key)
+            status = response.status_code
+            logger.debug("%s %s -> HTTP %d (attempt %d)", self.service, where, status, attempt + 1)
+            if status == 429 or 500 <= status <= 599:
+                retry_after = parse_retry_after(response.headers.get("Retry-After"))
+                unsafe = status != 429 and not idempotent  # the server may have acted on it
+                if not last and not unsafe:
+                    wait = self.retry.delay(attempt, retry_after)
+                    if wait is not None:
+                        self._pause(attempt, wait, where, f"HTTP {status}")
+                        continue
+                raise self._status_error(response, key, attempt + 1, retry_after, not_retried=unsafe and not last)
+            if status >= 300:
+                raise self._status_error(response, key, attempt + 1, None)
+            return self._decode(response, key)
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _pause(self, attempt: int, wait: float | None, where: str, reason: str) -> None:

@@ -3,16 +3,23 @@
 Both endpoints are asked for JSON (``Accept: application/json``) so the toolkit gets titles and URLs
 as fields instead of parsing Jina's text rendering. The reader works without a key (at a lower rate
 limit), so only ``jina_search`` insists on one.
+
+Options (``options={"jina_read_url": {...}}`` or ``with_options``) are Jina's request settings under
+snake_case names; most travel as Jina's ``X-...`` headers (``target_selector`` is
+``X-Target-Selector``), the search's ``gl``/``hl``/``location`` in the body. See
+``JinaToolkit.OPTIONS`` and docs/toolkits-web.md.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Annotated, Any
 
 from pydantic import Field
 
 from toolfork.tools import Tool, Toolkit, ToolOutput, tool
 
+from ._options import Check, WebOptions, boolean, integer, one_of, pattern, string
 from .http import HttpClient, RetryPolicy, ServiceError, clip, is_http_url
 
 __all__ = ["JinaToolkit"]
@@ -21,15 +28,78 @@ DEFAULT_SEARCH_URL = "https://s.jina.ai"
 DEFAULT_READER_URL = "https://r.jina.ai"
 ENV_VAR = "JINA_API_KEY"
 
+_SEARCH_OPTIONS: dict[str, Check] = {
+    "num": integer(1, 20),  # the tool's parameter
+    "site": pattern(r"[A-Za-z0-9.-]+\.[A-Za-z]{2,}", "a domain name such as 'docs.python.org'"),
+    "gl": pattern(r"[a-z]{2}", "a two-letter lower-case country code such as 'us'"),
+    "hl": pattern(r"[a-z]{2}(-[A-Za-z]{2,4})?", "a language code such as 'en' or 'zh-cn'"),
+    "location": string,
+    "no_cache": boolean,
+}
+_READER_OPTIONS: dict[str, Check] = {
+    "return_format": one_of("markdown", "html", "text"),
+    "target_selector": string,
+    "remove_selector": string,
+    "wait_for_selector": string,
+    "with_links_summary": boolean,
+    "with_images_summary": boolean,
+    "with_generated_alt": boolean,
+    "retain_images": one_of("none", "all"),
+    "no_cache": boolean,
+    "engine": one_of("browser", "direct", "cf-browser-rendering"),
+    "token_budget": integer(1, None),
+    "timeout": integer(1, 180),
+    "locale": pattern(r"[a-z]{2}(-[A-Z]{2})?", "a locale such as 'en-US'"),
+}
+# Option -> Jina header; a bool travels as "true" (a False option sends nothing).
+_HEADERS = {
+    "site": "X-Site",
+    "no_cache": "X-No-Cache",
+    "return_format": "X-Return-Format",
+    "target_selector": "X-Target-Selector",
+    "remove_selector": "X-Remove-Selector",
+    "wait_for_selector": "X-Wait-For-Selector",
+    "with_links_summary": "X-With-Links-Summary",
+    "with_images_summary": "X-With-Images-Summary",
+    "with_generated_alt": "X-With-Generated-Alt",
+    "retain_images": "X-Retain-Images",
+    "engine": "X-Engine",
+    "token_budget": "X-Token-Budget",
+    "timeout": "X-Timeout",
+    "locale": "X-Locale",
+}
+_BODY = ("gl", "hl", "location")
 
-class JinaToolkit(Toolkit):
+
+def _wire(opts: Mapping[str, Any]) -> tuple[dict[str, str], dict[str, Any]]:
+    """A tool's options as (headers, body fields); ``num`` is the tool parameter's default, not here."""
+    headers: dict[str, str] = {}
+    body: dict[str, Any] = {}
+    for name, value in opts.items():
+        if name in _BODY:
+            body[name] = value
+        elif name in _HEADERS:
+            if value is False:
+                continue
+            headers[_HEADERS[name]] = "true" if value is True else str(value)
+    return headers, body
+
+
+class JinaToolkit(WebOptions, Toolkit):
     """Tools: ``jina_search``, ``jina_read_url``.
 
     The key comes from ``api_key`` or ``JINA_API_KEY`` at call time; ``jina_search`` without one
     returns an error output naming the variable, ``jina_read_url`` goes out without it.
+
+    ``options``: ``{"jina_search": {"site": "docs.python.org", "gl": "us", ...},
+    "jina_read_url": {"target_selector": "main", "return_format": "text", ...}}``, checked here
+    (``OptionError`` names a bad one). ``num`` fixes ``jina_search``'s parameter (``Default(n)``:
+    only its default).
     """
 
     name = "jina"
+    OPTIONS = {"jina_search": _SEARCH_OPTIONS, "jina_read_url": _READER_OPTIONS}
+    PARAMETERS = {"jina_search": ("num",)}
 
     def __init__(
         self,
@@ -40,8 +110,10 @@ class JinaToolkit(Toolkit):
         timeout: float = 60.0,
         retry: RetryPolicy | None = None,
         max_page_chars: int = 20_000,
+        options: Mapping[str, Mapping[str, Any]] | None = None,
     ) -> None:
         super().__init__()
+        self._init_options(options)
         if max_page_chars < 1:
             raise ValueError(f"max_page_chars must be >= 1, got {max_page_chars}")
         self.max_page_chars = max_page_chars
@@ -66,8 +138,11 @@ class JinaToolkit(Toolkit):
         search_http = self.search_http
         reader_http = self.reader_http
         page_chars = self.max_page_chars
+        search_headers, search_body = _wire(self.tool_options("jina_search"))
+        reader_headers, _ = _wire(self.tool_options("jina_read_url"))
+        reader_headers = {"X-Return-Format": "markdown", **reader_headers}
 
-        @tool("jina_search")
+        @self.option_tool("jina_search")
         def jina_search(query: str, num: Annotated[int, Field(ge=1, le=20)] = 5) -> ToolOutput:
             """Search the web with Jina; returns titles, URLs and short descriptions of matching pages.
 
@@ -79,7 +154,10 @@ class JinaToolkit(Toolkit):
                 return ToolOutput.error("query must not be empty")
             try:
                 data = search_http.request(
-                    "POST", "", json={"q": query, "num": num}, headers={"X-Respond-With": "no-content"},
+                    "POST",
+                    "",
+                    json={**search_body, "q": query, "num": num},
+                    headers={"X-Respond-With": "no-content", **search_headers},
                     idempotent=True,  # a search only reads
                 )
             except ServiceError as exc:
@@ -115,7 +193,7 @@ class JinaToolkit(Toolkit):
                     "POST",
                     "",
                     json={"url": url},
-                    headers={"X-Return-Format": "markdown"},
+                    headers=reader_headers,
                     require_key=False,
                     idempotent=True,  # reading a page changes nothing
                 )
@@ -124,13 +202,15 @@ class JinaToolkit(Toolkit):
             page = data.get("data") if isinstance(data, dict) else None
             if not isinstance(page, dict):
                 return _unexpected("reader", data)
-            return ToolOutput.from_value(
-                {
-                    "title": page.get("title"),
-                    "url": page.get("url", url),
-                    "content": clip(str(page.get("content") or ""), page_chars),
-                }
-            )
+            read: dict[str, Any] = {
+                "title": page.get("title"),
+                "url": page.get("url", url),
+                "content": clip(str(page.get("content") or ""), page_chars),
+            }
+            for extra in ("links", "images"):  # asked for with the with_*_summary options
+                if page.get(extra):
+                    read[extra] = page[extra]
+            return ToolOutput.from_value(read)
 
         return [jina_search, jina_read_url]
 

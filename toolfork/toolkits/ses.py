@@ -9,17 +9,23 @@ The client created here does not retry: botocore would resend ``SendEmail`` afte
 timeout, and SES may already have sent the message, so the recipient would get it twice. A failed send
 is an error output instead (the model can decide to try again). A client passed in keeps its own
 retry configuration.
+
+Options: ``{"send_email": {"reply_to": [...], "tags": {"campaign": "q3"},
+"feedback_forwarding_address": "bounces@example.com"}}``, sent with every message.
 """
 
 from __future__ import annotations
 
 import os
 import re
+from collections.abc import Mapping
 from typing import Annotated, Any
 
 from pydantic import Field
 
 from toolfork.tools import Tool, Toolkit, ToolOutput, tool
+
+from ._options import WebOptions, address, pattern, string_map, strings
 
 __all__ = ["SESTool", "SESToolkit"]
 
@@ -29,16 +35,30 @@ MAX_RECIPIENTS = 50  # SES's limit on To + Cc + Bcc for one message
 _ADDRESS = re.compile(r"[^@\s<>,;\"']+@[^@\s<>,;\"']+\.[^@\s<>,;\"'.]+")
 
 
-class SESTool(Toolkit):
+_TAG = pattern(r"[A-Za-z0-9_-]{1,256}", "ASCII letters, digits, '_' and '-' (1 to 256)")
+
+
+class SESTool(WebOptions, Toolkit):
     """Tool: ``send_email``. A toolkit of one, so it filters and lists like the others.
 
     ``from_email`` (or ``SES_FROM_EMAIL``) must be an identity verified in SES; a missing sender,
     missing credentials and every SES refusal are error outputs the model can read, never
     exceptions. ``client`` lets you pass a configured ``boto3.client("sesv2")``; otherwise one is
     created on first use in each process (a client must not be shared across ``fork()``).
+
+    ``options={"send_email": {...}}``: ``reply_to`` (addresses replies go to), ``tags`` (name to
+    value, SES message tags for event publishing) and ``feedback_forwarding_address`` (where bounces
+    and complaints go), checked here (``OptionError`` names a bad one).
     """
 
     name = "ses"
+    OPTIONS = {
+        "send_email": {
+            "reply_to": strings(address, max_items=MAX_RECIPIENTS, what="email addresses"),
+            "tags": string_map(_TAG, _TAG),
+            "feedback_forwarding_address": address,
+        }
+    }
 
     def __init__(
         self,
@@ -48,8 +68,10 @@ class SESTool(Toolkit):
         region_name: str | None = None,
         endpoint_url: str | None = None,
         configuration_set: str | None = None,
+        options: Mapping[str, Mapping[str, Any]] | None = None,
     ) -> None:
         super().__init__()
+        self._init_options(options)
         if from_email is not None and not _ADDRESS.fullmatch(from_email):
             raise ValueError(f"from_email must be a plain email address, got {from_email!r}")
         self.from_email = from_email
@@ -86,6 +108,14 @@ class SESTool(Toolkit):
 
     def provide(self) -> list[Tool]:
         toolkit = self
+        opts = self.request_options("send_email")
+        extra: dict[str, Any] = {}
+        if "reply_to" in opts:
+            extra["ReplyToAddresses"] = list(opts["reply_to"])
+        if "tags" in opts:
+            extra["EmailTags"] = [{"Name": k, "Value": v} for k, v in opts["tags"].items()]
+        if "feedback_forwarding_address" in opts:
+            extra["FeedbackForwardingEmailAddress"] = opts["feedback_forwarding_address"]
 
         @tool("send_email")
         def send_email(
@@ -121,6 +151,7 @@ class SESTool(Toolkit):
             if html:
                 message_body["Html"] = {"Data": html, "Charset": "UTF-8"}
             request: dict[str, Any] = {
+                **extra,
                 "FromEmailAddress": sender,
                 "Destination": destination,
                 "Content": {"Simple": {"Subject": {"Data": subject, "Charset": "UTF-8"}, "Body": message_body}},

@@ -2,15 +2,20 @@
 
 Endpoints: ``GET /v1/youtube/transcript``, ``/v1/youtube/video``, ``/v1/youtube/channel`` and
 ``/v1/youtube/playlist`` with the key in ``x-api-key``.
+
+Options: ``{"youtube_transcript": {"lang": "en", "timestamps": True, "chunk_size": 500}}`` (the
+first two fix the tool's parameters; ``chunk_size`` is Supadata's ``chunkSize``).
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from typing import Any
 
 from toolfork.tools import Tool, Toolkit, ToolOutput, tool
 
+from ._options import WebOptions, boolean, integer, pattern
 from .http import HttpClient, RetryPolicy, ServiceError, clip, is_http_url
 
 __all__ = ["SupadataYouTubeToolkit"]
@@ -22,15 +27,27 @@ _VIDEO_ID = re.compile(r"[A-Za-z0-9_-]{11}")
 _LANG = re.compile(r"[a-z]{2,3}(-[A-Za-z0-9]{2,8})?")
 
 
-class SupadataYouTubeToolkit(Toolkit):
+class SupadataYouTubeToolkit(WebOptions, Toolkit):
     """Tools: ``youtube_transcript``, ``youtube_video_metadata``, ``youtube_channel_metadata``,
     ``youtube_playlist_metadata``.
 
     The key comes from ``api_key`` or ``SUPADATA_API_KEY`` at call time. ``max_transcript_chars``
     bounds a transcript (an hour of speech is ~50k characters) so it cannot flood the context.
+
+    ``options={"youtube_transcript": {...}}``: ``lang`` and ``timestamps`` fix the tool's parameters
+    (``Default(value)``: only their defaults), ``chunk_size`` (characters per timed chunk) is sent as ``chunkSize``. The
+    metadata tools take no options. A bad option raises ``OptionError`` naming it.
     """
 
     name = "supadata"
+    OPTIONS = {
+        "youtube_transcript": {
+            "lang": pattern(_LANG.pattern, "a language code such as 'en' or 'pt-BR'"),
+            "timestamps": boolean,
+            "chunk_size": integer(1, 100_000),
+        }
+    }
+    PARAMETERS = {"youtube_transcript": ("lang", "timestamps")}
 
     def __init__(
         self,
@@ -40,8 +57,10 @@ class SupadataYouTubeToolkit(Toolkit):
         timeout: float = 60.0,
         retry: RetryPolicy | None = None,
         max_transcript_chars: int = 50_000,
+        options: Mapping[str, Mapping[str, Any]] | None = None,
     ) -> None:
         super().__init__()
+        self._init_options(options)
         if max_transcript_chars < 1:
             raise ValueError(f"max_transcript_chars must be >= 1, got {max_transcript_chars}")
         self.max_transcript_chars = max_transcript_chars
@@ -67,6 +86,7 @@ class SupadataYouTubeToolkit(Toolkit):
     def provide(self) -> list[Tool]:
         http = self.http
         limit = self.max_transcript_chars
+        chunk_size = self.tool_options("youtube_transcript").get("chunk_size")
 
         def fetch(path: str, params: dict[str, Any]) -> Any:
             data = http.request("GET", path, params=params)
@@ -77,8 +97,12 @@ class SupadataYouTubeToolkit(Toolkit):
                 )
             return data
 
-        @tool("youtube_transcript")
-        def youtube_transcript(video: str, lang: str | None = None, timestamps: bool = False) -> ToolOutput:
+        @self.option_tool("youtube_transcript")
+        def youtube_transcript(
+            video: str,
+            lang: str | None = None,
+            timestamps: bool = False,
+        ) -> ToolOutput:
             """Get the transcript of a YouTube video as text.
 
             Args:
@@ -92,7 +116,7 @@ class SupadataYouTubeToolkit(Toolkit):
                 return ref
             if lang is not None and not _LANG.fullmatch(lang):
                 return ToolOutput.error(f"lang must be a language code such as 'en' or 'pt-BR', got {lang!r}")
-            params = {**ref, "lang": lang, "text": not timestamps}
+            params = {**ref, "lang": lang, "text": not timestamps, "chunkSize": chunk_size}
             try:
                 data = fetch("youtube/transcript", params)
             except ServiceError as exc:

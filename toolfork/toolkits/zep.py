@@ -6,18 +6,23 @@ entities (nodes); the key goes in ``Authorization: Api-Key <key>``.
 
 The user id is fixed at construction, not a tool argument: a model must not be able to read or write
 another user's memory by naming them.
+
+Options: ``{"zep_search_memory": {"reranker": "mmr", "mmr_lambda": 0.5, ...}, "zep_add_memory":
+{"source_description": "support chat"}}``, Zep's request fields under their own names.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 from urllib.parse import quote
 
 from pydantic import Field
 
-from toolfork.tools import Tool, Toolkit, ToolOutput, tool
+from toolfork.tools import Tool, Toolkit, ToolOutput
 
+from ._options import OptionError, WebOptions, integer, number, one_of, string
 from .http import HttpClient, RetryPolicy, ServiceError
 
 __all__ = ["ZepMemoryToolkit"]
@@ -27,14 +32,37 @@ ENV_VAR = "ZEP_API_KEY"
 MAX_DATA_CHARS = 10_000  # Zep's limit for one graph.add call
 
 
-class ZepMemoryToolkit(Toolkit):
+class ZepMemoryToolkit(WebOptions, Toolkit):
     """Tools: ``zep_add_memory``, ``zep_search_memory``, both scoped to ``user_id``.
 
     The user is created in Zep on the first write if it does not exist yet. The key comes from
     ``api_key`` or ``ZEP_API_KEY`` at call time; a missing key or user id is an error output.
+
+    ``options``: ``zep_search_memory`` takes ``scope`` and ``limit`` (its parameters: fixed, or
+    with ``Default(value)`` their defaults),
+    ``reranker``, ``mmr_lambda`` (with the "mmr" reranker), ``center_node_uuid`` (needed by the
+    "node_distance" reranker), ``min_score`` and ``min_fact_rating``; ``zep_add_memory`` takes
+    ``kind`` (its parameter) and ``source_description``. Checked here: a bad one raises
+    ``OptionError`` naming it.
     """
 
     name = "zep"
+    OPTIONS = {
+        "zep_search_memory": {
+            "scope": one_of("facts", "entities"),
+            "limit": integer(1, 50),
+            "reranker": one_of("rrf", "mmr", "node_distance", "episode_mentions", "cross_encoder"),
+            "mmr_lambda": number(0, 1),
+            "center_node_uuid": string,
+            "min_score": number(0, 1),
+            "min_fact_rating": number(0, 1),
+        },
+        "zep_add_memory": {
+            "kind": one_of("text", "json", "message"),
+            "source_description": string,
+        },
+    }
+    PARAMETERS = {"zep_search_memory": ("scope", "limit"), "zep_add_memory": ("kind",)}
 
     def __init__(
         self,
@@ -44,8 +72,10 @@ class ZepMemoryToolkit(Toolkit):
         base_url: str = DEFAULT_BASE_URL,
         timeout: float = 30.0,
         retry: RetryPolicy | None = None,
+        options: Mapping[str, Mapping[str, Any]] | None = None,
     ) -> None:
         super().__init__()
+        self._init_options(options)
         if user_id is not None and (not isinstance(user_id, str) or not user_id.strip()):
             raise ValueError(f"user_id must be a non-empty string, got {user_id!r}")
         self.user_id = user_id
@@ -68,6 +98,16 @@ class ZepMemoryToolkit(Toolkit):
             "you something worth remembering (a preference, a fact about them, a decision), store it "
             "with zep_add_memory as one short, self-contained statement."
         )
+
+    def check_options(self, options: Mapping[str, Mapping[str, Any]]) -> None:
+        search = options.get("zep_search_memory", {})
+        reranker = search.get("reranker")
+        if "mmr_lambda" in search and reranker != "mmr":
+            raise self.option_error("zep_search_memory", "mmr_lambda", search["mmr_lambda"],
+                                    f"only applies with reranker='mmr' (reranker is {reranker!r})")
+        if reranker == "node_distance" and "center_node_uuid" not in search:
+            raise OptionError("ZepMemoryToolkit: option 'reranker' of zep_search_memory is 'node_distance', "
+                              "which needs the option 'center_node_uuid' (the node to measure from)")
 
     def ensure_user(self) -> None:
         """Create the user in Zep unless it exists; remembered per process so it runs once."""
@@ -92,13 +132,15 @@ class ZepMemoryToolkit(Toolkit):
     def provide(self) -> list[Tool]:
         toolkit = self
         http = self.http
+        search_extra = self.request_options("zep_search_memory")
+        add_extra = self.request_options("zep_add_memory")
 
         def no_user() -> ToolOutput | None:
             if toolkit.user_id is None:
                 return ToolOutput.error("ZepMemoryToolkit has no user: pass user_id=... when creating it")
             return None
 
-        @tool("zep_add_memory")
+        @self.option_tool("zep_add_memory")
         def zep_add_memory(content: str, kind: Literal["text", "json", "message"] = "text") -> ToolOutput:
             """Store information about the user in long-term memory, for later conversations.
 
@@ -126,14 +168,14 @@ class ZepMemoryToolkit(Toolkit):
             try:
                 toolkit.ensure_user()
                 episode = http.request(
-                    "POST", "graph", json={"user_id": toolkit.user_id, "type": kind, "data": content}
+                    "POST", "graph", json={**add_extra, "user_id": toolkit.user_id, "type": kind, "data": content}
                 )
             except ServiceError as exc:
                 return ToolOutput.error(str(exc))
             episode_id = episode.get("uuid") if isinstance(episode, dict) else None
             return ToolOutput.from_value({"stored": True, "episode_uuid": episode_id})
 
-        @tool("zep_search_memory")
+        @self.option_tool("zep_search_memory")
         def zep_search_memory(
             query: str,
             scope: Literal["facts", "entities"] = "facts",
@@ -153,6 +195,7 @@ class ZepMemoryToolkit(Toolkit):
             if not query.strip():
                 return ToolOutput.error("query must not be empty")
             body = {
+                **search_extra,
                 "user_id": toolkit.user_id,
                 "query": query,
                 "scope": "edges" if scope == "facts" else "nodes",
