@@ -161,8 +161,10 @@ def test_with_options_keeps_filters_and_leaves_the_original_alone(tavily):
     assert narrowed.tools() == before and narrowed.options == {}
     assert "topic" not in _schema(clone, "tavily_search")["properties"]
     assert "topic" in _schema(narrowed, "tavily_search")["properties"]
-    clone.exclude(["tavily_search"])  # filtering the copy does not reach the original
-    assert clone.tools() == [] and [t.name for t in narrowed.tools()] == ["tavily_search"]
+    emptied = clone.exclude(["tavily_search"])  # filters return a new toolkit: neither source changes
+    assert emptied.tools() == [] and emptied.options == clone.options
+    assert [t.name for t in clone.tools()] == ["tavily_search"]
+    assert [t.name for t in narrowed.tools()] == ["tavily_search"]
     assert clone.http is narrowed.http  # settings are shared read-only; the HTTP pool is per process
 
 
