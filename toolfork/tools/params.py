@@ -28,7 +28,8 @@ from toolfork.tools.errors import ToolDefinitionError, ToolInputError
 from toolfork.tools.properties import ToolProperty, check_unique, object_schema, typed_dict
 from toolfork.tools.runtime import ToolRuntime
 from toolfork.tools.schema import canonical_schema, clean_schema
-from toolfork.tools.schema_validator import ClosedObjects, JsonSchemaValidator
+from toolfork.tools.schema_engine import JsonSchemaValidator
+from toolfork.tools.schema_validator import ClosedObjects
 from toolfork.tools.validation import has_none, pydantic_errors, short_repr, strip_optional_nulls
 
 
@@ -369,7 +370,8 @@ class PropertyParams(Params):
 # -- source 3: a raw JSON Schema ------------------------------------------------------------------------
 
 class JsonSchemaParams(Params):
-    """Parameters described by a raw JSON Schema object, validated as JSON Schema (no coercion)."""
+    """Parameters described by a raw JSON Schema object, validated as JSON Schema (no coercion; the
+    dialect and the keywords are the specification's, see ``schema_engine``)."""
 
     def __init__(self, schema: Mapping[str, Any], tool_name: str) -> None:
         where = f"tool '{tool_name}'"
@@ -397,9 +399,8 @@ class JsonSchemaParams(Params):
         }
 
     def fast(self, arguments: Any) -> dict[str, Any]:
-        errors = self._validator.errors(arguments, self.argument_names)
-        if errors:
-            raise _Invalid(errors)
+        if not self._validator.is_valid(arguments):
+            raise _Invalid(self._validator.errors(arguments, self.argument_names))
         values = dict(arguments)
         for key, default in self._defaults.items():
             if key not in values:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import copy
 import json
 import re
+import urllib.parse
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -114,11 +115,18 @@ def canonical_schema(schema: dict[str, Any]) -> dict[str, Any]:
 
 
 def resolve_ref(root: dict[str, Any], ref: str) -> dict[str, Any]:
-    """Resolve a local JSON pointer (``#``, ``#/$defs/X``, ``#/definitions/X``, any ``#/a/b``)."""
+    """Resolve a local JSON pointer (``#``, ``#/$defs/X``, ``#/definitions/X``, any ``#/a/b``).
+
+    The fragment is URI-encoded (``%25`` is ``%``) and then a JSON pointer (``~1`` is ``/``, ``~0`` is
+    ``~``, an empty token is the key ``""``). For ``$id``/``$anchor`` references, validation has its own
+    resolver (``schema_engine``); this one serves the schema views (inlining, strict mode)."""
     if not ref.startswith("#"):
         raise ToolDefinitionError(f"$ref {ref!r}: only local references ('#/...') are supported")
+    pointer = urllib.parse.unquote(ref[1:])
+    if pointer and not pointer.startswith("/"):
+        raise ToolDefinitionError(f"$ref {ref!r}: anchors are not resolved here, only JSON pointers ('#/...')")
     node: Any = root
-    for part in [p for p in ref[1:].split("/") if p]:
+    for part in pointer.split("/")[1:]:
         part = part.replace("~1", "/").replace("~0", "~")
         if isinstance(node, dict) and part in node:
             node = node[part]
