@@ -188,32 +188,30 @@ def _swallow(fn: Callable[[Any], Any], arg: Any) -> Callable[[], Any]:
     return call
 
 
-def speed_rows(old_module: Path | None = None) -> list[tuple[str, float | None, float | None, str]]:
-    """(contender, µs valid, µs invalid, note) on the 10-property schema."""
+def tool_validate_us() -> tuple[float, float]:
+    """µs per ``Tool.validate`` call (valid, invalid) with whichever toolfork is imported."""
     from toolfork import Tool
 
-    rows: list[tuple[str, float | None, float | None, str]] = []
-    if old_module is not None:
-        import importlib.util
-
-        spec = importlib.util.spec_from_file_location("toolfork_old_schema_validator", old_module)
-        assert spec is not None and spec.loader is not None
-        mod = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(mod)
-        old = mod.JsonSchemaValidator(SCHEMA_10)
-        names = list(SCHEMA_10["properties"])
-        rows.append(("toolfork before (hand-written validator, errors())",
-                     _per_call_us(lambda: old.errors(VALID_10, names)),
-                     _per_call_us(lambda: old.errors(INVALID_10, names)), "main's schema_validator.py"))
     tool = Tool.from_json_schema("search", "Search.", SCHEMA_10)
-    rows.append(("toolfork after: Tool.validate", _per_call_us(_swallow(tool.validate, VALID_10)),
-                 _per_call_us(_swallow(tool.validate, INVALID_10)), "jsonschema-rs + our messages"))
+    return _per_call_us(_swallow(tool.validate, VALID_10)), _per_call_us(_swallow(tool.validate, INVALID_10))
+
+
+def speed_rows(before: Path | None = None) -> list[tuple[str, float | None, float | None, str]]:
+    """(contender, µs valid, µs invalid, note) on the 10-property schema."""
+    from importlib.metadata import version
+
+    rows: list[tuple[str, float | None, float | None, str]] = []
+    if before is not None:
+        ok, bad = _in_checkout(before, "m.tool_validate_us()")
+        rows.append(("toolfork before: Tool.validate", ok, bad, "hand-written validator (main)"))
+    ok, bad = tool_validate_us()
+    rows.append(("toolfork after: Tool.validate", ok, bad, f"jsonschema-rs {version('jsonschema-rs')} + our messages"))
     try:
         import jsonschema_rs
 
         v = jsonschema_rs.validator_for(SCHEMA_10)
         rows.append(("jsonschema-rs is_valid", _per_call_us(lambda: v.is_valid(VALID_10)),
-                     _per_call_us(lambda: v.is_valid(INVALID_10)), f"{jsonschema_rs.__name__}, no messages"))
+                     _per_call_us(lambda: v.is_valid(INVALID_10)), "no messages"))
         rows.append(("jsonschema-rs list(iter_errors)", _per_call_us(lambda: list(v.iter_errors(VALID_10))),
                      _per_call_us(lambda: list(v.iter_errors(INVALID_10))), "its own messages"))
     except ImportError:
@@ -223,8 +221,7 @@ def speed_rows(old_module: Path | None = None) -> list[tuple[str, float | None, 
 
         js = jsonschema.Draft202012Validator(SCHEMA_10)
         rows.append(("jsonschema (Python) list(iter_errors)", _per_call_us(lambda: list(js.iter_errors(VALID_10))),
-                     _per_call_us(lambda: list(js.iter_errors(INVALID_10))), f"jsonschema {jsonschema.__version__}"
-                     if hasattr(jsonschema, "__version__") else "jsonschema"))
+                     _per_call_us(lambda: list(js.iter_errors(INVALID_10))), f"jsonschema {version('jsonschema')}"))
     except ImportError:
         pass
     try:
@@ -232,24 +229,30 @@ def speed_rows(old_module: Path | None = None) -> list[tuple[str, float | None, 
 
         fj = fastjsonschema.compile({**SCHEMA_10, "$schema": "http://json-schema.org/draft-07/schema#"})
         rows.append(("fastjsonschema (draft 7, first error)", _per_call_us(_swallow(fj, VALID_10)),
-                     _per_call_us(_swallow(fj, INVALID_10)), "no 2020-12"))
+                     _per_call_us(_swallow(fj, INVALID_10)), f"fastjsonschema {version('fastjsonschema')}, no 2020-12"))
     except ImportError:
         pass
     return rows
 
 
-def _suite_of(checkout: Path | None) -> dict[str, dict[str, Any]]:
-    """Pass rates of this tree, or of another checkout (run in a subprocess with it first on the path)."""
-    if checkout is None:
-        return {d: summary(run_suite(d)) for d in DRAFTS}
+def _in_checkout(checkout: Path, expression: str) -> Any:
+    """``expression`` (over this module as ``m``) evaluated in a subprocess that imports toolfork from
+    another checkout (the old code), its value returned through JSON."""
     code = ("import json, sys, importlib.util\n"
             f"spec = importlib.util.spec_from_file_location('vb', {str(Path(__file__))!r})\n"
             "m = importlib.util.module_from_spec(spec); sys.modules['vb'] = m; spec.loader.exec_module(m)\n"
-            "print(json.dumps({d: m.summary(m.run_suite(d)) for d in m.DRAFTS}))\n")
+            f"print(json.dumps({expression}))\n")
     env = {**os.environ, "PYTHONPATH": str(checkout)}
     out = subprocess.run([sys.executable, "-c", code], cwd=checkout, env=env, capture_output=True, text=True,
                          check=True, timeout=600)
-    return json.loads(out.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def _suite_of(checkout: Path | None) -> dict[str, dict[str, Any]]:
+    """Pass rates of this tree, or of another checkout's code."""
+    if checkout is None:
+        return {d: summary(run_suite(d)) for d in DRAFTS}
+    return _in_checkout(checkout, "{d: m.summary(m.run_suite(d)) for d in m.DRAFTS}")  # type: ignore[no-any-return]
 
 
 def markdown(rows: list[tuple[str, float | None, float | None, str]], before: dict[str, Any] | None,
@@ -285,8 +288,7 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(_suite_of(args.before), indent=1))
         return 0
     before = _suite_of(args.before) if args.before else None
-    old = args.before / "toolfork" / "tools" / "schema_validator.py" if args.before else None
-    text = markdown(speed_rows(old), before, _suite_of(None))
+    text = markdown(speed_rows(args.before), before, _suite_of(None))
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(text)
     print(text)

@@ -89,7 +89,7 @@ class Params(ABC):
         candidates = [arguments]
         if has_none(arguments):
             candidates.append(strip_optional_nulls(arguments, self.schema, self.schema))
-        errors: list[dict[str, Any]] = []
+        errors: list[dict[str, Any]] | _Invalid = []
         for candidate in candidates:
             try:
                 return self.fast(candidate)
@@ -99,8 +99,8 @@ class Params(ABC):
                 if self.closed is not None:
                     errors += self.closed.errors(candidate)
             except _Invalid as exc:
-                errors = exc.errors
-        raise ToolInputError(tool_name, errors)
+                errors = exc  # its messages are worked out only if this is the candidate reported
+        raise ToolInputError(tool_name, errors.errors if isinstance(errors, _Invalid) else errors)
 
 
 # -- type-hint helpers -----------------------------------------------------------------------------------
@@ -369,6 +369,20 @@ class PropertyParams(Params):
 
 # -- source 3: a raw JSON Schema ------------------------------------------------------------------------
 
+class _SchemaInvalid(_Invalid):
+    """Refused by the engine. The messages (the costly part) are worked out only when read: ``validate``
+    tries a call's candidates first and reports only the last one's."""
+
+    def __init__(self, validator: JsonSchemaValidator, arguments: Any, names: list[str]) -> None:
+        Exception.__init__(self)
+        self._refused = (validator, arguments, names)
+
+    @property  # type: ignore[misc]
+    def errors(self) -> list[dict[str, Any]]:  # type: ignore[override]
+        validator, arguments, names = self._refused
+        return validator.errors(arguments, names)
+
+
 class JsonSchemaParams(Params):
     """Parameters described by a raw JSON Schema object, validated as JSON Schema (no coercion; the
     dialect and the keywords are the specification's, see ``schema_engine``)."""
@@ -400,7 +414,7 @@ class JsonSchemaParams(Params):
 
     def fast(self, arguments: Any) -> dict[str, Any]:
         if not self._validator.is_valid(arguments):
-            raise _Invalid(self._validator.errors(arguments, self.argument_names))
+            raise _SchemaInvalid(self._validator, arguments, self.argument_names)
         values = dict(arguments)
         for key, default in self._defaults.items():
             if key not in values:

@@ -13,6 +13,8 @@ import urllib.parse
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import jsonschema_rs
+
 from toolfork.tools.errors import ToolDefinitionError
 
 NAME_PATTERN = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
@@ -118,13 +120,12 @@ def resolve_ref(root: dict[str, Any], ref: str) -> dict[str, Any]:
     """Resolve a local JSON pointer (``#``, ``#/$defs/X``, ``#/definitions/X``, any ``#/a/b``).
 
     The fragment is URI-encoded (``%25`` is ``%``) and then a JSON pointer (``~1`` is ``/``, ``~0`` is
-    ``~``, an empty token is the key ``""``). For ``$id``/``$anchor`` references, validation has its own
-    resolver (``schema_engine``); this one serves the schema views (inlining, strict mode)."""
-    if not ref.startswith("#"):
-        raise ToolDefinitionError(f"$ref {ref!r}: only local references ('#/...') are supported")
-    pointer = urllib.parse.unquote(ref[1:])
-    if pointer and not pointer.startswith("/"):
-        raise ToolDefinitionError(f"$ref {ref!r}: anchors are not resolved here, only JSON pointers ('#/...')")
+    ``~``, an empty token is the key ``""``). Other references (``$id``, ``$anchor``, URNs) go through
+    jsonschema-rs's resolver, relative to the root's ``$id``: what validation resolves, the schema
+    views (inlining, strict mode, labels) resolve the same way."""
+    pointer = urllib.parse.unquote(ref[1:]) if ref.startswith("#") else None
+    if pointer is None or (pointer and not pointer.startswith("/")):
+        return _resolve_by_uri(root, ref)
     node: Any = root
     for part in pointer.split("/")[1:]:
         part = part.replace("~1", "/").replace("~0", "~")
@@ -137,6 +138,25 @@ def resolve_ref(root: dict[str, Any], ref: str) -> dict[str, Any]:
     if not isinstance(node, (dict, bool)):
         raise ToolDefinitionError(f"$ref {ref!r} does not point to a schema")
     return node if isinstance(node, dict) else ({} if node else {"not": {}})
+
+
+def _no_fetch(uri: str) -> Any:
+    raise ValueError(f"remote schemas are not fetched ({uri})")
+
+
+def _resolve_by_uri(root: dict[str, Any], ref: str) -> dict[str, Any]:
+    root_id = root.get("$id")
+    base = urllib.parse.urljoin("json-schema:///", root_id) if isinstance(root_id, str) else "json-schema:///"
+    try:
+        registry = jsonschema_rs.Registry([(base, root)], retriever=_no_fetch)
+        found = registry.resolver(base).lookup(ref).contents
+    except (jsonschema_rs.ReferencingError, ValueError) as exc:
+        where = "points to nothing in the schema" if ref.startswith("#") or "does not exist" in str(exc) else \
+            "leaves the schema: only local references (JSON pointers, $id and $anchor inside it) are supported"
+        raise ToolDefinitionError(f"$ref {ref!r} {where}") from None
+    if not isinstance(found, (dict, bool)):
+        raise ToolDefinitionError(f"$ref {ref!r} does not point to a schema")
+    return found if isinstance(found, dict) else ({} if found else {"not": {}})
 
 
 def inline_refs(schema: dict[str, Any]) -> dict[str, Any]:

@@ -168,12 +168,16 @@ def _definition_error(exc: Exception) -> ToolDefinitionError:
     at = f" at {format_loc(where)}" if where else ""
     kind = getattr(exc, "kind", None)
     if kind is not None and getattr(kind, "name", "") == "format" and getattr(kind, "format", "") == "regex":
-        pattern = getattr(exc, "instance", None)
+        # A patternProperties key is the pattern (older engines report the value under it instead).
+        pattern = where[-1] if len(where) >= 2 and where[-2] == "patternProperties" else getattr(exc, "instance", None)
         return ToolDefinitionError(f"bad regular expression {pattern!r}{at}: patterns are ECMA 262 regular "
                                    "expressions and this one does not compile")
     if "does not exist" in msg and msg.startswith("Pointer"):
         pointer = msg.split("'")[1] if msg.count("'") >= 2 else msg
         return ToolDefinitionError(f"$ref '#{pointer}' points to nothing in the schema")
+    if msg.startswith("Anchor ") and "does not exist" in msg:
+        anchor = msg.split("'")[1] if msg.count("'") >= 2 else msg
+        return ToolDefinitionError(f"$ref '#{anchor}' points to nothing in the schema (no $anchor {anchor!r})")
     if "is not present in a registry" in msg or "remote schemas are not fetched" in msg:
         uri = msg.split("'")[1] if msg.count("'") >= 2 else msg
         return ToolDefinitionError(
