@@ -260,12 +260,19 @@ def markdown(rows: list[tuple[str, float | None, float | None, str]], before: di
     lines = ["# Raw JSON Schema validation (Tool.from_json_schema)", "",
              "One run of `python -m toolfork.bench.validation` (see the module docstring). Speed: µs per call on "
              "a 10-property schema (nested object, enum, pattern, bounds), median of 5 rounds; lower is better.", "",
-             "| contender | valid µs | invalid µs | valid vs after | note |", "|---|---:|---:|---:|---|"]
-    ref = next((r[1] for r in rows if r[0].startswith("toolfork after")), None)
+             "The machine is shared with other jobs: compare the ratios within the run, not the absolute µs. "
+             "The invalid call of `Tool.validate` includes building the messages (paths, values) and the "
+             "`ToolInputError`, and retrying without the optional `null` the arguments hold (strict mode).", "",
+             "| contender | valid µs | invalid µs | valid vs after | invalid vs after | note |",
+             "|---|---:|---:|---:|---:|---|"]
+    mine = next((r for r in rows if r[0].startswith("toolfork after")), None)
     for name, ok, bad, note in rows:
-        ratio = f"{ok / ref:.2f}x" if ok and ref else ""
-        lines.append(f"| {name} | {ok:.2f} | {bad:.2f} | {ratio} | {note} |" if ok is not None and bad is not None
-                     else f"| {name} | - | - | | {note} |")
+        if ok is None or bad is None:
+            lines.append(f"| {name} | - | - | | | {note} |")
+            continue
+        ratio_ok = f"{ok / mine[1]:.2f}x" if mine and mine[1] else ""
+        ratio_bad = f"{bad / mine[2]:.2f}x" if mine and mine[2] else ""
+        lines.append(f"| {name} | {ok:.2f} | {bad:.2f} | {ratio_ok} | {ratio_bad} | {note} |")
     lines += ["", "## Official JSON-Schema-Test-Suite, required tests", "",
               "Through `Tool.from_json_schema` + `Tool.validate` (`tests/tools/test_tools_json_schema_suite.py`); "
               "`refRemote.json` left out (needs schemas served on localhost:1234).", "",
@@ -275,6 +282,10 @@ def markdown(rows: list[tuple[str, float | None, float | None, str]], before: di
         for draft, s in (table or {}).items():
             lines.append(f"| {draft} | {label} | {s['tests']} | {s['passed']} | {100 * s['rate']:.1f}% | "
                          f"{s['invalid_accepted']} | {s['schema_refused']} | {s['crash']} |")
+    lines += ["", "The test (`EXCLUDED` there) leaves out 16 draft-2020-12 cases, each with its reason: 13 need a "
+              "remote schema and 3 a remote custom metaschema, all served on localhost:1234 by the suite's tooling. "
+              "Without them both drafts pass every case (2020-12: 1210 of 1210, draft 7: 890 of 890); with them "
+              "2020-12 passes 98.9% as above. Invalid instances accepted: 0 in every case."]
     return "\n".join(lines) + "\n"
 
 
