@@ -13,8 +13,6 @@ import urllib.parse
 from collections.abc import Callable, Iterator
 from typing import Any
 
-import jsonschema_rs
-
 from toolfork.tools.errors import ToolDefinitionError
 
 NAME_PATTERN = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
@@ -145,6 +143,8 @@ def _no_fetch(uri: str) -> Any:
 
 
 def _resolve_by_uri(root: dict[str, Any], ref: str) -> dict[str, Any]:
+    import jsonschema_rs  # here: only schemas with $id/$anchor references need it
+
     root_id = root.get("$id")
     base = urllib.parse.urljoin("json-schema:///", root_id) if isinstance(root_id, str) else "json-schema:///"
     try:

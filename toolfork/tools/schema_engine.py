@@ -22,8 +22,6 @@ import copy
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-import jsonschema_rs
-
 from toolfork.tools.errors import ToolDefinitionError
 from toolfork.tools.schema_messages import Translator, non_json_path
 from toolfork.tools.validation import format_loc, short_repr
@@ -39,13 +37,10 @@ _DIALECTS = {
     "json-schema.org/draft-04/schema": 4,
 }
 DIALECT_NAMES = {2020: "draft 2020-12", 2019: "draft 2019-09", 7: "draft 7", 6: "draft 6", 4: "draft 4"}
-_VALIDATORS: dict[int, Any] = {
-    2020: jsonschema_rs.Draft202012Validator,
-    2019: jsonschema_rs.Draft201909Validator,
-    7: jsonschema_rs.Draft7Validator,
-    6: jsonschema_rs.Draft6Validator,
-    4: jsonschema_rs.Draft4Validator,
-}
+# The engine's validator class per dialect (a name: jsonschema_rs is imported with the first raw-schema
+# tool, so `import toolfork` and the worker stay lean).
+_VALIDATORS = {2020: "Draft202012Validator", 2019: "Draft201909Validator", 7: "Draft7Validator",
+               6: "Draft6Validator", 4: "Draft4Validator"}
 # Keywords that exist only from (first) / up to (last) some dialect: elsewhere they would be ignored.
 _FIRST = {
     "const": 6, "contains": 6, "propertyNames": 6, "if": 7, "then": 7, "else": 7,
@@ -198,8 +193,11 @@ class JsonSchemaValidator:
                 _legacy_to_2020(node)
             _check_node(node, where, self.dialect)
         self.root = root
+        import jsonschema_rs
+
         try:
-            self._engine = _VALIDATORS[self.dialect](root, validate_formats=False, retriever=_no_fetch)
+            engine = getattr(jsonschema_rs, _VALIDATORS[self.dialect])
+            self._engine = engine(root, validate_formats=False, retriever=_no_fetch)
         except (jsonschema_rs.ValidationError, jsonschema_rs.ReferencingError, ValueError) as exc:
             raise _definition_error(exc) from None
         self._is_valid = self._engine.is_valid
