@@ -4,7 +4,7 @@ specification says.
 Why an engine and not our own walker: ``Tool.from_json_schema`` is how other frameworks' tools come
 in, so "valid" must mean what the specification means, every keyword included (``unevaluated*``,
 ``$dynamicRef``, ``$id``/``$anchor`` scopes...). ``jsonschema-rs`` (Rust) passes the official test
-suite and checks a valid call in well under a microsecond; we keep the error messages our own
+suite and checks a valid call in about a microsecond; we keep the error messages our own
 (``schema_messages``), so a model reads the same words as for the pydantic-backed tools.
 
 The dialect is the schema's ``$schema`` (draft 2020-12, 2019-09, 7, 6 or 4). A schema without one is
