@@ -345,3 +345,16 @@ def test_a_value_json_cannot_hold_is_named() -> None:
     schema = {"type": "object", "properties": {"when": {"type": "string"}}}
     assert _errors(schema, {"when": datetime.date(2024, 1, 2)}) == {
         "when": "not a JSON value (got datetime.date(2024, 1, 2), a date)"}
+
+
+def test_a_root_reference_gives_the_argument_names_and_defaults() -> None:
+    # How zod-to-json-schema (many MCP servers) writes a tool: draft 7, the arguments behind a $ref.
+    schema = {"$schema": "http://json-schema.org/draft-07/schema#", "$ref": "#/definitions/Args",
+              "definitions": {"Args": {
+                  "type": "object", "additionalProperties": False, "required": ["a"],
+                  "properties": {"a": {"type": "string"}, "n": {"type": "integer", "default": 2}}}}}
+    t = Tool.from_json_schema("t", "", schema, lambda a, n: a * n)
+    assert t.argument_names == ["a", "n"]
+    assert t.invoke({"a": "x"}).as_text() == "xx"
+    assert _errors(schema, {"b": 1}) == {"b": "unexpected argument (valid arguments: a, n)",
+                                         "a": "missing required argument"}

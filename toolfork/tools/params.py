@@ -27,7 +27,7 @@ from pydantic.json_schema import PydanticJsonSchemaWarning
 from toolfork.tools.errors import ToolDefinitionError, ToolInputError
 from toolfork.tools.properties import ToolProperty, check_unique, object_schema, typed_dict
 from toolfork.tools.runtime import ToolRuntime
-from toolfork.tools.schema import canonical_schema, clean_schema
+from toolfork.tools.schema import canonical_schema, clean_schema, resolve_ref
 from toolfork.tools.schema_engine import JsonSchemaValidator
 from toolfork.tools.schema_validator import ClosedObjects
 from toolfork.tools.validation import has_none, pydantic_errors, short_repr, strip_optional_nulls
@@ -407,8 +407,18 @@ class JsonSchemaParams(Params):
             self._validator = JsonSchemaValidator(schema_copy)
         except ToolDefinitionError as exc:
             raise ToolDefinitionError(f"{where}: {exc}") from None
+        properties = schema_copy["properties"]
+        if not properties and isinstance(schema_copy.get("$ref"), str):
+            # {"$ref": "#/definitions/Args", ...}, as zod-to-json-schema writes MCP tools: the names are there.
+            try:
+                target = resolve_ref(schema_copy, schema_copy["$ref"])
+            except ToolDefinitionError:
+                target = {}  # resolved by the engine only (a nested base URI): the names stay unknown
+            if isinstance(target.get("properties"), dict):
+                properties = target["properties"]
+                self.argument_names = list(properties)
         self._defaults = {
-            k: s["default"] for k, s in schema_copy["properties"].items()
+            k: s["default"] for k, s in properties.items()
             if isinstance(s, dict) and "default" in s
         }
 
