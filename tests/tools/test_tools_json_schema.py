@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import datetime
+import re
 from typing import Any
 
 import pytest
@@ -209,3 +211,150 @@ def test_callable_must_accept_the_schema_names() -> None:
     t = Tool.from_json_schema("d", "", {"type": "object", "properties": {"first-name": {"type": "string"}}},
                               lambda **kw: kw["first-name"])
     assert t.invoke({"first-name": "Ann"}).as_text() == "Ann"
+
+
+# -- the specification's semantics (jsonschema-rs underneath, our messages) --------------------------------
+
+def _errors(schema: dict[str, Any], arguments: Any) -> dict[str, str]:
+    with pytest.raises(ToolInputError) as info:
+        Tool.from_json_schema("t", "", schema).validate(arguments)
+    return {e["loc"]: e["msg"] for e in info.value.errors}
+
+
+def test_empty_enum_refuses_every_value_without_crashing() -> None:
+    schema = {"type": "object", "properties": {"a": {"enum": []}}}
+    assert _errors(schema, {"a": 1}) == {"a": "no value is allowed here: the schema's enum is empty (got 1)"}
+    assert Tool.from_json_schema("t", "", schema).validate({}) == {}
+
+
+def test_patterns_are_ecma_262_and_compiled_at_definition() -> None:
+    schema = {"type": "object", "patternProperties": {"^\\p{L}+$": {"type": "integer"}},
+              "properties": {"iso_2": {"type": "string", "pattern": "^(?<=)\\p{Lu}{2}$"}},
+              "additionalProperties": False}
+    t = Tool.from_json_schema("t", "", schema)
+    assert t.validate({"héllo": 1, "iso_2": "ÉA"}) == {"héllo": 1, "iso_2": "ÉA"}
+    assert _errors(schema, {"héllo": "x", "12": 1, "iso_2": "ab"}) == {
+        "héllo": "Input should be an integer (got 'x')",
+        "12": "unexpected argument (valid arguments: iso_2)",
+        "iso_2": "String should match pattern '^(?<=)\\\\p{Lu}{2}$' (got 'ab')",
+    }
+    with pytest.raises(ToolDefinitionError, match=r"bad regular expression '\(' at patternProperties"):
+        Tool.from_json_schema("t", "", {"type": "object", "patternProperties": {"(": {}}})
+
+
+def test_ref_pointers_with_percent_escapes_and_empty_tokens() -> None:
+    schema = {"type": "object",
+              "properties": {"a": {"$ref": "#/$defs/a%25b"}, "b": {"$ref": "#/$defs//x"},
+                             "c": {"$ref": "#/$defs/s~1l~0t"}},
+              "$defs": {"a%b": {"type": "string"}, "": {"x": {"type": "integer"}}, "s/l~t": {"type": "boolean"}}}
+    t = Tool.from_json_schema("t", "", schema)
+    assert t.validate({"a": "s", "b": 1, "c": True}) == {"a": "s", "b": 1, "c": True}
+    assert _errors(schema, {"a": 1, "b": "s", "c": 0}) == {
+        "a": "Input should be a string (got 1)", "b": "Input should be an integer (got 's')",
+        "c": "Input should be a boolean (got 0)"}
+    assert t.to_json_schema(inline=True)["properties"] == {
+        "a": {"type": "string"}, "b": {"type": "integer"}, "c": {"type": "boolean"}}
+
+
+def test_id_anchor_and_urn_references() -> None:
+    urn = "urn:uuid:deadbeef-1234-ffff-ffff-4321feebdaed"
+    schema = {"$id": urn, "type": "object",
+              "properties": {"a": {"$ref": f"{urn}#/$defs/bar"}, "b": {"$ref": "#foo"},
+                             "c": {"$ref": "http://example.com/item.json"}},
+              "$defs": {"bar": {"type": "string"}, "f": {"$anchor": "foo", "type": "integer"},
+                        "i": {"$id": "http://example.com/item.json", "type": "boolean"}}}
+    t = Tool.from_json_schema("t", "", schema)
+    assert t.validate({"a": "s", "b": 1, "c": True}) == {"a": "s", "b": 1, "c": True}
+    assert _errors(schema, {"a": 1, "b": "x", "c": 1}) == {
+        "a": "Input should be a string (got 1)", "b": "Input should be an integer (got 'x')",
+        "c": "Input should be a boolean (got 1)"}
+    assert t.to_json_schema(inline=True)["properties"]["a"] == {"type": "string"}
+    with pytest.raises(ToolDefinitionError, match=r"\$ref '#nope' points to nothing.*no \$anchor 'nope'"):
+        Tool.from_json_schema("t", "", {"type": "object", "properties": {"a": {"$ref": "#nope"}}})
+
+
+def test_keywords_every_draft_knows_are_enforced() -> None:
+    schema = {
+        "type": "object",
+        "properties": {
+            "pair": {"type": "array", "prefixItems": [{"type": "string"}], "unevaluatedItems": False},
+            "many": {"type": "array", "contains": {"type": "integer"}, "minContains": 2, "maxContains": 3},
+            "names": {"type": "object", "propertyNames": {"maxLength": 3}},
+            "card": {"type": "object", "dependentSchemas": {"cvv": {"required": ["number"]}},
+                     "dependentRequired": {"number": ["expiry"]}},
+        },
+        "unevaluatedProperties": False,
+    }
+    assert _errors(schema, {"pair": ["a", 1], "many": [1, "x"], "names": {"long": 1}, "card": {"cvv": 1},
+                            "other": 1}) == {
+        "pair": "List has items that no schema here allows (got 1)",
+        "many": "List should contain at least 2 matching items",
+        "names.long": "property name not allowed: String should have at most 3 characters (got 4)",
+        "card.number": "missing required field",
+        "other": "unexpected argument (valid arguments: pair, many, names, card)",
+    }
+    assert _errors(schema, {"many": [1, 2, 3, 4], "card": {"number": 1}}) == {
+        "many": "List should contain at most 3 matching items",
+        "card.expiry": "missing required field (required with 'number')",
+    }
+
+
+@pytest.mark.parametrize(
+    ("schema", "message"),
+    [
+        ({"$schema": "http://json-schema.org/draft-07/schema#", "type": "object",
+          "properties": {"a": {"prefixItems": [{}]}}}, "keyword 'prefixItems' at properties.a is not part of draft 7"),
+        ({"$schema": "http://json-schema.org/draft-07/schema#", "type": "object", "unevaluatedProperties": False},
+         "keyword 'unevaluatedProperties' is not part of draft 7"),
+        ({"$schema": "https://json-schema.org/draft/2020-12/schema", "type": "object",
+          "dependencies": {"a": ["b"]}}, "keyword 'dependencies' is not part of draft 2020-12"),
+        ({"$schema": "https://json-schema.org/draft/2020-12/schema", "type": "object",
+          "properties": {"a": {"items": [{}]}}}, "'items' as a list at properties.a is the draft-7 tuple form"),
+        ({"$schema": "http://json-schema.org/draft-04/schema#", "type": "object",
+          "properties": {"a": {"const": 1}}}, "keyword 'const' at properties.a is not part of draft 4"),
+        ({"$schema": "http://json-schema.org/draft-03/schema#", "type": "object"},
+         "'http://json-schema.org/draft-03/schema#' is not a supported dialect"),
+        ({"$schema": "http://json-schema.org/draft-07/schema#", "type": "object",
+          "properties": {"a": {"maximum": 1, "exclusiveMaximum": True}}},
+         "invalid schema at properties.a.exclusiveMaximum: true is not of type"),
+    ],
+)
+def test_keywords_outside_the_declared_dialect_are_refused_by_name(schema: dict[str, Any], message: str) -> None:
+    with pytest.raises(ToolDefinitionError, match=re.escape(message)):
+        Tool.from_json_schema("t", "", schema)
+
+
+def test_schemas_without_dialect_keep_older_forms_and_openapi_nullable() -> None:
+    schema = {"type": "object", "properties": {
+        "a": {"type": "integer"}, "b": {"type": "string"},
+        "c": {"type": "string", "enum": ["x"], "nullable": True},
+        "d": {"type": "object", "dependencies": {"p": ["q"], "r": {"required": ["s"]}}},
+    }, "dependencies": {"a": ["b"]}}
+    t = Tool.from_json_schema("t", "", schema)
+    assert t.validate({"a": 1, "b": "x", "c": None}) == {"a": 1, "b": "x", "c": None}
+    assert _errors(schema, {"a": 1, "c": "y", "d": {"p": 1, "r": 2}}) == {
+        "b": "missing required argument",
+        "c": "Input should be 'x' or None (got 'y')",
+        "d.q": "missing required field (required with 'p')",
+        "d.s": "missing required field",
+    }
+    assert t.to_json_schema() == schema  # the model reads the schema as given
+
+
+def test_a_value_json_cannot_hold_is_named() -> None:
+    schema = {"type": "object", "properties": {"when": {"type": "string"}}}
+    assert _errors(schema, {"when": datetime.date(2024, 1, 2)}) == {
+        "when": "not a JSON value (got datetime.date(2024, 1, 2), a date)"}
+
+
+def test_a_root_reference_gives_the_argument_names_and_defaults() -> None:
+    # How zod-to-json-schema (many MCP servers) writes a tool: draft 7, the arguments behind a $ref.
+    schema = {"$schema": "http://json-schema.org/draft-07/schema#", "$ref": "#/definitions/Args",
+              "definitions": {"Args": {
+                  "type": "object", "additionalProperties": False, "required": ["a"],
+                  "properties": {"a": {"type": "string"}, "n": {"type": "integer", "default": 2}}}}}
+    t = Tool.from_json_schema("t", "", schema, lambda a, n: a * n)
+    assert t.argument_names == ["a", "n"]
+    assert t.invoke({"a": "x"}).as_text() == "xx"
+    assert _errors(schema, {"b": 1}) == {"b": "unexpected argument (valid arguments: a, n)",
+                                         "a": "missing required argument"}

@@ -27,8 +27,9 @@ from pydantic.json_schema import PydanticJsonSchemaWarning
 from toolfork.tools.errors import ToolDefinitionError, ToolInputError
 from toolfork.tools.properties import ToolProperty, check_unique, object_schema, typed_dict
 from toolfork.tools.runtime import ToolRuntime
-from toolfork.tools.schema import canonical_schema, clean_schema
-from toolfork.tools.schema_validator import ClosedObjects, JsonSchemaValidator
+from toolfork.tools.schema import canonical_schema, clean_schema, resolve_ref
+from toolfork.tools.schema_engine import JsonSchemaValidator
+from toolfork.tools.schema_validator import ClosedObjects
 from toolfork.tools.validation import has_none, pydantic_errors, short_repr, strip_optional_nulls
 
 
@@ -88,7 +89,7 @@ class Params(ABC):
         candidates = [arguments]
         if has_none(arguments):
             candidates.append(strip_optional_nulls(arguments, self.schema, self.schema))
-        errors: list[dict[str, Any]] = []
+        errors: list[dict[str, Any]] | _Invalid = []
         for candidate in candidates:
             try:
                 return self.fast(candidate)
@@ -98,8 +99,8 @@ class Params(ABC):
                 if self.closed is not None:
                     errors += self.closed.errors(candidate)
             except _Invalid as exc:
-                errors = exc.errors
-        raise ToolInputError(tool_name, errors)
+                errors = exc  # its messages are worked out only if this is the candidate reported
+        raise ToolInputError(tool_name, errors.errors if isinstance(errors, _Invalid) else errors)
 
 
 # -- type-hint helpers -----------------------------------------------------------------------------------
@@ -368,8 +369,23 @@ class PropertyParams(Params):
 
 # -- source 3: a raw JSON Schema ------------------------------------------------------------------------
 
+class _SchemaInvalid(_Invalid):
+    """Refused by the engine. The messages (the costly part) are worked out only when read: ``validate``
+    tries a call's candidates first and reports only the last one's."""
+
+    def __init__(self, validator: JsonSchemaValidator, arguments: Any, names: list[str]) -> None:
+        Exception.__init__(self)
+        self._refused = (validator, arguments, names)
+
+    @property  # type: ignore[misc]
+    def errors(self) -> list[dict[str, Any]]:  # type: ignore[override]
+        validator, arguments, names = self._refused
+        return validator.errors(arguments, names)
+
+
 class JsonSchemaParams(Params):
-    """Parameters described by a raw JSON Schema object, validated as JSON Schema (no coercion)."""
+    """Parameters described by a raw JSON Schema object, validated as JSON Schema (no coercion; the
+    dialect and the keywords are the specification's, see ``schema_engine``)."""
 
     def __init__(self, schema: Mapping[str, Any], tool_name: str) -> None:
         where = f"tool '{tool_name}'"
@@ -391,15 +407,24 @@ class JsonSchemaParams(Params):
             self._validator = JsonSchemaValidator(schema_copy)
         except ToolDefinitionError as exc:
             raise ToolDefinitionError(f"{where}: {exc}") from None
+        properties = schema_copy["properties"]
+        if not properties and isinstance(schema_copy.get("$ref"), str):
+            # {"$ref": "#/definitions/Args", ...}, as zod-to-json-schema writes MCP tools: the names are there.
+            try:
+                target = resolve_ref(schema_copy, schema_copy["$ref"])
+            except ToolDefinitionError:
+                target = {}  # resolved by the engine only (a nested base URI): the names stay unknown
+            if isinstance(target.get("properties"), dict):
+                properties = target["properties"]
+                self.argument_names = list(properties)
         self._defaults = {
-            k: s["default"] for k, s in schema_copy["properties"].items()
+            k: s["default"] for k, s in properties.items()
             if isinstance(s, dict) and "default" in s
         }
 
     def fast(self, arguments: Any) -> dict[str, Any]:
-        errors = self._validator.errors(arguments, self.argument_names)
-        if errors:
-            raise _Invalid(errors)
+        if not self._validator.is_valid(arguments):
+            raise _SchemaInvalid(self._validator, arguments, self.argument_names)
         values = dict(arguments)
         for key, default in self._defaults.items():
             if key not in values:

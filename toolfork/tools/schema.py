@@ -9,6 +9,7 @@ from __future__ import annotations
 import copy
 import json
 import re
+import urllib.parse
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -114,11 +115,17 @@ def canonical_schema(schema: dict[str, Any]) -> dict[str, Any]:
 
 
 def resolve_ref(root: dict[str, Any], ref: str) -> dict[str, Any]:
-    """Resolve a local JSON pointer (``#``, ``#/$defs/X``, ``#/definitions/X``, any ``#/a/b``)."""
-    if not ref.startswith("#"):
-        raise ToolDefinitionError(f"$ref {ref!r}: only local references ('#/...') are supported")
+    """Resolve a local JSON pointer (``#``, ``#/$defs/X``, ``#/definitions/X``, any ``#/a/b``).
+
+    The fragment is URI-encoded (``%25`` is ``%``) and then a JSON pointer (``~1`` is ``/``, ``~0`` is
+    ``~``, an empty token is the key ``""``). Other references (``$id``, ``$anchor``, URNs) go through
+    jsonschema-rs's resolver, relative to the root's ``$id``: what validation resolves, the schema
+    views (inlining, strict mode, labels) resolve the same way."""
+    pointer = urllib.parse.unquote(ref[1:]) if ref.startswith("#") else None
+    if pointer is None or (pointer and not pointer.startswith("/")):
+        return _resolve_by_uri(root, ref)
     node: Any = root
-    for part in [p for p in ref[1:].split("/") if p]:
+    for part in pointer.split("/")[1:]:
         part = part.replace("~1", "/").replace("~0", "~")
         if isinstance(node, dict) and part in node:
             node = node[part]
@@ -129,6 +136,27 @@ def resolve_ref(root: dict[str, Any], ref: str) -> dict[str, Any]:
     if not isinstance(node, (dict, bool)):
         raise ToolDefinitionError(f"$ref {ref!r} does not point to a schema")
     return node if isinstance(node, dict) else ({} if node else {"not": {}})
+
+
+def _no_fetch(uri: str) -> Any:
+    raise ValueError(f"remote schemas are not fetched ({uri})")
+
+
+def _resolve_by_uri(root: dict[str, Any], ref: str) -> dict[str, Any]:
+    import jsonschema_rs  # here: only schemas with $id/$anchor references need it
+
+    root_id = root.get("$id")
+    base = urllib.parse.urljoin("json-schema:///", root_id) if isinstance(root_id, str) else "json-schema:///"
+    try:
+        registry = jsonschema_rs.Registry([(base, root)], retriever=_no_fetch)
+        found = registry.resolver(base).lookup(ref).contents
+    except (jsonschema_rs.ReferencingError, ValueError) as exc:
+        where = "points to nothing in the schema" if ref.startswith("#") or "does not exist" in str(exc) else \
+            "leaves the schema: only local references (JSON pointers, $id and $anchor inside it) are supported"
+        raise ToolDefinitionError(f"$ref {ref!r} {where}") from None
+    if not isinstance(found, (dict, bool)):
+        raise ToolDefinitionError(f"$ref {ref!r} does not point to a schema")
+    return found if isinstance(found, dict) else ({} if found else {"not": {}})
 
 
 def inline_refs(schema: dict[str, Any]) -> dict[str, Any]:
