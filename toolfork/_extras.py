@@ -30,6 +30,10 @@ MODULE_EXTRAS: dict[str, tuple[str, str]] = {
     "pebble": ("bench", "pebble"),
     "loky": ("bench", "loky"),
     "matplotlib": ("bench", "matplotlib"),
+    "langgraph": ("langgraph", "langgraph"),
+    "langchain_core": ("langgraph", "langchain-core"),
+    "pydantic_ai": ("pydantic-ai", "pydantic-ai-slim"),
+    "agents": ("openai-agents", "openai-agents"),
 }
 
 
