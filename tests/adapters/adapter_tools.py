@@ -19,14 +19,22 @@ def where(tag: str) -> dict[str, object]:
 
 
 @tool
-def nap(seconds: float) -> int:
-    """Sleep, then return the worker's pid.
+def nap(seconds: float) -> str:
+    """Sleep; say which process slept and when (``"pid start end"``, wall-clock seconds).
 
     Args:
         seconds: how long to sleep
     """
+    start = time.time()
     time.sleep(seconds)
-    return os.getpid()
+    return f"{os.getpid()} {start:.4f} {time.time():.4f}"
+
+
+def naps(texts: list[str]) -> tuple[set[int], bool]:
+    """The pids that ran ``nap`` calls, and whether all of those calls were asleep at one moment."""
+    rows = [t.split() for t in texts]
+    pids = {int(r[0]) for r in rows}
+    return pids, max(float(r[1]) for r in rows) < min(float(r[2]) for r in rows)
 
 
 @tool

@@ -13,7 +13,7 @@ pytest.importorskip("langgraph")
 from langchain_core.messages import ToolMessage
 from langchain_core.tools import ToolException
 
-from tests.adapters.adapter_tools import add, crash, hang, nap, where
+from tests.adapters.adapter_tools import add, crash, hang, nap, naps, where
 from tests.adapters.lc_tools import lc_count_messages, lc_where
 from toolfork.adapters.langchain import ToolCallTimedOut, from_langchain, to_langchain
 from toolfork.executor import Executor, ToolCall
@@ -29,8 +29,8 @@ def test_to_langchain_tools_run_in_workers_sync_and_async() -> None:
         async def three_naps() -> list[str]:
             return await asyncio.gather(*(lc_nap.ainvoke({"seconds": 0.3}) for _ in range(3)))
 
-        pids = {int(p) for p in asyncio.run(three_naps())}
-        assert os.getpid() not in pids and len(pids) == 3  # the three awaited calls ran side by side
+        pids, together = naps(asyncio.run(three_naps()))
+        assert os.getpid() not in pids and len(pids) == 3 and together  # the three awaited calls overlapped
 
 
 def test_to_langchain_failures_are_error_tool_messages_by_default_or_raise() -> None:

@@ -19,7 +19,7 @@ from agents import RunConfig, Runner
 from langchain_core.messages import HumanMessage
 from pydantic_ai import Agent
 
-from tests.adapters.adapter_tools import ALL
+from tests.adapters.adapter_tools import ALL, naps
 from tests.adapters.fakes import (
     langgraph_graph,
     openai_agents_model,
@@ -60,10 +60,11 @@ def test_three_frameworks_share_one_executor_at_once_and_close_leaves_nothing() 
         lg = tool_messages(lg_out)  # type: ignore[arg-type]
         pa = returned(pa_seen[0])
         sdk = json.loads(sdk_out.final_output)  # type: ignore[attr-defined]
-        pids = {int(m.content) for m in lg[:2]} | {pa["t0c0"], pa["t0c1"]} | {int(v) for v in sdk.values()}
-        assert os.getpid() not in pids and len(pids) == 6  # six naps at once: one per worker
+        pids, together = naps([m.content for m in lg[:2]] + [pa["t0c0"], pa["t0c1"], *sdk.values()])
+        assert os.getpid() not in pids and len(pids) == 6  # six naps: one per worker
+        assert together, "the six calls of three frameworks were never all running at once"
         assert lg[2].status == "error" and "crashed" in lg[2].content  # LangGraph's crash touched nobody else
-        assert elapsed < 1.6, f"six 0.5 s calls from three frameworks took {elapsed:.2f} s on six workers"
+        assert elapsed < 2.5, f"six 0.5 s calls from three frameworks took {elapsed:.2f} s on six workers"
         node.close()
         toolset.close()
         assert not ex.closed  # adapters given an executor leave it to its owner

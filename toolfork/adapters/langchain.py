@@ -141,7 +141,7 @@ def host_only_reason(lc_tool: BaseTool) -> str | None:
 
 def injected_args(lc_tool: BaseTool) -> list[str]:
     """Names of the arguments LangChain/LangGraph inject rather than the model giving them."""
-    model_args = set(lc_tool.args)
+    model_args = set(_model_args(lc_tool))
     names: list[str] = []
     if not isinstance(lc_tool.args_schema, dict):
         try:
@@ -161,6 +161,15 @@ def injected_args(lc_tool: BaseTool) -> list[str]:
                 continue
             names.append(n)
     return [n for n in names if n not in _FRAMEWORK_PARAMS]
+
+
+def _model_args(lc_tool: BaseTool) -> list[str]:
+    """The arguments the model gives: those of the tool-call schema (``args`` also lists injected ones
+    in some langchain-core versions)."""
+    schema = lc_tool.tool_call_schema
+    if isinstance(schema, dict):
+        return list(schema.get("properties", {}))
+    return list(getattr(schema, "model_fields", {}))
 
 
 def returns_command(lc_tool: BaseTool) -> bool:
