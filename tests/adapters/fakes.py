@@ -9,13 +9,11 @@ from typing import Any
 Calls = Sequence[tuple[str, dict[str, Any]]]
 
 
-def langgraph_graph(node: Any, calls: Calls, then: Calls = ()) -> Any:
-    """A compiled StateGraph: agent -> tools_condition -> ``node`` -> agent, whose scripted model asks
-    for ``calls`` in one AIMessage (then ``then``, if given), then answers "done"."""
+def chat_model(calls: Calls, then: Calls = ()) -> Any:
+    """LangChain's fake chat model (with a ``bind_tools`` that records the tools): one AIMessage asking
+    for ``calls`` (then one for ``then``, if given), then "done"."""
     from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
     from langchain_core.messages import AIMessage
-    from langgraph.graph import START, MessagesState, StateGraph
-    from langgraph.prebuilt import tools_condition
 
     class Scripted(GenericFakeChatModel):
         bound: list[Any] = []
@@ -28,7 +26,16 @@ def langgraph_graph(node: Any, calls: Calls, then: Calls = ()) -> Any:
     replies = [AIMessage(content="", tool_calls=[{"name": n, "args": a, "id": f"t{k}c{i}", "type": "tool_call"}
                                                   for i, (n, a) in enumerate(turn)])
                for k, turn in enumerate(turns)]
-    model = Scripted(messages=iter([*replies, AIMessage(content="done")]))
+    return Scripted(messages=iter([*replies, AIMessage(content="done")]))
+
+
+def langgraph_graph(node: Any, calls: Calls, then: Calls = ()) -> Any:
+    """A compiled StateGraph: agent -> tools_condition -> ``node`` -> agent, whose scripted model asks
+    for ``calls`` in one AIMessage (then ``then``, if given), then answers "done"."""
+    from langgraph.graph import START, MessagesState, StateGraph
+    from langgraph.prebuilt import tools_condition
+
+    model = chat_model(calls, then)
     model.bind_tools(list(node.tools_by_name.values()))
 
     def agent(state: MessagesState) -> dict[str, Any]:
