@@ -221,7 +221,7 @@ def _cell_main(framework: str, variant: str, workload: str) -> None:
     report({"seconds": min(times), "capped": False, "reps": [round(t, 4) for t in times]})
 
 
-def markdown(rows: dict[str, dict[str, dict[str, Any]]], took: float) -> str:
+def markdown(rows: dict[str, dict[str, dict[str, Any]]], took: float, load: tuple[float, float] | None = None) -> str:
     when = datetime.now(timezone.utc).replace(microsecond=0).isoformat()
     lines = [
         "# toolfork benchmark: framework adapters (issue 15)",
@@ -235,7 +235,10 @@ def markdown(rows: dict[str, dict[str, dict[str, Any]]], took: float) -> str:
         "Command: `python -m toolfork.bench.adapters`.",
         "",
         f"{when}, {os.cpu_count()} cores, Python {platform.python_version()}, {platform.platform()}; "
-        f"took {took:.1f} s.",
+        f"took {took:.1f} s"
+        + (f"; 1-minute load average {load[0]:.1f} at the start, {load[1]:.1f} at the end." if load else "."),
+        "CPU-bound calls can only go faster in parallel where a core is idle: on a machine whose cores are "
+        "busy with other work the `cpu` rows tend to 1x.",
         f"Workloads: `sleep` = 3 calls of {SLEEP_S} s sleep; `cpu` = 3 calls of {CPU_N:,} pure-Python iterations; "
         f"`hung` = 1 call that never returns (adapter: tool timeout {HUNG_TIMEOUT_S:g} s; default: nothing can "
         f"stop it, the run is cut at {CAP:g} s and shown as >= {CAP:g}).",
@@ -271,6 +274,7 @@ def main(argv: list[str] | None = None) -> int:
         _cell_main(*args.cell)
         return 0
     started = time.monotonic()
+    load_start = os.getloadavg()[0]
     rows: dict[str, dict[str, dict[str, Any]]] = {}
     for framework in [f.strip() for f in args.only.split(",") if f.strip()]:
         if framework not in CELLS:
@@ -283,7 +287,7 @@ def main(argv: list[str] | None = None) -> int:
     took = time.monotonic() - started
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "adapters.md").write_text(markdown(rows, took))
+    (out / "adapters.md").write_text(markdown(rows, took, (load_start, os.getloadavg()[0])))
     (out / "adapters.json").write_text(json.dumps({"rows": rows, "took_s": took}, indent=2) + "\n")
     print(out / "adapters.md")
     return 0
