@@ -89,3 +89,11 @@ def test_the_model_sees_the_toolfork_schema() -> None:
     schema = tool_def.parameters_json_schema  # type: ignore[attr-defined]
     assert schema["required"] == ["a", "b"] and schema["properties"]["b"]["description"] == "second addend"
     assert toolset.executor.closed  # close() (the with block) ended the Executor it created
+
+
+def test_failures_can_be_retry_feedback_instead() -> None:
+    model, seen = pydantic_ai_model([("boom", {})])
+    with ToolforkToolset(ALL, workers=1, failures="retry", max_retries=2) as toolset:
+        assert Agent(model, toolsets=[toolset]).run_sync("go").output == "done"
+    [feedback] = seen[0]
+    assert retried(feedback) and "Error: ValueError: boom from the tool" in str(feedback.content)
