@@ -31,6 +31,10 @@ MODULE_EXTRAS: dict[str, tuple[str, str]] = {
     "loky": ("bench", "loky"),
     "matplotlib": ("bench", "matplotlib"),
     "mcp": ("mcp", "mcp"),
+    "langgraph": ("langgraph", "langgraph"),
+    "langchain_core": ("langgraph", "langchain-core"),
+    "pydantic_ai": ("pydantic-ai", "pydantic-ai-slim"),
+    "agents": ("openai-agents", "openai-agents"),
 }
 
 

@@ -1,0 +1,240 @@
+"""LangChain tools <-> toolfork tools.
+
+``to_langchain(tools, executor)``: toolfork tools as LangChain ``BaseTool``s whose every call runs in the
+Executor's fork pool (``invoke`` blocks its thread on the call, ``ainvoke`` awaits it), so a stock
+``ToolNode``, ``create_agent`` or any LangChain code gets real timeouts, crash isolation and CPU
+parallelism without knowing it. A call that fails (error, timeout, crash) raises ``ToolCallFailed``
+(a ``ToolException``: with the default ``handle_tool_error=True`` LangChain turns it into a
+``ToolMessage`` with ``status="error"``).
+
+``from_langchain(lc_tool)``: a LangChain tool as a toolfork ``Tool`` (its JSON Schema, its name and
+description), so it can run in the pool like any other. The worker calls the LangChain tool itself
+(inherited by fork), so its own validation and error handling still apply. Tools whose arguments are
+injected by a LangGraph host (``InjectedState``, ``InjectedStore``, ``ToolRuntime``,
+``InjectedToolCallId``) or that return a ``Command`` are refused: those values live in the host's
+graph and cannot cross a fork. ``ToolforkToolNode`` runs such tools in the host instead.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import typing
+from collections.abc import Iterable
+from typing import Any
+
+from toolfork._extras import import_optional
+from toolfork.adapters._common import attach, call_id, failure_reason, result_text
+from toolfork.executor import Executor, ToolCall, ToolResult
+from toolfork.tools.errors import ToolDefinitionError
+from toolfork.tools.tool import Tool
+
+import_optional("langchain_core", "toolfork.adapters.langchain")
+
+from langchain_core.tools import BaseTool, ToolException  # noqa: E402
+from langchain_core.utils.function_calling import convert_to_openai_tool  # noqa: E402
+from pydantic import PrivateAttr  # noqa: E402
+
+# Parameters BaseTool supplies itself (never the model): not "injected" in the sense that matters here.
+_FRAMEWORK_PARAMS = frozenset({"run_manager", "callbacks", "config", "self"})
+
+
+class ToolCallFailed(ToolException):
+    """A call run in the pool did not succeed. ``result`` is its ``ToolResult`` (``status``, ``error``
+    with the worker's type name, message and traceback). Subclasses say how it failed, so LangChain's
+    ``handle_tool_error`` / ``handle_tool_errors`` can pick: ``ToolCallTimedOut``, ``ToolCallCrashed``."""
+
+    def __init__(self, result: ToolResult) -> None:
+        self.result = result
+        self.status = result.status
+        super().__init__(failure_reason(result))
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.result,))
+
+
+class ToolCallTimedOut(ToolCallFailed):
+    """The call ran past its timeout; its worker was killed (and replaced)."""
+
+
+class ToolCallCrashed(ToolCallFailed):
+    """The worker died during the call (segfault, ``os._exit``, OOM kill); only this call failed."""
+
+
+def failure(result: ToolResult) -> ToolCallFailed:
+    """The exception for a failed result, by status."""
+    if result.status == "timeout":
+        return ToolCallTimedOut(result)
+    if result.status == "crashed":
+        return ToolCallCrashed(result)
+    return ToolCallFailed(result)
+
+
+class ToolforkTool(BaseTool):
+    """A toolfork tool seen by LangChain: the model-facing schema is the tool's JSON Schema (validated
+    by toolfork in the worker, not by a pydantic model in the host), calls go to the Executor."""
+
+    handle_tool_error: Any = True
+    _executor: Executor = PrivateAttr()
+    _tool: Tool = PrivateAttr()
+
+    def _run(self, **arguments: Any) -> str:
+        result = self._executor.submit(ToolCall(call_id(self.name), self.name, arguments)).result()
+        return self._output(result)
+
+    async def _arun(self, **arguments: Any) -> str:
+        result = await self._executor.acall(ToolCall(call_id(self.name), self.name, arguments))
+        return self._output(result)
+
+    def _output(self, result: ToolResult) -> str:
+        if result.status != "ok":
+            raise failure(result)
+        return result_text(result)
+
+    @property
+    def toolfork_tool(self) -> Tool:
+        """The toolfork ``Tool`` behind this LangChain tool."""
+        return self._tool
+
+    @property
+    def executor(self) -> Executor:
+        return self._executor
+
+
+def to_langchain(tools: Iterable[Any] | Tool, executor: Executor, *,
+                 handle_tool_error: Any = True) -> list[BaseTool]:
+    """LangChain tools for ``tools`` (toolfork tools, toolkits, functions), in order, whose calls run on
+    ``executor`` (tools it lacks are added to it). ``handle_tool_error`` is LangChain's setting for
+    the ``ToolCallFailed`` a failed call raises: True (default) sends the message to the model as an
+    error ToolMessage, False raises it, a string or a callable as in LangChain."""
+    if executor is None:
+        raise TypeError("to_langchain needs the Executor the calls run on: to_langchain(tools, executor)")
+    items = [tools] if isinstance(tools, Tool) else list(tools)
+    ex, _, by_name = attach(items, executor, {})
+    return [_wrap(t, ex, handle_tool_error) for t in by_name.values()]
+
+
+def _wrap(t: Tool, executor: Executor, handle_tool_error: Any) -> ToolforkTool:
+    lc = ToolforkTool(name=t.name, description=t.description or t.name,
+                      args_schema=t.to_json_schema(inline=True), handle_tool_error=handle_tool_error)
+    lc._executor = executor
+    lc._tool = t
+    return lc
+
+
+# ----------------------------------------------------------------------------- LangChain -> toolfork
+
+def host_only_reason(lc_tool: BaseTool) -> str | None:
+    """Why this LangChain tool must run in the host, or None: arguments the host injects (graph
+    state, store, runtime, tool call id) or a ``Command`` return value, none of which crosses a fork."""
+    reasons = []
+    injected = injected_args(lc_tool)
+    if injected:
+        reasons.append(f"its argument(s) {', '.join(injected)} are injected by the host (InjectedState, "
+                       "InjectedStore, ToolRuntime or InjectedToolCallId): the graph's state, store and runtime "
+                       "live in the host process and cannot be sent to a worker")
+    if returns_command(lc_tool):
+        reasons.append("it returns a langgraph Command, which updates the graph in the host and cannot come "
+                       "back from a worker")
+    return "; and ".join(reasons) or None
+
+
+def injected_args(lc_tool: BaseTool) -> list[str]:
+    """Names of the arguments LangChain/LangGraph inject rather than the model giving them."""
+    model_args = set(_model_args(lc_tool))
+    names: list[str] = []
+    if not isinstance(lc_tool.args_schema, dict):
+        try:
+            names = [n for n in getattr(lc_tool.get_input_schema(), "model_fields", {}) if n not in model_args]
+        except Exception:
+            names = []
+    fn = getattr(lc_tool, "func", None) or getattr(lc_tool, "coroutine", None)
+    if fn is not None:
+        try:
+            params = inspect.signature(fn).parameters
+        except (TypeError, ValueError):
+            params = {}  # type: ignore[assignment]
+        for n, p in params.items():
+            if n in model_args or n in names or n in _FRAMEWORK_PARAMS:
+                continue
+            if p.kind in (p.VAR_KEYWORD, p.VAR_POSITIONAL):
+                continue
+            names.append(n)
+    return [n for n in names if n not in _FRAMEWORK_PARAMS]
+
+
+def _model_args(lc_tool: BaseTool) -> list[str]:
+    """The arguments the model gives: those of the tool-call schema (``args`` also lists injected ones
+    in some langchain-core versions)."""
+    schema = lc_tool.tool_call_schema
+    if isinstance(schema, dict):
+        return list(schema.get("properties", {}))
+    return list(getattr(schema, "model_fields", {}))
+
+
+def returns_command(lc_tool: BaseTool) -> bool:
+    """The tool's function says it returns a ``Command`` (alone, in a union or in a list)."""
+    fn = getattr(lc_tool, "func", None) or getattr(lc_tool, "coroutine", None)
+    if fn is None:
+        fn = type(lc_tool)._run
+    try:
+        ret = typing.get_type_hints(fn).get("return")
+    except Exception:
+        ret = getattr(fn, "__annotations__", {}).get("return")
+    return _mentions_command(ret)
+
+
+def _mentions_command(annotation: Any) -> bool:
+    if annotation is None:
+        return False
+    if isinstance(annotation, str):
+        return "Command" in annotation
+    if getattr(annotation, "__name__", None) == "Command" and "langgraph" in getattr(annotation, "__module__", ""):
+        return True
+    return any(_mentions_command(a) for a in typing.get_args(annotation))
+
+
+class _LangChainCall:
+    """The callable of a ``from_langchain`` tool: runs in the worker, calls the LangChain tool there."""
+
+    def __init__(self, lc_tool: BaseTool) -> None:
+        self.lc_tool = lc_tool
+
+    def __call__(self, **arguments: Any) -> Any:
+        lc = self.lc_tool
+        if getattr(lc, "func", "absent") is None and getattr(lc, "coroutine", None) is not None:
+            result = asyncio.run(lc.ainvoke(arguments))  # an async-only tool: its own loop in the worker
+        else:
+            result = lc.invoke(arguments)
+        if type(result).__name__ == "Command" and "langgraph" in type(result).__module__:
+            raise TypeError(f"tool '{lc.name}' returned a langgraph Command, which cannot come back from a "
+                            "worker process; annotate its return type as Command so ToolforkToolNode runs it "
+                            "in the host")
+        return result
+
+
+def from_langchain(lc_tool: BaseTool, **settings: Any) -> Tool:
+    """A toolfork ``Tool`` that calls ``lc_tool`` (in the worker that runs the call). ``settings`` are
+    toolfork tool settings (``timeout=``, ``retries=``...). Raises ``ToolDefinitionError`` for tools
+    that must run in the host (see ``host_only_reason``)."""
+    if not isinstance(lc_tool, BaseTool):
+        raise TypeError(f"from_langchain takes a LangChain BaseTool, got {type(lc_tool).__name__}")
+    reason = host_only_reason(lc_tool)
+    if reason is not None:
+        raise ToolDefinitionError(f"LangChain tool '{lc_tool.name}' cannot run in a worker process: {reason}. "
+                                  "Run it in the host (ToolforkToolNode does this for such tools).")
+    schema = convert_to_openai_tool(lc_tool)["function"].get("parameters") or {"type": "object", "properties": {}}
+    return Tool.from_json_schema(lc_tool.name, lc_tool.description or "", schema, fn=_LangChainCall(lc_tool),
+                                 **settings)
+
+
+__all__ = [
+    "ToolCallCrashed",
+    "ToolCallFailed",
+    "ToolCallTimedOut",
+    "ToolforkTool",
+    "failure",
+    "from_langchain",
+    "host_only_reason",
+    "to_langchain",
+]
