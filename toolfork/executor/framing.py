@@ -3,8 +3,8 @@
 The hot path of the fork pool is: host writes a frame of calls, a worker writes one frame per
 result. Frames are ``4-byte little-endian length + pickle`` written with ``os.write`` on blocking
 pipes (worker side) and read with non-blocking ``os.read`` into a per-pipe buffer (host side), so the
-host never blocks on one worker while another has a result ready, and a 100 MB result is assembled
-from many reads without being copied more than once.
+host never blocks on one worker while another has a result ready, and a frame larger than one read is
+assembled into a preallocated buffer without being copied more than once.
 
 A frame that arrives whole but cannot be unpickled in the host (a value that pickled in the worker and
 raises while it is rebuilt: an exception class whose ``__init__`` takes other arguments than its

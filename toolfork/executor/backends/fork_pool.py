@@ -22,6 +22,10 @@ Data flow (``ForkBackend.execute`` joins the ``Hub``; whichever batch owner need
 * Crashes: EOF on a result pipe, or the template's report of the worker's death (a process the tool
   started may hold a copy of the pipe), means the worker died; its wait status names the signal or exit
   code in the "crashed" result. No retry: tools have side effects.
+* Large frames (results and arguments of ``oob.LARGE_FRAME`` bytes and more) do not go through the pipes:
+  they cross in a memory file handed over on the worker's side socket (``worker.side``), and the pipe
+  carries a header of length 0 in their place (see ``toolfork.executor.oob``). The reader takes the file
+  where the header is, so order and the rest of this flow are unchanged.
 * ``fresh_process`` tools: the call goes to a one-shot worker forked for it, in an idle worker's slot,
   which gets the slot back when the one-shot is gone.
 """
