@@ -98,6 +98,54 @@ def read_size_rows(rounds: int = 5) -> list[tuple[str, dict[int, float]]]:
     return [(labels[k], {s: statistics.median(v) for s, v in per.items()}) for k, per in figures.items()]
 
 
+def payload_rows(executors: list[str], sizes: tuple[int, ...], reps: int,
+                 kinds: tuple[str, ...] | None = None) -> dict[str, dict[str, float]]:
+    """Median ms of one call returning each payload (kind x size) on every executor, all pools up at
+    once and taking turns call by call, so that every executor sees the same machine load (on a shared
+    machine, the peer table's cells, run one after the other, drift with the load)."""
+    from toolfork.bench.payloads import PAYLOAD_KINDS, _size_of, size_label
+    from toolfork.bench.peers import Task, resolve
+    from toolfork.bench.workloads import require_ok, run_batch, warm_up
+
+    peers = {}
+    for spec in executors:
+        cls = resolve(spec)
+        peer = cls(2)
+        peer.start()
+        warm_up(peer, 2)
+        peers[cls.name or spec] = peer
+    times: dict[str, dict[str, list[float]]] = {}
+    try:
+        for kind in kinds or PAYLOAD_KINDS:
+            for size in sizes:
+                row = times.setdefault(f"{kind} {size_label(size)}", {})
+                for _ in range(reps):
+                    for name, peer in peers.items():
+                        outcomes, dt = run_batch(peer, [Task(f"payload_{kind}", {"nbytes": size})])
+                        require_ok(f"{name} {kind} {size_label(size)}", outcomes)
+                        if not _size_of(kind, outcomes[0].value, size):
+                            raise RuntimeError(f"{name}: {kind} {size_label(size)} came back incomplete")
+                        outcomes.clear()
+                        row.setdefault(name, []).append(dt * 1e3)
+    finally:
+        for peer in peers.values():
+            peer.close()
+    return {row: {name: statistics.median(v) for name, v in per.items()} for row, per in times.items()}
+
+
+def payload_markdown(rows: dict[str, dict[str, float]], reps: int) -> str:
+    names = list(next(iter(rows.values())))
+    out = [f"## Large results, interleaved (median of {reps}; ms; every pool up at once, taking turns call by call)",
+           "", "| result | " + " | ".join(names) + " | toolfork / threads | toolfork - threads (ms) |",
+           "|---|" + "---:|" * (len(names) + 2)]
+    for row, per in rows.items():
+        ratio = per["toolfork"] / per["threads"] if "threads" in per and "toolfork" in per else float("nan")
+        diff = per["toolfork"] - per["threads"] if "threads" in per and "toolfork" in per else float("nan")
+        out.append(f"| {row} | " + " | ".join(f"{per[n]:.3g}" for n in names) + f" | {ratio:.2f}x | {diff:.2f} |")
+    out.append("")
+    return "\n".join(out)
+
+
 def _run_child(argv: list[str], cwd: str) -> tuple[float, int]:
     """Wall seconds and peak RSS (KB) of a child process."""
     t0 = time.perf_counter()
@@ -122,8 +170,9 @@ def _records(path: Path) -> list[tuple[Any, ...]]:
     return out
 
 
-def run_rows(lines: int, rounds: int = 2) -> dict[str, Any]:
-    """lines/s and peak memory of toolfork run (fork, sequential) and the plain loop, on ``lines``."""
+def run_rows(lines: int, rounds: int = 2, before: str | None = None) -> dict[str, Any]:
+    """lines/s and peak memory of toolfork run (fork, sequential) and the plain loop, on ``lines``;
+    ``before``: a source tree of an earlier toolfork, run the same way for a before/after in one run."""
     root = Path(os.environ.get("PYTHONPATH", "").split(os.pathsep)[0] or ".").resolve()
     env_python = [sys.executable]
     with tempfile.TemporaryDirectory(prefix="toolfork-run-bench-") as tmp:
@@ -141,6 +190,12 @@ def run_rows(lines: int, rounds: int = 2) -> dict[str, Any]:
             "toolfork run, sequential": [*env_python, "-m", "toolfork", "run", str(calls), "-o",
                                          str(d / "out-sequential.jsonl"), "--mode", "sequential", "-q"],
         }
+        if before:
+            runner = f"import sys; sys.path.insert(0, {before!r}); from toolfork.cli import main; sys.exit(main())"
+            for mode in ("fork", "sequential"):
+                argv = [*env_python, "-c", runner, "run", str(calls), "-o", str(d / f"out-before-{mode}.jsonl"),
+                        "--mode", mode, "-q"] + (["--workers", "2"] if mode == "fork" else [])
+                variants[f"before (759c435): toolfork run, {mode}"] = argv
         walls: dict[str, list[float]] = {k: [] for k in variants}
         rss: dict[str, int] = {k: 0 for k in variants}
         for _ in range(rounds):
@@ -151,6 +206,10 @@ def run_rows(lines: int, rounds: int = 2) -> dict[str, Any]:
         plain = _records(d / "out-plain.jsonl")
         same = {name: _records(d / f"out-{key}.jsonl") == plain for name, key in
                 (("toolfork run, fork, 2 workers", "fork"), ("toolfork run, sequential", "sequential"))}
+        if before:
+            for mode in ("fork", "sequential"):
+                same[f"before (759c435): toolfork run, {mode}"] = \
+                    _records(d / f"out-before-{mode}.jsonl") == plain
     best = {k: min(v) for k, v in walls.items()}
     return {"lines": lines, "wall_s": best, "peak_rss_kb": rss, "same_output": same,
             "lines_per_s": {k: lines / v for k, v in best.items()}}
@@ -187,11 +246,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=2, help="rounds of the run rows (2)")
     parser.add_argument("--skip-read-size", action="store_true")
     parser.add_argument("--skip-run", action="store_true")
+    parser.add_argument("--payloads", default=None, metavar="EXECUTOR,...",
+                        help="also time the payload rows interleaved on these executors (e.g. toolfork,threads)")
+    parser.add_argument("--payload-reps", type=int, default=7)
+    parser.add_argument("--payload-kinds", default=None, metavar="KIND,...", help="str, file, rows (all)")
+    parser.add_argument("--before", default=None, metavar="DIR",
+                        help="source tree of an earlier toolfork: its run rows too, for before/after")
     parser.add_argument("--out", default=None, help="write the Markdown here (default: print it)")
     args = parser.parse_args(argv)
     read_rows = None if args.skip_read_size else read_size_rows()
-    run = None if args.skip_run else run_rows(args.lines, args.rounds)
+    run = None if args.skip_run else run_rows(args.lines, args.rounds, args.before)
     text = markdown(read_rows, run)
+    if args.payloads:
+        from toolfork.bench.config import MB
+
+        sizes = (1 * MB, 10 * MB, 100 * MB)
+        kinds = tuple(args.payload_kinds.split(",")) if args.payload_kinds else None
+        text += "\n" + payload_markdown(payload_rows(args.payloads.split(","), sizes, args.payload_reps, kinds),
+                                         args.payload_reps)
     if args.out:
         Path(args.out).write_text(text)
     print(text)
