@@ -26,6 +26,8 @@ import re
 import struct
 from typing import TYPE_CHECKING, Any
 
+from toolfork.executor import oob
+
 if TYPE_CHECKING:
     from toolfork.executor.oob import SidePort
 
@@ -146,18 +148,12 @@ def write_all(fd: int, data: bytes | memoryview) -> None:
 def send(fd: int, obj: Any, side: SidePort | None = None, *, wait_ack: bool = False) -> None:
     """Send one frame: through the pipe, or by memory file over ``side`` when it is large."""
     payload = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
-    if side is not None and len(payload) >= _large():
+    if side is not None and len(payload) >= oob.LARGE_FRAME:
         side.send_payload(fd, payload, wait_ack=wait_ack)
         return
     if len(payload) > MAX_FRAME:
         raise FrameTooLarge(f"a frame of {len(payload)} bytes exceeds the {MAX_FRAME}-byte limit")
     write_all(fd, _HEADER.pack(len(payload)) + payload)
-
-
-def _large() -> int:
-    from toolfork.executor import oob
-
-    return oob.LARGE_FRAME
 
 
 def recv_blocking(fd: int, side: SidePort | None = None) -> Any:
