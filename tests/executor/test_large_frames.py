@@ -235,3 +235,15 @@ def test_side_port_round_trip_and_in_flight_bound():
         os.close(r)
         os.close(w)
     assert _memfds(os.getpid()) == 0
+
+
+def test_without_memory_files_large_frames_go_through_the_pipe(make_executor, monkeypatch):
+    """Where memfd_create does not exist (not Linux) every frame takes the pipe, as before."""
+    monkeypatch.setattr(oob, "ENABLED", False)
+    ex = make_executor(TOOLS, mode="fork", workers=1)  # forked now: the workers see ENABLED False too
+    data = os.urandom(LARGE)
+    text, args = ex.run([ToolCall("s", "big", {"n": 2 * LARGE}),
+                         ToolCall("m", "measure", {"text": "t" * LARGE, "data": data})])
+    assert text.status == "ok" and len(text.output.content[0].text) == 2 * LARGE
+    assert args.status == "ok" and args.output.data == [LARGE, LARGE, sum(data[::4096])]
+    assert _memfds(os.getpid()) == 0

@@ -148,7 +148,7 @@ def write_all(fd: int, data: bytes | memoryview) -> None:
 def send(fd: int, obj: Any, side: SidePort | None = None, *, wait_ack: bool = False) -> None:
     """Send one frame: through the pipe, or by memory file over ``side`` when it is large."""
     payload = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
-    if side is not None and len(payload) >= oob.LARGE_FRAME:
+    if side is not None and oob.ENABLED and len(payload) >= oob.LARGE_FRAME:
         side.send_payload(fd, payload, wait_ack=wait_ack)
         return
     if len(payload) > MAX_FRAME:

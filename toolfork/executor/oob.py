@@ -52,11 +52,23 @@ _POPULATE = getattr(mmap, "MAP_POPULATE", 0)
 OOB_HEADER = b"\0\0\0\0"  # a frame of length 0 on the pipe: "the frame is on the side socket"
 
 _HAS_MEMFD = hasattr(os, "memfd_create")
+# Large frames go by memory file only where memory files exist (Linux); elsewhere every frame goes
+# through the pipe, as before, and the side socket stays unused.
+ENABLED = _HAS_MEMFD
 
 
 def available() -> bool:
     """Memory files exist here (Linux); elsewhere every frame goes through the pipe."""
     return _HAS_MEMFD
+
+
+def side_socketpair() -> tuple[socket.socket, socket.socket]:
+    """A worker's side socket pair: ``SOCK_SEQPACKET`` (message boundaries, and EOF when the other end
+    closes), or datagrams where unix sockets have no seqpacket (it is then never used: see ENABLED)."""
+    try:
+        return socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    except (AttributeError, OSError):
+        return socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
 
 
 class OobError(OSError):

@@ -199,7 +199,7 @@ class ForkBackend(Backend):
             fcntl.fcntl(result_r, F_SETPIPE_SZ, PIPE_SIZE)  # fewer wake-ups for large results
         except OSError:
             pass
-        side, side_worker = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        side, side_worker = oob.side_socketpair()
         wid = self._next_wid
         self._next_wid += 1
         try:

@@ -23,6 +23,7 @@ import os
 import pickle
 import signal
 import socket
+import sys
 import time
 from typing import Any
 
@@ -121,7 +122,8 @@ def _serve(call_fd: int, result_fd: int, side: oob.SidePort, tools: dict[str, An
             start_error = error_info(exc, prefix="on_worker_start hook failed")
     before, after = hooks.before_child, hooks.after_child
     recv, write_all, dumps, pack = framing.recv_blocking, framing.write_all, pickle.dumps, framing.HEADER.pack
-    large, highest, max_frame = oob.LARGE_FRAME, pickle.HIGHEST_PROTOCOL, framing.MAX_FRAME
+    large = oob.LARGE_FRAME if oob.ENABLED else sys.maxsize  # no memory files here: every frame by pipe
+    highest, max_frame = pickle.HIGHEST_PROTOCOL, framing.MAX_FRAME
     monotonic = time.monotonic
     while True:
         msg = recv(call_fd, side)
