@@ -21,7 +21,7 @@ import psutil
 import pytest
 
 from toolfork.bench import BenchConfig, default_executors, markdown, run_benchmark, write_report
-from toolfork.bench.config import WORKLOADS
+from toolfork.bench.config import DEFAULT_WORKLOADS, WORKLOADS
 from toolfork.bench.peers import (
     ForkPerCallPeer,
     Outcome,
@@ -123,7 +123,7 @@ def _check_every_figure(results: dict[str, Any], *, ray: bool) -> None:
     assert results["executors"] == expected
     specs = metric_specs(BenchConfig.tiny())
     for ex in results["executors"]:
-        assert set(results["cells"][ex]) == set(WORKLOADS), ex
+        assert set(results["cells"][ex]) == set(DEFAULT_WORKLOADS), ex
         for workload, cell in results["cells"][ex].items():
             status = cell["status"]
             assert status == "ok" or status in FAILURES or status.startswith("n/a: "), (ex, workload, status)
@@ -172,7 +172,7 @@ def test_peers_fail_the_way_they_are_known_to(full_tiny_run: tuple[dict[str, Any
 
 def test_toolfork_gets_every_figure(full_tiny_run: tuple[dict[str, Any], Path]) -> None:
     cells = full_tiny_run[0]["cells"]["toolfork"]
-    assert {w: c["status"] for w, c in cells.items()} == {w: "ok" for w in WORKLOADS}
+    assert {w: c["status"] for w, c in cells.items()} == {w: "ok" for w in DEFAULT_WORKLOADS}
     assert cells["hang"]["metrics"]["hang_status"] == "timeout"
     assert cells["hang"]["metrics"]["hang_still_running"] == 0
     assert cells["crash"]["metrics"]["crash_status"] == "crashed"
@@ -637,3 +637,22 @@ def test_pebble_adapter_kills_a_hung_call_at_its_timeout(tmp_path: Path) -> None
     assert [o.status for o in out] == ["timeout", "ok"]
     (marker,) = tmp_path.iterdir()
     assert _wait_dead(int(marker.name.split("-")[0]))
+
+
+def test_mpire_is_a_peer_and_its_task_timeout_fails_the_whole_map(full_tiny_run: tuple[dict[str, Any], Path]) -> None:
+    cells = full_tiny_run[0]["cells"]["mpire"]
+    assert cells["tiny"]["status"] == "ok"
+    # task_timeout raises out of the map: every call of that batch is recorded as failed, the stuck
+    # one included (not "timeout": the executor did not say which call it was).
+    assert cells["hang"]["status"] == "ok"
+    assert cells["hang"]["metrics"]["hang_status"] == "error"
+
+
+def test_payloads_workload_is_opt_in_and_checks_every_shape(tmp_path: Path) -> None:
+    assert "payloads" in WORKLOADS and "payloads" not in DEFAULT_WORKLOADS
+    results = run_benchmark(BenchConfig.tiny(), ["toolfork", "threads"], ["payloads"], isolation="executor")
+    for ex in ("toolfork", "threads"):
+        cell = results["cells"][ex]["payloads"]
+        assert cell["status"] == "ok", (ex, cell.get("detail"))
+        assert set(cell["metrics"]) == {f"payloads_{k}_300KB_ms" for k in ("str", "file", "rows")}
+        assert all(v > 0 for v in cell["metrics"].values())

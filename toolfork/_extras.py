@@ -29,6 +29,7 @@ MODULE_EXTRAS: dict[str, tuple[str, str]] = {
     "opentelemetry": ("otel", "opentelemetry-api"),
     "pebble": ("bench", "pebble"),
     "loky": ("bench", "loky"),
+    "mpire": ("bench", "mpire"),
     "matplotlib": ("bench", "matplotlib"),
     "mcp": ("mcp", "mcp"),
     "langgraph": ("langgraph", "langgraph"),

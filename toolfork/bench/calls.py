@@ -124,6 +124,12 @@ def memory_call(hold: float) -> dict[str, Any]:
     return {"pid": os.getpid(), "uss": int(info.uss), "rss": int(info.rss)}
 
 
+def _payload_functions() -> dict[str, Callable[..., Any]]:
+    from toolfork.bench.payloads import FUNCTIONS as payloads
+
+    return dict(payloads)
+
+
 FUNCTIONS: dict[str, Callable[..., Any]] = {
     fn.__name__: fn
     for fn in (
@@ -139,6 +145,7 @@ FUNCTIONS: dict[str, Callable[..., Any]] = {
         memory_call,
     )
 }
+FUNCTIONS.update(_payload_functions())
 
 # Tools only toolfork has (a process per call is a setting of a toolfork tool): the same function, each
 # call in a process of its own (``@tool(fresh_process=True)``), named with this suffix (fresh workload).

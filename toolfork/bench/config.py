@@ -25,7 +25,11 @@ WORKLOADS: tuple[str, ...] = (
     "callers",
     "singles",
     "fresh",
+    "payloads",
 )
+# Workloads run only when asked for (--only): long-running rows kept out of the default run.
+OPT_IN_WORKLOADS: tuple[str, ...] = ("payloads",)
+DEFAULT_WORKLOADS: tuple[str, ...] = tuple(w for w in WORKLOADS if w not in OPT_IN_WORKLOADS)
 
 
 @dataclass
@@ -82,6 +86,9 @@ class BenchConfig:
     fresh_workers: int = 2
     fresh_batch_calls: int = 8
     fresh_reps: int = 100
+    # Large results (issue 16, opt-in "payloads" workload): str, file block and rows at these sizes.
+    payloads_sizes: tuple[int, ...] = (1 * MB, 10 * MB, 100 * MB)
+    payloads_reps: tuple[int, ...] = (9, 5, 3)
     # Harness time limits (s): a cell that takes longer is recorded as "hung". They include pool
     # start-up and warm-up; peers with slow start-up (Ray) multiply them by their limit_factor.
     setup_limit_s: float = 90.0
@@ -101,6 +108,7 @@ class BenchConfig:
             "callers": 90,
             "singles": 90,
             "fresh": 90,
+            "payloads": 300,
         }
     )
 
@@ -147,7 +155,10 @@ class BenchConfig:
                 "callers": 30,
                 "singles": 30,
                 "fresh": 30,
+                "payloads": 120,
             },
+            payloads_sizes=(1 * MB, 10 * MB),
+            payloads_reps=(5, 3),
         )
 
     @classmethod
@@ -187,6 +198,8 @@ class BenchConfig:
             singles_calls=8,
             singles_reps=2,
             fresh_reps=3,
+            payloads_sizes=(300 * KB,),
+            payloads_reps=(1,),
             limits_s={w: 30.0 for w in WORKLOADS},
         )
 

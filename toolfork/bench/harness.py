@@ -30,7 +30,7 @@ from typing import Any
 import toolfork
 from toolfork.bench import procs
 from toolfork.bench.calls import calibrate_cpu, time_cpu_call
-from toolfork.bench.config import WORKLOADS, BenchConfig
+from toolfork.bench.config import DEFAULT_WORKLOADS, WORKLOADS, BenchConfig
 from toolfork.bench.peers import default_executors, executor_name, resolve
 from toolfork.bench.workloads import metric_specs, not_applicable
 
@@ -54,7 +54,7 @@ def _versions() -> dict[str, str | None]:
 
 def validate(executors: Sequence[str] | None, workloads: Sequence[str] | None) -> tuple[list[str], list[str]]:
     """The executor specs and workload names to run, or ValueError naming what is wrong."""
-    wl = list(workloads) if workloads else list(WORKLOADS)
+    wl = list(workloads) if workloads else list(DEFAULT_WORKLOADS)
     unknown = [w for w in wl if w not in WORKLOADS]
     if unknown:
         raise ValueError(f"unknown workload(s) {', '.join(unknown)}; choose from {', '.join(WORKLOADS)}")

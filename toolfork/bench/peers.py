@@ -587,13 +587,7 @@ class ToolforkPeer(Peer):
         from toolfork.executor import ToolCall
 
         calls = [ToolCall(id=f"c{i}", name=t.fn, arguments=t.kwargs, timeout=t.timeout) for i, t in enumerate(tasks)]
-        outcomes: list[Outcome] = []
-        for r in self.ex.run(calls):
-            value: Any = None
-            if r.output is not None:
-                value = r.output.data if r.output.data is not None else r.output.as_text()
-            outcomes.append(Outcome(r.status, value, None if r.error is None else str(r.error)[:500]))
-        return outcomes
+        return [_toolfork_outcome(r) for r in self.ex.run(calls)]
 
     def close(self) -> None:
         self.ex.close()
@@ -602,8 +596,14 @@ class ToolforkPeer(Peer):
 def _toolfork_outcome(r: Any) -> Outcome:
     """A ToolResult as an Outcome (the same conversion as ``ToolforkPeer.run``)."""
     value: Any = None
-    if r.output is not None:
-        value = r.output.data if r.output.data is not None else r.output.as_text()
+    out = r.output
+    if out is not None:
+        if out.data is not None:
+            value = out.data
+        elif any(b.type != "text" for b in out.content):  # media: the output itself, as other peers get it
+            value = out
+        else:
+            value = out.as_text()
     return Outcome(r.status, value, None if r.error is None else str(r.error)[:500])
 
 
@@ -658,6 +658,11 @@ PEERS: dict[str, type[Peer]] = {
         RayPeer,
     )
 }
+
+# Peers in modules of their own (imported here, after everything they use from this module exists).
+from toolfork.bench.peer_mpire import MpirePeer  # noqa: E402
+
+PEERS["mpire"] = MpirePeer
 
 # Executors whose names start with this prefix are toolfork's own; the rest are the peers it is
 # compared against ("best peer").

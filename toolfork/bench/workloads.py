@@ -25,6 +25,8 @@ import psutil
 from toolfork.bench import procs
 from toolfork.bench.calls import FRESH_SUFFIX
 from toolfork.bench.config import KB, MB, BenchConfig
+from toolfork.bench.payloads import metric_specs as payloads_specs
+from toolfork.bench.payloads import w_payloads
 from toolfork.bench.peers import Outcome, Peer, Task
 
 
@@ -505,6 +507,7 @@ WORKLOAD_FUNCS: dict[str, Callable[[Context], dict[str, Any]]] = {
     "callers": w_callers,
     "singles": w_singles,
     "fresh": w_fresh,
+    "payloads": w_payloads,
 }
 
 
@@ -749,4 +752,5 @@ def metric_specs(config: BenchConfig, cpu_one_call_s: float | None = None) -> li
             ideal=fresh_calls,
         ),
     ]
+    specs += payloads_specs(c)
     return specs

@@ -70,6 +70,18 @@ class LineSource:
         self._closed = self._reader_done = False
         threading.Thread(target=self._read, name="toolfork-input-reader", daemon=True).start()
 
+    def wake(self) -> None:
+        """Make the executor ask the source again (another thread has news for the job: the output
+        writer failed). Safe from any thread; a no-op for a regular file, which never waits."""
+        if self._queue is None:
+            return
+        with self._lock:
+            if not self._closed:
+                try:
+                    os.write(self._wake_w, b"\0")
+                except OSError:  # full (already readable) or closed
+                    pass
+
     @property
     def live(self) -> bool:
         """True when the input is read by a thread (a pipe or a terminal), so ``items`` may yield WAIT."""

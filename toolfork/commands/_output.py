@@ -2,8 +2,8 @@
 what an earlier run already wrote.
 
 The promise both rest on: no reader (a client of the co-process, ``tail -f``, a resumed job) ever sees
-half a line from us. Each line goes out in one ``write`` with no buffer in between, and a job killed
-in the middle of that write leaves a partial last line that ``--resume`` cuts off.
+half a line from us. Lines go out whole, one ``write`` holding one or more complete lines, and a job
+killed in the middle of that write leaves a partial last line that ``--resume`` cuts off.
 
 And every line is valid JSON in valid UTF-8, whatever a tool returned (see ``encode_record``):
 strings holding lone surrogates (``"k\\ud800"``, which UTF-8 cannot encode) make that line ASCII with
@@ -18,6 +18,9 @@ import json
 import math
 import os
 import sys
+import threading
+from collections import deque
+from collections.abc import Callable
 from typing import Any
 
 from toolfork.commands._idset import IdSet
@@ -100,27 +103,55 @@ def _unwritable(call_id: Any, name: Any, duration: Any, exc: BaseException) -> d
     }
 
 
-class OutFile:
-    """Result lines, each written with one ``write`` of a complete line and flushed at once (no
-    buffer), so a reader or a killed job never sees half a line written by us."""
+# Lines written by the background writer (``OutFile(background=True)``) may wait for it up to this many;
+# past it the caller waits: memory stays bounded when the reader of our output is slower than we are.
+MAX_PENDING_LINES = 4096
 
-    def __init__(self, fd: int | None, name: str, close: bool) -> None:
+
+class OutFile:
+    """Result lines, each written whole (a write of one or more complete lines), so a reader or a
+    killed job never sees half a line written by us.
+
+    ``background=True`` (``toolfork run``): a writer thread takes the lines and writes all those
+    waiting in one ``write``. While results arrive faster than one write a line could go out, lines go
+    out in bulk (a syscall per line cost more than the rest of a trivial call's handling); the moment
+    the caller waits for the next result, the writer has the lines it has and writes them, so a
+    co-process client gets each record as soon as it and the ones before it are done. ``flush()``
+    waits for every line given so far and raises the writer's error (a full disk, a closed pipe)."""
+
+    def __init__(self, fd: int | None, name: str, close: bool, background: bool = False) -> None:
         self.fd = fd  # None: sys.stdout has no descriptor (redirected in-process), write through it
         self.name = name
         self._close = close
+        self._background = background and fd is not None
+        self._pending: deque[bytes] = deque()
+        self._queued = 0
+        self._written = 0
+        self._wake = threading.Event()
+        self._cond = threading.Condition()
+        self._error: BaseException | None = None
+        self._thread: threading.Thread | None = None
+        self._stopping = False
+        # Called from the writer thread when a write fails, so a caller waiting for input learns it.
+        self.on_error: Callable[[], None] | None = None
+
+    @property
+    def error(self) -> BaseException | None:
+        """What the background writer met (the lines after it are dropped), or None."""
+        return self._error
 
     @classmethod
-    def open(cls, path: str, *, append: bool) -> OutFile:
+    def open(cls, path: str, *, append: bool, background: bool = False) -> OutFile:
         if path == "-":
-            return cls._private_stdout()
+            return cls._private_stdout(background)
         flags = os.O_WRONLY | os.O_CREAT | (os.O_APPEND if append else os.O_TRUNC)
         try:
-            return cls(os.open(path, flags, 0o666), path, close=True)
+            return cls(os.open(path, flags, 0o666), path, close=True, background=background)
         except OSError as exc:
             raise UsageError(f"cannot write {path!r}: {exc.strerror}") from exc
 
     @classmethod
-    def _private_stdout(cls) -> OutFile:
+    def _private_stdout(cls, background: bool = False) -> OutFile:
         """Keep stdout for our records alone: we write to a duplicate of it, and descriptor 1 (and
         ``sys.stdout``) now lead to stderr. A tool that prints, or a library that logs to stdout (Ray
         prints worker deaths there), cannot break a line of the JSONL stream. Open it before the
@@ -134,7 +165,7 @@ class OutFile:
         private = os.dup(fd)
         os.dup2(err, fd)
         sys.stdout = sys.stderr
-        return cls(private, "<stdout>", close=True)
+        return cls(private, "<stdout>", close=True, background=background)
 
     def write(self, record: dict[str, Any]) -> dict[str, Any]:
         """Write one record as one line (see ``encode_record``); returns the record written, which
@@ -144,14 +175,72 @@ class OutFile:
             sys.stdout.write(data.decode("utf-8"))
             sys.stdout.flush()
             return record
-        view = memoryview(data)
-        while view:
-            view = view[os.write(self.fd, view):]
+        if self._background:
+            self._enqueue(data)
+            return record
+        _write_all(self.fd, data)
         return record
 
+    def _enqueue(self, data: bytes) -> None:
+        if self._error is not None:
+            raise self._error
+        if self._thread is None:  # started at the first line: after the executor forked its pool
+            self._thread = threading.Thread(target=self._writer, name="toolfork-run-writer", daemon=True)
+            self._thread.start()
+        self._pending.append(data)
+        self._queued += 1
+        if not self._wake.is_set():
+            self._wake.set()
+        if self._queued - self._written > MAX_PENDING_LINES:
+            with self._cond:
+                while self._queued - self._written > MAX_PENDING_LINES // 2 and self._error is None:
+                    self._cond.wait(0.5)
+
+    def _writer(self) -> None:
+        assert self.fd is not None
+        pending = self._pending
+        while True:
+            self._wake.wait()
+            self._wake.clear()
+            while pending:
+                lines = [pending.popleft() for _ in range(min(len(pending), 1024))]
+                if self._error is None:
+                    try:
+                        _write_all(self.fd, b"".join(lines) if len(lines) > 1 else lines[0])
+                    except BaseException as exc:  # handed to the caller by flush() or the next write
+                        self._error = exc
+                        if self.on_error is not None:
+                            self.on_error()
+                with self._cond:
+                    self._written += len(lines)
+                    self._cond.notify_all()
+            if self._stopping and not pending:
+                return
+
+    def flush(self) -> None:
+        """Wait until every line given so far is written; raise what the writer met, if anything."""
+        if self._thread is not None:
+            with self._cond:
+                while self._written < self._queued and self._thread.is_alive():
+                    self._cond.wait(0.5)
+        if self._error is not None:
+            raise self._error
+
     def close(self) -> None:
+        if self._thread is not None:
+            self._stopping = True
+            self._wake.set()
+            self._thread.join()
+            self._thread = None
         if self._close and self.fd is not None:
             os.close(self.fd)
+            self.fd = None
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
 
 
 def scan_previous(path: str) -> tuple[IdSet, int, int]:

@@ -102,12 +102,16 @@ class Job:
             self._write(record_of(result), lineno, ran=True)
             self._emit_held()
         assert not self.held, "a call got no result"
+        self.out.flush()  # a write error (a full disk, a closed pipe) is raised here, inside the job
 
     def _calls(self) -> Iterator[Any]:
         """ToolCalls for the executor, in input order, or WAIT. Bad lines never reach it: their records
         are written here, or held until the calls before them are written."""
         lines = self.source.items()
+        out = self.out
         while True:
+            if out.error is not None:  # the output is gone (a closed pipe, a full disk): stop reading
+                raise out.error
             if self.held_records >= self.max_held_records:
                 yield WAIT  # the calls in flight finish first; their results let the held records out
                 continue
@@ -178,7 +182,7 @@ def main(args: argparse.Namespace) -> int:
     executor = out = None
     try:
         done, previous, previous_failed = scan_previous(args.output) if args.resume else (IdSet(), 0, 0)
-        out = OutFile.open(args.output, append=args.resume)  # before the pool forks: see OutFile
+        out = OutFile.open(args.output, append=args.resume, background=True)  # before the pool forks
         executor = build_executor(args, tools)
     except UsageError as exc:
         if executor is not None:
@@ -195,6 +199,7 @@ def main(args: argparse.Namespace) -> int:
     progress.message(f"toolfork run: {len(executor.tools)} tools from {origin}; "
                      f"{executor.mode} mode{reason}, {executor.workers} workers{resuming}")
     source = LineSource(stream)  # after the executor: its pool must not inherit the wake-up pipe
+    out.on_error = source.wake  # a write that fails while the input is quiet must not go unnoticed
     job = Job(executor, source, out, progress, done, args.window or default_window(executor.workers))
     code = EXIT_OK
     try:

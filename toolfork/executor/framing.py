@@ -3,8 +3,8 @@
 The hot path of the fork pool is: host writes a frame of calls, a worker writes one frame per
 result. Frames are ``4-byte little-endian length + pickle`` written with ``os.write`` on blocking
 pipes (worker side) and read with non-blocking ``os.read`` into a per-pipe buffer (host side), so the
-host never blocks on one worker while another has a result ready, and a 100 MB result is assembled
-from many reads without being copied more than once.
+host never blocks on one worker while another has a result ready, and a frame larger than one read is
+assembled into a preallocated buffer without being copied more than once.
 
 A frame that arrives whole but cannot be unpickled in the host (a value that pickled in the worker and
 raises while it is rebuilt: an exception class whose ``__init__`` takes other arguments than its
@@ -12,6 +12,9 @@ raises while it is rebuilt: an exception class whose ``__init__`` takes other ar
 ``FrameReader.read`` returns the marker ``("!", exception type name, message)`` in that frame's place
 and goes on with the frames after it. The message names the type that could not be rebuilt when it
 can be found. The caller turns the marker into an error for the call the frame belonged to.
+
+Large frames (``oob.LARGE_FRAME`` bytes and up) do not go through the pipe: a header of length 0 says
+the frame is in a memory file whose descriptor waits on the worker's side socket (see ``oob``).
 """
 
 from __future__ import annotations
@@ -21,12 +24,20 @@ import pickle
 import pickletools
 import re
 import struct
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-_HEADER = struct.Struct("<I")
+from toolfork.executor import oob
+
+if TYPE_CHECKING:
+    from toolfork.executor.oob import SidePort
+
+HEADER = _HEADER = struct.Struct("<I")
 HEADER_SIZE = _HEADER.size
 MAX_FRAME = 0xFFFF_FFFF  # 4 GiB minus one: larger payloads are refused with a clear error
-READ_CHUNK = 1 << 20
+# Bytes asked for per read of a result pipe. Measured (bench/results/throughput.md): 64 KiB reads are
+# cheaper than 1 MiB reads for the small frames of the hot path (a 1 MiB read allocates and frees a
+# 1 MiB buffer each time), and large frames no longer come through the pipe.
+READ_CHUNK = 1 << 16
 
 
 # The marker returned in place of a frame that could not be unpickled: ("!", type name, message).
@@ -134,14 +145,23 @@ def write_all(fd: int, data: bytes | memoryview) -> None:
         view = view[n:]
 
 
-def send(fd: int, obj: Any) -> None:
-    write_all(fd, encode(obj))
+def send(fd: int, obj: Any, side: SidePort | None = None, *, wait_ack: bool = False) -> None:
+    """Send one frame: through the pipe, or by memory file over ``side`` when it is large."""
+    payload = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+    if side is not None and oob.ENABLED and len(payload) >= oob.LARGE_FRAME:
+        side.send_payload(fd, payload, wait_ack=wait_ack)
+        return
+    if len(payload) > MAX_FRAME:
+        raise FrameTooLarge(f"a frame of {len(payload)} bytes exceeds the {MAX_FRAME}-byte limit")
+    write_all(fd, _HEADER.pack(len(payload)) + payload)
 
 
-def recv_blocking(fd: int) -> Any:
+def recv_blocking(fd: int, side: SidePort | None = None) -> Any:
     """Read exactly one frame from a blocking fd; raises EOFError when the writer is gone."""
     header = _read_exact(fd, HEADER_SIZE)
     (length,) = _HEADER.unpack(header)
+    if length == 0 and side is not None:
+        return side.take_raw(block=True)
     return pickle.loads(_read_exact(fd, length))
 
 
@@ -170,10 +190,11 @@ class FrameReader:
     unpickled: such a frame is returned as the marker ``("!", type name, message)`` in its place.
     """
 
-    __slots__ = ("_body", "_filled", "_head", "eof", "fd")
+    __slots__ = ("_body", "_filled", "_head", "eof", "fd", "side")
 
-    def __init__(self, fd: int) -> None:
+    def __init__(self, fd: int, side: SidePort | None = None) -> None:
         self.fd = fd
+        self.side = side  # where large frames' descriptors arrive (a header of length 0 announces one)
         self._head = b""  # bytes not yet parsed (small frames, partial headers)
         self._body: bytearray | None = None  # preallocated buffer of a large frame being filled
         self._filled = 0
@@ -211,6 +232,10 @@ class FrameReader:
         while end - pos >= HEADER_SIZE:
             (length,) = unpack(data, pos)
             start = pos + HEADER_SIZE
+            if length == 0:
+                out.append(self._take_oob())
+                pos = start
+                continue
             if end - start >= length:
                 out.append(loads(memoryview(data)[start : start + length]))
                 pos = start + length
@@ -222,6 +247,14 @@ class FrameReader:
             self._filled = have
             return b""
         return data[pos:]
+
+    def _take_oob(self) -> Any:
+        if self.side is None:
+            return (BAD_FRAME, "OobError", "a large frame was announced on a pipe without a side socket")
+        try:
+            return self.side.take(block=False, ack=True)
+        except (OSError, EOFError) as exc:
+            return (BAD_FRAME, type(exc).__name__, f"a large frame could not be received: {exc}")
 
     def _fill_body(self) -> bool:
         assert self._body is not None

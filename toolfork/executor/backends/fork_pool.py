@@ -22,6 +22,10 @@ Data flow (``ForkBackend.execute`` joins the ``Hub``; whichever batch owner need
 * Crashes: EOF on a result pipe, or the template's report of the worker's death (a process the tool
   started may hold a copy of the pipe), means the worker died; its wait status names the signal or exit
   code in the "crashed" result. No retry: tools have side effects.
+* Large frames (results and arguments of ``oob.LARGE_FRAME`` bytes and more) do not go through the pipes:
+  they cross in a memory file handed over on the worker's side socket (``worker.side``), and the pipe
+  carries a header of length 0 in their place (see ``toolfork.executor.oob``). The reader takes the file
+  where the header is, so order and the rest of this flow are unchanged.
 * ``fresh_process`` tools: the call goes to a one-shot worker forked for it, in an idle worker's slot,
   which gets the slot back when the one-shot is gone.
 """
@@ -44,9 +48,9 @@ from typing import TYPE_CHECKING, Any
 
 import multiprocess
 
-from toolfork.executor import framing
+from toolfork.executor import framing, oob
 from toolfork.executor.backends.base import POLL_INTERVAL, Backend, BatchState, Dispatch, Feed, Hooks, Hub, cancelled
-from toolfork.executor.backends.fork_template import template_main
+from toolfork.executor.backends.fork_template import MAX_MESSAGE, template_main
 from toolfork.executor.types import CallFinished, CallProgress, CallStarted, ErrorInfo, Event, ToolResult
 from toolfork.tools.output import ContentBlock, ToolOutput
 
@@ -89,10 +93,10 @@ _HOST_FDS: set[int] = set()
 
 
 class _Worker:
-    __slots__ = ("call_fd", "deadline", "inflight", "lender", "pid", "reader", "result_fd", "spawned_at", "started_at",
-                 "wid")
+    __slots__ = ("call_fd", "deadline", "inflight", "lender", "pid", "reader", "result_fd", "side", "spawned_at",
+                 "started_at", "wid")
 
-    def __init__(self, wid: int, call_fd: int, result_fd: int) -> None:
+    def __init__(self, wid: int, call_fd: int, result_fd: int, side: oob.SidePort) -> None:
         self.wid = wid
         # A one-shot worker (a fresh_process call) runs in the slot of this idle worker, which gets the
         # slot back when the one-shot is done.
@@ -101,7 +105,8 @@ class _Worker:
         self.pid: int | None = None
         self.call_fd = call_fd
         self.result_fd = result_fd
-        self.reader = framing.FrameReader(result_fd)
+        self.side = side  # large frames, both ways, by memory file (see toolfork.executor.oob)
+        self.reader = framing.FrameReader(result_fd, side)
         self.inflight: deque[Dispatch] = deque()  # sent, not finished; [0] is the running call
         self.started_at = 0.0
         self.deadline: float | None = None
@@ -194,22 +199,25 @@ class ForkBackend(Backend):
             fcntl.fcntl(result_r, F_SETPIPE_SZ, PIPE_SIZE)  # fewer wake-ups for large results
         except OSError:
             pass
+        side, side_worker = oob.side_socketpair()
         wid = self._next_wid
         self._next_wid += 1
         try:
-            socket.send_fds(self._ctrl, [pickle.dumps(("spawn", wid))], [call_r, result_w])
+            socket.send_fds(self._ctrl, [pickle.dumps(("spawn", wid))], [call_r, result_w, side_worker.fileno()])
         except OSError:
             for fd in (call_w, result_r):
                 os.close(fd)
+            side.close()
             self._template_gone = True
             raise TemplateGone() from None
         finally:
             os.close(call_r)
             os.close(result_w)
+            side_worker.close()
         os.set_blocking(result_r, False)
-        w = _Worker(wid, call_w, result_r)
+        w = _Worker(wid, call_w, result_r, oob.SidePort(side))
         self._workers[wid] = w
-        _HOST_FDS.update((call_w, result_r))
+        _HOST_FDS.update((call_w, result_r, side.fileno()))
         self._sel.register(result_r, selectors.EVENT_READ, w)
         return w
 
@@ -217,7 +225,7 @@ class ForkBackend(Backend):
         """Read every message the template has sent (non-blocking)."""
         while True:
             try:
-                data = self._ctrl.recv(framing.READ_CHUNK, socket.MSG_DONTWAIT)
+                data = self._ctrl.recv(MAX_MESSAGE, socket.MSG_DONTWAIT)
             except BlockingIOError:
                 return
             if not data:
@@ -271,6 +279,8 @@ class ForkBackend(Backend):
                 os.close(fd)
             except OSError:
                 pass
+        _HOST_FDS.discard(w.side.sock.fileno())
+        w.side.close()  # a large frame still in flight on it is freed with it
         if pid is not None:
             try:
                 self._ctrl.send(pickle.dumps(("term", pid, self._kill_grace)))
@@ -289,7 +299,7 @@ class ForkBackend(Backend):
         import dill
 
         blob = dill.dumps({t.name: t for t in tools})
-        step = framing.READ_CHUNK // 2
+        step = MAX_MESSAGE // 2  # the template reads messages of up to MAX_MESSAGE bytes
         chunks = [blob[i : i + step] for i in range(0, len(blob), step)] or [b""]
         try:
             for i, chunk in enumerate(chunks):
@@ -423,11 +433,10 @@ class ForkBackend(Backend):
             while len(chunk) < limit and ready and self._is_quick(ready[0].call.name) \
                     and not ready[0].tool.fresh_process:
                 chunk.append(ready.popleft())
-        frame = framing.encode(("c", [
-            (d.call.id, d.call.name, d.call.arguments, d.timeout, d.context or None) for d in chunk
-        ]))
         try:
-            framing.write_all(w.call_fd, frame)
+            framing.send(w.call_fd, ("c", [
+                (d.call.id, d.call.name, d.call.arguments, d.timeout, d.context or None) for d in chunk
+            ]), w.side)
         except OSError:  # the worker died while idle: its calls never started
             self._retire(w, kill=False)
             self._refill(w)

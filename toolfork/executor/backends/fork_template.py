@@ -112,7 +112,7 @@ def template_main(ctrl: socket.socket, tools: dict[str, Any], hooks: Hooks) -> N
         if ctrl not in ready:
             continue
         try:
-            data, fds, _flags, _addr = socket.recv_fds(ctrl, MAX_MESSAGE, 2)
+            data, fds, _flags, _addr = socket.recv_fds(ctrl, MAX_MESSAGE, 3)
         except OSError:
             data, fds = b"", []
         if not data:  # the host is gone (closed, crashed or SIGKILLed): take every worker with us
@@ -120,7 +120,7 @@ def template_main(ctrl: socket.socket, tools: dict[str, Any], hooks: Hooks) -> N
         msg = pickle.loads(data)
         kind = msg[0]
         if kind == "spawn":
-            call_fd, result_fd = fds
+            call_fd, result_fd, side_fd = fds
             # A SIGTERM (a kill the host asked for) may reach the new worker before it has handlers of
             # its own: it would run ours, whose leave() kills every sibling. So SIGTERM is held across
             # the fork and the child gets the default action before it can see one.
@@ -134,10 +134,11 @@ def template_main(ctrl: socket.socket, tools: dict[str, Any], hooks: Hooks) -> N
                 os.close(wake_r)
                 os.close(wake_w)
                 signal.set_wakeup_fd(-1)
-                worker_main(call_fd, result_fd, tools, hooks, os.getppid())
+                worker_main(call_fd, result_fd, side_fd, tools, hooks, os.getppid())
             signal.pthread_sigmask(signal.SIG_SETMASK, mask)
             os.close(call_fd)
             os.close(result_fd)
+            os.close(side_fd)
             children.add(pid)
             _send(ctrl, ("spawned", msg[1], pid))
         elif kind == "term":

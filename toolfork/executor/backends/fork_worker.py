@@ -6,6 +6,9 @@ its own process group, so a timeout kills the tool's own children with it, and i
 the code that forked it: it leaves with ``os._exit`` so no atexit handler inherited from the host runs
 twice.
 
+Frames larger than ``oob.LARGE_FRAME`` go both ways by memory file over the worker's side socket (see
+``toolfork.executor.oob``); the pipes then carry only a header of length 0 in their place.
+
 Frames in (host -> worker):  ("c", [(call_id, name, arguments, timeout, context), ...])
                              ("t", dill bytes of {name: Tool})      tools added after start
 Frames out (worker -> host): ("r", call_id, status, output, error, duration_s, context_updates)
@@ -19,10 +22,12 @@ from __future__ import annotations
 import os
 import pickle
 import signal
+import socket
+import sys
 import time
 from typing import Any
 
-from toolfork.executor import framing
+from toolfork.executor import framing, oob
 from toolfork.executor.backends.base import Hooks
 from toolfork.executor.invoke import CallInterrupted, error_info, execute_call
 from toolfork.executor.types import ErrorInfo, ToolResult
@@ -83,7 +88,8 @@ def become_subreaper() -> None:
         pass
 
 
-def worker_main(call_fd: int, result_fd: int, tools: dict[str, Any], hooks: Hooks, parent_pid: int) -> None:
+def worker_main(call_fd: int, result_fd: int, side_fd: int, tools: dict[str, Any], hooks: Hooks,
+                parent_pid: int) -> None:
     """Entry point in the freshly forked worker; never returns."""
     code = 0
     try:
@@ -95,7 +101,7 @@ def worker_main(call_fd: int, result_fd: int, tools: dict[str, Any], hooks: Hook
         signal.signal(signal.SIGTERM, _on_sigterm)
         signal.signal(signal.SIGINT, signal.SIG_DFL)
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-        _serve(call_fd, result_fd, tools, hooks)
+        _serve(call_fd, result_fd, oob.SidePort(socket.socket(fileno=side_fd)), tools, hooks)
     except (EOFError, CallInterrupted, BrokenPipeError):
         code = 0
     except BaseException:
@@ -104,7 +110,7 @@ def worker_main(call_fd: int, result_fd: int, tools: dict[str, Any], hooks: Hook
         os._exit(code)
 
 
-def _serve(call_fd: int, result_fd: int, tools: dict[str, Any], hooks: Hooks) -> None:
+def _serve(call_fd: int, result_fd: int, side: oob.SidePort, tools: dict[str, Any], hooks: Hooks) -> None:
     pid = os.getpid()
     start_error: ErrorInfo | None = None
     if hooks.on_worker_start is not None:
@@ -115,10 +121,12 @@ def _serve(call_fd: int, result_fd: int, tools: dict[str, Any], hooks: Hooks) ->
             # it would only fail again, in a loop.
             start_error = error_info(exc, prefix="on_worker_start hook failed")
     before, after = hooks.before_child, hooks.after_child
-    recv, encode, write_all = framing.recv_blocking, framing.encode, framing.write_all
+    recv, write_all, dumps, pack = framing.recv_blocking, framing.write_all, pickle.dumps, framing.HEADER.pack
+    large = oob.LARGE_FRAME if oob.ENABLED else sys.maxsize  # no memory files here: every frame by pipe
+    highest, max_frame = pickle.HIGHEST_PROTOCOL, framing.MAX_FRAME
     monotonic = time.monotonic
     while True:
-        msg = recv(call_fd)
+        msg = recv(call_fd, side)
         if msg[0] == "t":
             import dill
 
@@ -140,14 +148,39 @@ def _serve(call_fd: int, result_fd: int, tools: dict[str, Any], hooks: Hooks) ->
                     result = execute_call(tool, call_id, arguments, runtime, before, after, pid)
                     if os.getpid() != pid:  # a copy the tool forked came back here: it must not answer
                         os._exit(0)
+            out = _compact(call_id, result) or ("r", call_id, result.status, result.output, result.error,
+                                                 result.duration_s, result.context_updates)
             try:
-                frame = encode(_compact(call_id, result) or ("r", call_id, result.status, result.output,
-                                                             result.error, result.duration_s, result.context_updates))
+                if _looks_large(out, large):  # pickled straight into a memory file: one copy, no pipe
+                    side.dump(result_fd, out, wait_ack=True)
+                    continue
+                payload = dumps(out, highest)
+                if len(payload) >= large:
+                    side.send_payload(result_fd, payload, wait_ack=True)
+                    continue
+                if len(payload) > max_frame:
+                    raise framing.FrameTooLarge(f"a frame of {len(payload)} bytes exceeds the {max_frame}-byte limit")
+            except (EOFError, BrokenPipeError):
+                raise
             except Exception as exc:
-                frame = encode(("r", call_id, "error", None, error_info(
+                payload = dumps(("r", call_id, "error", None, error_info(
                     exc, prefix=f"the result of tool '{name}' could not be serialized to send it to the host"),
-                    result.duration_s, None))
-            write_all(result_fd, frame)
+                    result.duration_s, None), highest)
+            write_all(result_fd, pack(len(payload)) + payload)
+
+
+def _looks_large(out: tuple[Any, ...], large: int) -> bool:
+    """Whether a result frame holds text or media data of ``large`` characters or more (looked at
+    without pickling: the common large results are one big str)."""
+    if out[0] == "o":
+        return len(out[2]) >= large
+    output = out[3]
+    if output is None:
+        return False
+    size = 0
+    for block in output.content:
+        size += len(block.text or "") + len(block.data or "")
+    return size >= large
 
 
 def _compact(call_id: str, result: ToolResult) -> tuple[Any, ...] | None:
