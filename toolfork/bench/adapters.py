@@ -159,7 +159,7 @@ def _openai_agents(variant: str, workload: str) -> Callable[[], Any]:
             return ModelResponse(output=output, usage=Usage(), response_id=None)
 
         def stream_response(self, *args: Any, **kwargs: Any) -> Any:
-            raise NotImplementedError
+            raise RuntimeError("the adapter benchmark runs its agents without streaming (Runner.run)")
 
     if variant == "toolfork":
         from toolfork.adapters.openai_agents import function_tools

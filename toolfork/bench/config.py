@@ -228,3 +228,12 @@ class BenchConfig:
             if name in values:
                 values[name] = tuple(values[name])
         return cls(**values)
+
+
+def size_label(n: int) -> str:
+    """A payload size as the benchmark's rows and metric names spell it (1MB, 64KB, 10B)."""
+    if n >= MB:
+        return f"{n // MB}MB"
+    if n >= KB:
+        return f"{n // KB}KB"
+    return f"{n}B"

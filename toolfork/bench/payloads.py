@@ -14,7 +14,7 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
-from toolfork.bench.config import KB, MB
+from toolfork.bench.config import size_label
 
 PAYLOAD_KINDS: tuple[str, ...] = ("str", "file", "rows")
 ROW_BYTES = 100  # about what one row pickles to
@@ -50,14 +50,6 @@ def payload_rows(nbytes: int) -> list[dict[str, Any]]:
 
 
 FUNCTIONS = {fn.__name__: fn for fn in (payload_str, payload_file, payload_rows)}
-
-
-def size_label(n: int) -> str:
-    if n >= MB:
-        return f"{n // MB}MB"
-    if n >= KB:
-        return f"{n // KB}KB"
-    return f"{n}B"
 
 
 def _size_of(kind: str, value: Any, nbytes: int) -> bool:

@@ -103,7 +103,8 @@ def payload_rows(executors: list[str], sizes: tuple[int, ...], reps: int,
     """Median ms of one call returning each payload (kind x size) on every executor, all pools up at
     once and taking turns call by call, so that every executor sees the same machine load (on a shared
     machine, the peer table's cells, run one after the other, drift with the load)."""
-    from toolfork.bench.payloads import PAYLOAD_KINDS, _size_of, size_label
+    from toolfork.bench.config import size_label
+    from toolfork.bench.payloads import PAYLOAD_KINDS, _size_of
     from toolfork.bench.peers import Task, resolve
     from toolfork.bench.workloads import require_ok, run_batch, warm_up
 

@@ -24,7 +24,7 @@ import psutil
 
 from toolfork.bench import procs
 from toolfork.bench.calls import FRESH_SUFFIX
-from toolfork.bench.config import KB, MB, BenchConfig
+from toolfork.bench.config import MB, BenchConfig, size_label
 from toolfork.bench.payloads import metric_specs as payloads_specs
 from toolfork.bench.payloads import w_payloads
 from toolfork.bench.peers import Outcome, Peer, Task
@@ -232,14 +232,6 @@ def w_crash(ctx: Context) -> dict[str, Any]:
     }
 
 
-def _size_label(n: int) -> str:
-    if n >= MB:
-        return f"{n // MB}MB"
-    if n >= KB:
-        return f"{n // KB}KB"
-    return f"{n}B"
-
-
 def w_payload(ctx: Context) -> dict[str, Any]:
     c = ctx.config
     out: dict[str, Any] = {}
@@ -248,12 +240,12 @@ def w_payload(ctx: Context) -> dict[str, Any]:
             times = []
             for _ in range(reps):
                 outcomes, dt = run_batch(peer, [Task("payload_call", {"nbytes": size})])
-                require_ok(f"payload {_size_label(size)}", outcomes)
+                require_ok(f"payload {size_label(size)}", outcomes)
                 if len(outcomes[0].value) != size:
-                    raise WorkloadError(f"payload {_size_label(size)} came back with {len(outcomes[0].value)} bytes")
+                    raise WorkloadError(f"payload {size_label(size)} came back with {len(outcomes[0].value)} bytes")
                 outcomes.clear()
                 times.append(dt)
-            out[f"payload_{_size_label(size)}_s"] = _median(times)
+            out[f"payload_{size_label(size)}_s"] = _median(times)
     return out
 
 
@@ -608,7 +600,7 @@ def metric_specs(config: BenchConfig, cpu_one_call_s: float | None = None) -> li
         MetricSpec("crash_wall_s", "crash", "crash: batch wall", "s", better=None, ideal=0.1),
     ]
     for size in c.payload_sizes:
-        label = _size_label(size)
+        label = size_label(size)
         specs.append(MetricSpec(f"payload_{label}_s", "payload", f"payload: one {label} result", "s"))
     specs += [
         MetricSpec(

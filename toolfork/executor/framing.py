@@ -31,8 +31,8 @@ from toolfork.executor import oob
 if TYPE_CHECKING:
     from toolfork.executor.oob import SidePort
 
-HEADER = _HEADER = struct.Struct("<I")
-HEADER_SIZE = _HEADER.size
+HEADER = struct.Struct("<I")
+HEADER_SIZE = HEADER.size
 MAX_FRAME = 0xFFFF_FFFF  # 4 GiB minus one: larger payloads are refused with a clear error
 # Bytes asked for per read of a result pipe. Measured (bench/results/throughput.md): 64 KiB reads are
 # cheaper than 1 MiB reads for the small frames of the hot path (a 1 MiB read allocates and frees a
@@ -129,12 +129,16 @@ def _classes_in(data: bytes | bytearray | memoryview) -> list[tuple[str, str]]:
     return found
 
 
-def encode(obj: Any) -> bytes:
-    """Pickle ``obj`` into one frame; raises (pickling errors, FrameTooLarge) without side effects."""
-    payload = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+def frame(payload: bytes) -> bytes:
+    """Header and pickle: one frame for the pipe; raises FrameTooLarge without side effects."""
     if len(payload) > MAX_FRAME:
         raise FrameTooLarge(f"a frame of {len(payload)} bytes exceeds the {MAX_FRAME}-byte limit")
-    return _HEADER.pack(len(payload)) + payload
+    return HEADER.pack(len(payload)) + payload
+
+
+def encode(obj: Any) -> bytes:
+    """Pickle ``obj`` into one frame; raises (pickling errors, FrameTooLarge) without side effects."""
+    return frame(pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL))
 
 
 def write_all(fd: int, data: bytes | memoryview) -> None:
@@ -151,15 +155,13 @@ def send(fd: int, obj: Any, side: SidePort | None = None, *, wait_ack: bool = Fa
     if side is not None and oob.ENABLED and len(payload) >= oob.LARGE_FRAME:
         side.send_payload(fd, payload, wait_ack=wait_ack)
         return
-    if len(payload) > MAX_FRAME:
-        raise FrameTooLarge(f"a frame of {len(payload)} bytes exceeds the {MAX_FRAME}-byte limit")
-    write_all(fd, _HEADER.pack(len(payload)) + payload)
+    write_all(fd, frame(payload))
 
 
 def recv_blocking(fd: int, side: SidePort | None = None) -> Any:
     """Read exactly one frame from a blocking fd; raises EOFError when the writer is gone."""
     header = _read_exact(fd, HEADER_SIZE)
-    (length,) = _HEADER.unpack(header)
+    (length,) = HEADER.unpack(header)
     if length == 0 and side is not None:
         return side.take_raw(block=True)
     return pickle.loads(_read_exact(fd, length))
@@ -228,7 +230,7 @@ class FrameReader:
         pos = 0
         end = len(data)
         loads = loads_or_marker
-        unpack = _HEADER.unpack_from
+        unpack = HEADER.unpack_from
         while end - pos >= HEADER_SIZE:
             (length,) = unpack(data, pos)
             start = pos + HEADER_SIZE

@@ -55,6 +55,27 @@ def node_at(root: Any, path: Sequence[Any]) -> Any:
     return node
 
 
+# Errors said in one line from the error's own fields: keyword -> (message template, error code). The
+# template may use ``k`` (the error kind: its limit, pattern, ...), ``got`` (" (got <value>)") and ``n``
+# (how many items or fields the value has).
+_PLAIN: dict[str, tuple[str, str]] = {
+    "minLength": ("String should have at least {k.limit} characters{got}", "min_length"),
+    "pattern": ("String should match pattern {k.pattern!r}{got}", "pattern"),
+    "minimum": ("Input should be greater than or equal to {k.limit}{got}", "minimum"),
+    "maximum": ("Input should be less than or equal to {k.limit}{got}", "maximum"),
+    "exclusiveMinimum": ("Input should be greater than {k.limit}{got}", "exclusive_minimum"),
+    "exclusiveMaximum": ("Input should be less than {k.limit}{got}", "exclusive_maximum"),
+    "multipleOf": ("Input should be a multiple of {k.multiple_of}{got}", "multiple_of"),
+    "minItems": ("List should have at least {k.limit} items (got {n})", "min_items"),
+    "maxItems": ("List should have at most {k.limit} items (got {n})", "max_items"),
+    "minProperties": ("Object should have at least {k.limit} fields (got {n})", "min_properties"),
+    "maxProperties": ("Object should have at most {k.limit} fields (got {n})", "max_properties"),
+    "not": ("Input should not match the excluded schema{got}", "not"),
+    "format": ("String should be a valid {k.format}{got}", "format"),
+}
+
+
+
 class Translator:
     """Turns one call's engine errors into ``(path, message, kind)``; ``root`` is the compiled schema
     (to read a bound the error does not carry), ``value`` the arguments (to count an array's items)."""
@@ -82,6 +103,11 @@ class Translator:
         def one_error(msg: str, code: str, at: Path = path) -> list[Found]:
             return [(at, msg, code, where)]
 
+        plain = _PLAIN.get(name)
+        if plain is not None:
+            template, code = plain
+            count = len(inst) if isinstance(inst, (list, Mapping)) else 0
+            return one_error(template.format(k=kind, got=got, n=count), code)
         if name == "type":
             return one_error(f"Input should be {_type_words(list(kind.types))}{got}", "type")
         if name == "enum":
@@ -103,38 +129,13 @@ class Translator:
             return one_error(f"List should have at most {kind.limit} items (got {n})", "max_items")
         if name == "falseSchema":
             return self._false(path, spath, inst, got)
-        if name == "minLength":
-            return one_error(f"String should have at least {kind.limit} characters{got}", "min_length")
         if name == "maxLength":
             n = len(inst) if isinstance(inst, str) else inst
             return one_error(f"String should have at most {kind.limit} characters (got {n})", "max_length")
-        if name == "pattern":
-            return one_error(f"String should match pattern {kind.pattern!r}{got}", "pattern")
-        if name == "minimum":
-            return one_error(f"Input should be greater than or equal to {kind.limit}{got}", "minimum")
-        if name == "maximum":
-            return one_error(f"Input should be less than or equal to {kind.limit}{got}", "maximum")
-        if name == "exclusiveMinimum":
-            return one_error(f"Input should be greater than {kind.limit}{got}", "exclusive_minimum")
-        if name == "exclusiveMaximum":
-            return one_error(f"Input should be less than {kind.limit}{got}", "exclusive_maximum")
-        if name == "multipleOf":
-            return one_error(f"Input should be a multiple of {kind.multiple_of}{got}", "multiple_of")
-        n_items = len(inst) if isinstance(inst, (list, Mapping)) else 0
-        if name == "minItems":
-            return one_error(f"List should have at least {kind.limit} items (got {n_items})", "min_items")
-        if name == "maxItems":
-            return one_error(f"List should have at most {kind.limit} items (got {n_items})", "max_items")
-        if name == "minProperties":
-            return one_error(f"Object should have at least {kind.limit} fields (got {n_items})", "min_properties")
-        if name == "maxProperties":
-            return one_error(f"Object should have at most {kind.limit} fields (got {n_items})", "max_properties")
         if name == "uniqueItems":
             return self._unique(path, inst, where)
         if name == "contains":
             return self._contains(path, spath, where)
-        if name == "not":
-            return one_error(f"Input should not match the excluded schema{got}", "not")
         if name == "propertyNames":
             inner = kind.error
             key = inner.instance
@@ -144,8 +145,6 @@ class Translator:
         if name in ("anyOf", "oneOf"):
             branches = [[f for e in branch for f in self.one(e)] for branch in kind.context]
             return self._union(path, branches, where, multiple=type(kind).__name__ == "OneOfMultipleValid")
-        if name == "format":
-            return one_error(f"String should be a valid {kind.format}{got}", "format")
         return one_error(str(err.message), name or "invalid")
 
     # -- the cases that need more than the error itself -------------------------------------------

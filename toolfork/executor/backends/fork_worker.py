@@ -121,9 +121,9 @@ def _serve(call_fd: int, result_fd: int, side: oob.SidePort, tools: dict[str, An
             # it would only fail again, in a loop.
             start_error = error_info(exc, prefix="on_worker_start hook failed")
     before, after = hooks.before_child, hooks.after_child
-    recv, write_all, dumps, pack = framing.recv_blocking, framing.write_all, pickle.dumps, framing.HEADER.pack
+    recv, write_all, dumps, to_frame = framing.recv_blocking, framing.write_all, pickle.dumps, framing.frame
     large = oob.LARGE_FRAME if oob.ENABLED else sys.maxsize  # no memory files here: every frame by pipe
-    highest, max_frame = pickle.HIGHEST_PROTOCOL, framing.MAX_FRAME
+    highest = pickle.HIGHEST_PROTOCOL
     monotonic = time.monotonic
     while True:
         msg = recv(call_fd, side)
@@ -158,15 +158,14 @@ def _serve(call_fd: int, result_fd: int, side: oob.SidePort, tools: dict[str, An
                 if len(payload) >= large:
                     side.send_payload(result_fd, payload, wait_ack=True)
                     continue
-                if len(payload) > max_frame:
-                    raise framing.FrameTooLarge(f"a frame of {len(payload)} bytes exceeds the {max_frame}-byte limit")
+                data = to_frame(payload)
             except (EOFError, BrokenPipeError):
                 raise
             except Exception as exc:
-                payload = dumps(("r", call_id, "error", None, error_info(
+                data = to_frame(dumps(("r", call_id, "error", None, error_info(
                     exc, prefix=f"the result of tool '{name}' could not be serialized to send it to the host"),
-                    result.duration_s, None), highest)
-            write_all(result_fd, pack(len(payload)) + payload)
+                    result.duration_s, None), highest))
+            write_all(result_fd, data)
 
 
 def _looks_large(out: tuple[Any, ...], large: int) -> bool:
