@@ -34,8 +34,17 @@ from toolfork.tools.validation import has_none, pydantic_errors, short_repr, str
 
 
 class _Invalid(Exception):
-    def __init__(self, errors: list[dict[str, Any]]) -> None:
-        self.errors = errors
+    """Refused arguments. The messages may be given as a function, worked out only when read:
+    ``validate`` tries a call's candidates first and reports only the last one's."""
+
+    def __init__(self, errors: list[dict[str, Any]] | Callable[[], list[dict[str, Any]]]) -> None:
+        self._errors = errors
+
+    @property
+    def errors(self) -> list[dict[str, Any]]:
+        if callable(self._errors):
+            self._errors = self._errors()
+        return self._errors
 
 
 class Params(ABC):
@@ -89,7 +98,7 @@ class Params(ABC):
         candidates = [arguments]
         if has_none(arguments):
             candidates.append(strip_optional_nulls(arguments, self.schema, self.schema))
-        errors: list[dict[str, Any]] | _Invalid = []
+        errors: list[dict[str, Any]] | _Invalid = []  # an _Invalid: its messages are read only if reported
         for candidate in candidates:
             try:
                 return self.fast(candidate)
@@ -369,20 +378,6 @@ class PropertyParams(Params):
 
 # -- source 3: a raw JSON Schema ------------------------------------------------------------------------
 
-class _SchemaInvalid(_Invalid):
-    """Refused by the engine. The messages (the costly part) are worked out only when read: ``validate``
-    tries a call's candidates first and reports only the last one's."""
-
-    def __init__(self, validator: JsonSchemaValidator, arguments: Any, names: list[str]) -> None:
-        Exception.__init__(self)
-        self._refused = (validator, arguments, names)
-
-    @property  # type: ignore[misc]
-    def errors(self) -> list[dict[str, Any]]:  # type: ignore[override]
-        validator, arguments, names = self._refused
-        return validator.errors(arguments, names)
-
-
 class JsonSchemaParams(Params):
     """Parameters described by a raw JSON Schema object, validated as JSON Schema (no coercion; the
     dialect and the keywords are the specification's, see ``schema_engine``)."""
@@ -424,7 +419,7 @@ class JsonSchemaParams(Params):
 
     def fast(self, arguments: Any) -> dict[str, Any]:
         if not self._validator.is_valid(arguments):
-            raise _SchemaInvalid(self._validator, arguments, self.argument_names)
+            raise _Invalid(lambda: self._validator.errors(arguments, self.argument_names))
         values = dict(arguments)
         for key, default in self._defaults.items():
             if key not in values:
