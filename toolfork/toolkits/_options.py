@@ -19,7 +19,6 @@ request.
 
 from __future__ import annotations
 
-import copy
 import difflib
 import inspect
 import re
@@ -29,7 +28,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, ClassVar, TypeVar
 
-from toolfork.tools import Tool
+from toolfork.tools import Tool, Toolkit
 from toolfork.tools import tool as make_tool
 
 __all__ = [
@@ -197,11 +196,11 @@ def _range(low: float | None, high: float | None) -> str:
     return ""
 
 
-# -- the mixin -----------------------------------------------------------------------------------------
+# -- the base class ------------------------------------------------------------------------------------
 
 
-class WebOptions:
-    """Options for a toolkit's tools. A subclass declares ``OPTIONS`` (tool name -> option -> check)
+class WebOptions(Toolkit):
+    """A toolkit whose tools take options. A subclass declares ``OPTIONS`` (tool name -> option -> check)
     and may override ``check_options`` for rules that tie options together."""
 
     OPTIONS: ClassVar[Mapping[str, Mapping[str, Check]]] = {}
@@ -231,15 +230,7 @@ class WebOptions:
         these options on top of its current ones. This toolkit, and the tools it already handed out,
         are unchanged."""
         merged = self._validated(self._options, {tool: options})
-        clone = copy.copy(self)
-        for name, value in self.__dict__.items():
-            if name == "_toolkit_state" and isinstance(value, dict):
-                # The filters carry over; the built tools do not (they hold the old options).
-                state = {k: list(v) if isinstance(v, list) else v for k, v in value.items()}
-                state["cache"] = None
-                clone.__dict__[name] = state
-            elif isinstance(value, (dict, list, set)):
-                clone.__dict__[name] = copy.copy(value)
+        clone, _ = self._derive()  # filters carry over; built tools do not (they hold the old options)
         clone._options = merged
         return clone
 
