@@ -226,11 +226,12 @@ def test_worker_is_force_killed_after_the_grace_when_the_tool_does_not_return(ma
 
 
 def test_a_call_waiting_for_a_cpu_is_not_timed_out_for_the_wait(make_executor, mode):
-    # 20 calls of 0.2 s on 2 CPUs run in 10 waves: the last starts >= 1.8 s after submission and would
-    # pass a 1.7 s deadline counted from submission. Deadlines count from the start of each task (each
-    # has 1.5 s to spare: room for a loaded machine).
+    # 20 calls of 0.4 s on 2 CPUs run in 10 waves: the last starts >= 3.6 s after submission and would
+    # pass a 3.5 s deadline counted from submission. Deadlines count from the start of each task, so each
+    # has 3.1 s to spare: room for a loaded machine, where a fresh Ray worker may take a second or more
+    # to load the tool's module before the call itself begins (that load is inside the deadline).
     ex = make_executor(mode=mode, workers=10 * RAY_CPUS)
-    results = ex.run([ToolCall(str(i), "sleep_for", {"seconds": 0.2, "value": str(i)}, timeout=1.7)
+    results = ex.run([ToolCall(str(i), "sleep_for", {"seconds": 0.4, "value": str(i)}, timeout=3.5)
                       for i in range(10 * RAY_CPUS)])
     assert [r.status for r in results] == ["ok"] * (10 * RAY_CPUS), [(r.status, r.duration_s) for r in results]
 
