@@ -280,3 +280,34 @@ def test_a_bad_line_that_also_reuses_an_id_says_both(tmp_path: Path) -> None:
     assert second["id"] == "a"
     expected = 'line 2: "name" missing; its id \'a\' is also used by an earlier line'
     assert second["error"]["message"] == expected
+
+
+@pytest.mark.parametrize("mode", ["fork", "sequential"])
+def test_fork_workers_write_the_ok_lines_and_the_host_only_the_rest(
+        mode: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """In fork mode the host writes an ok result's line as its worker encoded it: the host encodes only
+    failures and bad lines; the file is the same in both modes."""
+    from toolfork.commands import _output
+
+    encoded_here: list[str] = []  # a worker appends to its own copy of this list, not to ours
+    real = _output.encode_record
+
+    def counting(record: dict[str, Any]) -> Any:
+        encoded_here.append(str(record.get("id")))
+        return real(record)
+
+    monkeypatch.setattr(_output, "encode_record", counting)
+    calls = write_jsonl(tmp_path / "calls.jsonl", [
+        *({"id": f"ok{i}", "name": "echo", "arguments": {"text": f"é {i}"}} for i in range(6)),
+        {"id": "err", "name": "boom", "arguments": {"message": "kaput"}},
+        {"id": "soft", "name": "soft_fail", "arguments": {"reason": "nothing there"}},
+        "{not json",
+    ])
+    out = tmp_path / f"out-{mode}.jsonl"
+    assert run(str(calls), "-o", str(out), "--tools", TOOLS_SPEC, "--mode", mode) == 1  # failures inside
+    records = read_jsonl(out)
+    assert [r["id"] for r in records] == [*(f"ok{i}" for i in range(6)), "err", "soft", "line-9"]
+    assert [r["output"]["content"][0]["text"] for r in records[:6]] == [f"é {i}" for i in range(6)]
+    assert (records[6]["status"], records[7]["output"]["is_error"], records[8]["status"]) == ("error", True, "error")
+    expected_here = ["err", "soft", "line-9"] if mode == "fork" else [r["id"] for r in records]
+    assert sorted(encoded_here) == sorted(expected_here)

@@ -17,6 +17,7 @@ A spec's module part is either a dotted module name (``examples.tools``) or a pa
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib
 import importlib.util
@@ -289,6 +290,18 @@ def _call_id(value: Any, lineno: int) -> str:
     return str(value)
 
 
+_DECODER = json.JSONDecoder()
+
+
+@functools.cache
+def _tool_call_class() -> Any:
+    """``ToolCall``, imported on first use (loading tools must not import the executor) and then kept:
+    an import statement in ``parse_call`` would run once per line of a batch job."""
+    from toolfork.executor.types import ToolCall
+
+    return ToolCall
+
+
 def parse_call(raw: bytes | str, lineno: int) -> Any:
     """One input line -> a ``ToolCall`` or a ``BadLine``. Accepted shapes:
 
@@ -301,13 +314,21 @@ def parse_call(raw: bytes | str, lineno: int) -> Any:
     A missing id becomes ``line-N`` (1-based), stable across runs of the same file, so ``--resume``
     works for hand-written inputs too.
     """
-    from toolfork.executor.types import ToolCall
-
-    here = f"line {lineno}"
+    ToolCall = _tool_call_class()
     try:
-        obj = json.loads(raw)
+        if type(raw) is bytes and raw[:1] == b"{" and raw[1:2] != b"\0":
+            # What json.loads does with bytes that are UTF-8 (as a line opening with "{" is), minus its
+            # encoding detection: this runs once per line of a batch job.
+            obj = _DECODER.decode(raw.decode("utf-8", "surrogatepass"))
+        else:
+            obj = json.loads(raw)
     except ValueError as exc:  # UnicodeDecodeError is a ValueError too
-        return BadLine(f"line-{lineno}", None, f"{here}: not valid JSON: {exc}")
+        return BadLine(f"line-{lineno}", None, f"line {lineno}: not valid JSON: {exc}")
+    if type(obj) is dict and len(obj) == 3:  # the plain shape and nothing else: the common line
+        call_id, name, arguments = obj.get("id"), obj.get("name"), obj.get("arguments")
+        if type(call_id) is str and type(name) is str and name and type(arguments) is dict:
+            return ToolCall(call_id, name, arguments)
+    here = f"line {lineno}"
     if not isinstance(obj, dict):
         return BadLine(f"line-{lineno}", None, f"{here}: expected a JSON object, got {_kind(obj)}")
     raw_id = obj.get("call_id") if obj.get("type") == "function_call" else obj.get("id")

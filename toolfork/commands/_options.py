@@ -113,7 +113,9 @@ def default_window(workers: int) -> int:
 
 def build_executor(args: argparse.Namespace, tools: list[Any]) -> Any:
     """The Executor the options describe; any refusal (mode impossible here, Ray missing) is a usage
-    error because the user can fix it on the command line."""
+    error because the user can fix it on the command line. Fork workers encode the ok results as
+    output lines themselves, so the host of a batch job only moves bytes."""
+    from toolfork.commands._output import encode_ok_result
     from toolfork.executor import Executor
 
     mode = args.mode
@@ -125,7 +127,8 @@ def build_executor(args: argparse.Namespace, tools: list[Any]) -> Any:
     after = load_hook(args.after_child, "--after-child") if args.after_child else None
     try:
         return Executor(tools, mode=mode, workers=args.workers, timeout=args.timeout,
-                        before_child=before, after_child=after, address=args.address)
+                        before_child=before, after_child=after, address=args.address,
+                        encode_results=encode_ok_result)
     except (ValueError, RuntimeError, ImportError) as exc:
         raise UsageError(f"cannot start the executor: {exc}") from exc
 

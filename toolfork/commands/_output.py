@@ -46,6 +46,14 @@ def record_of(result: Any) -> dict[str, Any]:
                            getattr(result, "duration_s", 0.0), exc)
 
 
+def encode_ok_result(result: Any) -> bytes | None:
+    """Run in a fork worker (``Executor(encode_results=...)``): the output line of an ok result, so the
+    host of a batch job only moves bytes. None when the record had to be replaced (it cannot be written
+    as it is): the host then encodes the result itself and counts the replacement as a failure."""
+    data, record = encode_record(record_of(result))
+    return data if record.get("status") == "ok" else None
+
+
 def encode_record(record: dict[str, Any]) -> tuple[bytes, dict[str, Any]]:
     """One output line as UTF-8 bytes, and the record it holds (a replacement when the original could
     not be written; the caller counts that one as a failure).
@@ -171,15 +179,19 @@ class OutFile:
         """Write one record as one line (see ``encode_record``); returns the record written, which
         is a replacement error record when the original could not be written."""
         data, record = encode_record(record)
+        self.write_line(data)
+        return record
+
+    def write_line(self, data: bytes) -> None:
+        """Write one line already encoded by ``encode_record`` (in a worker: ``encode_ok_result``)."""
         if self.fd is None:
             sys.stdout.write(data.decode("utf-8"))
             sys.stdout.flush()
-            return record
+            return
         if self._background:
             self._enqueue(data)
-            return record
+            return
         _write_all(self.fd, data)
-        return record
 
     def _enqueue(self, data: bytes) -> None:
         if self._error is not None:
@@ -273,4 +285,4 @@ def scan_previous(path: str) -> tuple[IdSet, int, int]:
     return done, count, failed
 
 
-__all__ = ["OutFile", "encode_record", "record_of", "result_failed", "scan_previous"]
+__all__ = ["OutFile", "encode_ok_result", "encode_record", "record_of", "result_failed", "scan_previous"]

@@ -99,8 +99,13 @@ class Job:
         for result in results:
             lineno, placeholder = self.held.popleft()
             assert placeholder is None, "results and calls out of step"
-            self._write(record_of(result), lineno, ran=True)
-            self._emit_held()
+            if result.encoded is not None:  # an ok result its worker already wrote as a line
+                self.out.write_line(result.encoded)
+                self.progress.note(failed=False, lineno=lineno, ran=True)
+            else:
+                self._write(record_of(result), lineno, ran=True)
+            if self.held:
+                self._emit_held()
         assert not self.held, "a call got no result"
         self.out.flush()  # a write error (a full disk, a closed pipe) is raised here, inside the job
 

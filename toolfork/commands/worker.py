@@ -65,7 +65,10 @@ def serve(executor: Any, source: LineSource, out: OutFile, window: int) -> None:
 
     for result in executor.imap_unordered(calls(), window=window, wakeup_fd=source.wakeup_fd):
         running.discard(result.call_id)
-        out.write(record_of(result))
+        if result.encoded is not None:  # an ok result its worker already wrote as a line
+            out.write_line(result.encoded)
+        else:
+            out.write(record_of(result))
 
 
 def main(args: argparse.Namespace) -> int:

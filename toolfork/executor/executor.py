@@ -113,6 +113,7 @@ class Executor:
         kill_grace: float = 1.0,
         address: str | None = None,
         ray_options: dict[str, Any] | None = None,
+        encode_results: Callable[[ToolResult], bytes | None] | None = None,
     ) -> None:
         from toolfork.tools.registry import collect_tools
 
@@ -130,7 +131,7 @@ class Executor:
         self._feeds: set[Feed] = set()  # the batches running now, for cancel() and close()
         self._singles: Singles | None = None  # submit()'s batch, started on first use
         self._mode, self._fallback_reason = resolve_mode(mode)
-        hooks = Hooks(before_child, after_child, on_worker_start)
+        hooks = Hooks(before_child, after_child, on_worker_start, encode_results)
         self.workers = workers if workers is not None else default_workers()
         self._backend: Backend
         if self._mode == "fork":

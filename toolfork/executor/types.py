@@ -55,6 +55,9 @@ class ToolResult:
     worker_pid: int | None = None
     # What the call asked to merge into the host's context (ToolRuntime.set_context), if anything.
     context_updates: dict[str, Any] | None = None
+    # The result already encoded where the call ran (``Executor(encode_results=...)``); then ``output``
+    # is None and these bytes stand for it, so the host neither rebuilds nor re-encodes the output.
+    encoded: bytes | None = None
 
     @property
     def ok(self) -> bool:

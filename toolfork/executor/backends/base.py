@@ -376,6 +376,8 @@ class Hooks:
     before_child: Hook | None = None
     after_child: Hook | None = None
     on_worker_start: Hook | None = None
+    # Executor(encode_results=...): run in the fork worker on each clean ok result (see ToolResult.encoded).
+    encode_result: Callable[[ToolResult], bytes | None] | None = None
 
 
 class Backend(ABC):

@@ -492,6 +492,9 @@ class ForkBackend(Backend):
                     duration = f[4]
                     result = ToolResult(cid, name, "ok", ToolOutput([ContentBlock("text", f[2])], False, f[3]),
                                         None, duration, pid)
+                elif kind == "e":
+                    duration = f[3]
+                    result = ToolResult(cid, name, "ok", None, None, duration, pid, None, f[2])
                 else:
                     _, _, status, output, error, duration, ctx = f
                     result = ToolResult(cid, name, status, output, error, duration, pid, ctx)

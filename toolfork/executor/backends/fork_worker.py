@@ -120,7 +120,7 @@ def _serve(call_fd: int, result_fd: int, side: oob.SidePort, tools: dict[str, An
             # A worker whose start hook failed stays up but fails every call, naming the hook: respawning
             # it would only fail again, in a loop.
             start_error = error_info(exc, prefix="on_worker_start hook failed")
-    before, after = hooks.before_child, hooks.after_child
+    before, after, encode = hooks.before_child, hooks.after_child, hooks.encode_result
     recv, write_all, dumps, to_frame = framing.recv_blocking, framing.write_all, pickle.dumps, framing.frame
     large = oob.LARGE_FRAME if oob.ENABLED else sys.maxsize  # no memory files here: every frame by pipe
     highest = pickle.HIGHEST_PROTOCOL
@@ -148,8 +148,8 @@ def _serve(call_fd: int, result_fd: int, side: oob.SidePort, tools: dict[str, An
                     result = execute_call(tool, call_id, arguments, runtime, before, after, pid)
                     if os.getpid() != pid:  # a copy the tool forked came back here: it must not answer
                         os._exit(0)
-            out = _compact(call_id, result) or ("r", call_id, result.status, result.output, result.error,
-                                                 result.duration_s, result.context_updates)
+            out = (encode is not None and _encoded(encode, call_id, result)) or _compact(call_id, result) or (
+                "r", call_id, result.status, result.output, result.error, result.duration_s, result.context_updates)
             try:
                 if _looks_large(out, large):  # pickled straight into a memory file: one copy, no pipe
                     side.dump(result_fd, out, wait_ack=True)
@@ -171,7 +171,7 @@ def _serve(call_fd: int, result_fd: int, side: oob.SidePort, tools: dict[str, An
 def _looks_large(out: tuple[Any, ...], large: int) -> bool:
     """Whether a result frame holds text or media data of ``large`` characters or more (looked at
     without pickling: the common large results are one big str)."""
-    if out[0] == "o":
+    if out[0] == "o" or out[0] == "e":
         return len(out[2]) >= large
     output = out[3]
     if output is None:
@@ -180,6 +180,21 @@ def _looks_large(out: tuple[Any, ...], large: int) -> bool:
     for block in output.content:
         size += len(block.text or "") + len(block.data or "")
     return size >= large
+
+
+def _encoded(encode: Any, call_id: str, result: ToolResult) -> tuple[Any, ...] | None:
+    """The "e" frame of a clean ok result (no error output, no context updates) that ``encode`` turned
+    into bytes, else None: the other results, and any whose encoding failed, cross as themselves."""
+    out = result.output
+    if result.status != "ok" or out is None or out.is_error or result.context_updates:
+        return None
+    try:
+        line = encode(result)
+    except Exception:  # the host encodes it again and reports what is wrong there
+        return None
+    if type(line) is not bytes:
+        return None
+    return ("e", call_id, line, result.duration_s)
 
 
 def _compact(call_id: str, result: ToolResult) -> tuple[Any, ...] | None:

@@ -47,8 +47,10 @@ class SequentialBackend(Backend):
 
 def run_in_host(d: Dispatch, on_progress: Any) -> ToolResult:
     """Run one dispatch in this process, with a SIGALRM deadline where that is possible."""
-    deadline = None if d.timeout is None else time.monotonic() + d.timeout
-    runtime = CallbackRuntime(d.call.id, d.tool.name, deadline, d.context, on_progress)
+    runtime = None
+    if d.tool.uses_runtime:  # as in a fork worker: a tool that takes no runtime never sees one
+        deadline = None if d.timeout is None else time.monotonic() + d.timeout
+        runtime = CallbackRuntime(d.call.id, d.tool.name, deadline, d.context, on_progress)
     use_alarm = d.timeout is not None and threading.current_thread() is threading.main_thread()
     start = time.perf_counter()
     if not use_alarm:
