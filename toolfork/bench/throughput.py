@@ -196,7 +196,7 @@ def run_rows(lines: int, rounds: int = 2, before: str | None = None) -> dict[str
             for mode in ("fork", "sequential"):
                 argv = [*env_python, "-c", runner, "run", str(calls), "-o", str(d / f"out-before-{mode}.jsonl"),
                         "--mode", mode, "-q"] + (["--workers", "2"] if mode == "fork" else [])
-                variants[f"before (759c435): toolfork run, {mode}"] = argv
+                variants[f"before: toolfork run, {mode}"] = argv
         walls: dict[str, list[float]] = {k: [] for k in variants}
         rss: dict[str, int] = {k: 0 for k in variants}
         for _ in range(rounds):
@@ -209,7 +209,7 @@ def run_rows(lines: int, rounds: int = 2, before: str | None = None) -> dict[str
                 (("toolfork run, fork, 2 workers", "fork"), ("toolfork run, sequential", "sequential"))}
         if before:
             for mode in ("fork", "sequential"):
-                same[f"before (759c435): toolfork run, {mode}"] = \
+                same[f"before: toolfork run, {mode}"] = \
                     _records(d / f"out-before-{mode}.jsonl") == plain
     best = {k: min(v) for k, v in walls.items()}
     return {"lines": lines, "wall_s": best, "peak_rss_kb": rss, "same_output": same,
