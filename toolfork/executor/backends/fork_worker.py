@@ -14,6 +14,8 @@ Frames in (host -> worker):  ("c", [(call_id, name, arguments, timeout, context)
 Frames out (worker -> host): ("r", call_id, status, output, error, duration_s, context_updates)
                              ("o", call_id, text, data, duration_s)   the common case, compact: an ok
                                  result whose output is one plain text block (half the pickling cost)
+                             ("e", call_id, encoded, duration_s)      a clean ok result as the bytes
+                                 ``Executor(encode_results=...)`` made of it here (toolfork run's lines)
                              ("p", call_id, value)                  progress, while the call runs
 """
 
