@@ -166,6 +166,34 @@ def test_nothing_is_left_after_a_crash_a_timeout_and_close(make_executor):
     assert _ours(_shm() - before, [me, *first, *second, *last]) == set()
 
 
+def _memfd_bytes(pid: int) -> int:
+    """The bytes of the memory files ``pid`` holds (each file once, however many descriptors)."""
+    sizes: dict[int, int] = {}
+    for name in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            if os.readlink(f"/proc/{pid}/fd/{name}").startswith("/" + MEMFD_NAME):
+                st = os.stat(f"/proc/{pid}/fd/{name}")
+                sizes[st.st_ino] = st.st_size
+        except OSError:
+            pass
+    return sum(sizes.values())
+
+
+def test_a_result_beyond_the_reused_file_is_not_kept_after_it_is_read(make_executor):
+    """A worker writes large results into its reusable file; one that outgrows the budget leaves with
+    that file, and the host, which had the file mapped for reuse, must let go of it too."""
+    ex = make_executor(TOOLS, mode="fork", workers=1)
+    ex.run([ToolCall("small", "big", {"n": LARGE})])
+    assert 0 < _memfd_bytes(os.getpid()) <= oob.KEEP_BYTES  # the reusable file, kept on purpose
+    huge = oob.KEEP_BYTES + (4 << 20)
+    [r] = ex.run([ToolCall("huge", "big", {"n": huge})])
+    assert len(r.output.as_text()) == huge
+    assert _memfd_bytes(os.getpid()) == 0  # nothing in flight: nothing held
+    assert [_memfd_bytes(pid) for pid in ex.backend.worker_pids] == [0]  # nor in the worker
+    ex.run([ToolCall("again", "big", {"n": LARGE})])  # a new reusable file
+    assert 0 < _memfd_bytes(os.getpid()) <= oob.KEEP_BYTES
+
+
 def test_sigkill_of_the_host_leaves_no_process_or_memory_file(tmp_path):
     script = textwrap.dedent(f"""
         import os, sys, time

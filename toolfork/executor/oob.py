@@ -150,6 +150,10 @@ class _Mapped:
             self.mm = mmap.mmap(self.fd, os.fstat(self.fd).st_size, mmap.MAP_SHARED, mmap.PROT_READ)
         return memoryview(self.mm)[:size]
 
+    def same_file(self, st: os.stat_result) -> bool:
+        mine = os.fstat(self.fd)
+        return (mine.st_ino, mine.st_dev) == (st.st_ino, st.st_dev)
+
     def close_map(self) -> None:
         if self.mm is not None:
             self.mm.close()
@@ -275,7 +279,13 @@ class SidePort:
             if kind == _MSG_FRAME:
                 if not fds:
                     raise OobError("a large frame message came without its descriptor")
-                size = os.fstat(fds[0]).st_size
+                st = os.fstat(fds[0])
+                size = st.st_size
+                if self._mapped is not None and self._mapped.same_file(st):
+                    # The sender's reusable file outgrew the budget and came alone: it is not reused
+                    # again, so let go of it here too, or its pages would outlive this frame.
+                    self._mapped.close()
+                    self._mapped = None
                 if size == 0:
                     return loads(b"")
                 with mmap.mmap(fds[0], size, mmap.MAP_SHARED | _POPULATE, mmap.PROT_READ) as mm:
