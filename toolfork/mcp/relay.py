@@ -19,6 +19,8 @@ from toolfork.tools.runtime import ToolRuntime
 
 # The keyword the executor passes the ToolRuntime as: unlikely to clash with an MCP tool's argument.
 RUNTIME_PARAM = "_toolfork_runtime_"
+# Seconds the SDK waits for a response past the call's deadline (see RemoteTool.__call__).
+READ_TIMEOUT_SLACK_S = 2.0
 
 
 class MCPToolError(Exception):
@@ -36,7 +38,12 @@ class RemoteTool:
 
     def __call__(self, _toolfork_runtime_: ToolRuntime, **arguments: Any) -> ToolOutput:
         runtime = _toolfork_runtime_
-        request = {"tool": self.server_tool, "arguments": arguments, "timeout": runtime.remaining()}
+        left = runtime.remaining()
+        # The executor's deadline must win the race: it kills this worker and reports "timeout", and the
+        # relay cancels the request on the server. The SDK's read timeout, set later, is only the
+        # backstop where nothing kills the call (sequential mode off the main thread).
+        timeout = None if left is None else left + READ_TIMEOUT_SLACK_S
+        request = {"tool": self.server_tool, "arguments": arguments, "timeout": timeout}
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             try:
