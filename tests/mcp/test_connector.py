@@ -338,3 +338,43 @@ def test_run_with_an_unreachable_mcp_server_is_a_usage_error() -> None:
                           input="", cwd=ROOT, env=python_env(), capture_output=True, text=True, timeout=60)
     assert done.returncode == 2
     assert "could not connect to the MCP server at http://127.0.0.1:9/mcp" in done.stderr
+
+
+@pytest.mark.parametrize("seconds_left", [0.5, None])
+def test_the_sdk_read_timeout_leaves_the_deadline_to_the_executor(tmp_path: Path, seconds_left: float | None) -> None:
+    """The relay request carries the SDK's read timeout: past the call's deadline by a slack, so the
+    executor's kill ("timeout") comes first; none when the call has no deadline."""
+    import json as _json
+    import socket
+    import threading
+
+    from toolfork.mcp.relay import READ_TIMEOUT_SLACK_S, RemoteTool
+    from toolfork.tools.runtime import ToolRuntime
+
+    address = str(tmp_path / "relay.sock")
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(address)
+    server.listen(1)
+    requests: list[dict[str, Any]] = []
+
+    def relay() -> None:
+        conn, _ = server.accept()
+        with conn, conn.makefile("rb") as lines:
+            requests.append(_json.loads(lines.readline()))
+            conn.sendall(b'{"result": {"content": [{"type": "text", "text": "done"}]}}\n')
+
+    thread = threading.Thread(target=relay, daemon=True)
+    thread.start()
+    deadline = None if seconds_left is None else time.monotonic() + seconds_left
+    try:
+        out = RemoteTool(address, "nap", "test server")(ToolRuntime("c", "nap", deadline), seconds=1)
+    finally:
+        thread.join(5)
+        server.close()
+    assert out.as_text() == "done"
+    [request] = requests
+    assert request["tool"] == "nap" and request["arguments"] == {"seconds": 1}
+    if seconds_left is None:
+        assert request["timeout"] is None
+    else:
+        assert seconds_left + READ_TIMEOUT_SLACK_S - 0.5 < request["timeout"] <= seconds_left + READ_TIMEOUT_SLACK_S
