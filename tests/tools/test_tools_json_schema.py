@@ -358,3 +358,18 @@ def test_a_root_reference_gives_the_argument_names_and_defaults() -> None:
     assert t.invoke({"a": "x"}).as_text() == "xx"
     assert _errors(schema, {"b": 1}) == {"b": "unexpected argument (valid arguments: a, n)",
                                          "a": "missing required argument"}
+
+
+def test_an_object_key_that_looks_like_a_number_is_a_key_not_a_position() -> None:
+    """The engine writes such a key as an int; the path must still say ``scores.0``, not ``scores[0]``
+    (an array position), as the pydantic side says it (found by the Hypothesis suite)."""
+    t = Tool.from_json_schema("t", "d", {"type": "object", "properties": {
+        "scores": {"type": "object", "additionalProperties": {"type": "number"}},
+        "tags": {"type": "array", "items": {"type": "string"}},
+        "runs": {"type": "object", "additionalProperties": {"type": "array", "items": {"type": "integer"}}}}})
+    cases = [({"scores": {"0": "x"}}, "scores.0"), ({"tags": ["a", 1]}, "tags[1]"),
+             ({"runs": {"12": [1, "y"]}}, "runs.12[1]"), ({"scores": {"-1": "x"}}, "scores.-1")]
+    for bad, loc in cases:
+        with pytest.raises(ToolInputError) as info:
+            t.validate(bad)
+        assert [e["loc"] for e in info.value.errors] == [loc], bad

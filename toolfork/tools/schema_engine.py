@@ -23,7 +23,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from toolfork.tools.errors import ToolDefinitionError
-from toolfork.tools.schema_messages import Translator, non_json_path
+from toolfork.tools.schema_messages import Translator, keyed_path, non_json_path
 from toolfork.tools.validation import format_loc, short_repr
 
 Path = tuple[str | int, ...]
@@ -156,10 +156,10 @@ def _no_fetch(uri: str) -> Any:
     raise ValueError(f"remote schemas are not fetched ({uri})")
 
 
-def _definition_error(exc: Exception) -> ToolDefinitionError:
+def _definition_error(exc: Exception, root: Any) -> ToolDefinitionError:
     """A clear message for a schema the engine refuses (its own words otherwise, with the location)."""
     msg = str(getattr(exc, "message", None) or exc)
-    where: Path = tuple(getattr(exc, "instance_path", ()) or ())
+    where: Path = keyed_path(getattr(exc, "instance_path", ()) or (), root)
     at = f" at {format_loc(where)}" if where else ""
     kind = getattr(exc, "kind", None)
     if kind is not None and getattr(kind, "name", "") == "format" and getattr(kind, "format", "") == "regex":
@@ -199,7 +199,7 @@ class JsonSchemaValidator:
             engine = getattr(jsonschema_rs, _VALIDATORS[self.dialect])
             self._engine = engine(root, validate_formats=False, retriever=_no_fetch)
         except (jsonschema_rs.ValidationError, jsonschema_rs.ReferencingError, ValueError) as exc:
-            raise _definition_error(exc) from None
+            raise _definition_error(exc, root) from None
         self._is_valid = self._engine.is_valid
 
     def is_valid(self, value: Any) -> bool:

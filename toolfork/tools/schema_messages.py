@@ -76,6 +76,26 @@ _PLAIN: dict[str, tuple[str, str]] = {
 
 
 
+def keyed_path(path: Any, instance: Any) -> Path:
+    """The engine's path with object keys as str and array positions as int. The engine writes a key
+    that looks like a number as an int (``{"0": ...}`` gives ``0``), which would print as ``[0]``, an
+    array position; walking the instance tells the two apart."""
+    out: list[str | int] = []
+    node = instance
+    for part in path:
+        if isinstance(node, Mapping):
+            key = str(part)
+            out.append(key)
+            node = node.get(key)
+        elif isinstance(node, (list, tuple)) and isinstance(part, int) and -len(node) <= part < len(node):
+            out.append(part)
+            node = node[part]
+        else:
+            out.append(part)
+            node = None
+    return tuple(out)
+
+
 class Translator:
     """Turns one call's engine errors into ``(path, message, kind)``; ``root`` is the compiled schema
     (to read a bound the error does not carry), ``value`` the arguments (to count an array's items)."""
@@ -94,7 +114,7 @@ class Translator:
     def one(self, err: Any) -> list[Found]:
         kind = err.kind
         name = kind.name
-        path: Path = tuple(err.instance_path)
+        path: Path = keyed_path(err.instance_path, self.value)
         spath = tuple(err.schema_path)
         where = spath[:-1]
         inst = err.instance
@@ -241,4 +261,4 @@ def non_json_path(value: Any, path: Path = ()) -> tuple[Path, Any] | None:
     return path, value
 
 
-__all__ = ["Translator", "json_equal", "node_at", "non_json_path"]
+__all__ = ["Translator", "json_equal", "keyed_path", "node_at", "non_json_path"]
