@@ -113,3 +113,46 @@ def chatty(text: str) -> str:
     print("chatter from print()", flush=True)
     os.write(1, b"chatter on fd 1\n")
     return text
+
+
+@tool
+def mark(path: str, tag: str, seconds: float = 0.0) -> str:
+    """Append ``tag`` to the file at ``path`` (one line, O_APPEND), then sleep: a test counts the lines
+    to learn how often each call really ran.
+
+    Args:
+        path: the tally file
+        tag: the line to append
+        seconds: how long to sleep after
+    """
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, f"{tag}\n".encode())
+    finally:
+        os.close(fd)
+    time.sleep(seconds)
+    return tag
+
+
+@tool
+def die(code: int = 3) -> str:
+    """End the worker process at once, as a tool that calls ``os._exit`` (or segfaults) does.
+
+    Args:
+        code: the exit code
+    """
+    os._exit(code)
+
+
+@tool(inline=True)
+def echo_here(text: str) -> str:
+    """``echo`` run in the host (inline): a job with it takes the general path.
+
+    Args:
+        text: what to return
+    """
+    return text
+
+
+# The line lane's tests (``test_run_lane.py``) load these.
+LANE_TOOLS = [echo, boom, soft_fail, nap, mark, die]

@@ -159,7 +159,9 @@ def test_window_of_one_still_runs_everything(tmp_path: Path) -> None:
 def test_many_bad_lines_behind_a_slow_call_keep_their_place(tmp_path: Path,
                                                             monkeypatch: pytest.MonkeyPatch) -> None:
     # More held-back records than the feeder keeps before it waits: order must still be exact, and
-    # the records held in memory never exceed the bound.
+    # the records held in memory never exceed the bound. The general path's Job (the line lane's bound
+    # is tested in test_run_lane.py).
+    monkeypatch.setenv("TOOLFORK_LINE_LANE", "0")
     peak = [0]
     hold_or_write = Job._hold_or_write
 

@@ -171,6 +171,11 @@ def _records(path: Path) -> list[tuple[Any, ...]]:
     return out
 
 
+# ``toolfork run`` with the line lane turned off: every call through Executor.imap, as before the lane.
+_GENERAL_PATH = ("import os, sys; os.environ['TOOLFORK_LINE_LANE'] = '0'; from toolfork.cli import main; "
+                 "sys.exit(main())")
+
+
 def run_rows(lines: int, rounds: int = 2, before: str | None = None) -> dict[str, Any]:
     """lines/s and peak memory of toolfork run (fork, sequential) and the plain loop, on ``lines``;
     ``before``: a source tree of an earlier toolfork, run the same way for a before/after in one run."""
@@ -188,6 +193,9 @@ def run_rows(lines: int, rounds: int = 2, before: str | None = None) -> dict[str
             "plain loop": [*env_python, str(d / "plain.py"), str(calls), str(d / "out-plain.jsonl")],
             "toolfork run, fork, 2 workers": [*env_python, "-m", "toolfork", "run", str(calls), "-o",
                                               str(d / "out-fork.jsonl"), "--mode", "fork", "--workers", "2", "-q"],
+            "toolfork run, fork, 2 workers, general path": [
+                *env_python, "-c", _GENERAL_PATH, "run", str(calls), "-o", str(d / "out-general.jsonl"),
+                "--mode", "fork", "--workers", "2", "-q"],
             "toolfork run, sequential": [*env_python, "-m", "toolfork", "run", str(calls), "-o",
                                          str(d / "out-sequential.jsonl"), "--mode", "sequential", "-q"],
         }
@@ -206,7 +214,8 @@ def run_rows(lines: int, rounds: int = 2, before: str | None = None) -> dict[str
                 rss[name] = max(rss[name], peak)
         plain = _records(d / "out-plain.jsonl")
         same = {name: _records(d / f"out-{key}.jsonl") == plain for name, key in
-                (("toolfork run, fork, 2 workers", "fork"), ("toolfork run, sequential", "sequential"))}
+                (("toolfork run, fork, 2 workers", "fork"), ("toolfork run, sequential", "sequential"),
+                 ("toolfork run, fork, 2 workers, general path", "general"))}
         if before:
             for mode in ("fork", "sequential"):
                 same[f"before: toolfork run, {mode}"] = \

@@ -54,6 +54,10 @@ def encode_ok_result(result: Any) -> bytes | None:
     return data if record.get("status") == "ok" else None
 
 
+# ``json.dumps`` with these options builds an encoder per call; a line of a batch job needs only one.
+_dumps = json.JSONEncoder(ensure_ascii=False, allow_nan=False, default=str).encode
+
+
 def encode_record(record: dict[str, Any]) -> tuple[bytes, dict[str, Any]]:
     """One output line as UTF-8 bytes, and the record it holds (a replacement when the original could
     not be written; the caller counts that one as a failure).
@@ -65,12 +69,12 @@ def encode_record(record: dict[str, Any]) -> tuple[bytes, dict[str, Any]]:
     as JavaScript's ``JSON.stringify`` does. Anything else that fails replaces the record."""
     try:
         try:
-            text = json.dumps(record, ensure_ascii=False, allow_nan=False, default=str)
+            text = _dumps(record)
         except ValueError as exc:
             if "not JSON compliant" not in str(exc):  # only the non-finite floats are repaired
                 raise
             record = _finite(record)
-            text = json.dumps(record, ensure_ascii=False, allow_nan=False, default=str)
+            text = _dumps(record)
         try:
             return (text + "\n").encode("utf-8"), record
         except UnicodeEncodeError:  # lone surrogates: escape them (the line becomes ASCII)
@@ -132,7 +136,7 @@ class OutFile:
         self.name = name
         self._close = close
         self._background = background and fd is not None
-        self._pending: deque[bytes] = deque()
+        self._pending: deque[tuple[bytes, int]] = deque()  # (one or more whole lines, how many)
         self._queued = 0
         self._written = 0
         self._wake = threading.Event()
@@ -182,25 +186,26 @@ class OutFile:
         self.write_line(data)
         return record
 
-    def write_line(self, data: bytes) -> None:
-        """Write one line already encoded by ``encode_record`` (in a worker: ``encode_ok_result``)."""
+    def write_line(self, data: bytes, lines: int = 1) -> None:
+        """Write one line already encoded by ``encode_record`` (in a worker: ``encode_ok_result``), or
+        ``lines`` such lines joined."""
         if self.fd is None:
             sys.stdout.write(data.decode("utf-8"))
             sys.stdout.flush()
             return
         if self._background:
-            self._enqueue(data)
+            self._enqueue(data, lines)
             return
         _write_all(self.fd, data)
 
-    def _enqueue(self, data: bytes) -> None:
+    def _enqueue(self, data: bytes, lines: int = 1) -> None:
         if self._error is not None:
             raise self._error
         if self._thread is None:  # started at the first line: after the executor forked its pool
             self._thread = threading.Thread(target=self._writer, name="toolfork-run-writer", daemon=True)
             self._thread.start()
-        self._pending.append(data)
-        self._queued += 1
+        self._pending.append((data, lines))
+        self._queued += lines
         if not self._wake.is_set():
             self._wake.set()
         if self._queued - self._written > MAX_PENDING_LINES:
@@ -215,16 +220,17 @@ class OutFile:
             self._wake.wait()
             self._wake.clear()
             while pending:
-                lines = [pending.popleft() for _ in range(min(len(pending), 1024))]
+                items = [pending.popleft() for _ in range(min(len(pending), 1024))]
+                lines = sum([n for _, n in items]) if len(items) > 1 else items[0][1]
                 if self._error is None:
                     try:
-                        _write_all(self.fd, b"".join(lines) if len(lines) > 1 else lines[0])
+                        _write_all(self.fd, b"".join([d for d, _ in items]) if len(items) > 1 else items[0][0])
                     except BaseException as exc:  # handed to the caller by flush() or the next write
                         self._error = exc
                         if self.on_error is not None:
                             self.on_error()
                 with self._cond:
-                    self._written += len(lines)
+                    self._written += lines
                     self._cond.notify_all()
             if self._stopping and not pending:
                 return

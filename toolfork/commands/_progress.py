@@ -30,6 +30,15 @@ class Progress:
         self.done += 1
         self.failed += failed
         self._ran += ran
+        self._reached(lineno)
+
+    def note_ok(self, count: int, lineno: int) -> None:
+        """``count`` calls ran ok and their records were written, the last from line ``lineno``."""
+        self.done += count
+        self._ran += count
+        self._reached(lineno)
+
+    def _reached(self, lineno: int) -> None:
         self.position = max(self.position, lineno)
         now = time.monotonic()
         if self.stream is not None and now - self.last >= self.interval:

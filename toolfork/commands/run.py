@@ -205,7 +205,11 @@ def main(args: argparse.Namespace) -> int:
                      f"{executor.mode} mode{reason}, {executor.workers} workers{resuming}")
     source = LineSource(stream)  # after the executor: its pool must not inherit the wake-up pipe
     out.on_error = source.wake  # a write that fails while the input is quiet must not go unnoticed
-    job = Job(executor, source, out, progress, done, args.window or default_window(executor.workers))
+    from toolfork.commands._lane_job import LaneJob  # it builds on Job
+
+    window = args.window or default_window(executor.workers)
+    lane = LaneJob.fits(executor) and os.environ.get("TOOLFORK_LINE_LANE", "1") != "0"
+    job = (LaneJob if lane else Job)(executor, source, out, progress, done, window)
     code = EXIT_OK
     try:
         job.run()

@@ -107,7 +107,9 @@ class _Worker:
         self.result_fd = result_fd
         self.side = side  # large frames, both ways, by memory file (see toolfork.executor.oob)
         self.reader = framing.FrameReader(result_fd, side)
-        self.inflight: deque[Dispatch] = deque()  # sent, not finished; [0] is the running call
+        # Sent, not finished; [0] is the running call. Dispatch items, or ``fork_lines.Line`` items while
+        # the line lane has the worker.
+        self.inflight: deque[Any] = deque()
         self.started_at = 0.0
         self.deadline: float | None = None
 

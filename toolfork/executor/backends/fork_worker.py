@@ -10,6 +10,10 @@ Frames larger than ``oob.LARGE_FRAME`` go both ways by memory file over the work
 ``toolfork.executor.oob``); the pipes then carry only a header of length 0 in their place.
 
 Frames in (host -> worker):  ("c", [(call_id, name, arguments, timeout, context), ...])
+                             ("l", parse, context, [(call_id, name, raw, arguments, timeout, lineno), ...])
+                                 the line lane (``fork_lines``): ``raw`` input lines the worker reads
+                                 with ``parse`` itself (``arguments`` None), checking each is the call
+                                 the host took it for; or, with ``raw`` None, calls the host read
                              ("t", dill bytes of {name: Tool})      tools added after start
 Frames out (worker -> host): ("r", call_id, status, output, error, duration_s, context_updates)
                              ("o", call_id, text, data, duration_s)   the common case, compact: an ok
@@ -17,6 +21,8 @@ Frames out (worker -> host): ("r", call_id, status, output, error, duration_s, c
                              ("e", call_id, encoded, duration_s)      a clean ok result as the bytes
                                  ``Executor(encode_results=...)`` made of it here (toolfork run's lines)
                              ("p", call_id, value)                  progress, while the call runs
+                             ("m", call_id)                         a lane line that is not the call
+                                 the host took it for (not run: the host reads it and decides again)
 """
 
 from __future__ import annotations
@@ -32,7 +38,7 @@ from typing import Any
 from toolfork.executor import framing, oob
 from toolfork.executor.backends.base import Hooks
 from toolfork.executor.invoke import CallInterrupted, error_info, execute_call
-from toolfork.executor.types import ErrorInfo, ToolResult
+from toolfork.executor.types import ErrorInfo, ToolCall, ToolResult
 from toolfork.tools.runtime import ToolRuntime
 
 
@@ -134,7 +140,8 @@ def _serve(call_fd: int, result_fd: int, side: oob.SidePort, tools: dict[str, An
 
             tools.update(dill.loads(msg[1]))
             continue
-        for call_id, name, arguments, timeout, context in msg[1]:
+        calls = msg[1] if msg[0] == "c" else _lane_calls(msg[1], msg[2], msg[3], result_fd)
+        for call_id, name, arguments, timeout, context in calls:
             if start_error is not None:
                 result = ToolResult(call_id, name, "error", error=start_error, worker_pid=pid)
             else:
@@ -168,6 +175,22 @@ def _serve(call_fd: int, result_fd: int, side: oob.SidePort, tools: dict[str, An
                     exc, prefix=f"the result of tool '{name}' could not be serialized to send it to the host"),
                     result.duration_s, None), highest))
             write_all(result_fd, data)
+
+
+def _lane_calls(parse: Any, context: dict[str, Any] | None, items: list[tuple[Any, ...]],
+               result_fd: int) -> Any:
+    """The calls of a chunk of the line lane. A raw line is parsed here, where the host would pay for it
+    per line; the host took its id and tool name from a strict pattern, so a line that parses to
+    anything else (another id, a per-line timeout, a bad line) is not run: an "m" frame sends it back
+    to the host, in its place in the stream, and the next line starts."""
+    for call_id, name, raw, arguments, timeout, lineno in items:
+        if raw is not None:
+            call = parse(raw, lineno)
+            if type(call) is not ToolCall or call.id != call_id or call.name != name or call.timeout is not None:
+                framing.write_all(result_fd, framing.frame(pickle.dumps(("m", call_id), pickle.HIGHEST_PROTOCOL)))
+                continue
+            arguments = call.arguments
+        yield call_id, name, arguments, timeout, context
 
 
 def _looks_large(out: tuple[Any, ...], large: int) -> bool:

@@ -1,0 +1,266 @@
+"""``toolfork run`` on the fork pool's line lane: the host moves raw lines and finished output bytes,
+the workers parse, validate, run and encode (see ``toolfork.executor.backends.fork_lines``).
+
+Data flow (one thread; ``LineLane.step`` is where it waits)::
+
+    LineSource ── (lineno, line) | WAIT ──> _take: the plain shape by a strict pattern ─┐
+                                            anything else: read_call here (_read_here) ─┤
+                                                                                         ▼
+        owed: every line owed to the output, in input order (a Line; settled ones have .out)
+                 │ lines to run                                              ▲ .out set
+                 ▼                                                           │
+             LineLane.ready ──> workers ──> .out = output line | ToolResult ─┘
+                                        ──> "m": not the call the pattern said ──> _read_here
+    _emit: the settled lines at the front of owed ──> OutFile (runs of ok lines in one write)
+
+The output is the general path's (``Job`` in run.py), line for line: the same records, order,
+duplicate and ``--resume`` rules and messages. What makes that hold with ids taken from a pattern:
+
+* A line goes the fast way only when it opens exactly like ``{"id": "…", "name": "…", "arguments":
+  {`` (no escapes in the id or name), names a tool of the job, and holds no ``"timeout"`` (a line's
+  own timeout must be known here, for its deadline). Its worker parses it and runs it only if it is
+  that call; otherwise ("m") it comes back and is read here like any other line.
+* Until its worker has checked it, such a line's id is *pending*: a later line with the same id waits
+  (reading stops) until the check is in, and is then judged against the true id; so does a later
+  line with the id ``line-N`` while line N is unchecked (a line N that is not valid JSON has that
+  id). Checked ids join ``seen`` when their records are written. So an id never runs twice, and a
+  duplicate is refused as on the general path. The one case where the verdict can differ takes
+  duplicate JSON keys (``{"id": "x", …, "id": "y"}``, read as y): if a later line with id y has
+  started by the time the worker finds that out, the earlier line is the one refused.
+* ``--window`` bounds every line owed to the output (running, waiting to run, or settled behind an
+  earlier one), so memory stays bounded as on the general path.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections import deque
+from typing import Any
+
+from toolfork.commands._idset import IdSet
+from toolfork.commands._input import LineSource, read_call
+from toolfork.commands._loading import BadLine
+from toolfork.commands._output import OutFile, record_of
+from toolfork.commands._progress import Progress
+from toolfork.commands.run import Job
+from toolfork.executor import WAIT
+from toolfork.executor.backends.fork_lines import Line, LineLane, effective_timeout
+
+# The plain line shape as ``json.dumps`` writes it, id and name without escapes or control characters.
+_PLAIN = re.compile(rb'\{"id": ?"([^"\\\x00-\x1f]*)", ?"name": ?"([^"\\\x00-\x1f]+)", ?"arguments": ?\{')
+_SKIP = object()  # the out of an owed line that --resume skips after all (it was in OUT)
+
+
+class LaneJob(Job):
+    """What ``Job`` does, on the line lane; see the module docstring. ``owed`` takes the place of
+    ``Job.held``: every line owed to the output, in input order."""
+
+    def __init__(self, executor: Any, source: LineSource, out: OutFile, progress: Progress,
+                 done: IdSet, window: int) -> None:
+        super().__init__(executor, source, out, progress, done, window)
+        self.owed: deque[Line] = deque()
+        self.pending: dict[str, Line] = {}  # id -> the line holding it until its worker checks it
+        self.lane = LineLane(executor.backend, read_call, dict(executor.context))
+        tools = executor.tools
+        self.tools = tools
+        default = executor._timeout
+        self.timeouts = {name: effective_timeout(tool, default) for name, tool in tools.items()}
+
+    @staticmethod
+    def fits(executor: Any) -> bool:
+        return LineLane.fits(executor)
+
+    def run(self) -> None:
+        lane, held, out, window = self.lane, self.owed, self.out, self.window
+        items = self.source.items()
+        wakeup_fd = self.source.wakeup_fd
+        refill = max(1, window // 4)
+        pushback: Any = None  # a line that waits for the check of an earlier line with its id
+        eof = False
+        with lane:
+            while True:
+                if out.error is not None:  # the output is gone (a closed pipe, a full disk): stop
+                    raise out.error
+                waiting = False
+                while len(held) < window:
+                    if pushback is not None:
+                        item, pushback = pushback, None
+                    else:
+                        item = next(items, None) if not eof else None
+                    if item is None:
+                        eof = True
+                        break
+                    if item is WAIT:
+                        waiting = True
+                        break
+                    if not self._take(item):
+                        pushback = item
+                        break
+                if lane.mismatched:
+                    self._reread()
+                if held and held[0].out is not None:
+                    self._emit()
+                if eof and not held:
+                    break
+                # Read on only once a quarter of the window is free: refilling it line by line would
+                # wake the host for every line that finishes.
+                can_read = not eof and not waiting and pushback is None and len(held) <= window - refill
+                if can_read and not lane.ready:
+                    continue
+                lane.step(wait=not can_read and (lane.busy or waiting),
+                          wakeup_fd=wakeup_fd if waiting else None, poll=waiting and wakeup_fd is None)
+                if waiting and wakeup_fd is not None:
+                    _drain(wakeup_fd)
+        out.flush()  # a write error (a full disk, a closed pipe) is raised here, inside the job
+
+    # ------------------------------------------------------------------ reading lines
+
+    def _take(self, item: tuple[int, Any]) -> bool:
+        """Take one input line; False when it must wait (an earlier line with its id is unchecked)."""
+        lineno, raw = item
+        if type(raw) is bytes:
+            m = _PLAIN.match(raw)
+            if m is not None and b'"timeout"' not in raw:
+                try:
+                    call_id, name = m[1].decode(), m[2].decode()
+                except UnicodeDecodeError:
+                    return self._read_here(lineno, raw, None)
+                timeouts = self.timeouts
+                if name in timeouts:
+                    other = self.pending.get(call_id)
+                    if other is not None:
+                        if other.raw is not None:
+                            return False
+                    elif call_id.startswith("line-") and self._unchecked_line(call_id):
+                        return False
+                    elif call_id not in self.seen and not (self.done and call_id in self.done):
+                        line = Line(lineno, call_id, name, raw, None, timeouts[name])
+                        self.pending[call_id] = line
+                        self.owed.append(line)
+                        self.lane.ready.append(line)
+                        return True
+        return self._read_here(lineno, raw, None)
+
+    def _unchecked_line(self, call_id: str) -> bool:
+        """Whether ``line-N`` may still become the id of line N: a line the pattern took for another id
+        that its worker has not checked yet (a line that is not valid JSON gets the id ``line-N``)."""
+        number = call_id[5:]
+        if not number.isdigit():
+            return False
+        lineno = int(number)
+        return any(p.lineno == lineno and p.raw is not None for p in self.pending.values())
+
+    def _taken(self, call_id: str, line: Line | None) -> bool:
+        other = self.pending.get(call_id)
+        return call_id in self.seen or (other is not None and other is not line)
+
+    def _read_here(self, lineno: int, raw: Any, line: Line | None) -> bool:
+        """Read a line in the host, as the general path does: a new line (``line`` None), or a lane
+        line its worker sent back. False when a new line must wait for an earlier line's check."""
+        call = read_call(raw, lineno)
+        cid = call.id
+        other = self.pending.get(cid)
+        if line is None and ((other is not None and other.raw is not None)
+                             or (cid.startswith("line-") and self._unchecked_line(cid))):
+            return False
+        if isinstance(call, BadLine):
+            if self.done and cid in self.done:
+                return self._settle(line, _SKIP, lineno)
+            if self._taken(cid, line):
+                call.message += f"; its id {cid!r} is also used by {'another' if line else 'an earlier'} line"
+            else:
+                self.seen.add(cid)
+            return self._settle(line, call.record(), lineno)
+        if self.done and cid in self.done:
+            self.seen.add(cid)
+            return self._settle(line, _SKIP, lineno)
+        if self._taken(cid, line):
+            other_line = "another line" if line is not None else "an earlier line"  # see the module docstring
+            bad = BadLine(cid, call.name, f"line {lineno}: duplicate id {cid!r}: {other_line} has the same id")
+            return self._settle(line, bad.record(), lineno)
+        self.seen.add(cid)
+        tool = self.tools.get(call.name)
+        if tool is None:
+            return self._settle(line, self.executor._unknown_tool(call), lineno)
+        timeout = effective_timeout(tool, self.executor._timeout) if call.timeout is None else call.timeout
+        if line is None:
+            line = Line(lineno, cid, call.name, None, call.arguments, timeout)
+            self.owed.append(line)
+            self.lane.ready.append(line)
+        else:  # it goes before the lines read after it
+            line.call_id, line.name, line.arguments, line.timeout = cid, call.name, call.arguments, timeout
+            self.lane.ready.appendleft(line)
+        return True
+
+    def _settle(self, line: Line | None, out: Any, lineno: int) -> bool:
+        """A line whose outcome is known without running it: written now if nothing is owed before it."""
+        if line is not None:
+            line.raw = None
+            line.out = out
+        elif out is _SKIP:
+            self.progress.skip(lineno)
+        elif not self.owed:
+            self._write(out, lineno, ran=False)
+        else:
+            settled = Line(lineno, "", "", None, None, None)
+            settled.out = out
+            self.owed.append(settled)
+        return True
+
+    def _reread(self) -> None:
+        """Lines whose worker found them to be other than the pattern said: read here, in input order."""
+        lines, self.lane.mismatched = self.lane.mismatched, []
+        for line in sorted(lines, key=lambda ln: ln.lineno, reverse=True):  # appendleft keeps the order
+            if self.pending.get(line.call_id) is line:
+                del self.pending[line.call_id]
+            raw, line.raw = line.raw, None
+            self._read_here(line.lineno, raw, line)
+
+    # ------------------------------------------------------------------ writing records
+
+    def _emit(self) -> None:
+        held, pending, seen, out, progress = self.owed, self.pending, self.seen, self.out, self.progress
+        run: list[bytes] = []
+        last = 0
+        while held and held[0].out is not None:
+            line = held.popleft()
+            if pending.get(line.call_id) is line:
+                del pending[line.call_id]
+                seen.add(line.call_id)
+            result = line.out
+            if type(result) is bytes:
+                run.append(result)
+                last = line.lineno
+                continue
+            if run:
+                out.write_line(b"".join(run), len(run))
+                progress.note_ok(len(run), last)
+                run = []
+            if result is _SKIP:
+                progress.skip(line.lineno)
+            elif type(result) is dict:
+                self._write(result, line.lineno, ran=False)
+            else:
+                self._write(record_of(result), line.lineno, ran=True)
+        if run:
+            out.write_line(b"".join(run), len(run))
+            progress.note_ok(len(run), last)
+
+    def _write(self, record: Any, lineno: int, *, ran: bool) -> None:
+        if not isinstance(record, dict):  # a ToolResult made here (an unknown tool)
+            record, ran = record_of(record), True
+        super()._write(record, lineno, ran=ran)
+
+
+def _drain(fd: int) -> None:
+    """Empty the input's wake-up pipe (it only says "look again")."""
+    try:
+        os.set_blocking(fd, False)
+        while os.read(fd, 4096):
+            pass
+    except (BlockingIOError, InterruptedError):
+        pass
+
+
+__all__ = ["LaneJob"]

@@ -1,0 +1,388 @@
+"""The line lane: a batch job's input lines run on the fork pool's workers with no per-call object in
+the host.
+
+The general path (``Executor.imap`` -> ``Hub`` -> ``ForkBackend``) builds a ``ToolCall``, a
+``Dispatch``, events and a ``ToolResult`` for every call, about 17 us of host CPU each: more than a
+plain Python loop spends on a whole trivial call, so on a small machine the host, not the workers,
+set the pace of ``toolfork run``. The lane keeps the host to moving bytes::
+
+    Job (toolfork run): line -> id and tool name by a strict pattern, duplicates, --resume
+        │ Line (raw bytes; or, for a line the host had to read itself, its parsed arguments)
+        ▼
+    LineLane.ready ──(chunk of quick lines, or one line)──> worker: parse the raw line, check it is
+        ▲                                                    the call the host took it for, run it
+        │ "m": not the call the host took it for             (hooks), encode its output line
+        │      (the Job reads it and decides again)                      │ one frame per line
+        └──────────────────────────── LineLane._read <── FrameReader <───┘
+                                       line.out = the encoded line (bytes), or a ToolResult the
+                                       Job turns into its record (errors, timeouts, crashes)
+
+The rest is the fork pool's, with the same rules and messages: the host knows when each worker's
+current line began (the frame of the line before it arrived, or the chunk was sent), kills the worker
+at that line's deadline, and the lines behind it in its chunk go back to the front of ``ready``; EOF
+or the template's report of a worker's death fails the line it ran ("crashed") and sends the rest
+back; a frame the host cannot rebuild fails that line only. The lane borrows the backend's workers and
+its driver lock while it runs and gives them back idle: a batch that ends early (an exception, Ctrl-C)
+has its busy workers killed and replaced, so the executor stays usable.
+
+What a lane cannot do, the Job keeps off it (``LineLane.fits``): inline tools (they run in the host),
+``fresh_process`` tools and tools that declare ``retries``; a job with one of those takes the general
+path whole.
+"""
+
+from __future__ import annotations
+
+import math
+import selectors
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from toolfork.executor import framing
+from toolfork.executor.backends.base import POLL_INTERVAL
+from toolfork.executor.backends.fork_pool import (
+    _WAKE,
+    MAX_CHUNK,
+    MAX_REQUEUES,
+    QUICK_CALL_S,
+    ForkBackend,
+    TemplateGone,
+    _drain,
+)
+from toolfork.executor.types import ErrorInfo, ToolResult
+from toolfork.tools.output import ContentBlock, ToolOutput
+
+BULK_PAUSE_S = 0.001
+PREFETCH_BYTES = 32 * 1024  # well below a pipe's 64 KiB: a prefetched chunk never blocks the host
+
+if TYPE_CHECKING:
+    from toolfork.executor.backends.fork_pool import _Worker
+    from toolfork.tools.tool import Tool
+
+
+@dataclass(slots=True, eq=False)
+class Line:
+    """One input line on its way through the lane; the Job keeps it in its output slot.
+
+    ``raw`` is the line while nobody has checked that it is the call the host took it for (the worker
+    parses it); None once checked, or for a line the host read itself (then ``arguments`` is set).
+    ``out`` stays None until the line is settled: the worker's encoded output line (bytes), a
+    ``ToolResult`` (an error, timeout or crash: the Job makes its record) or a record the Job made.
+    """
+
+    lineno: int
+    call_id: str
+    name: str
+    raw: bytes | None
+    arguments: dict[str, Any] | None
+    timeout: float | None
+    out: Any = None
+    requeues: int = 0  # times a worker died before it could start this line
+
+
+class LineLane:
+    """Runs ``Line`` items on a ``ForkBackend``'s workers; see the module docstring. Single-threaded:
+    the Job calls ``step`` between reading lines and writing records."""
+
+    def __init__(self, backend: ForkBackend, parse: Callable[[bytes, int], Any],
+                 context: dict[str, Any] | None = None) -> None:
+        self._b = backend
+        self._parse = parse
+        self._context = context or None
+        self.ready: deque[Line] = deque()  # lines to send, in input order (requeued ones at the front)
+        self.mismatched: list[Line] = []  # lines a worker sent back: the Job reads them and decides again
+        self.inflight = 0  # lines sent to a worker and not settled
+        self._held = False
+
+    @staticmethod
+    def fits(executor: Any) -> bool:
+        """Whether ``executor`` can run a job through the lane: a fork pool, and no tool that needs the
+        general path (inline, fresh_process, retries)."""
+        if not isinstance(getattr(executor, "backend", None), ForkBackend):
+            return False
+        return all(not (t.inline or t.fresh_process or t.retries) for t in executor.tools.values())
+
+    # ------------------------------------------------------------------ the Job's side
+
+    def __enter__(self) -> LineLane:
+        if self._b._closed:
+            raise RuntimeError("this executor is closed")
+        if not self._b._hub.drive.acquire(timeout=5.0):
+            raise RuntimeError("the executor is busy with another batch; the line lane needs it alone")
+        self._held = True
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        """Workers with lines still in flight (the job stopped early) are killed and replaced, so the
+        pool is idle and whole again; lines never sent are dropped with the job."""
+        b = self._b
+        try:
+            if not b._closed and not b._template_gone:
+                for w in list(b._workers.values()):
+                    if w.inflight:
+                        w.inflight.clear()
+                        if w in b._idle:
+                            b._idle.remove(w)
+                        b._retire(w, kill=True)
+                        b._refill(w)
+                    w.deadline = None
+        except TemplateGone:
+            pass  # the error that ended the job says so, or the next use of the executor will
+        finally:
+            self.ready.clear()
+            self.inflight = 0
+            if self._held:
+                self._held = False
+                b._hub.drive.release()
+
+    @property
+    def busy(self) -> bool:
+        return bool(self.ready) or self.inflight > 0
+
+    def step(self, wait: bool, wakeup_fd: int | None = None, poll: bool = False) -> bool:
+        """Start lines on idle workers, then take what the workers sent; block until something happens
+        if ``wait`` (at most until the next deadline), else only look. ``wakeup_fd``: a live input's
+        wake-up pipe, watched too; ``poll``: a live input without one, asked again soon. Returns
+        whether the wake-up fd fired."""
+        b = self._b
+        if b._template_gone:
+            raise TemplateGone()
+        self._start()
+        timeout: float | None = 0.0
+        if wait:
+            deadline = b._next_deadline()
+            timeout = None if deadline is None else max(0.0, deadline - time.monotonic())
+            if poll:
+                timeout = POLL_INTERVAL if timeout is None else min(timeout, POLL_INTERVAL)
+            if any(w.pid is None and w.inflight for w in b._workers.values()):
+                timeout = 0.5 if timeout is None else min(timeout, 0.5)  # see ForkBackend.hub_round
+                b._check_template()
+        woken = False
+        if wait and self.inflight > 2 * len(b._workers):
+            # Chunks of quick lines are running: let their frames pile up a moment, so one wake-up of
+            # the host takes many of them (a wake-up a line cost the host more than the rest of its
+            # work). The workers have their next chunks already (see _start); a deadline still wins.
+            pause = BULK_PAUSE_S if timeout is None else min(BULK_PAUSE_S, timeout)
+            if pause > 0:
+                time.sleep(pause)
+                if timeout is not None:
+                    timeout = max(0.0, timeout - pause)
+        if wakeup_fd is not None:
+            b._sel.register(wakeup_fd, selectors.EVENT_READ, self)
+        try:
+            ready = b._sel.select(timeout)
+        finally:
+            if wakeup_fd is not None:
+                b._sel.unregister(wakeup_fd)
+        for key, _ in ready:
+            data = key.data
+            if data is None:
+                b._handle_ctrl()
+            elif data is _WAKE:
+                _drain(b._wake_r)
+            elif data is self:
+                woken = True
+            elif data.wid in b._workers:
+                self._read(data)
+        if b._deaths:
+            self._bury()
+        self._expire()
+        return woken
+
+    # ------------------------------------------------------------------ workers
+
+    def _start(self) -> None:
+        """Idle workers take a chunk of quick lines (or one line); a worker running quick lines gets its
+        next chunk before it runs dry, so it never waits for the host. That chunk is small enough to sit
+        in the call pipe whole (the worker has read its current one), so sending never blocks."""
+        b = self._b
+        idle, ready = b._idle, self.ready
+        while idle and ready:
+            self._send(idle.popleft(), self._chunk(len(idle) + 1, None))
+        if ready and self.inflight and self._is_quick(ready[0].name):
+            for w in list(b._workers.values()):
+                if not ready:
+                    break
+                inflight = w.inflight
+                if 0 < len(inflight) <= MAX_CHUNK and self._is_quick(inflight[-1].name):
+                    self._send(w, self._chunk(len(b._workers), PREFETCH_BYTES))
+
+    def _chunk(self, share: int, max_bytes: int | None) -> list[Line]:
+        """The next lines to send to one worker: one line, or (guided self-scheduling, as
+        ``ForkBackend._send``) up to that worker's share of the quick lines ready."""
+        ready = self.ready
+        first = ready.popleft()
+        chunk = [first]
+        if self._is_quick(first.name):
+            limit = min(MAX_CHUNK, math.ceil((len(ready) + 1) / share))
+            size = len(first.raw or b"")
+            while len(chunk) < limit and ready and self._is_quick(ready[0].name):
+                if max_bytes is not None:
+                    size += len(ready[0].raw or b"") + 64
+                    if size > max_bytes:
+                        break
+                chunk.append(ready.popleft())
+            if max_bytes is not None and size > max_bytes and len(chunk) == 1:
+                ready.appendleft(first)
+                return []
+        return chunk
+
+    def _send(self, w: _Worker, chunk: list[Line]) -> None:
+        if not chunk:
+            if not w.inflight:
+                self._b._idle.append(w)
+            return
+        b = self._b
+        try:
+            framing.send(w.call_fd, ("l", self._parse, self._context, [
+                (ln.call_id, ln.name, ln.raw, ln.arguments, ln.timeout, ln.lineno) for ln in chunk]), w.side)
+        except OSError:  # the worker died: these lines never started (its own are settled on its EOF)
+            self.ready.extendleft(reversed(chunk))
+            if not w.inflight:
+                b._retire(w, kill=False)
+                b._refill(w)
+            return
+        busy = bool(w.inflight)
+        w.inflight.extend(chunk)
+        self.inflight += len(chunk)
+        if not busy:
+            now = time.monotonic()
+            w.started_at = now
+            w.deadline = None if chunk[0].timeout is None else now + chunk[0].timeout
+
+    def _is_quick(self, name: str) -> bool:
+        mean = self._b._ewma.get(name)
+        return mean is not None and mean < QUICK_CALL_S
+
+    def _read(self, w: _Worker) -> None:
+        """The hot path: the frame of every line passes here once."""
+        frames = w.reader.read()
+        if frames:
+            inflight = w.inflight
+            ewma = self._b._ewma
+            pid = w.pid
+            finished = False
+            for f in frames:
+                if not inflight:
+                    continue
+                current: Line = inflight[0]
+                kind = f[0]
+                if kind == "p":
+                    continue
+                if kind == framing.BAD_FRAME:  # see ForkBackend._read
+                    inflight.popleft()
+                    self.inflight -= 1
+                    current.raw = None
+                    current.out = ToolResult(
+                        current.call_id, current.name, "error", worker_pid=pid,
+                        duration_s=time.monotonic() - w.started_at,
+                        error=ErrorInfo(f[1], f"the result of tool '{current.name}' could not be rebuilt "
+                                        f"in the host: {f[2]}"))
+                    finished = True
+                    continue
+                cid = f[1]
+                if cid != current.call_id:  # a late result of a line settled by an unreadable frame
+                    continue
+                inflight.popleft()
+                self.inflight -= 1
+                finished = True
+                if kind == "m":
+                    self.mismatched.append(current)
+                    continue
+                current.raw = None
+                name = current.name
+                if kind == "e":
+                    duration = f[3]
+                    current.out = f[2]
+                elif kind == "o":
+                    duration = f[4]
+                    current.out = ToolResult(cid, name, "ok", ToolOutput([ContentBlock("text", f[2])], False, f[3]),
+                                             None, duration, pid)
+                else:
+                    _, _, status, output, error, duration, ctx = f
+                    current.out = ToolResult(cid, name, status, output, error, duration, pid, ctx)
+                prev = ewma.get(name)
+                ewma[name] = duration if prev is None else 0.8 * prev + 0.2 * duration
+            if finished and inflight:
+                now = time.monotonic()
+                w.started_at = now
+                timeout = inflight[0].timeout
+                w.deadline = None if timeout is None else now + timeout
+            elif finished:
+                w.deadline = None
+                self._b._idle.append(w)
+        if w.reader.eof:
+            self._crashed(w)
+
+    def _bury(self) -> None:
+        """See ``ForkBackend._bury``."""
+        b = self._b
+        dead, b._deaths = set(b._deaths), []
+        for w in [w for w in b._workers.values() if w.pid in dead]:
+            self._read(w)
+            if w.wid in b._workers:
+                self._crashed(w)
+
+    def _crashed(self, w: _Worker) -> None:
+        b = self._b
+        b._wait_pid(w)
+        b._retire(w, kill=False)
+        if w in b._idle:
+            b._idle.remove(w)
+        if w.inflight:
+            current: Line = w.inflight.popleft()
+            self.inflight -= 1
+            etype, message = b._exit_description(w)
+            current.raw = None
+            current.out = ToolResult(current.call_id, current.name, "crashed",
+                                     error=ErrorInfo(etype, f"tool '{current.name}' crashed: {message}"),
+                                     duration_s=time.monotonic() - w.started_at, worker_pid=w.pid)
+            self._requeue(w, died=True)
+        b._refill(w)
+
+    def _requeue(self, w: _Worker, *, died: bool) -> None:
+        """See ``ForkBackend._requeue``: the lines behind a stopped worker's current one never started."""
+        back: list[Line] = []
+        for line in w.inflight:
+            self.inflight -= 1
+            if died:
+                line.requeues += 1
+                if line.requeues > MAX_REQUEUES:
+                    line.raw = None
+                    line.out = ToolResult(line.call_id, line.name, "crashed", worker_pid=w.pid, error=ErrorInfo(
+                        "WorkerCrashed", f"tool '{line.name}' was not run: {line.requeues - 1} workers died "
+                        "before they could start it"))
+                    continue
+            back.append(line)
+        w.inflight.clear()
+        self.ready.extendleft(reversed(back))
+
+    def _expire(self) -> None:
+        b = self._b
+        now = time.monotonic()
+        for w in list(b._workers.values()):
+            if w.deadline is None or now < w.deadline:
+                continue
+            current: Line = w.inflight.popleft()
+            self.inflight -= 1
+            elapsed = now - w.started_at
+            b._learn(current.name, elapsed)  # a tool that hangs is no longer sent in chunks
+            current.raw = None
+            current.out = ToolResult(current.call_id, current.name, "timeout", error=ErrorInfo(
+                "TimeoutError", f"tool '{current.name}' did not finish within its timeout of {current.timeout}s; "
+                "its worker process was killed"), duration_s=elapsed, worker_pid=w.pid)
+            self._requeue(w, died=False)
+            b._retire(w, kill=True)
+            b._refill(w)
+
+
+def effective_timeout(tool: Tool, default: float | None) -> float | None:
+    """A lane line's timeout: its tool's, else the executor's, as ``Executor`` has it (infinity: none). A
+    line with a timeout of its own is read by the host, which passes that one."""
+    timeout = tool.timeout if tool.timeout is not None else default
+    return None if timeout == math.inf else timeout
+
+
+__all__ = ["Line", "LineLane", "effective_timeout"]
