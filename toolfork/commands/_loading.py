@@ -319,7 +319,10 @@ def parse_call(raw: bytes | str, lineno: int) -> Any:
         if type(raw) is bytes and raw[:1] == b"{" and raw[1:2] != b"\0":
             # What json.loads does with bytes that are UTF-8 (as a line opening with "{" is), minus its
             # encoding detection: this runs once per line of a batch job.
-            obj = _DECODER.decode(raw.decode("utf-8", "surrogatepass"))
+            text = raw.decode("utf-8", "surrogatepass")
+            obj, end = _DECODER.raw_decode(text)  # no leading whitespace to skip: it opens with "{"
+            if end != len(text) and not text[end:].isspace():
+                obj = _DECODER.decode(text)  # raises json's own "Extra data" error
         else:
             obj = json.loads(raw)
     except ValueError as exc:  # UnicodeDecodeError is a ValueError too
