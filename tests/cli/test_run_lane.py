@@ -241,3 +241,33 @@ def test_duplicate_json_keys_can_swap_which_line_is_refused_but_never_run_an_id_
         assert "duplicate id 'y'" in refused["error"]["message"] or "also used by" in refused["error"]["message"]
         ran = tally.read_text().split()
         assert len(ran) == 1 and ran[0] == _text(next(r for r in records if r["status"] == "ok"))
+
+
+def test_chunks_sent_ahead_fit_a_one_page_call_pipe_so_a_hang_is_still_killed(tmp_path: Path) -> None:
+    """A busy worker gets its next chunk early, and the host must never block writing it (it could not
+    kill a hung line meanwhile): the chunk is cut to half of what the worker's call pipe holds, here
+    shrunk to one page, as Linux does for a user with many pipes."""
+    import fcntl
+
+    from tests.cli import cli_tools
+
+    pad = "y" * 1500  # a quick tool, so its lines go in chunks, the hung one among them
+    lines = [json.dumps({"id": f"e{i}", "name": "nap", "arguments": {"seconds": 0, "tag": f"{i} {pad}"}})
+             for i in range(300)]
+    lines[200] = json.dumps({"id": "hang", "name": "nap", "arguments": {"seconds": 60, "tag": pad}})
+    data = ("\n".join(lines) + "\n").encode()
+    with Executor(cli_tools.LANE_TOOLS, mode="fork", workers=2, timeout=2.0) as executor:
+        backend = executor.backend
+        for w in backend._workers.values():
+            fcntl.fcntl(w.call_fd, 1031, 4096)  # F_SETPIPE_SZ
+            assert fcntl.fcntl(w.call_fd, 1032) == 4096
+        out_path = tmp_path / "out.jsonl"
+        out = OutFile.open(str(out_path), append=False)
+        try:
+            LaneJob(executor, _input.LineSource(io.BytesIO(data)), out, Progress(None, None, 1.0), IdSet(), 256).run()
+        finally:
+            out.close()
+        records = read_jsonl(out_path)
+    assert [r["id"] for r in records] == [f"e{i}" if i != 200 else "hang" for i in range(300)]
+    assert records[200]["status"] == "timeout"
+    assert {r["status"] for i, r in enumerate(records) if i != 200} == {"ok"}

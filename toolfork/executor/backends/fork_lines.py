@@ -33,6 +33,7 @@ path whole.
 from __future__ import annotations
 
 import math
+import pickle
 import selectors
 import time
 from collections import deque
@@ -55,7 +56,10 @@ from toolfork.executor.types import ErrorInfo, ToolResult
 from toolfork.tools.output import ContentBlock, ToolOutput
 
 BULK_PAUSE_S = 0.001
-PREFETCH_BYTES = 32 * 1024  # well below a pipe's 64 KiB: a prefetched chunk never blocks the host
+PREFETCH_BYTES = 32 * 1024  # a chunk sent ahead to a busy worker: at most this, and half its call pipe
+FRAME_SLACK = 512  # a chunk frame's bytes besides its lines (an estimate with room to spare) ...
+LINE_SLACK = 96  # ... and per line (its id, name, timeout and line number)
+F_GETPIPE_SZ = 1032
 
 if TYPE_CHECKING:
     from toolfork.executor.backends.fork_pool import _Worker
@@ -91,9 +95,13 @@ class LineLane:
         self._b = backend
         self._parse = parse
         self._context = context or None
+        # What every chunk frame carries besides its lines (the parse function's name, the context).
+        self._frame_bytes = len(pickle.dumps(("l", parse, self._context, []), pickle.HIGHEST_PROTOCOL))
         self.ready: deque[Line] = deque()  # lines to send, in input order (requeued ones at the front)
         self.mismatched: list[Line] = []  # lines a worker sent back: the Job reads them and decides again
         self.inflight = 0  # lines sent to a worker and not settled
+        self._chunks: dict[int, deque[int]] = {}  # worker id -> sizes of the chunks sent, oldest first
+        self._room: dict[int, int] = {}  # worker id -> bytes a chunk may take in its call pipe
         self._held = False
 
     @staticmethod
@@ -123,6 +131,7 @@ class LineLane:
                 for w in list(b._workers.values()):
                     if w.inflight:
                         w.inflight.clear()
+                        self._forget(w)
                         if w in b._idle:
                             b._idle.remove(w)
                         b._retire(w, kill=True)
@@ -194,44 +203,64 @@ class LineLane:
     # ------------------------------------------------------------------ workers
 
     def _start(self) -> None:
-        """Idle workers take a chunk of quick lines (or one line); a worker running quick lines gets its
-        next chunk before it runs dry, so it never waits for the host. That chunk is small enough to sit
-        in the call pipe whole (the worker has read its current one), so sending never blocks."""
+        """Idle workers take a chunk of quick lines (or one line). A worker running a chunk of quick
+        lines is sent its next chunk at once, so it never waits for the host; at most one such chunk
+        waits in its call pipe, and it is small enough to fit there whole (the worker has read the
+        chunk it runs), so the host never blocks on a write while a line may need killing."""
         b = self._b
         idle, ready = b._idle, self.ready
         while idle and ready:
             self._send(idle.popleft(), self._chunk(len(idle) + 1, None))
         if ready and self.inflight and self._is_quick(ready[0].name):
+            chunks = self._chunks
             for w in list(b._workers.values()):
                 if not ready:
                     break
-                inflight = w.inflight
-                if 0 < len(inflight) <= MAX_CHUNK and self._is_quick(inflight[-1].name):
-                    self._send(w, self._chunk(len(b._workers), PREFETCH_BYTES))
+                sizes = chunks.get(w.wid)
+                if sizes is not None and len(sizes) == 1 and self._is_quick(w.inflight[-1].name):
+                    self._send(w, self._chunk(len(b._workers), self._pipe_room(w)))
+
+    def _pipe_room(self, w: _Worker) -> int:
+        """Bytes of a chunk that may wait in ``w``'s call pipe: half its capacity (a pipe can be as
+        small as one page when the user has many), at most ``PREFETCH_BYTES``."""
+        room = self._room.get(w.wid)
+        if room is None:
+            try:
+                import fcntl
+
+                room = min(PREFETCH_BYTES, fcntl.fcntl(w.call_fd, F_GETPIPE_SZ) // 2) - self._frame_bytes
+            except (ImportError, OSError):
+                room = 0
+            self._room[w.wid] = room
+        return room
 
     def _chunk(self, share: int, max_bytes: int | None) -> list[Line]:
         """The next lines to send to one worker: one line, or (guided self-scheduling, as
-        ``ForkBackend._send``) up to that worker's share of the quick lines ready."""
+        ``ForkBackend._send``) up to that worker's share of the quick lines ready. With ``max_bytes``,
+        only raw lines (whose size is known) whose frame stays below it; maybe none."""
         ready = self.ready
-        first = ready.popleft()
+        first = ready[0]
+        if max_bytes is not None and (first.raw is None or len(first.raw) + FRAME_SLACK > max_bytes):
+            return []
+        ready.popleft()
         chunk = [first]
         if self._is_quick(first.name):
             limit = min(MAX_CHUNK, math.ceil((len(ready) + 1) / share))
-            size = len(first.raw or b"")
+            size = len(first.raw or b"") + FRAME_SLACK
             while len(chunk) < limit and ready and self._is_quick(ready[0].name):
                 if max_bytes is not None:
-                    size += len(ready[0].raw or b"") + 64
+                    raw = ready[0].raw
+                    if raw is None:
+                        break
+                    size += len(raw) + LINE_SLACK
                     if size > max_bytes:
                         break
                 chunk.append(ready.popleft())
-            if max_bytes is not None and size > max_bytes and len(chunk) == 1:
-                ready.appendleft(first)
-                return []
         return chunk
 
     def _send(self, w: _Worker, chunk: list[Line]) -> None:
         if not chunk:
-            if not w.inflight:
+            if not w.inflight and w not in self._b._idle:
                 self._b._idle.append(w)
             return
         b = self._b
@@ -241,16 +270,23 @@ class LineLane:
         except OSError:  # the worker died: these lines never started (its own are settled on its EOF)
             self.ready.extendleft(reversed(chunk))
             if not w.inflight:
+                self._forget(w)
                 b._retire(w, kill=False)
                 b._refill(w)
             return
         busy = bool(w.inflight)
         w.inflight.extend(chunk)
         self.inflight += len(chunk)
+        self._chunks.setdefault(w.wid, deque()).append(len(chunk))
         if not busy:
             now = time.monotonic()
             w.started_at = now
             w.deadline = None if chunk[0].timeout is None else now + chunk[0].timeout
+
+    def _forget(self, w: _Worker) -> None:
+        """``w`` leaves the pool (killed, crashed): drop what the lane knew of it."""
+        self._chunks.pop(w.wid, None)
+        self._room.pop(w.wid, None)
 
     def _is_quick(self, name: str) -> bool:
         mean = self._b._ewma.get(name)
@@ -264,6 +300,7 @@ class LineLane:
             ewma = self._b._ewma
             pid = w.pid
             finished = False
+            settled = 0
             for f in frames:
                 if not inflight:
                     continue
@@ -274,6 +311,7 @@ class LineLane:
                 if kind == framing.BAD_FRAME:  # see ForkBackend._read
                     inflight.popleft()
                     self.inflight -= 1
+                    settled += 1
                     current.raw = None
                     current.out = ToolResult(
                         current.call_id, current.name, "error", worker_pid=pid,
@@ -287,6 +325,7 @@ class LineLane:
                     continue
                 inflight.popleft()
                 self.inflight -= 1
+                settled += 1
                 finished = True
                 if kind == "m":
                     self.mismatched.append(current)
@@ -305,6 +344,12 @@ class LineLane:
                     current.out = ToolResult(cid, name, status, output, error, duration, pid, ctx)
                 prev = ewma.get(name)
                 ewma[name] = duration if prev is None else 0.8 * prev + 0.2 * duration
+            sizes = self._chunks.get(w.wid)
+            while settled and sizes:  # which of the chunks sent to w are done
+                if sizes[0] > settled:
+                    sizes[0] -= settled
+                    break
+                settled -= sizes.popleft()
             if finished and inflight:
                 now = time.monotonic()
                 w.started_at = now
@@ -327,6 +372,7 @@ class LineLane:
 
     def _crashed(self, w: _Worker) -> None:
         b = self._b
+        self._forget(w)
         b._wait_pid(w)
         b._retire(w, kill=False)
         if w in b._idle:
@@ -374,6 +420,7 @@ class LineLane:
                 "TimeoutError", f"tool '{current.name}' did not finish within its timeout of {current.timeout}s; "
                 "its worker process was killed"), duration_s=elapsed, worker_pid=w.pid)
             self._requeue(w, died=False)
+            self._forget(w)
             b._retire(w, kill=True)
             b._refill(w)
 
