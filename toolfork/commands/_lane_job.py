@@ -23,8 +23,10 @@ duplicate and ``--resume`` rules and messages. What makes that hold with ids tak
 * Until its worker has checked it, such a line's id is *pending*: a later line with the same id waits
   (reading stops) until the check is in, and is then judged against the true id; so does a later
   line with the id ``line-N`` while line N is unchecked (a line N that is not valid JSON has that
-  id). Checked ids join ``seen`` when their records are written. So an id never runs twice, and a
-  duplicate is refused as on the general path. The one case where the verdict can differ takes
+  id). A line sent back is judged in input order, and only once no unchecked line could still turn
+  out to hold its id. Checked ids join ``seen`` when their records are written. So an id never runs
+  twice, and a duplicate is refused as on the general path (the tests compare the two on random
+  mixes of every shape and fault). The one case where the verdict can differ takes
   duplicate JSON keys (``{"id": "x", …, "id": "y"}``, read as y): if a later line with id y has
   started by the time the worker finds that out, the earlier line is the one refused.
 * ``--window`` bounds every line owed to the output (running, waiting to run, or settled behind an
@@ -149,35 +151,41 @@ class LaneJob(Job):
         if not number.isdigit():
             return False
         lineno = int(number)
-        return any(p.lineno == lineno and p.raw is not None for p in self.pending.values())
+        return any(p.lineno == lineno and p.raw is not None
+                   for p in (*self.pending.values(), *self.lane.mismatched))  # mismatched: not judged yet
 
-    def _taken(self, call_id: str, line: Line | None) -> bool:
+    def _holder(self, call_id: str, line: Line | None) -> str | None:
+        """Which line already has ``call_id`` (an earlier one, or, after duplicate JSON keys, possibly a
+        later one: see the module docstring), or None when it is free."""
         other = self.pending.get(call_id)
-        return call_id in self.seen or (other is not None and other is not line)
+        if other is not None and other is not line:
+            return "an earlier line" if line is None or other.lineno < line.lineno else "another line"
+        return "an earlier line" if call_id in self.seen else None
 
-    def _read_here(self, lineno: int, raw: Any, line: Line | None) -> bool:
+    def _read_here(self, lineno: int, raw: Any, line: Line | None, requeue: list[Line] | None = None) -> bool:
         """Read a line in the host, as the general path does: a new line (``line`` None), or a lane
-        line its worker sent back. False when a new line must wait for an earlier line's check."""
+        line its worker sent back (a call to run goes to ``requeue``). False when it must wait: its id
+        may yet turn out to be an unchecked line's."""
         call = read_call(raw, lineno)
         cid = call.id
         other = self.pending.get(cid)
-        if line is None and ((other is not None and other.raw is not None)
-                             or (cid.startswith("line-") and self._unchecked_line(cid))):
+        if (other is not None and other is not line and other.raw is not None) or \
+                (cid.startswith("line-") and self._unchecked_line(cid)):
             return False
+        holder = self._holder(cid, line)
         if isinstance(call, BadLine):
             if self.done and cid in self.done:
                 return self._settle(line, _SKIP, lineno)
-            if self._taken(cid, line):
-                call.message += f"; its id {cid!r} is also used by {'another' if line else 'an earlier'} line"
+            if holder is not None:
+                call.message += f"; its id {cid!r} is also used by {holder}"
             else:
                 self.seen.add(cid)
             return self._settle(line, call.record(), lineno)
         if self.done and cid in self.done:
             self.seen.add(cid)
             return self._settle(line, _SKIP, lineno)
-        if self._taken(cid, line):
-            other_line = "another line" if line is not None else "an earlier line"  # see the module docstring
-            bad = BadLine(cid, call.name, f"line {lineno}: duplicate id {cid!r}: {other_line} has the same id")
+        if holder is not None:
+            bad = BadLine(cid, call.name, f"line {lineno}: duplicate id {cid!r}: {holder} has the same id")
             return self._settle(line, bad.record(), lineno)
         self.seen.add(cid)
         tool = self.tools.get(call.name)
@@ -188,9 +196,11 @@ class LaneJob(Job):
             line = Line(lineno, cid, call.name, None, call.arguments, timeout)
             self.owed.append(line)
             self.lane.ready.append(line)
-        else:  # it goes before the lines read after it
+        else:
             line.call_id, line.name, line.arguments, line.timeout = cid, call.name, call.arguments, timeout
-            self.lane.ready.appendleft(line)
+            line.raw = None
+            assert requeue is not None
+            requeue.append(line)
         return True
 
     def _settle(self, line: Line | None, out: Any, lineno: int) -> bool:
@@ -209,13 +219,19 @@ class LaneJob(Job):
         return True
 
     def _reread(self) -> None:
-        """Lines whose worker found them to be other than the pattern said: read here, in input order."""
-        lines, self.lane.mismatched = self.lane.mismatched, []
-        for line in sorted(lines, key=lambda ln: ln.lineno, reverse=True):  # appendleft keeps the order
+        """Lines whose worker found them to be other than the pattern said: read here, in input order,
+        each judged once no earlier unchecked line could still turn out to hold its id (until then it
+        waits in ``mismatched``). The ones to run go before the lines read after them."""
+        lines = sorted(self.lane.mismatched, key=lambda ln: ln.lineno)
+        self.lane.mismatched = []
+        for line in lines:  # their pattern ids were wrong: nobody waits for those any more
             if self.pending.get(line.call_id) is line:
                 del self.pending[line.call_id]
-            raw, line.raw = line.raw, None
-            self._read_here(line.lineno, raw, line)
+        requeue: list[Line] = []
+        for line in lines:
+            if not self._read_here(line.lineno, line.raw, line, requeue):
+                self.lane.mismatched.append(line)
+        self.lane.ready.extendleft(reversed(requeue))
 
     # ------------------------------------------------------------------ writing records
 
