@@ -35,7 +35,6 @@ duplicate and ``--resume`` rules and messages. What makes that hold with ids tak
 
 from __future__ import annotations
 
-import os
 import re
 from collections import deque
 from typing import Any
@@ -112,8 +111,6 @@ class LaneJob(Job):
                     continue
                 lane.step(wait=not can_read and (lane.busy or waiting),
                           wakeup_fd=wakeup_fd if waiting else None, poll=waiting and wakeup_fd is None)
-                if waiting and wakeup_fd is not None:
-                    _drain(wakeup_fd)
         out.flush()  # a write error (a full disk, a closed pipe) is raised here, inside the job
 
     # ------------------------------------------------------------------ reading lines
@@ -267,16 +264,6 @@ class LaneJob(Job):
         if not isinstance(record, dict):  # a ToolResult made here (an unknown tool)
             record, ran = record_of(record), True
         super()._write(record, lineno, ran=ran)
-
-
-def _drain(fd: int) -> None:
-    """Empty the input's wake-up pipe (it only says "look again")."""
-    try:
-        os.set_blocking(fd, False)
-        while os.read(fd, 4096):
-            pass
-    except (BlockingIOError, InterruptedError):
-        pass
 
 
 __all__ = ["LaneJob"]

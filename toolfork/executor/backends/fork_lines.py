@@ -33,6 +33,7 @@ path whole.
 from __future__ import annotations
 
 import math
+import os
 import pickle
 import selectors
 import time
@@ -51,9 +52,12 @@ from toolfork.executor.backends.fork_pool import (
     ForkBackend,
     TemplateGone,
     _drain,
+    crashed_result,
+    not_started_result,
+    rebuilt_result,
+    timeout_result,
+    unreadable_result,
 )
-from toolfork.executor.types import ErrorInfo, ToolResult
-from toolfork.tools.output import ContentBlock, ToolOutput
 
 BULK_PAUSE_S = 0.001
 PREFETCH_BYTES = 32 * 1024  # a chunk sent ahead to a busy worker: at most this, and half its call pipe
@@ -99,10 +103,8 @@ class LineLane:
         self._frame_bytes = len(pickle.dumps(("l", parse, self._context, []), pickle.HIGHEST_PROTOCOL))
         self.ready: deque[Line] = deque()  # lines to send, in input order (requeued ones at the front)
         self.mismatched: list[Line] = []  # lines a worker sent back: the Job reads them and decides again
-        self.inflight = 0  # lines sent to a worker and not settled
         self._chunks: dict[int, deque[int]] = {}  # worker id -> sizes of the chunks sent, oldest first
         self._room: dict[int, int] = {}  # worker id -> bytes a chunk may take in its call pipe
-        self._held = False
 
     @staticmethod
     def fits(executor: Any) -> bool:
@@ -119,7 +121,6 @@ class LineLane:
             raise RuntimeError("this executor is closed")
         if not self._b._hub.drive.acquire(timeout=5.0):
             raise RuntimeError("the executor is busy with another batch; the line lane needs it alone")
-        self._held = True
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -141,20 +142,22 @@ class LineLane:
             pass  # the error that ended the job says so, or the next use of the executor will
         finally:
             self.ready.clear()
-            self.inflight = 0
-            if self._held:
-                self._held = False
-                b._hub.drive.release()
+            b._hub.drive.release()
+
+    @property
+    def inflight(self) -> int:
+        """Lines sent to a worker and not settled."""
+        return sum(len(w.inflight) for w in self._b._workers.values())
 
     @property
     def busy(self) -> bool:
         return bool(self.ready) or self.inflight > 0
 
-    def step(self, wait: bool, wakeup_fd: int | None = None, poll: bool = False) -> bool:
+    def step(self, wait: bool, wakeup_fd: int | None = None, poll: bool = False) -> None:
         """Start lines on idle workers, then take what the workers sent; block until something happens
         if ``wait`` (at most until the next deadline), else only look. ``wakeup_fd``: a live input's
-        wake-up pipe, watched too; ``poll``: a live input without one, asked again soon. Returns
-        whether the wake-up fd fired."""
+        wake-up pipe, watched too (and emptied when it fires); ``poll``: a live input without one,
+        asked again soon."""
         b = self._b
         if b._template_gone:
             raise TemplateGone()
@@ -168,7 +171,6 @@ class LineLane:
             if any(w.pid is None and w.inflight for w in b._workers.values()):
                 timeout = 0.5 if timeout is None else min(timeout, 0.5)  # see ForkBackend.hub_round
                 b._check_template()
-        woken = False
         if wait and self.inflight > 2 * len(b._workers):
             # Chunks of quick lines are running: let their frames pile up a moment, so one wake-up of
             # the host takes many of them (a wake-up a line cost the host more than the rest of its
@@ -192,13 +194,14 @@ class LineLane:
             elif data is _WAKE:
                 _drain(b._wake_r)
             elif data is self:
-                woken = True
+                assert wakeup_fd is not None
+                os.set_blocking(wakeup_fd, False)
+                _drain(wakeup_fd)
             elif data.wid in b._workers:
                 self._read(data)
         if b._deaths:
             self._bury()
         self._expire()
-        return woken
 
     # ------------------------------------------------------------------ workers
 
@@ -211,7 +214,7 @@ class LineLane:
         idle, ready = b._idle, self.ready
         while idle and ready:
             self._send(idle.popleft(), self._chunk(len(idle) + 1, None))
-        if ready and self.inflight and self._is_quick(ready[0].name):
+        if ready and self._is_quick(ready[0].name):
             chunks = self._chunks
             for w in list(b._workers.values()):
                 if not ready:
@@ -276,7 +279,6 @@ class LineLane:
             return
         busy = bool(w.inflight)
         w.inflight.extend(chunk)
-        self.inflight += len(chunk)
         self._chunks.setdefault(w.wid, deque()).append(len(chunk))
         if not busy:
             now = time.monotonic()
@@ -310,21 +312,16 @@ class LineLane:
                     continue
                 if kind == framing.BAD_FRAME:  # see ForkBackend._read
                     inflight.popleft()
-                    self.inflight -= 1
                     settled += 1
                     current.raw = None
-                    current.out = ToolResult(
-                        current.call_id, current.name, "error", worker_pid=pid,
-                        duration_s=time.monotonic() - w.started_at,
-                        error=ErrorInfo(f[1], f"the result of tool '{current.name}' could not be rebuilt "
-                                        f"in the host: {f[2]}"))
+                    current.out = unreadable_result(current.call_id, current.name, f, pid,
+                                                    time.monotonic() - w.started_at)
                     finished = True
                     continue
                 cid = f[1]
                 if cid != current.call_id:  # a late result of a line settled by an unreadable frame
                     continue
                 inflight.popleft()
-                self.inflight -= 1
                 settled += 1
                 finished = True
                 if kind == "m":
@@ -332,16 +329,11 @@ class LineLane:
                     continue
                 current.raw = None
                 name = current.name
-                if kind == "e":
+                if kind == "e":  # the common case: the output line itself, no result object
                     duration = f[3]
                     current.out = f[2]
-                elif kind == "o":
-                    duration = f[4]
-                    current.out = ToolResult(cid, name, "ok", ToolOutput([ContentBlock("text", f[2])], False, f[3]),
-                                             None, duration, pid)
                 else:
-                    _, _, status, output, error, duration, ctx = f
-                    current.out = ToolResult(cid, name, status, output, error, duration, pid, ctx)
+                    current.out, duration = rebuilt_result(f, name, pid)
                 prev = ewma.get(name)
                 ewma[name] = duration if prev is None else 0.8 * prev + 0.2 * duration
             sizes = self._chunks.get(w.wid)
@@ -379,12 +371,9 @@ class LineLane:
             b._idle.remove(w)
         if w.inflight:
             current: Line = w.inflight.popleft()
-            self.inflight -= 1
-            etype, message = b._exit_description(w)
             current.raw = None
-            current.out = ToolResult(current.call_id, current.name, "crashed",
-                                     error=ErrorInfo(etype, f"tool '{current.name}' crashed: {message}"),
-                                     duration_s=time.monotonic() - w.started_at, worker_pid=w.pid)
+            current.out = crashed_result(current.call_id, current.name, b._exit_description(w), w.pid,
+                                         time.monotonic() - w.started_at)
             self._requeue(w, died=True)
         b._refill(w)
 
@@ -392,14 +381,11 @@ class LineLane:
         """See ``ForkBackend._requeue``: the lines behind a stopped worker's current one never started."""
         back: list[Line] = []
         for line in w.inflight:
-            self.inflight -= 1
             if died:
                 line.requeues += 1
                 if line.requeues > MAX_REQUEUES:
                     line.raw = None
-                    line.out = ToolResult(line.call_id, line.name, "crashed", worker_pid=w.pid, error=ErrorInfo(
-                        "WorkerCrashed", f"tool '{line.name}' was not run: {line.requeues - 1} workers died "
-                        "before they could start it"))
+                    line.out = not_started_result(line.call_id, line.name, line.requeues, w.pid)
                     continue
             back.append(line)
         w.inflight.clear()
@@ -412,13 +398,10 @@ class LineLane:
             if w.deadline is None or now < w.deadline:
                 continue
             current: Line = w.inflight.popleft()
-            self.inflight -= 1
             elapsed = now - w.started_at
             b._learn(current.name, elapsed)  # a tool that hangs is no longer sent in chunks
             current.raw = None
-            current.out = ToolResult(current.call_id, current.name, "timeout", error=ErrorInfo(
-                "TimeoutError", f"tool '{current.name}' did not finish within its timeout of {current.timeout}s; "
-                "its worker process was killed"), duration_s=elapsed, worker_pid=w.pid)
+            current.out = timeout_result(current.call_id, current.name, current.timeout, w.pid, elapsed)
             self._requeue(w, died=False)
             self._forget(w)
             b._retire(w, kill=True)

@@ -134,6 +134,46 @@ def describe_exit(status: int | None) -> tuple[str, str]:
     return "WorkerCrashed", f"the worker process exited with code {os.WEXITSTATUS(status)}"
 
 
+def rebuilt_result(f: tuple[Any, ...], name: str, pid: int | None) -> tuple[ToolResult, float]:
+    """The result a worker's "o", "e" or "r" frame stands for, and its duration (see fork_worker)."""
+    kind, cid = f[0], f[1]
+    if kind == "o":
+        return ToolResult(cid, name, "ok", ToolOutput([ContentBlock("text", f[2])], False, f[3]), None, f[4],
+                          pid), f[4]
+    if kind == "e":
+        return ToolResult(cid, name, "ok", None, None, f[3], pid, None, f[2]), f[3]
+    _, _, status, output, error, duration, ctx = f
+    return ToolResult(cid, name, status, output, error, duration, pid, ctx), duration
+
+
+# The results the host makes itself when a call ends without a result frame; the line lane
+# (fork_lines) makes the same ones, with the same words.
+
+def unreadable_result(call_id: str, name: str, f: tuple[Any, ...], pid: int | None, duration: float) -> ToolResult:
+    """A ``BAD_FRAME`` marker (``f``) in place of the result: a value the host could not unpickle."""
+    return ToolResult(call_id, name, "error", worker_pid=pid, duration_s=duration, error=ErrorInfo(
+        f[1], f"the result of tool '{name}' could not be rebuilt in the host: {f[2]}"))
+
+
+def timeout_result(call_id: str, name: str, timeout: float | None, pid: int | None, duration: float) -> ToolResult:
+    return ToolResult(call_id, name, "timeout", duration_s=duration, worker_pid=pid, error=ErrorInfo(
+        "TimeoutError", f"tool '{name}' did not finish within its timeout of {timeout}s; its worker process "
+        "was killed"))
+
+
+def crashed_result(call_id: str, name: str, exit_description: tuple[str, str], pid: int | None,
+                   duration: float) -> ToolResult:
+    etype, message = exit_description
+    return ToolResult(call_id, name, "crashed", duration_s=duration, worker_pid=pid,
+                      error=ErrorInfo(etype, f"tool '{name}' crashed: {message}"))
+
+
+def not_started_result(call_id: str, name: str, requeues: int, pid: int | None) -> ToolResult:
+    """A call whose workers kept dying before they could start it (``MAX_REQUEUES``)."""
+    return ToolResult(call_id, name, "crashed", worker_pid=pid, error=ErrorInfo(
+        "WorkerCrashed", f"tool '{name}' was not run: {requeues - 1} workers died before they could start it"))
+
+
 class ForkBackend(Backend):
     mode = "fork"
 
@@ -478,11 +518,8 @@ class ForkBackend(Backend):
                     # A frame the host could not rebuild (a value whose class cannot be unpickled here).
                     # Progress is checked in the worker, so it was this call's result: fail this call only.
                     inflight.popleft()
-                    self._finish(current, ToolResult(
-                        current.call.id, current.call.name, "error", worker_pid=pid,
-                        duration_s=time.monotonic() - w.started_at,
-                        error=ErrorInfo(f[1], f"the result of tool '{current.call.name}' could not be rebuilt "
-                                        f"in the host: {f[2]}")))
+                    self._finish(current, unreadable_result(current.call.id, current.call.name, f, pid,
+                                                            time.monotonic() - w.started_at))
                     finished = True
                     continue
                 cid = f[1]
@@ -490,16 +527,7 @@ class ForkBackend(Backend):
                     continue
                 inflight.popleft()
                 name = current.call.name
-                if kind == "o":
-                    duration = f[4]
-                    result = ToolResult(cid, name, "ok", ToolOutput([ContentBlock("text", f[2])], False, f[3]),
-                                        None, duration, pid)
-                elif kind == "e":
-                    duration = f[3]
-                    result = ToolResult(cid, name, "ok", None, None, duration, pid, None, f[2])
-                else:
-                    _, _, status, output, error, duration, ctx = f
-                    result = ToolResult(cid, name, status, output, error, duration, pid, ctx)
+                result, duration = rebuilt_result(f, name, pid)
                 prev = ewma.get(name)
                 ewma[name] = duration if prev is None else 0.8 * prev + 0.2 * duration
                 self._route(current, CallFinished(cid, result))
@@ -571,14 +599,11 @@ class ForkBackend(Backend):
             self._idle.remove(w)
         if w.inflight:
             current = w.inflight.popleft()
-            etype, message = self._exit_description(w)
+            described = self._exit_description(w)
             log.warning("worker %s died running tool %r (call %s): %s", w.pid, current.call.name,
-                        current.call.id, message)
-            self._finish(current, ToolResult(
-                current.call.id, current.call.name, "crashed",
-                error=ErrorInfo(etype, f"tool '{current.call.name}' crashed: {message}"),
-                duration_s=time.monotonic() - w.started_at, worker_pid=w.pid,
-            ))
+                        current.call.id, described[1])
+            self._finish(current, crashed_result(current.call.id, current.call.name, described, w.pid,
+                                                 time.monotonic() - w.started_at))
             self._requeue(w, died=True)
         self._refill(w)
 
@@ -593,10 +618,7 @@ class ForkBackend(Backend):
             if died:
                 d.requeues += 1
                 if d.requeues > MAX_REQUEUES:
-                    self._finish(d, ToolResult(
-                        d.call.id, d.call.name, "crashed", worker_pid=w.pid,
-                        error=ErrorInfo("WorkerCrashed", f"tool '{d.call.name}' was not run: {d.requeues - 1} "
-                                        "workers died before they could start it")))
+                    self._finish(d, not_started_result(d.call.id, d.call.name, d.requeues, w.pid))
                     continue
             by_batch.setdefault(id(b), []).append(d)
         w.inflight.clear()
@@ -617,12 +639,8 @@ class ForkBackend(Backend):
             self._learn(current.call.name, elapsed)  # a tool that hangs is no longer sent in chunks
             log.warning("tool %r (call %s) passed its timeout of %ss; killing worker %s", current.call.name,
                         current.call.id, current.timeout, w.pid)
-            self._finish(current, ToolResult(
-                current.call.id, current.call.name, "timeout",
-                error=ErrorInfo("TimeoutError", f"tool '{current.call.name}' did not finish within its "
-                                f"timeout of {current.timeout}s; its worker process was killed"),
-                duration_s=elapsed, worker_pid=w.pid,
-            ))
+            self._finish(current, timeout_result(current.call.id, current.call.name, current.timeout, w.pid,
+                                                 elapsed))
             self._requeue(w, died=False)
             self._retire(w, kill=True)
             self._refill(w)
@@ -779,4 +797,5 @@ def _emergency_close(template: Any, ctrl: socket.socket) -> None:
         pass
 
 
-__all__ = ["ForkBackend", "TemplateGone", "describe_exit"]
+__all__ = ["ForkBackend", "TemplateGone", "crashed_result", "describe_exit", "not_started_result", "rebuilt_result",
+           "timeout_result", "unreadable_result"]
