@@ -8,23 +8,29 @@
 #
 #   scripts/test.sh                       the README's test command (CI's newest leg)
 #   scripts/test.sh --lowest ...          the same at the lowest declared bounds (.ci-venvs/lowest)
+#   scripts/test.sh --python 3.13 ...     the same on another declared Python (.ci-venvs/newest-py3.13);
+#                                         combines with --lowest (CI: --lowest --python 3.10)
 #   scripts/test.sh tests/executor -x     extra arguments go to pytest
 #   TOOLFORK_REUSE_VENV=1 scripts/test.sh ...   reuse the venv built last time (quicker while iterating)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 deps=newest
-if [ "${1:-}" = "--lowest" ]; then
-    deps=lowest
-    shift
-fi
-venv="$PWD/.ci-venvs/$deps"
+pyver=""
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --lowest) deps=lowest; shift ;;
+        --python) pyver="${2:?--python takes a version such as 3.13}"; shift 2 ;;
+        *) break ;;
+    esac
+done
+venv="$PWD/.ci-venvs/$deps${pyver:+-py$pyver}"
 
 if [ "${TOOLFORK_REUSE_VENV:-}" = "1" ] && [ -x "$venv/bin/python" ]; then
     echo "test.sh: reusing $venv" >&2
 else
     start=$SECONDS
-    bash scripts/venv.sh "$deps"
+    bash scripts/venv.sh "$deps" $pyver
     echo "test.sh: $deps venv built in $((SECONDS - start)) s" >&2
 fi
 bash scripts/services.sh

@@ -5,6 +5,10 @@
 #   scripts/venv.sh newest   -> .ci-venvs/newest: the newest version of everything that resolves
 #   scripts/venv.sh lowest   -> .ci-venvs/lowest: the lowest declared bound of every direct dependency
 #                               (uv's --resolution lowest-direct; what they pull in is the newest)
+#   scripts/venv.sh newest 3.13  -> .ci-venvs/newest-py3.13: the same on another Python (any we declare)
+#
+# Without a version the venv is built on `python3`. A version is looked up as `pythonX.Y` on PATH, then
+# under pyenv ($PYENV_ROOT, default ~/.pyenv: the newest installed X.Y.*); uv never downloads one.
 #
 # The venv is rebuilt from scratch every time, so nothing installed earlier (an older pydantic in the
 # system python, say) can hide a dependency change. uv does the resolving (it is the tool that knows
@@ -14,6 +18,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 name="${1:-newest}"
+pyver="${2:-}"
 case "$name" in
     newest) resolution=highest ;;
     lowest) resolution=lowest-direct ;;
@@ -33,12 +38,17 @@ if ! "$tools/bin/uv" --version >/dev/null 2>&1; then
 fi
 uv="$tools/bin/uv"
 
+python="$(command -v python3)"
+if [ -n "$pyver" ]; then
+    python="$(bash scripts/find_python.sh "$pyver")" || exit 1
+    name="$name-py$pyver"
+fi
 venv="$root/$name"
 rm -rf "$venv"
-"$uv" venv --quiet --python "$(command -v python3)" "$venv"
+"$uv" venv --quiet --python "$python" "$venv"
 # --upgrade: ignore whatever uv's cache or an earlier resolution preferred; PyPI is uv's default index.
 "$uv" pip install --quiet --python "$venv/bin/python" --resolution "$resolution" --upgrade -e ".[all,test]"
 "$uv" pip freeze --python "$venv/bin/python" --exclude-editable > "$root/$name.txt"
-echo "venv.sh: $venv ($resolution): $(grep -ciE '==' "$root/$name.txt") packages;" \
+echo "venv.sh: $venv ($resolution, $("$venv/bin/python" -V)): $(grep -ciE '==' "$root/$name.txt") packages;" \
     "$(grep -iE '^(pydantic|pydantic-core|openai|anthropic|ray|multiprocess|psutil|httpx|moto|pytest|hypothesis|ruff|mypy)==' \
         "$root/$name.txt" | tr '\n' ' ')" >&2

@@ -88,7 +88,7 @@ def test_fork_safety_replacement_worker_with_a_host_thread_holding_the_logging_l
         logging.getLogger("toolfork.executor").isEnabledFor(logging.WARNING)
         held = threading.Event()
         def hog():
-            logging._acquireLock()          # held forever by this thread
+            logging._lock.acquire()         # the module lock (every Python we declare), held forever
             held.set()
             time.sleep(60)
         threading.Thread(target=hog, daemon=True).start()

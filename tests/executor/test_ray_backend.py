@@ -194,16 +194,19 @@ def test_many_progress_values_keep_their_order(make_executor, mode):
 
 def test_timeout_interrupts_the_tool_and_its_worker_exits_with_its_children(make_executor, mode, tmp_path):
     marker, child_file = tmp_path / "finally", tmp_path / "child.pid"
+    # The deadline counts from the task's start, the tool's import included: on a loaded machine a
+    # fresh Ray worker can take seconds to reach the tool's body, so the timeout leaves room for that,
+    # and the test asserts what happened, not how fast.
     ex = make_executor(mode=mode, kill_grace=5.0)
     results = ex.run([
-        ToolCall("stuck", "hang", {"marker": str(marker), "child_pid_file": str(child_file)}, timeout=0.5),
+        ToolCall("stuck", "hang", {"marker": str(marker), "child_pid_file": str(child_file)}, timeout=6.0),
         ToolCall("quick", "add", {"a": 1, "b": 2}),
     ])
     assert [r.status for r in results] == ["timeout", "ok"]
-    assert "timeout of 0.5s" in results[0].error.message and results[0].duration_s >= 0.5
+    assert "timeout of 6.0s" in results[0].error.message and results[0].duration_s >= 6.0
     stuck_pid = results[0].worker_pid
     assert stuck_pid is not None and stuck_pid != os.getpid()
-    end = time.monotonic() + 5
+    end = time.monotonic() + 20
     while not marker.exists() and time.monotonic() < end:
         time.sleep(0.02)
     assert marker.read_text() == "finally ran"  # the KeyboardInterrupt of ray.cancel(force=False)
