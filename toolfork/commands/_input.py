@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from typing import IO, TYPE_CHECKING, Any
 
 from toolfork.commands._loading import BadLine, UsageError, parse_call
+from toolfork.commands._nesting import nested_deeper_than
 from toolfork.executor import WAIT
 
 if TYPE_CHECKING:
@@ -242,6 +243,8 @@ def read_call(raw: bytes | LongLine, lineno: int) -> Any:
         return BadLine(f"line-{lineno}", None,
                        f"{here}: the line is {raw.size} bytes long; the limit is {MAX_LINE_BYTES} bytes")
     try:
+        if nested_deeper_than(raw):  # refused on every Python alike, not where the interpreter gives up
+            raise RecursionError
         call = parse_call(raw, lineno)
     except RecursionError:
         return BadLine(f"line-{lineno}", None,

@@ -32,6 +32,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from toolfork.commands._nesting import MAX_JSON_DEPTH, nested_deeper_than
+
 DEFAULT_ATTR = "TOOLS"
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -273,6 +275,8 @@ def _arguments(value: Any, where: str, *, json_string: bool) -> dict[str, Any]:
     if isinstance(value, str) and json_string:
         if not value.strip():
             return {}
+        if nested_deeper_than(value):  # the interpreter's own limit differs between Pythons
+            raise RecursionError(f"{where} is nested more than {MAX_JSON_DEPTH} levels deep")
         try:
             value = json.loads(value)
         except ValueError as exc:

@@ -25,6 +25,7 @@ from typing import Any
 
 from toolfork.commands._idset import IdSet
 from toolfork.commands._loading import UsageError
+from toolfork.commands._nesting import MAX_JSON_DEPTH, nested_deeper_than
 
 
 def result_failed(record: dict[str, Any]) -> bool:
@@ -75,6 +76,8 @@ def encode_record(record: dict[str, Any]) -> tuple[bytes, dict[str, Any]]:
                 raise
             record = _finite(record)
             text = _dumps(record)
+        if nested_deeper_than(text):  # some Python wrote it; a reader on another could not parse it
+            raise RecursionError(f"nested more than {MAX_JSON_DEPTH} levels deep")
         try:
             return (text + "\n").encode("utf-8"), record
         except UnicodeEncodeError:  # lone surrogates: escape them (the line becomes ASCII)
