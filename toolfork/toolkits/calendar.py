@@ -332,16 +332,11 @@ def _check_month(month: int) -> None:
         raise CalendarInputError(f"invalid month {month}: must be between 1 and 12")
 
 
-# ---------------------------------------------------------------- the toolkit
-
-
-
 # ---------------------------------------------------------------- the tools
 #
 # Each tool is a plain function (a test imports and calls it); those that read dates take first the
 # toolkit's resolver ``ctx`` (timezone argument -> the zone, 'now' and the parser of that call), which
 # ``CalendarToolkit.provide`` binds.
-
 
 
 @_guard
@@ -352,6 +347,7 @@ def current_datetime(ctx: Resolve, timezone: str | None = None) -> ToolOutput:
         timezone: IANA timezone such as 'Europe/Berlin'; default the toolkit's zone
     """
     return ToolOutput.from_value(describe(ctx(timezone).now()))
+
 
 @_guard
 def get_timestamp(
@@ -373,6 +369,7 @@ def get_timestamp(
             "datetime": dt.isoformat(),
         }
     )
+
 
 @_guard
 def format_date(ctx: Resolve, date: str, format: str = "%Y-%m-%d %H:%M:%S", timezone: str | None = None) -> ToolOutput:
@@ -403,6 +400,7 @@ def format_date(ctx: Resolve, date: str, format: str = "%Y-%m-%d %H:%M:%S", time
             )
         text = dt.strftime(format)
     return ToolOutput.from_value({"formatted": text, "datetime": dt.isoformat()})
+
 
 @_guard
 def date_difference(
@@ -446,10 +444,12 @@ def date_difference(
         result.update({"unit": unit, "value": values[unit]})
     return ToolOutput.from_value(result)
 
+
 def _shift_tool(ctx: Resolve, date: str, amount: int, unit: str, timezone: str | None, sign: int) -> ToolOutput:
     dt = ctx(timezone).parse(date)
     moved = shift(dt, sign * amount, unit)
     return ToolOutput.from_value({"input": dt.isoformat(), "amount": amount, "unit": unit, **describe(moved)})
+
 
 @_guard
 def add_time(ctx: Resolve, date: str, amount: int, unit: Unit, timezone: str | None = None) -> ToolOutput:
@@ -463,6 +463,7 @@ def add_time(ctx: Resolve, date: str, amount: int, unit: Unit, timezone: str | N
     """
     return _shift_tool(ctx, date, amount, unit, timezone, 1)
 
+
 @_guard
 def subtract_time(ctx: Resolve, date: str, amount: int, unit: Unit, timezone: str | None = None) -> ToolOutput:
     """Subtract an amount of time from a date (days and larger follow the calendar).
@@ -474,6 +475,7 @@ def subtract_time(ctx: Resolve, date: str, amount: int, unit: Unit, timezone: st
         timezone: IANA timezone used to read a date without an offset
     """
     return _shift_tool(ctx, date, amount, unit, timezone, -1)
+
 
 @_guard
 def calculate_age(
@@ -517,6 +519,7 @@ def calculate_age(
         }
     )
 
+
 @_guard
 def convert_timezone(ctx: Resolve, date: str, to_timezone: str, from_timezone: str | None = None) -> ToolOutput:
     """Express a moment in another timezone.
@@ -529,6 +532,7 @@ def convert_timezone(ctx: Resolve, date: str, to_timezone: str, from_timezone: s
     target = load_zone(to_timezone)
     source = ctx(from_timezone).parse(date)
     return ToolOutput.from_value({"source": describe(source), "result": describe(source.astimezone(target))})
+
 
 @_guard
 def get_timezone_info(ctx: Resolve, timezone: str, date: str = "now") -> ToolOutput:
@@ -558,6 +562,7 @@ def get_timezone_info(ctx: Resolve, timezone: str, date: str = "now") -> ToolOut
         }
     )
 
+
 @_guard
 def get_weekday(ctx: Resolve, date: str, timezone: str | None = None) -> ToolOutput:
     """Day of the week of a date (ISO numbering: Monday=1 .. Sunday=7) and day of the year.
@@ -576,6 +581,7 @@ def get_weekday(ctx: Resolve, date: str, timezone: str | None = None) -> ToolOut
         }
     )
 
+
 @_guard
 def is_weekend(ctx: Resolve, date: str, timezone: str | None = None) -> ToolOutput:
     """Whether a date falls on a Saturday or Sunday.
@@ -593,6 +599,7 @@ def is_weekend(ctx: Resolve, date: str, timezone: str | None = None) -> ToolOutp
         }
     )
 
+
 @_guard
 def is_leap_year(year: int) -> ToolOutput:
     """Whether a year is a Gregorian leap year (every 4th year, but centuries only every 400th).
@@ -603,6 +610,7 @@ def is_leap_year(year: int) -> ToolOutput:
     _check_year(year)
     leap = _calendar.isleap(year)
     return ToolOutput.from_value({"year": year, "is_leap_year": leap, "days_in_year": 366 if leap else 365})
+
 
 @_guard
 def get_days_in_month(year: int, month: int) -> ToolOutput:
@@ -619,11 +627,13 @@ def get_days_in_month(year: int, month: int) -> ToolOutput:
         {"year": year, "month": month, "month_name": _calendar.month_name[month], "days": days}
     )
 
+
 def _period_tool(
     ctx: Resolve, date: str, period: str, timezone: str | None, bound: Callable[[datetime, str], datetime]
 ) -> ToolOutput:
     dt = ctx(timezone).parse(date)
     return ToolOutput.from_value({"period": period, "input": dt.isoformat(), **describe(bound(dt, period))})
+
 
 @_guard
 def start_of_period(ctx: Resolve, date: str, period: Period, timezone: str | None = None) -> ToolOutput:
@@ -636,6 +646,7 @@ def start_of_period(ctx: Resolve, date: str, period: Period, timezone: str | Non
     """
     return _period_tool(ctx, date, period, timezone, period_start)
 
+
 @_guard
 def end_of_period(ctx: Resolve, date: str, period: Period, timezone: str | None = None) -> ToolOutput:
     """Last moment (…23:59:59.999999) of the day, ISO week (Sunday), month, quarter or year.
@@ -646,6 +657,7 @@ def end_of_period(ctx: Resolve, date: str, period: Period, timezone: str | None 
         timezone: IANA timezone whose calendar is used
     """
     return _period_tool(ctx, date, period, timezone, period_end)
+
 
 @_guard
 def get_week_number(ctx: Resolve, date: str, timezone: str | None = None) -> ToolOutput:
@@ -660,6 +672,7 @@ def get_week_number(ctx: Resolve, date: str, timezone: str | None = None) -> Too
     return ToolOutput.from_value(
         {"date": dt.date().isoformat(), "iso_year": iso[0], "week": iso[1], "iso_weekday": iso[2]}
     )
+
 
 @_guard
 def compare_dates(ctx: Resolve, date1: str, date2: str, timezone: str | None = None) -> ToolOutput:
@@ -682,6 +695,7 @@ def compare_dates(ctx: Resolve, date1: str, date2: str, timezone: str | None = N
             "difference_seconds": _number((second - first).total_seconds()),
         }
     )
+
 
 @_guard
 def is_date_in_range(

@@ -76,9 +76,13 @@ class Toolkit:
         return []
 
     # -- configuration (each returns a new toolkit) ----------------------------------------------
+    def clone(self: K) -> K:
+        """A new toolkit like this one: a shallow copy (its own settings, e.g. an API key, shared), the
+        same selection, none of the tools already built. For subclasses whose own ``with_...`` methods
+        return a changed toolkit."""
+        return self._derive()
+
     def _derive(self: K, **changes: Any) -> K:
-        """A shallow copy of this toolkit (its own settings, e.g. an API key, shared) with the selection
-        changed; the cached tool list is not carried over."""
         new = copy.copy(self)
         new.__dict__["_toolkit_selection"] = dataclasses.replace(self._selection(), **changes)
         new.__dict__.pop("_toolkit_tools", None)
