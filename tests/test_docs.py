@@ -256,9 +256,11 @@ def test_the_conventions_are_understood() -> None:
 
 
 def test_the_readme_main_job_succeeds(tmp_path: Path) -> None:
-    """The README's first command line, run for real (the block check only parses it)."""
-    readme = (ROOT / "README.md").read_text()
-    assert "toolfork run examples/calls.jsonl -o results.jsonl" in readme.splitlines()[3]
+    """The README's first command line (the first line of its first block, within the first screen), run
+    for real (the block check only parses it)."""
+    first = blocks(ROOT / "README.md")[0]
+    assert first.lang == "bash" and first.line <= 10, first.where
+    assert "toolfork run examples/calls.jsonl -o results.jsonl" in first.code.splitlines()[0]
     out_file = tmp_path / "results.jsonl"
     out = subprocess.run([sys.executable, "-m", "toolfork.cli", "run", "examples/calls.jsonl", "-o", str(out_file)],
                          capture_output=True, text=True, timeout=60, cwd=ROOT)
@@ -266,3 +268,22 @@ def test_the_readme_main_job_succeeds(tmp_path: Path) -> None:
     records = [json.loads(line) for line in out_file.read_text().splitlines()]
     inputs = [line for line in (ROOT / "examples/calls.jsonl").read_text().splitlines() if line.strip()]
     assert len(records) == len(inputs) and all(r["status"] == "ok" for r in records)
+
+
+USER_PAGES = [*PAGES, *sorted((ROOT / "bench" / "results").glob("*.md"))]
+# What speaks to the tracker or to the history of the work rather than to the user.
+TRACKER = re.compile(r"\bissues? #?\d+|#\d+\b|\bred[- ]team\b|\bthis session\b", re.I)
+
+
+@pytest.mark.parametrize("page", USER_PAGES, ids=[str(p.relative_to(ROOT)) for p in USER_PAGES])
+def test_user_pages_do_not_cite_the_tracker(page: Path) -> None:
+    found = [f"{page.relative_to(ROOT)}:{n}: {m.group(0)!r}" for n, line in enumerate(page.read_text().splitlines(), 1)
+             for m in TRACKER.finditer(line)]
+    assert not found, "\n".join(found)
+
+
+def test_the_tracker_pattern_catches_what_it_should() -> None:
+    hits = ["the targets of issue 16", "see #12", "Issue #3 asked", "found by the red team", "this session's work"]
+    misses = ["an issue with 16 workers", "C# 12", "the ## heading", "a session of its own", "1.5x"]
+    assert all(TRACKER.search(text) for text in hits)
+    assert not any(TRACKER.search(text) for text in misses)

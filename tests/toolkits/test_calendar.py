@@ -368,3 +368,23 @@ def test_schema_validation_rejects_wrong_types_before_the_tool_runs(cal: dict[st
         cal["get_weekday"].validate({})
     with pytest.raises(ToolInputError, match="period"):
         cal["start_of_period"].validate({"date": "2024-01-01", "period": "decade"})
+
+
+def test_each_tool_is_a_named_function_a_test_can_call() -> None:
+    """The tools are module-level functions: called directly with a toolkit's context (the resolver of
+    a call's timezone argument), they give what the toolkit's tool gives."""
+    from toolfork.toolkits import calendar as module
+
+    assert [fn.__name__ for fn in module.TOOLS] == EXPECTED_TOOLS
+    kit = CalendarToolkit(clock=lambda: FIXED_NOW)
+    across_dst = module.date_difference(kit.context, "2024-03-09T12:00", "2024-03-10T12:00", "hours",
+                                        "America/New_York")
+    assert across_dst.data["value"] == 23  # the spring-forward day is 23 hours long
+    tool_result = {t.name: t for t in kit.tools()}["date_difference"].invoke(
+        {"start_date": "2024-03-09T12:00", "end_date": "2024-03-10T12:00", "unit": "hours",
+         "timezone": "America/New_York"})
+    assert tool_result.data == across_dst.data
+    assert module.current_datetime(kit.context, "UTC").data["datetime"] == FIXED_NOW.isoformat()
+    assert module.is_leap_year(2100).data["is_leap_year"] is False
+    refused = module.get_weekday(kit.context, "2024-02-30")
+    assert refused.is_error and "invalid date '2024-02-30'" in refused.as_text()

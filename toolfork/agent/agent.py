@@ -75,6 +75,57 @@ def _close_quietly(executor: Any) -> None:
         pass
 
 
+class _LoopPort:
+    """The agent as its loop sees it (``LoopHost``): the loop reads and writes the agent only through
+    these names, so it needs neither the Agent class nor its private fields."""
+
+    __slots__ = ("_agent",)
+
+    def __init__(self, agent: Agent) -> None:
+        self._agent = agent
+
+    @property
+    def agent_id(self) -> str:
+        return self._agent.agent_id
+
+    @property
+    def thread_id(self) -> str | None:
+        return self._agent.thread_id
+
+    @property
+    def max_steps(self) -> int:
+        return self._agent.max_steps
+
+    @property
+    def max_output_chars(self) -> int | None:
+        return self._agent.max_output_chars
+
+    @property
+    def approval_policy(self) -> Any:
+        return self._agent.approval_policy
+
+    @property
+    def history(self) -> ChatHistory:
+        return self._agent.history
+
+    def tool_error_handler(self, exc: BaseException, tool: Any) -> Any:
+        return self._agent.tool_error_handler(exc, tool)
+
+    def provider(self) -> Provider:
+        return self._agent._get_provider()
+
+    def toolset(self) -> Toolset:
+        return self._agent._get_toolset()
+
+    def discovered(self) -> set[str]:
+        return self._agent._discovered
+
+    def model_request(self) -> ModelRequest:
+        return self._agent._model_request()
+
+    def pause(self, paused: RunPaused) -> None:
+        self._agent._paused = paused
+
 class Agent:
     """An LLM agent whose tool calls run through the toolfork executor.
 
@@ -144,7 +195,7 @@ class Agent:
         self._last_answered: set[str] = set()  # call ids of the last resume / submission
         self._executor: Any = None
         self._finalizer: Any = None
-        self._loop = Loop(self)
+        self._loop = Loop(_LoopPort(self))
         self._bus = EventBus()
         self._observers = 0
         for callback in callbacks:

@@ -15,7 +15,7 @@ import time
 import uuid
 from collections.abc import Generator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from toolfork.agent.errors import MaxStepsExceeded, ToolRunFailed, ToolRunsExceeded
 from toolfork.agent.events import (
@@ -26,8 +26,9 @@ from toolfork.agent.events import (
     ToolCallFinished,
 )
 from toolfork.agent.gate import Gate, not_executed
+from toolfork.agent.history import ChatHistory
 from toolfork.agent.messages import AssistantMessage, ToolResultMessage
-from toolfork.agent.providers.base import ModelRequest
+from toolfork.agent.providers.base import ModelRequest, Provider
 from toolfork.agent.state import (
     APPROVAL,
     RUN,
@@ -40,11 +41,9 @@ from toolfork.agent.state import (
     ToolResultsRequest,
     build_payload,
 )
+from toolfork.agent.toolset import Toolset
 from toolfork.executor.types import STATUSES, ErrorInfo, ToolCall, ToolResult
 from toolfork.tools.runtime import NEXT_TURN_KEY
-
-if TYPE_CHECKING:
-    from toolfork.agent.agent import Agent
 
 logger = logging.getLogger("toolfork.agent")
 
@@ -83,20 +82,63 @@ def slot_result(slot: CallSlot) -> ToolResult:
                       output=slot.item.output, error=error)
 
 
+class LoopHost(Protocol):
+    """What the loop needs of the agent that runs it, and all it may touch: the loop depends on this
+    small surface, not on the Agent class (which imports the loop)."""
+
+    @property
+    def agent_id(self) -> str: ...
+
+    @property
+    def thread_id(self) -> str | None: ...
+
+    @property
+    def max_steps(self) -> int: ...
+
+    @property
+    def max_output_chars(self) -> int | None: ...
+
+    @property
+    def approval_policy(self) -> Any: ...
+
+    @property
+    def history(self) -> ChatHistory: ...
+
+    def tool_error_handler(self, exc: BaseException, tool: Any) -> Any: ...
+
+    def provider(self) -> Provider:
+        """The resolved, checked provider."""
+        ...
+
+    def toolset(self) -> Toolset: ...
+
+    def discovered(self) -> set[str]:
+        """The live set of tools found by tool search this run (the gate adds to it)."""
+        ...
+
+    def model_request(self) -> ModelRequest:
+        """The next request to the model: system prompt, history, offered tools."""
+        ...
+
+    def pause(self, paused: RunPaused) -> None:
+        """Record the run's pause (what ``Agent.paused`` returns)."""
+        ...
+
+
 class Loop:
     """One agent's loop. Holds no run state of its own: everything is in the ``RunState``."""
 
-    def __init__(self, agent: Agent) -> None:
+    def __init__(self, agent: LoopHost) -> None:
         self.agent = agent
 
     def gate(self, state: RunState) -> Gate:
         agent = self.agent
-        return Gate(agent._get_toolset(), state.counter, agent._discovered, agent.tool_error_handler,
+        return Gate(agent.toolset(), state.counter, agent.discovered(), agent.tool_error_handler,
                     agent.max_output_chars, agent.approval_policy)
 
     def run(self, state: RunState) -> LoopGen:
         agent = self.agent
-        provider = agent._get_provider()
+        provider = agent.provider()
         while True:
             if state.pending is not None:
                 yield from self._finish_batch(state)
@@ -104,7 +146,7 @@ class Loop:
             if state.step >= agent.max_steps:
                 raise MaxStepsExceeded(agent.max_steps)
             state.step += 1
-            request = agent._model_request()
+            request = agent.model_request()
             if state.next_turn:
                 apply_next_turn(request, state.next_turn)
                 state.next_turn = {}
@@ -188,9 +230,9 @@ class Loop:
     def _pause(self, cls: type[RunPaused], state: RunState) -> RunPaused:
         agent = self.agent
         history = None if agent.history.persistent else agent.history.messages()
-        payload = build_payload(cls.kind, state, sorted(agent._discovered), history, agent.thread_id)
+        payload = build_payload(cls.kind, state, sorted(agent.discovered()), history, agent.thread_id)
         paused = cls(payload)
-        agent._paused = paused
+        agent.pause(paused)
         return paused
 
 
@@ -259,4 +301,4 @@ def _run_failure(first: CallSlot, results: list[ToolResult], failures: dict[str,
     return failure
 
 
-__all__ = ["CallModel", "Emit", "Execute", "Loop", "LoopGen", "Op", "apply_next_turn", "slot_result"]
+__all__ = ["CallModel", "Emit", "Execute", "Loop", "LoopGen", "LoopHost", "Op", "apply_next_turn", "slot_result"]

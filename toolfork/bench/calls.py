@@ -14,6 +14,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from toolfork.bench.payload_calls import FUNCTIONS as PAYLOAD_FUNCTIONS
+
 
 def sleep_call(seconds: float) -> str:
     """Wait like an I/O-bound tool (an HTTP request, a database query).
@@ -124,12 +126,6 @@ def memory_call(hold: float) -> dict[str, Any]:
     return {"pid": os.getpid(), "uss": int(info.uss), "rss": int(info.rss)}
 
 
-def _payload_functions() -> dict[str, Callable[..., Any]]:
-    from toolfork.bench.payloads import FUNCTIONS as payloads
-
-    return dict(payloads)
-
-
 FUNCTIONS: dict[str, Callable[..., Any]] = {
     fn.__name__: fn
     for fn in (
@@ -145,7 +141,7 @@ FUNCTIONS: dict[str, Callable[..., Any]] = {
         memory_call,
     )
 }
-FUNCTIONS.update(_payload_functions())
+FUNCTIONS.update(PAYLOAD_FUNCTIONS)
 
 # Tools only toolfork has (a process per call is a setting of a toolfork tool): the same function, each
 # call in a process of its own (``@tool(fresh_process=True)``), named with this suffix (fresh workload).

@@ -15,8 +15,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
+from toolfork.bench.base import Outcome, Peer, Task, exc_text
 from toolfork.bench.calls import FUNCTIONS
-from toolfork.bench.peers import Outcome, Peer, Task, _exc_text
 
 
 def _mpire_call(fn: str, kwargs: dict[str, Any]) -> Any:
@@ -66,9 +66,9 @@ class MpirePeer(Peer):
         try:
             return Outcome("ok", handle.get())
         except TimeoutError as exc:
-            return Outcome("timeout", error=_exc_text(exc))
+            return Outcome("timeout", error=exc_text(exc))
         except Exception as exc:
-            return Outcome("error", error=_exc_text(exc))
+            return Outcome("error", error=exc_text(exc))
 
     def close(self) -> None:
         self.pool.terminate()

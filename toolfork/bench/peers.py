@@ -23,137 +23,17 @@ import pickle
 import selectors
 import threading
 import time
-from abc import ABC, abstractmethod
 from collections import deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from toolfork.bench.base import Outcome, Peer, Task, exc_text
 from toolfork.bench.calls import FUNCTIONS, toolfork_tools
+from toolfork.bench.peer_mpire import MpirePeer
 from toolfork.bench.procs import exit_text
 
-
-@dataclass(frozen=True)
-class Task:
-    """One call of a batch: a function of ``calls.FUNCTIONS`` by name, its arguments, a timeout."""
-
-    fn: str
-    kwargs: dict[str, Any] = field(default_factory=dict)
-    timeout: float | None = None
-
-
-@dataclass
-class Outcome:
-    status: str  # ok | error | timeout | crashed | cancelled
-    value: Any = None
-    error: str | None = None
-
-
-# The workloads behind the executor issue's targets: what --quick keeps for slow-starting executors.
+# The headline workloads (the executor's targets): what --quick keeps for slow-starting executors.
 QUICK_HEADLINE: tuple[str, ...] = ("io", "small", "tiny", "hang", "crash")
-
-
-class Peer(ABC):
-    """One way of running a batch of calls in parallel.
-
-    ``timeout_support`` says what a per-call timeout means for this executor: "kill" (the stuck call
-    is stopped), "abandon" (the caller stops waiting; the call keeps running) or "none" (the executor
-    has no timeout at all, so the hang workload is not run and is reported as such).
-    """
-
-    name: ClassVar[str] = ""
-    description: ClassVar[str] = ""
-    timeout_support: ClassVar[str] = "kill"
-    in_process: ClassVar[bool] = False  # calls run inside the host (no worker processes)
-    shared_processes: ClassVar[bool] = False  # processes outlive one pool (a Ray cluster)
-    limit_factor: ClassVar[float] = 1.0  # slow start-up: the harness stretches time limits
-    requires: ClassVar[tuple[str, ...]] = ()  # importable modules needed
-    # With --quick, only these workloads (None: all). For executors whose start-up alone would eat the
-    # quick run's two minutes; the full run always does every workload.
-    quick_workloads: ClassVar[tuple[str, ...] | None] = None
-    # ``run`` may be called from several threads at once on one pool (the callers workload needs it;
-    # without it that workload is "n/a"). Off unless an executor says so: a custom peer that is not
-    # thread-safe must not be made to look broken.
-    concurrent_callers: ClassVar[bool] = False
-    # How a call gets a process of its own, forked for it and gone after it (the fresh workload):
-    # "per tool" (a setting of the tool, toolfork's ``@tool(fresh_process=True)``: the workload's fresh
-    # calls go to the tool ``<fn>_fresh`` of ``calls.toolfork_tools``, its warm calls to ``<fn>``),
-    # "every call" (every call is forked for itself, so the plain call is the fresh one and there is no
-    # warm worker to compare with) or None (the workload shows "n/a").
-    fresh_process: ClassVar[str | None] = None
-
-    def __init__(self, workers: int) -> None:
-        self.workers = workers
-
-    @classmethod
-    def unavailable(cls) -> str | None:
-        """Why this executor cannot run here (shown as "n/a: ..."), or None."""
-        for module in cls.requires:
-            if importlib.util.find_spec(module) is None:
-                return f"n/a: {module} not installed"
-        return None
-
-    @classmethod
-    def version(cls) -> str | None:
-        if not cls.requires:
-            return None
-        try:
-            from importlib.metadata import version
-
-            return version(cls.requires[0])
-        except Exception:
-            return None
-
-    @classmethod  # noqa: B027 - most peers need no session set-up
-    def setup_session(cls) -> None:
-        """Once per runner process, before any pool (Ray starts its local instance here)."""
-
-    @classmethod  # noqa: B027 - most peers need no session set-up
-    def teardown_session(cls) -> None:
-        """Once per runner process, after the last pool."""
-
-    @abstractmethod
-    def start(self) -> None:
-        ...
-
-    @abstractmethod
-    def run(self, tasks: Sequence[Task]) -> list[Outcome]:
-        ...
-
-    @abstractmethod
-    def close(self) -> None:
-        ...
-
-    def submit_one(self, task: Task) -> Any:
-        """Start one call on its own and return a handle that ``result_one`` waits on: the way a host
-        with one call at a time (an MCP server, an agent framework's per-call tasks) uses the executor.
-
-        Executors with a per-call API (``submit``, ``schedule``, ``apply_async``, ``.remote``) override
-        this pair and hand back their own future, so that nothing of ours is timed on top of it. The
-        default is built on ``run``: a batch of one on a thread of its own when ``run`` may be called
-        concurrently, otherwise right here (the call is then done before the next is submitted).
-        """
-        future: cf.Future[Outcome] = cf.Future()
-
-        def one() -> None:
-            try:
-                future.set_result(self.run([task])[0])
-            except Exception as exc:
-                future.set_result(Outcome("error", error=_exc_text(exc)))
-
-        if self.concurrent_callers:
-            threading.Thread(target=one, name="bench-submit-one", daemon=True).start()
-        else:
-            one()
-        return future
-
-    def result_one(self, handle: Any) -> Outcome:
-        """Wait for a call started by ``submit_one`` and return its outcome."""
-        return handle.result()  # type: ignore[no-any-return]  # the default handle is a Future[Outcome]
-
-
-def _exc_text(exc: BaseException) -> str:
-    return f"{type(exc).__name__}: {exc}"[:500]
 
 
 def _collect_futures(
@@ -179,7 +59,7 @@ def _collect_futures(
         except BaseException as exc:
             if isinstance(exc, (cf.TimeoutError, TimeoutError)) and not fut.done():
                 fut.cancel()
-            outcomes.append(Outcome(classify(exc), error=_exc_text(exc)))
+            outcomes.append(Outcome(classify(exc), error=exc_text(exc)))
     return outcomes
 
 
@@ -188,7 +68,7 @@ def _future_outcome(future: Any, classify: Callable[[BaseException], str]) -> Ou
     try:
         return Outcome("ok", future.result())
     except BaseException as exc:
-        return Outcome(classify(exc), error=_exc_text(exc))
+        return Outcome(classify(exc), error=exc_text(exc))
 
 
 class ThreadsPeer(Peer):
@@ -290,7 +170,7 @@ class MultiprocessPoolPeer(Peer):
         try:
             return Outcome("ok", handle.get())
         except Exception as exc:
-            return Outcome("error", error=_exc_text(exc))
+            return Outcome("error", error=exc_text(exc))
 
     def run(self, tasks: Sequence[Task]) -> list[Outcome]:
         import multiprocess
@@ -303,9 +183,9 @@ class MultiprocessPoolPeer(Peer):
             try:
                 outcomes.append(Outcome("ok", res.get(timeout=wait)))
             except multiprocess.TimeoutError as exc:
-                outcomes.append(Outcome("timeout", error=_exc_text(exc)))
+                outcomes.append(Outcome("timeout", error=exc_text(exc)))
             except Exception as exc:
-                outcomes.append(Outcome("error", error=_exc_text(exc)))
+                outcomes.append(Outcome("error", error=exc_text(exc)))
         return outcomes
 
     def close(self) -> None:
@@ -460,7 +340,7 @@ def _fork_call(task: Task) -> tuple[int, int]:
             try:
                 data = pickle.dumps(("ok", FUNCTIONS[task.fn](**task.kwargs)), pickle.HIGHEST_PROTOCOL)
             except BaseException as exc:
-                data = pickle.dumps(("error", _exc_text(exc)), pickle.HIGHEST_PROTOCOL)
+                data = pickle.dumps(("error", exc_text(exc)), pickle.HIGHEST_PROTOCOL)
             view = memoryview(data)
             while view:
                 view = view[os.write(w, view) :]
@@ -525,9 +405,9 @@ class RayPeer(Peer):
         try:
             return Outcome("ok", ray.get(handle))
         except (ray.exceptions.WorkerCrashedError, ray.exceptions.NodeDiedError) as exc:
-            return Outcome("crashed", error=_exc_text(exc))
+            return Outcome("crashed", error=exc_text(exc))
         except Exception as exc:
-            return Outcome("error", error=_exc_text(exc))
+            return Outcome("error", error=exc_text(exc))
 
     def run(self, tasks: Sequence[Task]) -> list[Outcome]:
         import ray
@@ -541,13 +421,13 @@ class RayPeer(Peer):
                 outcomes.append(Outcome("ok", ray.get(ref, timeout=wait)))
             except ray.exceptions.GetTimeoutError as exc:
                 ray.cancel(ref, force=True)
-                outcomes.append(Outcome("timeout", error=_exc_text(exc)))
+                outcomes.append(Outcome("timeout", error=exc_text(exc)))
             except (ray.exceptions.WorkerCrashedError, ray.exceptions.NodeDiedError) as exc:
-                outcomes.append(Outcome("crashed", error=_exc_text(exc)))
+                outcomes.append(Outcome("crashed", error=exc_text(exc)))
             except ray.exceptions.TaskCancelledError as exc:
-                outcomes.append(Outcome("cancelled", error=_exc_text(exc)))
+                outcomes.append(Outcome("cancelled", error=exc_text(exc)))
             except Exception as exc:
-                outcomes.append(Outcome("error", error=_exc_text(exc)))
+                outcomes.append(Outcome("error", error=exc_text(exc)))
         return outcomes
 
 
@@ -656,13 +536,9 @@ PEERS: dict[str, type[Peer]] = {
         LokyPeer,
         ForkPerCallPeer,
         RayPeer,
+        MpirePeer,
     )
 }
-
-# Peers in modules of their own (imported here, after everything they use from this module exists).
-from toolfork.bench.peer_mpire import MpirePeer  # noqa: E402
-
-PEERS["mpire"] = MpirePeer
 
 # Executors whose names start with this prefix are toolfork's own; the rest are the peers it is
 # compared against ("best peer").

@@ -20,10 +20,11 @@ from collections.abc import Sequence
 from typing import Any
 
 from toolfork.bench import procs
+from toolfork.bench.batch import Context
 from toolfork.bench.calls import calibrate_cpu
 from toolfork.bench.config import BenchConfig
 from toolfork.bench.peers import resolve
-from toolfork.bench.workloads import WORKLOAD_FUNCS, Context, not_applicable
+from toolfork.bench.workloads import WORKLOAD_FUNCS, not_applicable
 
 
 def _json_default(value: Any) -> Any:

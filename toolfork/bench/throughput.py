@@ -103,10 +103,11 @@ def payload_rows(executors: list[str], sizes: tuple[int, ...], reps: int,
     """Median ms of one call returning each payload (kind x size) on every executor, all pools up at
     once and taking turns call by call, so that every executor sees the same machine load (on a shared
     machine, the peer table's cells, run one after the other, drift with the load)."""
+    from toolfork.bench.base import Task
+    from toolfork.bench.batch import require_ok, run_batch, warm_up
     from toolfork.bench.config import size_label
-    from toolfork.bench.payloads import PAYLOAD_KINDS, _size_of
-    from toolfork.bench.peers import Task, resolve
-    from toolfork.bench.workloads import require_ok, run_batch, warm_up
+    from toolfork.bench.payload_calls import PAYLOAD_KINDS, is_whole_payload
+    from toolfork.bench.peers import resolve
 
     peers = {}
     for spec in executors:
@@ -124,7 +125,7 @@ def payload_rows(executors: list[str], sizes: tuple[int, ...], reps: int,
                     for name, peer in peers.items():
                         outcomes, dt = run_batch(peer, [Task(f"payload_{kind}", {"nbytes": size})])
                         require_ok(f"{name} {kind} {size_label(size)}", outcomes)
-                        if not _size_of(kind, outcomes[0].value, size):
+                        if not is_whole_payload(kind, outcomes[0].value, size):
                             raise RuntimeError(f"{name}: {kind} {size_label(size)} came back incomplete")
                         outcomes.clear()
                         row.setdefault(name, []).append(dt * 1e3)

@@ -230,7 +230,7 @@ class WebOptions(Toolkit):
         these options on top of its current ones. This toolkit, and the tools it already handed out,
         are unchanged."""
         merged = self._validated(self._options, {tool: options})
-        clone, _ = self._derive()  # filters carry over; built tools do not (they hold the old options)
+        clone = self.clone()  # filters carry over; built tools do not (they hold the old options)
         clone._options = merged
         return clone
 

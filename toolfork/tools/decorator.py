@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, overload
-
-from pydantic import BaseModel
+from typing import TYPE_CHECKING, Any, overload
 
 from toolfork.tools.errors import ToolDefinitionError
-from toolfork.tools.tool import _UNSET, OnError, Tool, _Unset
+from toolfork.tools.settings import SettingKeywords
+from toolfork.tools.tool import Tool
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 
 @overload
@@ -22,23 +24,14 @@ def tool(
     *,
     name: str | None = None,
     description: str | None = None,
-    timeout: float | _Unset | None = _UNSET,
-    max_runs: int | _Unset | None = _UNSET,
-    on_error: OnError | _Unset = _UNSET,
-    inline: bool | _Unset = _UNSET,
-    fresh_process: bool | _Unset = _UNSET,
-    retries: int | _Unset = _UNSET,
-    track_by_inputs: bool | _Unset = _UNSET,
-    approval_policy: Callable[[dict[str, Any]], bool | str] | _Unset | None = _UNSET,
-    output_model: type[BaseModel] | _Unset | None = _UNSET,
-    max_output_chars: int | _Unset | None = _UNSET,
     visible: bool = True,
+    **settings: Unpack[SettingKeywords],
 ) -> Callable[[Callable[..., Any]], Tool]: ...
 
 
 def tool(fn_or_name: Any = None, /, *, name: str | None = None, **settings: Any) -> Any:
-    """Turn a function into a ``Tool``: bare (``@tool``), with settings (``@tool(timeout=5)``) or
-    with a name (``@tool("lookup")``). The result is still callable like the function."""
+    """Turn a function into a ``Tool``: bare (``@tool``), with settings (``@tool(timeout=5)``, any of
+    ``ToolSettings``) or with a name (``@tool("lookup")``). The result is still callable like the function."""
     if isinstance(fn_or_name, str):
         if name is not None:
             raise ToolDefinitionError("give the tool name once: @tool('x') or @tool(name='x')")

@@ -10,14 +10,13 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import enum
 import inspect
 import re
 import sys
 import types
 import warnings
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Literal, TypeVar, Union, get_args, get_origin
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, Union, get_args, get_origin
 
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
@@ -44,24 +43,20 @@ from toolfork.tools.schema import (
     openai_definition,
     type_label,
 )
+from toolfork.tools.settings import (
+    ON_ERROR_VALUES,
+    ApprovalPolicy,
+    OnError,
+    SettingKeywords,
+    ToolSettings,
+    check_settings,
+)
 from toolfork.tools.validation import pydantic_errors
 
-OnError = Literal["fail-run", "return-to-model"]
-ON_ERROR_VALUES: tuple[str, ...] = ("fail-run", "return-to-model")
-# ``approval_policy``: True asks every time, False never asks (even under an agent-wide policy), None
-# leaves it to the agent, a callable decides per call from the validated inputs.
-ApprovalPolicy = Union[bool, Callable[[dict[str, Any]], Union[bool, str]]]  # noqa: UP007
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
 T = TypeVar("T", bound="Tool")
-
-
-class _Unset(enum.Enum):
-    UNSET = 0
-
-
-_UNSET = _Unset.UNSET
-_SETTINGS = ("timeout", "max_runs", "on_error", "inline", "fresh_process", "retries", "track_by_inputs",
-             "approval_policy", "output_model", "max_output_chars", "manual", "on_tool_called",
-             "on_response_received")
 
 
 def _snake(name: str) -> str:
@@ -79,35 +74,13 @@ def _run_coroutine(coro: Any) -> Any:
         return pool.submit(asyncio.run, coro).result()
 
 
-class Tool:
-    """A tool a model can call. Settings may be given to the constructor or, in a subclass, as class
-    attributes (``timeout = 5``)."""
+class Tool(ToolSettings):
+    """A tool a model can call. Settings (``ToolSettings``: timeout, max_runs, on_error, ...) may be
+    given to the constructor or, in a subclass, as class attributes (``timeout = 5``)."""
 
-    # Class-level defaults; a subclass may override any of them as class attributes.
+    # Class-level defaults; a subclass may override them as class attributes.
     name: str = ""
     description: str = ""
-    timeout: float | None = None
-    max_runs: int | None = None
-    on_error: OnError = "fail-run"
-    inline: bool = False
-    # Each call in a process of its own, forked from the pool's pristine template and gone after the
-    # call: no state left by earlier calls (globals, cwd, environment) reaches it. Costs a fork a call.
-    fresh_process: bool = False
-    retries: int = 0
-    track_by_inputs: bool = False
-    approval_policy: ApprovalPolicy | None = None
-    output_model: type[BaseModel] | None = None
-    # Cap on the text a model reads from this tool; applied by the agent (head and tail kept), not here.
-    max_output_chars: int | None = None
-    # A manual tool has no callable by design: the agent pauses the run (kind "manual") and a person or
-    # program supplies the result with ``submit_tool_results``.
-    manual: bool = False
-    # Interactive hooks (run by the agent, in the host). ``on_tool_called(inputs)``: None pauses the run
-    # for a person (kind "hitl"), any other value is the call's result at once (the tool does not run).
-    # ``on_response_received(value)``: checks or transforms a result supplied on resume, before
-    # ``output_model``; raising refuses the submission.
-    on_tool_called: Callable[[dict[str, Any]], Any] | None = None
-    on_response_received: Callable[[Any], Any] | None = None
 
     def __init__(
         self,
@@ -116,20 +89,8 @@ class Tool:
         fn: Callable[..., Any] | None = None,
         *,
         properties: Sequence[ToolProperty] | None = None,
-        timeout: float | _Unset | None = _UNSET,
-        max_runs: int | _Unset | None = _UNSET,
-        on_error: OnError | _Unset = _UNSET,
-        inline: bool | _Unset = _UNSET,
-        fresh_process: bool | _Unset = _UNSET,
-        retries: int | _Unset = _UNSET,
-        track_by_inputs: bool | _Unset = _UNSET,
-        approval_policy: ApprovalPolicy | _Unset | None = _UNSET,
-        output_model: type[BaseModel] | _Unset | None = _UNSET,
-        max_output_chars: int | _Unset | None = _UNSET,
-        manual: bool | _Unset = _UNSET,
-        on_tool_called: Callable[[dict[str, Any]], Any] | _Unset | None = _UNSET,
-        on_response_received: Callable[[Any], Any] | _Unset | None = _UNSET,
         visible: bool = True,
+        **settings: Unpack[SettingKeywords],
     ) -> None:
         cls = type(self)
         subclass_call = cls.__call__ is not Tool.__call__
@@ -148,10 +109,7 @@ class Tool:
                 f"the function name {name!r} is not a valid tool name (^[a-zA-Z0-9_-]{{1,64}}$); pass name=")
         self.name = check_name(name)
         self._visible = bool(visible)
-        self.configure(timeout=timeout, max_runs=max_runs, on_error=on_error, inline=inline,
-                       fresh_process=fresh_process, retries=retries, track_by_inputs=track_by_inputs,
-                       approval_policy=approval_policy, output_model=output_model, max_output_chars=max_output_chars,
-                       manual=manual, on_tool_called=on_tool_called, on_response_received=on_response_received)
+        self.configure(**settings)
         # Where the parameters come from: "signature" (fn or typed __call__), "properties" or "schema".
         self._source: str
         self._spec: Any
@@ -184,15 +142,10 @@ class Tool:
         self._bind_callable()
 
     # -- settings -------------------------------------------------------------------------------
-    def configure(self: T, **settings: Any) -> T:
+    def configure(self: T, **settings: Unpack[SettingKeywords]) -> T:
         """Change settings (``timeout``, ``max_runs``, ``on_error``...) after construction; returns self."""
-        for key, value in settings.items():
-            if value is _UNSET:
-                continue
-            if key not in _SETTINGS:
-                raise ToolDefinitionError(
-                    f"tool '{self.name}': unknown setting {key!r} (valid: {', '.join(_SETTINGS)})")
-            setattr(self, key, self._check_setting(key, value))
+        for key, value in check_settings(f"tool '{self.name}'", settings).items():
+            setattr(self, key, value)
         if self.manual and self._fn_or_none() is not None:
             raise ToolDefinitionError(f"tool '{self.name}': manual=True means the tool has no callable (a person "
                                       "or program supplies its result); remove the callable or manual=True")
@@ -200,32 +153,6 @@ class Tool:
             raise ToolDefinitionError(f"tool '{self.name}': inline=True runs in the host, fresh_process=True in a "
                                       "new process for each call: choose one")
         return self
-
-    def _check_setting(self, key: str, value: Any) -> Any:
-        where = f"tool '{self.name}'"
-        if key in ("timeout",) and value is not None:
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
-                raise ToolDefinitionError(f"{where}: timeout must be a positive number of seconds or None")
-            return float(value)
-        if key in ("max_runs", "max_output_chars") and value is not None:
-            least = 0 if key == "max_runs" else 1
-            if isinstance(value, bool) or not isinstance(value, int) or value < least:
-                raise ToolDefinitionError(f"{where}: {key} must be an integer >= {least}, or None")
-        if key == "retries" and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
-            raise ToolDefinitionError(f"{where}: retries must be a non-negative integer")
-        if key == "on_error" and value not in ON_ERROR_VALUES:
-            raise ToolDefinitionError(f"{where}: on_error must be one of {ON_ERROR_VALUES}, got {value!r}")
-        if key in ("inline", "fresh_process", "track_by_inputs", "manual"):
-            return bool(value)
-        if key in ("on_tool_called", "on_response_received") and value is not None and not callable(value):
-            raise ToolDefinitionError(f"{where}: {key} must be callable or None, got {value!r}")
-        if key == "output_model" and value is not None and not (
-                isinstance(value, type) and issubclass(value, BaseModel)):
-            raise ToolDefinitionError(f"{where}: output_model must be a pydantic BaseModel subclass")
-        if key == "approval_policy" and value is not None and not isinstance(value, bool) and not callable(value):
-            raise ToolDefinitionError(f"{where}: approval_policy must be True (always ask), False (never ask), "
-                                      f"None (the agent's policy) or a callable (inputs) -> bool | str; got {value!r}")
-        return value
 
     def _fn_or_none(self) -> Callable[..., Any] | None:
         # configure() runs before __init__ has bound the callable.
@@ -341,11 +268,11 @@ class Tool:
         description: str | None,
         schema: Mapping[str, Any],
         fn: Callable[..., Any] | None = None,
-        **settings: Any,
+        visible: bool = True,
+        **settings: Unpack[SettingKeywords],
     ) -> Tool:
         """A tool described by a raw JSON Schema (as MCP servers describe theirs). Arguments are
         validated against the schema as JSON Schema: no coercion, top-level defaults filled in."""
-        visible = settings.pop("visible", True)
         t = Tool.__new__(Tool)
         t.name = check_name(name)
         t._fn = None

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from typing import Any, ClassVar, TypeVar
 
 from toolfork.tools.errors import ToolDefinitionError
@@ -21,6 +23,17 @@ def _matches(t: Tool, ref: ToolRef) -> bool:
 
 def _label(ref: ToolRef) -> str:
     return repr(ref) if isinstance(ref, str) else ref.__name__
+
+
+@dataclass(frozen=True)
+class Selection:
+    """What a user did to a toolkit's tools: immutable, so a derived toolkit shares nothing it could
+    change behind the original's back, and deriving one is ``dataclasses.replace``."""
+
+    exclude: tuple[ToolRef, ...] = ()
+    only: tuple[ToolRef, ...] | None = None  # None: every tool
+    adjust: tuple[tuple[ToolRef, Callable[[Tool], Tool | None]], ...] = ()  # ``with_`` in order
+    added: tuple[Tool, ...] = ()
 
 
 class Toolkit:
@@ -41,15 +54,14 @@ class Toolkit:
             cls.name = cls.__name__
 
     def __init__(self) -> None:
-        self._state()
+        self._selection()
 
-    def _state(self) -> dict[str, Any]:
+    def _selection(self) -> Selection:
         # Created lazily too, so a subclass that forgets super().__init__() still works.
-        state: dict[str, Any] | None = self.__dict__.get("_toolkit_state")
-        if state is None:
-            state = {"exclude": [], "only": None, "with": [], "added": [], "cache": None}
-            self.__dict__["_toolkit_state"] = state
-        return state
+        selection: Selection | None = self.__dict__.get("_toolkit_selection")
+        if selection is None:
+            selection = self.__dict__["_toolkit_selection"] = Selection()
+        return selection
 
     @property
     def toolkit_name(self) -> str:
@@ -64,62 +76,58 @@ class Toolkit:
         return []
 
     # -- configuration (each returns a new toolkit) ----------------------------------------------
-    def _derive(self: K) -> tuple[K, dict[str, Any]]:
-        """A shallow copy of this toolkit (its own settings, e.g. an API key, shared) with a state of
-        its own; the cached tool list is not carried over."""
+    def clone(self: K) -> K:
+        """A new toolkit like this one: a shallow copy (its own settings, e.g. an API key, shared), the
+        same selection, none of the tools already built. For subclasses whose own ``with_...`` methods
+        return a changed toolkit."""
+        return self._derive()
+
+    def _derive(self: K, **changes: Any) -> K:
         new = copy.copy(self)
-        old = self._state()
-        state = {"exclude": list(old["exclude"]), "only": None if old["only"] is None else list(old["only"]),
-                 "with": list(old["with"]), "added": list(old["added"]), "cache": None}
-        new.__dict__["_toolkit_state"] = state
-        return new, state
+        new.__dict__["_toolkit_selection"] = dataclasses.replace(self._selection(), **changes)
+        new.__dict__.pop("_toolkit_tools", None)
+        return new
 
     def exclude(self: K, refs: Iterable[ToolRef]) -> K:
         """Drop tools by name or class. Excluding a tool that is not there is not an error."""
-        new, state = self._derive()
-        state["exclude"] = [*state["exclude"], *_refs(refs)]
-        return new
+        return self._derive(exclude=(*self._selection().exclude, *_refs(refs)))
 
     def only(self: K, refs: Iterable[ToolRef]) -> K:
         """Keep only these tools; naming a tool that does not exist is an error (a typo would otherwise
         silently remove everything)."""
-        new, state = self._derive()
-        state["only"] = [*(state["only"] or []), *_refs(refs)]
-        return new
+        return self._derive(only=(*(self._selection().only or ()), *_refs(refs)))
 
     def with_(self: K, ref: ToolRef, fn: Callable[[Tool], Tool | None]) -> K:
         """Adjust one tool: ``fn(tool)`` may change it in place (return None) or return a replacement. It
         gets a copy of the tool: the toolkit's (possibly module-level) tool objects are never changed."""
         if not callable(fn):
             raise ToolDefinitionError(f"{self.toolkit_name}.with_(): the second argument must be callable")
-        new, state = self._derive()
-        state["with"] = [*state["with"], (_refs([ref])[0], fn)]
-        return new
+        return self._derive(adjust=(*self._selection().adjust, (_refs([ref])[0], fn)))
 
     def add(self: K, *tools: Tool | Callable[..., Any]) -> K:
         """Add tools (plain functions are wrapped with ``@tool``)."""
         from toolfork.tools.decorator import tool as make_tool
 
-        new, state = self._derive()
-        state["added"] = [*state["added"], *(t if isinstance(t, Tool) else make_tool(t) for t in tools)]
-        return new
+        added = tuple(t if isinstance(t, Tool) else make_tool(t) for t in tools)
+        return self._derive(added=(*self._selection().added, *added))
 
     # -- the result -----------------------------------------------------------------------------
     def tools(self) -> list[Tool]:
-        state = self._state()
-        if state["cache"] is not None:
-            return list(state["cache"])
+        cached: list[Tool] | None = self.__dict__.get("_toolkit_tools")
+        if cached is not None:
+            return list(cached)
+        selection = self._selection()
         provided = self.provide()
         if not isinstance(provided, (list, tuple)):
             raise ToolDefinitionError(f"{self.toolkit_name}.provide() must return a list of tools")
         result: list[Tool] = []
-        for t in [*provided, *state["added"]]:
+        for t in [*provided, *selection.added]:
             if not isinstance(t, Tool):
                 raise ToolDefinitionError(
                     f"{self.toolkit_name}.provide() returned {t!r}, which is not a Tool")
             result.append(t)
         all_names = [t.name for t in result]
-        only = state["only"]
+        only = selection.only
         if only is not None:
             for ref in only:
                 if not any(_matches(t, ref) for t in result):
@@ -127,8 +135,8 @@ class Toolkit:
                         f"{self.toolkit_name}.only(): no tool {_label(ref)} "
                         f"(tools: {', '.join(all_names) or 'none'})")
             result = [t for t in result if any(_matches(t, r) for r in only)]
-        result = [t for t in result if not any(_matches(t, r) for r in state["exclude"])]
-        for ref, fn in state["with"]:
+        result = [t for t in result if not any(_matches(t, r) for r in selection.exclude)]
+        for ref, fn in selection.adjust:
             hit = False
             for i, t in enumerate(result):
                 if _matches(t, ref):
@@ -146,7 +154,7 @@ class Toolkit:
                 raise ToolDefinitionError(
                     f"{self.toolkit_name}.with_(): no tool {_label(ref)} among the selected tools "
                     f"({', '.join(t.name for t in result) or 'none'})")
-        state["cache"] = result
+        self.__dict__["_toolkit_tools"] = result
         return list(result)
 
     def __iter__(self) -> Any:
@@ -170,4 +178,4 @@ def _refs(refs: Iterable[ToolRef]) -> list[ToolRef]:
     return out
 
 
-__all__ = ["Toolkit"]
+__all__ = ["Selection", "Toolkit"]

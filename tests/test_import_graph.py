@@ -1,0 +1,203 @@
+"""toolfork's import graph has no circle.
+
+The graph is built from the source with ``ast``, not by importing: every ``import`` statement counts
+wherever it stands (module level, inside a function, under ``if TYPE_CHECKING:``), because a circle
+hidden in a function or a type-checking block is still a circle a reader has to untangle. Relative
+imports are resolved against the importing module's package; ``from pkg import name`` counts as an
+import of ``pkg.name`` when that is a module of the package, else as an import of ``pkg``. Only edges
+between toolfork's own modules are kept. Importing ``a.b.c`` runs ``a/__init__`` and ``a/b/__init__``
+too, but those edges are not counted: a package's ``__init__`` re-exporting its modules would make
+every package a circle of its own and hide the real ones.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections import deque
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+PACKAGE_DIR = Path(__file__).resolve().parents[1] / "toolfork"
+
+
+def find_modules(package_dir: Path) -> dict[str, Path]:
+    """Dotted module name -> file, for every module of a package (``pkg/__init__.py`` is ``pkg``)."""
+    found = {}
+    for path in sorted(package_dir.rglob("*.py")):
+        parts = list(path.relative_to(package_dir.parent).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        found[".".join(parts)] = path
+    return found
+
+
+@dataclass(frozen=True)
+class Imported:
+    module: str  # the package's module the statement loads
+    names: tuple[str, ...]  # names taken from it (``from M import a, b``), empty for ``import M``
+    line: int
+
+
+def _resolve(modules: dict[str, Path], importer: str, node: ast.ImportFrom) -> str:
+    if not node.level:
+        return node.module or ""
+    package = importer if modules[importer].name == "__init__.py" else importer.rpartition(".")[0]
+    base = package.split(".")
+    if node.level > 1:
+        base = base[: len(base) - (node.level - 1)]
+    return ".".join([*base, node.module] if node.module else base)
+
+
+def _owning_module(modules: dict[str, Path], dotted: str) -> str | None:
+    """The module a dotted import name loads (itself, or its longest prefix that is a module)."""
+    while dotted:
+        if dotted in modules:
+            return dotted
+        dotted = dotted.rpartition(".")[0]
+    return None
+
+
+def imports_of(modules: dict[str, Path], module: str) -> Iterator[Imported]:
+    tree = ast.parse(modules[module].read_text(), filename=str(modules[module]))
+    for node in ast.walk(tree):  # every statement, wherever it stands
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                target = _owning_module(modules, alias.name)
+                if target:
+                    yield Imported(target, (), node.lineno)
+        elif isinstance(node, ast.ImportFrom):
+            source = _resolve(modules, module, node)
+            plain: list[str] = []
+            for alias in node.names:
+                submodule = f"{source}.{alias.name}"
+                if submodule in modules:
+                    yield Imported(submodule, (), node.lineno)
+                else:
+                    plain.append(alias.name)
+            target = _owning_module(modules, source)
+            if plain and target:
+                yield Imported(target, tuple(plain), node.lineno)
+
+
+def import_graph(modules: dict[str, Path]) -> dict[str, set[str]]:
+    return {m: {i.module for i in imports_of(modules, m) if i.module != m} for m in modules}
+
+
+def strongly_connected(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Tarjan's algorithm, iterative; components of more than one module (or with a self edge)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    counter = 0
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = counter
+        counter += 1
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = counter
+                    counter += 1
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph[child]))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1 or node in graph[node]:
+                    found.append(sorted(component))
+    return sorted(found)
+
+
+def shortest_cycle_through(graph: dict[str, set[str]], start: str, within: set[str]) -> list[str]:
+    """The shortest path start -> ... -> start inside one component (breadth first)."""
+    parent: dict[str, str] = {}
+    queue = deque([start])
+    seen = {start}
+    while queue:
+        node = queue.popleft()
+        for nxt in sorted(graph[node] & within):
+            if nxt == start:
+                path = [node]
+                while path[-1] != start:
+                    path.append(parent[path[-1]])
+                return [*reversed(path), start]
+            if nxt not in seen:
+                seen.add(nxt)
+                parent[nxt] = node
+                queue.append(nxt)
+    raise AssertionError(f"{start} is in a component but on no cycle")
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Every circle, as paths: for each component, the shortest cycle through each of its modules,
+    each distinct cycle once (rotations folded)."""
+    out: list[list[str]] = []
+    seen: set[tuple[str, ...]] = set()
+    for component in strongly_connected(graph):
+        members = set(component)
+        for start in component:
+            path = shortest_cycle_through(graph, start, members)
+            ring = path[:-1]
+            turn = ring.index(min(ring))
+            key = tuple(ring[turn:] + ring[:turn])
+            if key not in seen:
+                seen.add(key)
+                out.append([*key, key[0]])
+    return out
+
+
+def test_the_graph_sees_every_kind_of_import(tmp_path: Path) -> None:
+    """The builder itself, on a package whose imports are known: a relative import, a submodule taken
+    with ``from pkg import name``, an import inside a function, one under TYPE_CHECKING, a name taken
+    from a module (not a submodule), and modules outside the package (left out)."""
+    pkg = tmp_path / "pkg"
+    (pkg / "sub").mkdir(parents=True)
+    files = {
+        "__init__.py": "from pkg.a import A\n",
+        "a.py": "import os\nfrom .b import B\nA = 1\n",
+        "b.py": "def f():\n    import pkg.sub.c\nB = 2\n",
+        "sub/__init__.py": "from . import c\nfrom .. import d\n",
+        "sub/c.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from ..a import A\n",
+        "d.py": "from pkg.sub import c as see\nimport pkg.a.A\n",
+    }
+    for name, text in files.items():
+        (pkg / name).write_text(text)
+    graph = import_graph(find_modules(pkg))
+    assert graph == {
+        "pkg": {"pkg.a"},
+        "pkg.a": {"pkg.b"},
+        "pkg.b": {"pkg.sub.c"},
+        "pkg.sub": {"pkg.sub.c", "pkg.d"},
+        "pkg.sub.c": {"pkg.a"},
+        "pkg.d": {"pkg.sub.c", "pkg.a"},
+    }
+    assert cycles(graph) == [["pkg.a", "pkg.b", "pkg.sub.c", "pkg.a"]]
+    toy = {"a": {"b"}, "b": {"c"}, "c": {"a", "d"}, "d": {"d"}, "e": {"a"}, "f": {"g"}, "g": {"f", "a"}}
+    assert strongly_connected(toy) == [["a", "b", "c"], ["d"], ["f", "g"]]
+    assert cycles(toy) == [["a", "b", "c", "a"], ["d", "d"], ["f", "g", "f"]]
+
+
+def test_no_import_circle_in_toolfork() -> None:
+    found = cycles(import_graph(find_modules(PACKAGE_DIR)))
+    assert not found, f"{len(found)} import circle(s):\n" + "\n".join(" -> ".join(c) for c in found)
