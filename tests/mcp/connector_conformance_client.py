@@ -22,9 +22,9 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
-from toolfork.executor import Executor, ToolCall, ToolResult  # noqa: E402
-from toolfork.mcp import MCPConnector  # noqa: E402
-from toolfork.mcp.auth import InMemoryTokenStorage, authorization_code, client_credentials  # noqa: E402
+from toolfork.executor import Executor, ToolCall, ToolResult
+from toolfork.mcp import MCPConnector
+from toolfork.mcp.auth import InMemoryTokenStorage, authorization_code, client_credentials
 
 logging.basicConfig(level=logging.INFO, stream=sys.stderr)
 log = logging.getLogger("conformance-client")
@@ -188,7 +188,8 @@ def run(scenario: str, url: str) -> None:
         elif scenario == "elicitation-sep1034-client-defaults":
             call(connector, [("test_client_elicitation_defaults", {})])
         elif scenario == "sep-2322-client-request-state":
-            for name in ("test_mrtr_echo_state", "test_mrtr_unrelated", "test_mrtr_no_state", "test_mrtr_no_result_type"):
+            mrtr = ("test_mrtr_echo_state", "test_mrtr_unrelated", "test_mrtr_no_state", "test_mrtr_no_result_type")
+            for name in mrtr:
                 call(connector, [(name, {})])  # one after another, as the scenario expects them
         elif scenario == "json-schema-2020-12-preservation":
             focal = tools["json_schema_2020_12_tool"]

@@ -67,7 +67,7 @@ class MCPConnector(Toolkit):
                  elicitation: Callable[..., Any] | None = None, sampling: Callable[..., Any] | None = None,
                  roots: Callable[..., Any] | None = None, logging: Callable[..., Any] | None = None,
                  log_level: str | None = None, max_list_pages: int = 100,
-                 list_timeout: float = OPEN_TIMEOUT + 30) -> None:
+                 list_timeout: float = 60.0) -> None:
         super().__init__()
         import_optional("mcp", "MCPConnector")  # now, not in the loop thread at the first call
         if prefix and not re.fullmatch(r"[a-zA-Z0-9_-]*", prefix):
@@ -94,7 +94,7 @@ class MCPConnector(Toolkit):
     def provide(self) -> list[Tool]:
         host = self._host
         # The listing stops itself at list_timeout; the wait here is only the backstop behind it.
-        listed = host.run(host.list_tools(self._limits), self._limits.timeout_s + 15)
+        listed = host.run(host.list_tools(self._limits), OPEN_TIMEOUT + self._limits.timeout_s + 15)
         tools = []
         skipped: dict[str, str] = {}
         where = self._target.describe()

@@ -143,6 +143,8 @@ class Host:
         try:
             return future.result(timeout)
         except FutureTimeout:
+            if future.done():  # the coroutine's own TimeoutError (one class with FutureTimeout from 3.11)
+                raise
             future.cancel()
             raise TimeoutError(f"no answer from the {self.target.describe()} in {timeout:g}s") from None
 
@@ -239,17 +241,18 @@ class Host:
                 opened.set_exception(exc)
 
     async def list_tools(self, limits: ListLimits) -> list[Any]:
-        """Every page of ``tools/list``, within ``limits``: a listing that is still going at its deadline,
+        """Every page of ``tools/list``, within ``limits``: a listing that is still going at its deadline
+        (counted from the open session),
         runs past ``max_pages`` or sends a cursor it sent before is an error naming the server."""
         where = self.target.describe()
+        client = await self.session()  # opening is bounded by OPEN_TIMEOUT; the deadline is the listing's
         try:
-            return await asyncio.wait_for(self._walk_tools(limits.max_pages), limits.timeout_s)
+            return await asyncio.wait_for(self._walk_tools(client, limits.max_pages), limits.timeout_s)
         except asyncio.TimeoutError:
             raise TimeoutError(f"the {where} did not finish listing its tools in {limits.timeout_s:g}s "
                                "(list_timeout=); the listing was stopped") from None
 
-    async def _walk_tools(self, max_pages: int) -> list[Any]:
-        client = await self.session()
+    async def _walk_tools(self, client: Any, max_pages: int) -> list[Any]:
         where = self.target.describe()
         tools: list[Any] = []
         cursor: str | None = None

@@ -29,7 +29,7 @@ class ListLimits:
     """Bounds of one ``tools/list`` walk: a server whose pages never end is stopped, not followed."""
 
     max_pages: int = 100
-    timeout_s: float = 90.0
+    timeout_s: float = 60.0  # from the open session to the last page
 
     def __post_init__(self) -> None:
         if not isinstance(self.max_pages, int) or isinstance(self.max_pages, bool) or self.max_pages < 1:
