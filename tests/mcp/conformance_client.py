@@ -98,7 +98,7 @@ def main() -> None:
     parser.add_argument("--spec-version")
     parser.add_argument("--sdk", action="store_true", help="run the SDK's own conformance client")
     parser.add_argument("-v", "--verbose", action="store_true", help="print the harness output of failures")
-    opts = parser.parse_args()
+    opts = parser.parse_intermixed_args()
     why = missing()
     if why:
         sys.exit(why)

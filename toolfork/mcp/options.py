@@ -64,7 +64,7 @@ class ClientOptions:
         for name, fn in named.items():
             if fn is not None and not callable(fn):
                 raise TypeError(f"MCPConnector({name}=...) must be callable, got {fn!r}")
-        return cls(mode, *(awaitable(fn) for fn in named.values()), log_level)
+        return cls(mode, awaitable(elicitation), awaitable(sampling), awaitable(roots), awaitable(logging), log_level)
 
     def client_kwargs(self) -> dict[str, Any]:
         return {"mode": self.mode, "elicitation_callback": self.elicitation, "sampling_callback": self.sampling,
