@@ -119,6 +119,13 @@ async def think(prompt: str, sampled: Annotated[types.CreateMessageResult, Resol
     return f"{sampled.model}:{getattr(sampled.content, 'text', '')}"
 
 
+@server.tool()
+async def note(text: str, ctx: Context) -> str:
+    """Send the client a log message (notifications/message), then answer."""
+    await ctx.info(f"note: {text}")
+    return "noted"
+
+
 if __name__ == "__main__":
     if len(sys.argv) > 2 and sys.argv[1] == "--http":
         server.run("streamable-http", host="127.0.0.1", port=int(sys.argv[2]))

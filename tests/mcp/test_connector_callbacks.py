@@ -71,6 +71,22 @@ def test_elicitation_and_sampling_are_answered_by_the_callbacks(transport: str, 
     assert think.output.as_text() == "stub-model:HELLO"
 
 
+@pytest.mark.parametrize("protocol", ["legacy", "auto"])
+def test_log_messages_reach_the_logging_callback(protocol: str, http_url: str) -> None:
+    received: list[Any] = []
+
+    async def collect(params: types.LoggingMessageNotificationParams) -> None:
+        received.append((params.level, params.data))
+
+    with connect("http", http_url, protocol, logging=collect, log_level="info") as connector:
+        result = run1(connector, "note", {"text": "hello"})
+        assert result.ok and result.output is not None and result.output.as_text() == "noted"
+        deadline = time.monotonic() + 10  # a notification may trail its result by a moment
+        while not received and time.monotonic() < deadline:
+            time.sleep(0.05)
+    assert received == [("info", "note: hello")]
+
+
 @pytest.mark.parametrize("transport", ["stdio", "http"])
 def test_a_server_that_asks_a_connector_without_callbacks_gets_a_refusal_not_a_hang(transport: str,
                                                                                      http_url: str) -> None:
