@@ -66,8 +66,8 @@ class MCPConnector(Toolkit):
                  label: str | None = None, auth: Any = None, protocol: str = "auto",
                  elicitation: Callable[..., Any] | None = None, sampling: Callable[..., Any] | None = None,
                  roots: Callable[..., Any] | None = None, logging: Callable[..., Any] | None = None,
-                 log_level: str | None = None, max_list_pages: int = 100,
-                 list_timeout: float = 60.0) -> None:
+                 log_level: str | None = None, max_list_pages: int = ListLimits.max_pages,
+                 list_timeout: float = ListLimits.timeout_s) -> None:
         super().__init__()
         import_optional("mcp", "MCPConnector")  # now, not in the loop thread at the first call
         if prefix and not re.fullmatch(r"[a-zA-Z0-9_-]*", prefix):
