@@ -9,9 +9,10 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
+from typing import Annotated
 
 import mcp_types as types
-from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver import AcceptedElicitation, Context, Elicit, ElicitationResult, MCPServer, Resolve, Sample
 from pydantic import BaseModel
 
 server = MCPServer("toolfork-test-server")
@@ -89,6 +90,40 @@ def media() -> types.CallToolResult:
         types.EmbeddedResource(type="resource", resource=types.BlobResourceContents(
             uri="mem://blob", blob="AAEC", mime_type="application/octet-stream")),
     ], structured_content={"k": 1})
+
+
+class Answer(BaseModel):
+    name: str
+
+
+def ask_name(question: str) -> Elicit[Answer]:
+    return Elicit(question, Answer)
+
+
+def ask_model(prompt: str) -> Sample:
+    return Sample([types.SamplingMessage(role="user", content=types.TextContent(type="text", text=prompt))],
+                  max_tokens=20)
+
+
+# Resolvers, not ctx.elicit: the SDK asks mid-call on a handshake session and by an input-required
+# result (SEP-2322) on a 2026-07-28 one, so one tool exercises both.
+@server.tool()
+async def ask(question: str, answer: Annotated[ElicitationResult[Answer], Resolve(ask_name)]) -> str:
+    """Ask the client for a name (elicitation) and say what it answered."""
+    return f"accept:{answer.data.name}" if isinstance(answer, AcceptedElicitation) else answer.action
+
+
+@server.tool()
+async def think(prompt: str, sampled: Annotated[types.CreateMessageResult, Resolve(ask_model)]) -> str:
+    """Ask the client's model (sampling) and give its text back."""
+    return f"{sampled.model}:{getattr(sampled.content, 'text', '')}"
+
+
+@server.tool()
+async def note(text: str, ctx: Context) -> str:
+    """Send the client a log message (notifications/message), then answer."""
+    await ctx.info(f"note: {text}")
+    return "noted"
 
 
 if __name__ == "__main__":

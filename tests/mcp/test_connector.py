@@ -7,7 +7,6 @@ One stdio server and one executor serve the whole module (opening a session cost
 from __future__ import annotations
 
 import json
-import socket
 import subprocess
 import sys
 import time
@@ -18,6 +17,7 @@ from typing import Any
 import pytest
 
 from tests.mcp.conftest import EVERYTHING, ROOT, SDK_SERVER, alive, python_env
+from tests.mcp.http_servers import free_port, serving
 from toolfork.executor import Executor
 from toolfork.executor.types import CallFinished, CallProgress, ToolCall, ToolResult
 from toolfork.mcp import MCPConnector
@@ -218,29 +218,10 @@ def _gone(pid: int) -> None:
 
 # ------------------------------------------------------------------ streamable HTTP
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
 def http_server() -> Iterator[str]:
-    port = _free_port()
-    proc = subprocess.Popen([*SDK_SERVER, "--http", str(port)], cwd=ROOT, env=python_env(),
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            with socket.socket() as s:
-                if s.connect_ex(("127.0.0.1", port)) == 0:
-                    break
-            assert proc.poll() is None and time.monotonic() < deadline, "the HTTP MCP server did not start"
-            time.sleep(0.05)
-        yield f"http://127.0.0.1:{port}/mcp"
-    finally:
-        proc.terminate()
-        proc.wait(10)
+    with serving(SDK_SERVER) as url:
+        yield url
 
 
 def test_streamable_http_server(http_server: str) -> None:
@@ -258,7 +239,7 @@ def test_streamable_http_server(http_server: str) -> None:
 
 
 def test_http_server_down_is_a_clear_error(http_server: str) -> None:
-    port = _free_port()
+    port = free_port()
     down = MCPConnector(url=f"http://127.0.0.1:{port}/mcp")
     try:
         with pytest.raises(ConnectionError, match=f"127.0.0.1:{port}/mcp"):
@@ -266,7 +247,7 @@ def test_http_server_down_is_a_clear_error(http_server: str) -> None:
     finally:
         down.close()
     # A server that goes away after the tools were listed: the call's result says so.
-    port = _free_port()
+    port = free_port()
     proc = subprocess.Popen([*SDK_SERVER, "--http", str(port)], cwd=ROOT, env=python_env(),
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     connector = MCPConnector(url=f"http://127.0.0.1:{port}/mcp")

@@ -6,8 +6,8 @@
 
 from __future__ import annotations
 
-from toolfork.mcp.connector import MCPConnector
+from toolfork.mcp.connector import MCPConnector, SkippedToolWarning
 from toolfork.mcp.host import MCPConnectionError
 from toolfork.mcp.relay import MCPToolError
 
-__all__ = ["MCPConnectionError", "MCPConnector", "MCPToolError"]
+__all__ = ["MCPConnectionError", "MCPConnector", "MCPToolError", "SkippedToolWarning"]

