@@ -99,7 +99,7 @@ class Glob:
 
     def _closure(self, states: set[int]) -> set[int]:
         """Add the positions reachable without consuming a character (a star may match nothing)."""
-        todo = list(states)
+        todo = [i for i in states if i >= 0]
         while todo:
             i = todo.pop()
             if i < len(self._tokens) and self._tokens[i].kind in (_STAR, _ANY, _DIRS) and i + 1 not in states:
@@ -108,12 +108,17 @@ class Glob:
         return states
 
     def match(self, path: str) -> bool:
+        # A state is a token position; ``~i`` (negative) is "inside a directory name of the '**/' at i",
+        # from where only a '/' leads back to a position (a '**/' is whole directories or nothing).
         tokens = self._tokens
         end = len(tokens)
         states = self._closure({0})
         for char in path:
             following: set[int] = set()
             for i in states:
+                if i < 0:
+                    following.add(~i if char == "/" else i)
+                    continue
                 if i == end:
                     continue
                 token = tokens[i]
@@ -123,9 +128,7 @@ class Glob:
                 elif token.kind == _ANY:
                     following.add(i)
                 elif token.kind == _DIRS:
-                    following.add(i)  # still inside the directories
-                    if char == "/":
-                        following.add(i + 1)  # that '/' ended the last of them
+                    following.add(i if char == "/" else ~i)
                 elif token.takes(char):
                     following.add(i + 1)
             if not following:
