@@ -90,3 +90,23 @@ def test_readers_are_plain_functions_of_a_root(root: Root) -> None:
     assert readers.grep_file_content(root, "de+p", ".", False, None, 10).as_text() == "a/b/f.txt:1: deep"
     listing = readers.describe_directory_content(root, "a", True, 10).as_text()
     assert listing == "Contents of a (2 entries):\na/b/  [directory]\na/b/f.txt  [file, 5 B]"
+
+
+def test_a_very_deep_tree_is_walked_to_a_bounded_depth(root: Root) -> None:
+    from toolfork.toolkits.fs.confine import MAX_WALK_DEPTH
+
+    # Deeper than a path string may be long: made one level at a time from descriptors.
+    fd = os.open(root.path, os.O_RDONLY)
+    try:
+        for _ in range(MAX_WALK_DEPTH + 20):
+            os.mkdir("d", dir_fd=fd)
+            child = os.open("d", os.O_RDONLY, dir_fd=fd)
+            os.close(fd)
+            fd = child
+        with open(os.open("deepest.txt", os.O_WRONLY | os.O_CREAT, 0o644, dir_fd=fd), "w") as handle:
+            handle.write("x")
+    finally:
+        os.close(fd)
+    listing = readers.glob_path(root, "**/d", ".", 10_000).as_text().splitlines()
+    assert len(listing) == MAX_WALK_DEPTH + 1  # the last level is listed, not entered
+    assert readers.grep_file_content(root, "x", ".", False, None, 10).as_text().startswith("No match")

@@ -31,7 +31,7 @@ from pathlib import Path, PurePosixPath
 
 from .errors import FileSystemError, PathRefused
 
-__all__ = ["Entry", "Opened", "Place", "Root", "require_platform"]
+__all__ = ["MAX_WALK_DEPTH", "Entry", "Opened", "Place", "Root", "check_file", "kind_of", "require_platform"]
 
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
@@ -39,6 +39,7 @@ _DIR_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | _NOFOLLOW | _CLOEXEC
 _READ_FLAGS = os.O_RDONLY | _NOFOLLOW | os.O_NONBLOCK | _CLOEXEC
 _MAX_LINKS = 40  # as the kernel's own limit on links in one lookup
 _MAX_RETRIES = 100  # a name that keeps changing kind under us is given up on
+MAX_WALK_DEPTH = 64  # walks list deeper directories but do not enter them (one descriptor per level)
 # What an O_NOFOLLOW open of a name that became a link raises (FreeBSD says EMLINK, Linux ELOOP),
 # or of a name that disappeared: the component is looked at again.
 _SWAPPED = {errno.ELOOP, errno.EMLINK, errno.ENOENT}
@@ -321,11 +322,14 @@ class Root:
             finally:
                 os.close(fd)
 
-    def walk(self, dir_fd: int, parts: tuple[str, ...], *, recursive: bool = True) -> Iterator[Entry]:
+    def walk(
+        self, dir_fd: int, parts: tuple[str, ...], *, recursive: bool = True, depth: int = 0
+    ) -> Iterator[Entry]:
         """Every name under a directory held open, sorted, a directory's names before its subdirectories'.
 
         Subdirectories are entered by descriptor with ``O_NOFOLLOW``: a linked directory is listed,
-        never entered, and a directory swapped for a link meanwhile is skipped.
+        never entered, and a directory swapped for a link meanwhile is skipped. Directories more
+        than ``MAX_WALK_DEPTH`` levels down are listed, not entered.
         """
         try:
             names = sorted(os.listdir(dir_fd))
@@ -339,7 +343,7 @@ class Root:
                 continue
             entry = Entry(dir_fd, name, (*parts, name), st)
             yield entry
-            if recursive and stat.S_ISDIR(st.st_mode):
+            if recursive and depth < MAX_WALK_DEPTH and stat.S_ISDIR(st.st_mode):
                 subdirs.append(entry)
         for sub in subdirs:
             try:
@@ -347,7 +351,7 @@ class Root:
             except OSError:
                 continue
             try:
-                yield from self.walk(fd, sub.parts)
+                yield from self.walk(fd, sub.parts, depth=depth + 1)
             finally:
                 os.close(fd)
 

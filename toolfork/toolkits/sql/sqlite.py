@@ -46,7 +46,8 @@ class SQLiteToolkit(SQLToolkit):
     default, which lets a model insert dangling references silently).
 
     ``max_value_bytes`` caps any one string or blob a statement builds or reads (SQLite's
-    ``SQLITE_LIMIT_LENGTH``); ``query_timeout`` stops a statement that runs longer (None: no limit).
+    ``SQLITE_LIMIT_LENGTH``); ``query_timeout`` stops a statement, the write tool's too, that runs
+    longer (None: no limit).
     """
 
     name = "sqlite"
@@ -198,6 +199,7 @@ class SQLiteToolkit(SQLToolkit):
             text += f": the statement ran longer than query_timeout ({self.query_timeout:g} s) and was stopped"
         if isinstance(exc, sqlite3.DataError | sqlite3.OperationalError) and "too big" in text:
             text += f": one value may be at most max_value_bytes ({self.max_value_bytes} bytes)"
-        if isinstance(exc, sqlite3.ProgrammingError) and "one statement" in text:
+        # "You can only execute one statement at a time": a Warning up to Python 3.10, then a ProgrammingError.
+        if isinstance(exc, (sqlite3.ProgrammingError, sqlite3.Warning)) and "one statement" in text:
             text += " Send one statement per call."
         return f"{type(exc).__name__}: {text}"
