@@ -181,6 +181,9 @@ class Root:
                 if st is None and not make_dirs:
                     raise FileSystemError(f"directory {'/'.join((*names, part))!r} does not exist")
                 if st is None:
+                    retries += 1
+                    if retries > _MAX_RETRIES:
+                        raise FileSystemError(f"path {shown!r} keeps changing while it is opened")
                     with contextlib.suppress(FileExistsError):  # made meanwhile: look again
                         os.mkdir(part, dir_fd=fds[-1])
                     pending.append(part)
