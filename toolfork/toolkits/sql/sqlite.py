@@ -197,6 +197,9 @@ class SQLiteToolkit(SQLToolkit):
             )
         if isinstance(exc, sqlite3.OperationalError) and text == "interrupted" and self.query_timeout is not None:
             text += f": the statement ran longer than query_timeout ({self.query_timeout:g} s) and was stopped"
+        if isinstance(exc, sqlite3.OperationalError) and text == "user-defined function raised exception":
+            # The only functions defined on these connections are the checked printf and format.
+            text += f": printf and format refuse a width or precision over max_value_bytes ({self.max_value_bytes})"
         if isinstance(exc, sqlite3.DataError | sqlite3.OperationalError) and "too big" in text:
             text += f": one value may be at most max_value_bytes ({self.max_value_bytes} bytes)"
         # "You can only execute one statement at a time": a Warning up to Python 3.10, then a ProgrammingError.

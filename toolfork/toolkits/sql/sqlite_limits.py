@@ -10,7 +10,11 @@ SQLite runs inside this process, so "read-only" has to cover more than the datab
   the connection; ``zeroblob(900000000)`` or ``printf('%.*c', 900000000, 'x')`` then fail at once
   with "string or blob too big" instead of allocating a gigabyte).
 - Time. A progress handler stops a statement after ``query_timeout`` seconds (an endless recursive
-  CTE), in every execution mode, the sequential and inline ones included.
+  CTE), in every execution mode, the sequential and inline ones included. It runs between steps,
+  and one step of ``printf('%.*c', 900000000, 'x')`` loops for seconds even though the limit makes
+  its result NULL; so ``printf`` and ``format`` are replaced on the connection by a function that
+  refuses a width or precision over the length limit and hands everything else to SQLite's own
+  ``printf`` (on a private in-memory connection with the same limit).
 
 The length limit needs ``Connection.setlimit`` (Python 3.11+); on 3.10 the same C call is made
 through ctypes on the connection's handle, checked by reading the limit back, and when that is not
@@ -20,8 +24,10 @@ possible (an unusual build) the time budget is the only bound left.
 from __future__ import annotations
 
 import ctypes
+import re
 import sqlite3
 import time
+from collections.abc import Callable
 from typing import Any
 
 __all__ = [
@@ -30,6 +36,7 @@ __all__ = [
     "authorize_read_only",
     "authorize_write",
     "bound",
+    "guard_printf",
     "limit_length",
     "limit_length_through_c",
 ]
@@ -110,9 +117,49 @@ def limit_length(conn: sqlite3.Connection, max_bytes: int) -> bool:
     return limit_length_through_c(conn, max_bytes)
 
 
+# One conversion of SQLite's printf: flags, width, precision (each a number or '*'), type.
+_CONVERSION = re.compile(r"%[-+ 0#!,]*(\*|\d+)?(?:\.(\*|\d+)?)?(.)", re.DOTALL)
+
+
+def _checked_sizes(fmt: str, args: tuple[Any, ...], max_bytes: int) -> None:
+    """Raise when a width or precision of ``fmt`` (literal, or a '*' argument) is over ``max_bytes``."""
+    taken = 0
+    for match in _CONVERSION.finditer(fmt):
+        if match.group(3) == "%":
+            continue
+        for size in match.group(1, 2):
+            if size == "*":
+                value = args[taken] if taken < len(args) else 0
+                taken += 1
+                size = str(abs(value)) if isinstance(value, int) else "0"
+            if size and int(size) > max_bytes:
+                raise ValueError(f"printf width or precision {size} is over max_value_bytes ({max_bytes})")
+        taken += 1  # the value the conversion formats
+
+
+def guard_printf(conn: sqlite3.Connection, max_bytes: int) -> None:
+    """Replace ``printf`` and ``format`` on ``conn`` by checked ones (see the module's docstring)."""
+    engine = sqlite3.connect(":memory:", check_same_thread=False)
+    limit_length(engine, max_bytes)
+
+    def checked(name: str) -> Callable[..., Any]:
+        def call(*values: Any) -> Any:
+            if values and isinstance(values[0], str):
+                _checked_sizes(values[0], values[1:], max_bytes)
+            marks = ", ".join("?" * len(values))
+            return engine.execute(f"SELECT {name}({marks})", values).fetchone()[0]
+
+        return call
+
+    for name in ("printf", "format"):
+        conn.create_function(name, -1, checked(name), deterministic=True)
+
+
 def bound(conn: sqlite3.Connection, max_value_bytes: int, timeout_s: float | None) -> None:
-    """Apply the size limit and, with a timeout, a progress handler that stops the statement at it."""
+    """Apply the size limit, the checked printf and, with a timeout, a progress handler that stops
+    the statement at it."""
     limit_length(conn, max_value_bytes)
+    guard_printf(conn, max_value_bytes)
     if timeout_s is not None:
         deadline = time.monotonic() + timeout_s
         conn.set_progress_handler(lambda: 1 if time.monotonic() > deadline else 0, 10_000)
