@@ -82,3 +82,22 @@ def assert_workers_open_their_own_connections(
     assert results[6].output is not None and results[6].output.data["rows_affected"] == 1
     assert tools[f"{dialect}_select"].invoke(query).data["rows"][0][0] == parent_connection
     assert ok(tools, f"{dialect}_select", query="SELECT count(*) FROM books").data["rows"] == [[2]]
+
+
+def in_bounded_child(body: Callable[[], Any], headroom_mb: int = 1500) -> tuple[Any, float]:
+    """Run body in a forked child whose address space may grow by at most ``headroom_mb`` (so a
+    regression fails with MemoryError instead of taking the machine's memory); return what body
+    returned and how many MB the child's peak RSS grew while it ran."""
+    import resource
+
+    def child() -> Any:
+        with open("/proc/self/statm") as handle:
+            size_mb = int(handle.read().split()[0]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+        limit = int((size_mb + headroom_mb) * 2**20)
+        resource.setrlimit(resource.RLIMIT_AS, (limit, resource.getrlimit(resource.RLIMIT_AS)[1]))
+        before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        value = body()
+        return [value, (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024]
+
+    value, grown = in_forked_child(child)
+    return value, float(grown)

@@ -11,8 +11,16 @@ import pymysql
 import pytest
 
 from tests.toolkits.conftest import MariaDBServer
-from tests.toolkits.helpers import assert_workers_open_their_own_connections, err, in_forked_child, ok, params
+from tests.toolkits.helpers import (
+    assert_workers_open_their_own_connections,
+    err,
+    in_bounded_child,
+    in_forked_child,
+    ok,
+    params,
+)
 from toolfork.toolkits.sql import MySQLToolkit
+from toolfork.toolkits.sql.mysql import parse_mysql_dsn
 from toolfork.tools import Tool
 
 # One server per test run under `pytest -n auto --dist loadgroup`: every MariaDB test goes to one worker.
@@ -358,3 +366,44 @@ def test_reconnects_after_the_server_drops_the_connection(ro: dict[str, Tool], m
 
 def test_inside_the_forking_executor(kit: MySQLToolkit, my: dict[str, Tool]) -> None:
     assert_workers_open_their_own_connections(kit, my, "mysql", "SELECT CONNECTION_ID()")
+
+
+# ---------------------------------------------------------------- state a read leaves, results it builds
+
+
+def test_a_read_leaves_no_session_state_for_the_next_call(
+    ro: dict[str, Tool], ro_dsn: str, mariadb_server: MariaDBServer
+) -> None:
+    # A user-level lock survives ROLLBACK: held by the toolkit's reader it would block others.
+    assert ok(ro, "mysql_select", query="SELECT GET_LOCK('toolfork_test', 0)").data["rows"] == [[1]]
+    other = pymysql.connect(**parse_mysql_dsn(ro_dsn))
+    try:
+        with other.cursor() as cur:
+            cur.execute("SELECT IS_FREE_LOCK('toolfork_test')")
+            assert cur.fetchone() == (1,)
+    finally:
+        other.close()
+    # Session variables are not transactional in MySQL: a SET would stay for every later call.
+    ok(ro, "mysql_select", query="SET SESSION sql_select_limit = 1")
+    assert ok(ro, "mysql_select", query="SELECT id FROM books ORDER BY id").data["rows"] == [[1], [2], [3]]
+    ok(ro, "mysql_select", query="SET SESSION character_set_results = 'latin1'")
+    ok(ro, "mysql_select", query="SET @@session.max_sort_length = 4")
+    assert ok(ro, "mysql_select", query="SELECT @@session.max_sort_length").data["rows"] != [[4]]
+    assert "books" in ok(ro, "mysql_schema").as_text()
+
+
+def test_a_result_of_many_large_rows_is_cut_at_the_byte_budget(ro_dsn: str) -> None:
+    def attack() -> list[Any]:
+        kit = MySQLToolkit(ro_dsn)
+        select = {t.name: t for t in kit.tools()}["mysql_select"]
+        # 10,000 rows of 5 MB each (50 GB), streamed by the server as they are read.
+        out = select.invoke({"query": "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 10000) "
+                                      "SELECT x, REPEAT('x', 5000000) FROM c", "max_rows": 10_000})
+        after = select.invoke({"query": "SELECT count(*) FROM books"})
+        kit.close()
+        return [out.data["row_count"] if out.data else out.as_text(), out.as_text()[-300:], after.data["rows"]]
+
+    (rows, text, after), grown = in_bounded_child(attack)
+    assert isinstance(rows, int) and 1 <= rows <= 10 and "would pass 50000000 bytes of data" in text, (rows, text)
+    assert after == [[3]]
+    assert grown < 400, f"peak RSS grew by {grown:.0f} MB"

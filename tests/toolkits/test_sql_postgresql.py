@@ -11,7 +11,14 @@ import psycopg
 import pytest
 
 from tests.toolkits.conftest import PostgresServer
-from tests.toolkits.helpers import assert_workers_open_their_own_connections, err, in_forked_child, ok, params
+from tests.toolkits.helpers import (
+    assert_workers_open_their_own_connections,
+    err,
+    in_bounded_child,
+    in_forked_child,
+    ok,
+    params,
+)
 from toolfork.toolkits.sql import PostgreSQLToolkit
 from toolfork.tools import Tool
 
@@ -379,3 +386,39 @@ def test_reconnects_after_the_server_drops_the_connection(ro: dict[str, Tool], p
 
 def test_inside_the_forking_executor(kit: PostgreSQLToolkit, pg: dict[str, Tool]) -> None:
     assert_workers_open_their_own_connections(kit, pg, "postgresql", "SELECT pg_backend_pid()")
+
+
+# ---------------------------------------------------------------- state a read leaves, results it builds
+
+
+def test_a_read_leaves_no_session_state_for_the_next_call(ro: dict[str, Tool], ro_dsn: str) -> None:
+    # A session advisory lock survives ROLLBACK: held by the toolkit's reader it would block others.
+    assert ok(ro, "postgresql_select", query="SELECT pg_advisory_lock(4242)").data["row_count"] == 1
+    with psycopg.connect(ro_dsn, autocommit=True) as other:
+        got = other.execute("SELECT pg_try_advisory_lock(4242)").fetchone()
+        assert got is not None and got[0] is True
+        other.execute("SELECT pg_advisory_unlock(4242)")
+    # A prepared statement survives ROLLBACK too; so do cursors declared WITH HOLD on commit only.
+    ok(ro, "postgresql_select", query="PREPARE leak AS SELECT 42")
+    assert "prepared statement \"leak\" does not exist" in err(ro, "postgresql_select", query="EXECUTE leak")
+    # Settings are rolled back with the transaction; the next call sees the defaults.
+    ok(ro, "postgresql_select", query="SET search_path = pg_catalog")
+    ok(ro, "postgresql_select", query="SELECT set_config('statement_timeout', '1', false)")
+    assert ok(ro, "postgresql_select", query="SELECT count(*) FROM books, pg_sleep(0.05)").data["rows"] == [[3]]
+
+
+def test_a_result_of_many_large_rows_is_cut_at_the_byte_budget(ro_dsn: str) -> None:
+    def attack() -> list[Any]:
+        kit = PostgreSQLToolkit(ro_dsn)
+        select = {t.name: t for t in kit.tools()}["postgresql_select"]
+        # 10,000 rows of 5 MB each (50 GB): the cursor hands them out as they are fetched.
+        out = select.invoke({"query": "SELECT g, repeat('x', 5000000) FROM generate_series(1, 10000) g",
+                             "max_rows": 10_000})
+        after = select.invoke({"query": "SELECT count(*) FROM books"})
+        kit.close()
+        return [out.data["row_count"], out.as_text()[-300:], after.data["rows"]]
+
+    (rows, text, after), grown = in_bounded_child(attack)
+    assert 1 <= rows <= 10 and "would pass 50000000 bytes of data" in text, (rows, text)
+    assert after == [[3]]
+    assert grown < 400, f"peak RSS grew by {grown:.0f} MB"

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from tests.toolkits.helpers import err, in_forked_child, ok, params
+from tests.toolkits.helpers import err, in_bounded_child, in_forked_child, ok, params
 from toolfork.toolkits.sql import SQLiteToolkit
 from toolfork.tools import Tool, ToolInputError
 
@@ -320,3 +320,140 @@ def test_works_in_a_forked_child(sq: dict[str, Tool], db: Path) -> None:
 
     assert in_forked_child(child) == [False, [[3]]]
     assert ok(sq, "sqlite_select", query="SELECT count(*) FROM authors").data["rows"] == [[3]]
+
+
+# ---------------------------------------------------------------- process-wide state and resource bombs
+
+STATE_PRAGMAS = [
+    "PRAGMA hard_heap_limit=20000",
+    "PRAGMA main.soft_heap_limit = 1000",
+    "PRAGMA threads = 8",
+    "PRAGMA cache_size = -2000000",
+    "PRAGMA mmap_size = 1000000000",
+    "PRAGMA writable_schema = ON",
+    "PRAGMA case_sensitive_like = ON",
+    "PRAGMA query_only = OFF",
+    "PRAGMA shrink_memory",
+    "PRAGMA optimize",
+]
+
+
+def _sqlite_still_works() -> list[Any]:
+    """What a fresh connection of this process sees: the heap limit, and whether a 1 MB value builds."""
+    conn = sqlite3.connect(":memory:")
+    try:
+        return [conn.execute("PRAGMA hard_heap_limit").fetchone()[0],
+                conn.execute("SELECT length(zeroblob(1000000))").fetchone()[0]]
+    finally:
+        conn.close()
+
+
+def test_select_refuses_every_pragma_that_sets_state(db: Path) -> None:
+    def child() -> list[Any]:
+        # In a child: a pragma that got through would cripple SQLite for the whole process.
+        tools = {t.name: t for t in SQLiteToolkit(db).tools()}
+        outs = [tools["sqlite_select"].invoke({"query": q}) for q in STATE_PRAGMAS]
+        # The table-valued form: SQLite itself allows no value there, and it must stay that way.
+        outs.append(tools["sqlite_select"].invoke({"query": "SELECT * FROM pragma_hard_heap_limit(20000)"}))
+        return [[o.is_error, o.as_text()] for o in outs] + [_sqlite_still_works()]
+
+    *outs, as_function, after = in_forked_child(child)
+    assert as_function[0], as_function
+    for query, (is_error, text) in zip(STATE_PRAGMAS, outs, strict=True):
+        assert is_error and "pragmas that set anything are refused by the read-only tool" in text, (query, text)
+    assert after == [0, 1_000_000]
+
+
+def test_select_still_reads_with_pragmas_that_only_read(sq: dict[str, Tool]) -> None:
+    columns = ok(sq, "sqlite_select", query="PRAGMA table_info(books)").data["rows"]
+    assert [row[1] for row in columns][:3] == ["id", "author_id", "title"]
+    names = ok(sq, "sqlite_select", query="SELECT name FROM pragma_table_info('authors') ORDER BY cid").data["rows"]
+    assert names == [["id"], ["name"], ["born"]]
+    assert ok(sq, "sqlite_select", query="PRAGMA user_version").data["rows"] == [[0]]
+    assert ok(sq, "sqlite_select", query="PRAGMA hard_heap_limit").data["rows"] == [[0]]
+    assert ok(sq, "sqlite_select", query="PRAGMA integrity_check").data["rows"] == [["ok"]]
+    assert ok(sq, "sqlite_select", query="PRAGMA index_list(books)").data["row_count"] == 2
+
+
+def test_write_refuses_the_process_wide_pragmas_only(sq: dict[str, Tool], db: Path) -> None:
+    def child() -> list[Any]:
+        tools = {t.name: t for t in SQLiteToolkit(db).tools()}
+        outs = [tools["sqlite_write"].invoke({"query": q})
+                for q in ("PRAGMA hard_heap_limit = 20000", "PRAGMA soft_heap_limit=1000", "PRAGMA user_version = 7")]
+        return [[o.is_error, o.as_text()] for o in outs] + [_sqlite_still_works()]
+
+    hard, soft, version, after = in_forked_child(child)
+    assert hard[0] and soft[0] and "process-wide" in hard[1], (hard, soft)
+    assert version[0] is False
+    assert after == [0, 1_000_000]
+    assert ok(sq, "sqlite_select", query="PRAGMA user_version").data["rows"] == [[7]]
+
+
+BOMBS = [
+    "SELECT zeroblob(900000000)",
+    "SELECT printf('%.*c', 900000000, 'x')",
+    "SELECT format('%900000000d', 1)",
+    "SELECT hex(randomblob(400000000))",
+    "SELECT length(replace(hex(zeroblob(5000000)), '0', '0000000000'))",
+    "WITH RECURSIVE r(s, n) AS (SELECT 'xx', 0 UNION ALL SELECT s || s, n + 1 FROM r WHERE n < 40) "
+    "SELECT max(length(s)) FROM r",
+]
+
+
+def test_select_bounds_what_a_query_builds(db: Path) -> None:
+    def attack() -> list[Any]:
+        tools = {t.name: t for t in SQLiteToolkit(db, max_rows=10_000, query_timeout=2).tools()}
+        select = tools["sqlite_select"]
+        outs = [select.invoke({"query": q}) for q in BOMBS]
+        endless = select.invoke({"query": "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) "
+                                          "SELECT count(*) FROM c"})
+        # 10,000 rows of 5 MB each: every value is allowed, the whole is not.
+        wide = select.invoke({"query": "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c LIMIT 10000) "
+                                       "SELECT x, zeroblob(5000000) FROM c", "max_rows": 10_000})
+        return ([[o.is_error, o.as_text()] for o in outs]
+                + [[endless.is_error, endless.as_text()], [wide.data["row_count"], wide.as_text()[-300:]]])
+
+    results, grown = in_bounded_child(attack)
+    *bombs, endless, wide = results
+    for query, (is_error, text) in zip(BOMBS, bombs, strict=True):
+        if "printf" in query or "format" in query:  # SQLite's own loops for seconds in one step: refused
+            assert is_error and "printf and format refuse a width or precision over max_value_bytes" in text
+            continue
+        assert is_error and "string or blob too big" in text, (query, text)
+        assert "max_value_bytes (10000000 bytes)" in text, (query, text)
+    assert endless[0] and "ran longer than query_timeout (2 s) and was stopped" in endless[1]
+    assert 1 <= wide[0] <= 10 and "would pass 50000000 bytes of data" in wide[1], wide
+    assert grown < 400, f"peak RSS grew by {grown:.0f} MB"
+
+
+def test_printf_and_format_still_format(sq: dict[str, Tool]) -> None:
+    query = ("SELECT printf('%5.2f|%-4s|%%|%d|%.*c', 3.14159, 'ab', 12345678901, 3, 'x'), "
+             "format('%s', x'414243'), printf()")
+    assert ok(sq, "sqlite_select", query=query).data["rows"] == [[" 3.14|ab  |%|12345678901|xxx", "ABC", None]]
+    update = ok(sq, "sqlite_write", query="UPDATE books SET tags = printf('#%03d', id) WHERE id = 1")
+    assert update.data["rows_affected"] == 1
+    assert ok(sq, "sqlite_select", query="SELECT tags FROM books WHERE id = 1").data["rows"] == [["#001"]]
+
+
+def test_the_bounds_are_settings(db: Path) -> None:
+    tools = {t.name: t for t in SQLiteToolkit(db, max_value_bytes=100, query_timeout=None).tools()}
+    assert "at most max_value_bytes (100 bytes)" in err(tools, "sqlite_select", query="SELECT zeroblob(101)")
+    assert ok(tools, "sqlite_select", query="SELECT length(zeroblob(100))").data["rows"] == [[100]]
+    with pytest.raises(ValueError, match="max_value_bytes"):
+        SQLiteToolkit(db, max_value_bytes=0)
+    with pytest.raises(ValueError, match="query_timeout"):
+        SQLiteToolkit(db, query_timeout=0)
+
+
+def test_the_length_limit_through_c_matches_setlimit() -> None:
+    """The ctypes path Python 3.10 takes (it has no Connection.setlimit), tried on this Python."""
+    from toolfork.toolkits.sql.sqlite_limits import limit_length_through_c
+
+    conn = sqlite3.connect(":memory:")
+    try:
+        assert limit_length_through_c(conn, 1234)
+        with pytest.raises(sqlite3.DataError, match="too big"):
+            conn.execute("SELECT zeroblob(1235)").fetchall()
+        assert conn.execute("SELECT length(zeroblob(1234))").fetchone() == (1234,)
+    finally:
+        conn.close()

@@ -23,13 +23,15 @@ from toolfork.tools import Tool, Toolkit, ToolOutput, tool
 from .params import Dialect, ParameterError, bind
 from .render import Table, json_value, rows_markdown, schema_markdown
 
-__all__ = ["QueryResult", "SQLParameter", "SQLToolkit", "Scalar", "as_mapping"]
+__all__ = ["MAX_RESULT_BYTES", "QueryResult", "SQLParameter", "SQLToolkit", "Scalar", "as_mapping", "fetch_result"]
 
 Scalar = str | int | float | bool | None
 
 _PASSWORD_KV = re.compile(r"(?i)(password|passwd|pwd)(\s*[=:]\s*)('(?:[^'\\]|\\.)*'|\"[^\"]*\"|[^\s;,&]+)")
 _URL_USERINFO = re.compile(r"(?i)([a-z][a-z0-9+.\-]*://[^:/@\s]*:)[^@\s]*@")
 _MAX_ROWS_LIMIT = 10_000
+MAX_RESULT_BYTES = 50_000_000  # the most string and byte data one call fetches from the database
+_FETCH_BATCH = 100
 
 
 # The tools take a list of {name, value} pairs rather than a free-form object because OpenAI's strict
@@ -67,18 +69,40 @@ class QueryResult:
     rows: list[Sequence[Any]] = field(default_factory=list)
     truncated: bool = False
     rowcount: int | None = None
+    cut_at_bytes: int | None = None  # set when the rows stopped at the byte budget, not at the row cap
 
 
-def fetch_result(cursor: Any, limit: int) -> QueryResult:
-    """At most ``limit`` rows of a DB-API cursor's result; one more is fetched to tell whether it was cut."""
+def _row_bytes(row: Sequence[Any]) -> int:
+    return sum(len(v) if isinstance(v, (str, bytes, bytearray, memoryview)) else 8 for v in row)
+
+
+def fetch_result(cursor: Any, limit: int, max_bytes: int = MAX_RESULT_BYTES) -> QueryResult:
+    """At most ``limit`` rows of a DB-API cursor's result (one more is fetched to tell whether it was
+    cut), and no more rows once they hold ``max_bytes`` of strings and bytes: rows come in small
+    batches, so a result of many large rows never lands in memory whole."""
     if cursor.description is None:
         return QueryResult(rowcount=cursor.rowcount)
-    rows = cursor.fetchmany(limit + 1)
+    rows: list[Sequence[Any]] = []
+    held = 0
+    cut = False
+    while len(rows) <= limit and not cut:
+        # One row first; then as many as the budget left would hold at the average size so far.
+        fits = (max_bytes - held) // max(1, held // len(rows)) + 1 if rows else 1
+        batch = cursor.fetchmany(max(1, min(_FETCH_BATCH, fits, limit + 1 - len(rows))))
+        if not batch:
+            break
+        for row in batch:
+            held += _row_bytes(row)
+            if held > max_bytes and rows:
+                cut = True
+                break
+            rows.append(row)
     return QueryResult(
         columns=[d[0] for d in cursor.description],
-        rows=list(rows[:limit]),
-        truncated=len(rows) > limit,
+        rows=rows[:limit],
+        truncated=cut or len(rows) > limit,
         rowcount=cursor.rowcount,
+        cut_at_bytes=max_bytes if cut else None,
     )
 
 
@@ -93,6 +117,7 @@ class SQLToolkit(Toolkit, ABC):
 
     dialect: ClassVar[Dialect]
     label: ClassVar[str]
+    max_result_bytes: int = MAX_RESULT_BYTES  # the byte budget of one call's rows (an instance may lower it)
 
     def __init__(
         self,
@@ -190,7 +215,12 @@ class SQLToolkit(Toolkit, ABC):
         parts = [prefix] if prefix else []
         if result.columns:
             parts.append(rows_markdown(result.columns, rows))
-            if truncated:
+            if result.cut_at_bytes is not None:
+                parts.append(
+                    f"Showing the first {len(rows)} rows: with more the result would pass "
+                    f"{result.cut_at_bytes} bytes of data. Select fewer or smaller columns, or fewer rows."
+                )
+            elif truncated:
                 parts.append(
                     f"Showing the first {limit} rows; the query returned more. Narrow it with WHERE/LIMIT "
                     "or pass a larger max_rows."

@@ -7,6 +7,12 @@ session setting matters: a DDL statement (DROP, CREATE, RENAME, GRANT) ends the 
 with an implicit commit, and only the session mode makes the server refuse it. The connection never
 enables multi-statements, so ``SELECT 1; DELETE ...`` is a syntax error, not two statements.
 
+What a read leaves in the session is undone before the next call: user-level locks (``GET_LOCK``),
+which a rollback keeps, are released after every call, and after a statement with no result set
+(``SET SESSION ...``, ``SELECT ... INTO @v``, ``LOCK TABLES``, ``PREPARE``) the read connection is
+replaced, so no later call, and no schema listing, inherits what it set (session variables in MySQL
+are not transactional).
+
 Effects outside the tables that an account with the FILE or SUPER privilege can cause from a SELECT
 (``SELECT ... INTO OUTFILE``) are not transactional; give the toolkit an account without them.
 """
@@ -154,22 +160,32 @@ class MySQLToolkit(SQLToolkit):
             holder.discard()
 
     def _read(self, work: Any) -> Any:
-        """Run ``work(cursor)`` in a read-only transaction on the read connection, then roll back."""
+        """Run ``work(cursor)`` in a read-only transaction on the read connection, then roll back.
+
+        A result cut short (at the row cap or the byte budget) is not drained: the rest could be
+        gigabytes the server would send for nothing, so the connection is dropped instead.
+        """
         pymysql = _pymysql()
         with self._reader.connection() as conn:
             cur = conn.cursor(pymysql.cursors.SSCursor)
+            abandon = False
             try:
                 cur.execute("SET SESSION TRANSACTION READ ONLY")
                 cur.execute("START TRANSACTION READ ONLY")
-                return work(cur)
+                result = work(cur)
+                abandon = isinstance(result, QueryResult) and result.truncated
+                return result
             except BaseException as exc:
                 self._broken(exc, self._reader, conn)
                 raise
             finally:
-                if conn.open:
+                if abandon:
+                    self._reader.discard()
+                elif conn.open:
                     try:
                         cur.close()  # drains an unbuffered result the caller stopped reading
                         conn.rollback()
+                        conn.query("DO RELEASE_ALL_LOCKS()")  # user-level locks outlive a rollback
                     except Exception:
                         self._reader.discard()
 
@@ -178,16 +194,19 @@ class MySQLToolkit(SQLToolkit):
     def run_select(self, sql: str, params: dict[str, Any] | None, limit: int) -> QueryResult:
         def work(cur: Any) -> QueryResult:
             cur.execute(sql, params)
-            return fetch_result(cur, limit)
+            return fetch_result(cur, limit, self.max_result_bytes)
 
-        return self._read(work)
+        result: QueryResult = self._read(work)
+        if not result.columns:  # not a query: it may have set session state (SET SESSION, LOCK TABLES...)
+            self._reader.discard()
+        return result
 
     def run_write(self, sql: str, params: dict[str, Any] | None, limit: int) -> QueryResult:
         with self._writer.connection() as conn:
             try:
                 with conn.cursor() as cur:
                     cur.execute(sql, params)
-                    result = fetch_result(cur, limit)
+                    result = fetch_result(cur, limit, self.max_result_bytes)
                 conn.commit()
                 return result
             except BaseException as exc:

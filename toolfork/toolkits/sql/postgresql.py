@@ -10,6 +10,11 @@ cannot end the read-only transaction and run a write after it.
 Rows are read through a server-side cursor so a huge result never lands in memory; statements a
 cursor cannot wrap (SHOW, EXPLAIN) fall back to a plain single-statement execution.
 
+What a read leaves in the session is undone before the next call: the rollback reverts ``SET`` and
+``set_config``; session advisory locks (``pg_advisory_lock``), which a rollback keeps, are released
+after every call; and after a statement with no result set (``PREPARE``, ``SET``, ``LISTEN``...) the
+read connection is replaced, so no later call, and no schema listing, inherits what it set.
+
 Server-side effects outside the database's tables that a superuser can cause from a SELECT
 (``COPY ... TO`` a file, ``lo_export``, ``dblink``) are not transactional; give the toolkit a role
 without those privileges.
@@ -184,10 +189,17 @@ class PostgreSQLToolkit(SQLToolkit):
                 if not conn.closed and not getattr(conn, "broken", False):
                     try:
                         conn.execute("ROLLBACK")
+                        conn.execute("SELECT pg_advisory_unlock_all()")  # session locks outlive a rollback
                     except Exception:
                         self._reader.discard()
 
     def run_select(self, sql: str, params: dict[str, Any] | None, limit: int) -> QueryResult:
+        result = self._select(sql, params, limit)
+        if not result.columns:  # not a query: it may have left state in the session (PREPARE, SET...)
+            self._reader.discard()
+        return result
+
+    def _select(self, sql: str, params: dict[str, Any] | None, limit: int) -> QueryResult:
         psycopg = _psycopg()
         with self._read_only_transaction() as conn:
             conn.execute("SAVEPOINT toolfork_select")
@@ -200,9 +212,9 @@ class PostgreSQLToolkit(SQLToolkit):
                 with contextlib.suppress(Exception):
                     cursor.close()
                 conn.execute("ROLLBACK TO SAVEPOINT toolfork_select")
-                return fetch_result(self._execute_single(conn, sql, params), limit)
+                return fetch_result(self._execute_single(conn, sql, params), limit, self.max_result_bytes)
             try:
-                result = fetch_result(cursor, limit)
+                result = fetch_result(cursor, limit, self.max_result_bytes)
                 result.rowcount = None
                 return result
             finally:
@@ -213,7 +225,7 @@ class PostgreSQLToolkit(SQLToolkit):
         with self._writer.connection() as conn:
             try:
                 with conn.transaction():
-                    return fetch_result(self._execute_single(conn, sql, params), limit)
+                    return fetch_result(self._execute_single(conn, sql, params), limit, self.max_result_bytes)
             except BaseException as exc:
                 self._broken(exc, self._writer, conn)
                 raise

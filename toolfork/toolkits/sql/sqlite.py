@@ -2,9 +2,11 @@
 
 The select tool opens its own connection with ``mode=ro`` (the file is opened read-only by SQLite
 itself) and ``PRAGMA query_only``; an authorizer refuses ATTACH (which would open or create other
-files, writable ones included, and which ``VACUUM INTO`` uses to write a copy anywhere) and changes to
-``query_only``. Connections are opened per call: they are cheap, and per-call connections can never
-be shared across a fork or a thread.
+files, writable ones included, and which ``VACUUM INTO`` uses to write a copy anywhere) and every
+pragma that is not a read, so no statement can change process-wide state such as the heap limit.
+Every connection caps the size of a value and the time of a statement (``sqlite_limits``).
+Connections are opened per call: they are cheap, and per-call connections can never be shared
+across a fork or a thread.
 """
 
 import contextlib
@@ -14,22 +16,15 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from .base import QueryResult, SQLToolkit
+from .base import QueryResult, SQLToolkit, fetch_result
 from .render import Column, ForeignKey, Index, Table
+from .sqlite_limits import authorize_read_only, authorize_write, bound
 
 __all__ = ["SQLiteToolkit"]
 
 
 class DatabaseMissing(Exception):
     """The select or schema tool was asked to read a database file that does not exist yet."""
-
-
-def _authorize_read_only(action: int, arg1: Any, arg2: Any, db: Any, trigger: Any) -> int:
-    if action in (sqlite3.SQLITE_ATTACH, sqlite3.SQLITE_DETACH):
-        return sqlite3.SQLITE_DENY
-    if action == sqlite3.SQLITE_PRAGMA and str(arg1).lower() == "query_only":
-        return sqlite3.SQLITE_DENY
-    return sqlite3.SQLITE_OK
 
 
 def _denied(text: str) -> bool:
@@ -41,17 +36,6 @@ def _quote(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
-def _fetch(cursor: sqlite3.Cursor, limit: int) -> QueryResult:
-    columns = [d[0] for d in cursor.description] if cursor.description else []
-    rows: list[Sequence[Any]] = []
-    truncated = False
-    if columns:
-        rows = list(cursor.fetchmany(limit + 1))
-        truncated = len(rows) > limit
-        rows = rows[:limit]
-    return QueryResult(columns=columns, rows=rows, truncated=truncated)
-
-
 class SQLiteToolkit(SQLToolkit):
     """Tools over one SQLite database file; the write tool creates the file if it is missing.
 
@@ -60,6 +44,10 @@ class SQLiteToolkit(SQLToolkit):
 
     ``foreign_keys`` turns on SQLite's foreign-key enforcement for writes (SQLite leaves it off by
     default, which lets a model insert dangling references silently).
+
+    ``max_value_bytes`` caps any one string or blob a statement builds or reads (SQLite's
+    ``SQLITE_LIMIT_LENGTH``); ``query_timeout`` stops a statement, the write tool's too, that runs
+    longer (None: no limit).
     """
 
     name = "sqlite"
@@ -76,6 +64,8 @@ class SQLiteToolkit(SQLToolkit):
         prefix: str | None = None,
         busy_timeout: float = 5.0,
         foreign_keys: bool = True,
+        max_value_bytes: int = 10_000_000,
+        query_timeout: float | None = 30.0,
     ) -> None:
         text = os.fspath(path) if path is not None else os.environ.get("TOOLFORK_SQLITE_PATH", "toolfork.db")
         if text in ("", ":memory:") or text.startswith("file::memory:"):
@@ -85,8 +75,14 @@ class SQLiteToolkit(SQLToolkit):
             )
         super().__init__(tables=tables, max_rows=max_rows, max_cell_chars=max_cell_chars, prefix=prefix)
         self.path = Path(text).expanduser().resolve()
+        if not 1 <= max_value_bytes <= 1_000_000_000:
+            raise ValueError("max_value_bytes must be between 1 and 1000000000")
+        if query_timeout is not None and query_timeout <= 0:
+            raise ValueError("query_timeout must be positive (or None for no limit)")
         self.busy_timeout = busy_timeout
         self.foreign_keys = foreign_keys
+        self.max_value_bytes = max_value_bytes
+        self.query_timeout = query_timeout
 
     # ------------------------------------------------------------ connections
 
@@ -99,7 +95,8 @@ class SQLiteToolkit(SQLToolkit):
         )
         try:
             conn.execute("PRAGMA query_only = 1")
-            conn.set_authorizer(_authorize_read_only)
+            conn.set_authorizer(authorize_read_only)
+            bound(conn, self.max_value_bytes, self.query_timeout)
             yield conn
         finally:
             conn.close()
@@ -110,6 +107,8 @@ class SQLiteToolkit(SQLToolkit):
         try:
             if self.foreign_keys:
                 conn.execute("PRAGMA foreign_keys = ON")
+            conn.set_authorizer(authorize_write)
+            bound(conn, self.max_value_bytes, self.query_timeout)
             yield conn
         finally:
             conn.close()
@@ -120,7 +119,7 @@ class SQLiteToolkit(SQLToolkit):
         with self.read_connection() as conn:
             cursor = conn.execute(sql, params or {})
             try:
-                return _fetch(cursor, limit)
+                return fetch_result(cursor, limit, self.max_result_bytes)
             finally:
                 cursor.close()
 
@@ -128,7 +127,7 @@ class SQLiteToolkit(SQLToolkit):
         with self.write_connection() as conn:
             try:
                 cursor = conn.execute(sql, params or {})
-                result = _fetch(cursor, limit)
+                result = fetch_result(cursor, limit, self.max_result_bytes)
                 # RETURNING rows are produced while stepping; rowcount is final only once stepped out.
                 if result.columns:
                     cursor.fetchall()
@@ -192,7 +191,18 @@ class SQLiteToolkit(SQLToolkit):
             return str(exc)
         text = str(exc)
         if isinstance(exc, sqlite3.DatabaseError) and _denied(text.lower()):
-            text += " (ATTACH, DETACH, VACUUM INTO and PRAGMA query_only are refused by the read-only tool)"
-        if isinstance(exc, sqlite3.ProgrammingError) and "one statement" in text:
+            text += (
+                " (ATTACH, DETACH, VACUUM INTO and pragmas that set anything are refused by the read-only tool; "
+                "the write tool refuses PRAGMA hard_heap_limit and soft_heap_limit, which are process-wide)"
+            )
+        if isinstance(exc, sqlite3.OperationalError) and text == "interrupted" and self.query_timeout is not None:
+            text += f": the statement ran longer than query_timeout ({self.query_timeout:g} s) and was stopped"
+        if isinstance(exc, sqlite3.OperationalError) and text == "user-defined function raised exception":
+            # The only functions defined on these connections are the checked printf and format.
+            text += f": printf and format refuse a width or precision over max_value_bytes ({self.max_value_bytes})"
+        if isinstance(exc, sqlite3.DataError | sqlite3.OperationalError) and "too big" in text:
+            text += f": one value may be at most max_value_bytes ({self.max_value_bytes} bytes)"
+        # "You can only execute one statement at a time": a Warning up to Python 3.10, then a ProgrammingError.
+        if isinstance(exc, (sqlite3.ProgrammingError, sqlite3.Warning)) and "one statement" in text:
             text += " Send one statement per call."
         return f"{type(exc).__name__}: {text}"

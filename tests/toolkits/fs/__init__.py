@@ -1,0 +1,1 @@
+"""Tests of toolkits/fs, one file per module."""
