@@ -8,11 +8,14 @@ the end of the module, and the tests of closing check that nothing survives.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 import shutil
+import signal
 import subprocess
 import sys
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -90,3 +93,27 @@ def track() -> Iterator[Callable[[], list[int]]]:
 
 
 SDK_SERVER = [sys.executable, "-m", "tests.mcp.sdk_server"]
+
+
+@contextlib.contextmanager
+def http_server(args: list[str], env: dict[str, str] | None = None) -> Iterator[tuple[subprocess.Popen[str], str]]:
+    """A server command that serves streamable HTTP on a port of its choosing and announces its URL on
+    stderr (``... listening on http://...``): yields the process and the URL; killed on the way out."""
+    proc = subprocess.Popen(args, cwd=ROOT, env=env or python_env(), stdin=subprocess.DEVNULL,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        assert proc.stderr is not None
+        seen: list[str] = []
+        for line in proc.stderr:  # the announcement, after whatever the libraries logged first
+            seen.append(line)
+            if "listening on http://" in line or len(seen) > 200:
+                break
+        assert seen and "listening on http://" in seen[-1], "".join(seen)
+        drain = threading.Thread(target=proc.stderr.read, daemon=True)  # never block the server on a full pipe
+        drain.start()
+        yield proc, seen[-1].rsplit(" ", 1)[-1].strip()
+    finally:
+        if proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(30)

@@ -36,6 +36,14 @@ def count(n: int, runtime: ToolRuntime) -> str:
     return "done"
 
 
+@tool
+def burst(n: int, runtime: ToolRuntime) -> str:
+    """Report n progress steps back to back and return at once: the result follows the last one."""
+    for i in range(n):
+        runtime.emit_progress(i + 1)
+    return f"burst {n}"
+
+
 @tool(timeout=120)  # CPU time on a loaded machine: the module's short default would cut it off
 def spin(seconds: float) -> dict[str, float]:
     """Burn ``seconds`` of CPU time (not wall time: on a loaded machine the wall time is longer);
@@ -98,4 +106,4 @@ def fail(message: str) -> str:
     raise ValueError(message)
 
 
-TOOLS = [add, count, spin, snooze, crash, exit_now, hang, block, chatty, fail]
+TOOLS = [add, count, burst, spin, snooze, crash, exit_now, hang, block, chatty, fail]

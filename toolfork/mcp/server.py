@@ -27,7 +27,7 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from toolfork.mcp.mapping import call_result, mcp_tool
@@ -60,34 +60,68 @@ def build_server(executor: Executor, name: str = "toolfork") -> Server[Any]:
             raise MCPError(code=types.INVALID_PARAMS,
                            message=f"Unknown tool: {params.name!r} (tools: {', '.join(sorted(tools)) or 'none'})")
         call = ToolCall(f"mcp-{next(_ids)}", params.name, dict(params.arguments or {}))
-        report = _progress_reporter(ctx, asyncio.get_running_loop())
-        result = await executor.acall(call, on_progress=report)
+        async with ProgressRelay(ctx) as relay:
+            result = await executor.acall(call, on_progress=relay.report)
         return call_result(result)
 
     return Server(name, version=__version__, on_list_tools=list_tools, on_call_tool=call_tool)
 
 
-def _progress_reporter(ctx: Any, loop: asyncio.AbstractEventLoop) -> Callable[[Any], None]:
-    """What the executor's thread calls with each progress value: sends ``notifications/progress``
-    from the event loop. MCP progress must increase, so a value that is not a number (or a
-    ``{"progress", "total", "message"}`` dict) is sent as the next step with the value as message."""
-    step = itertools.count(1)
+def progress_args(value: Any, step: Iterator[int]) -> tuple[float, float | None, str | None]:
+    """A progress value as MCP's (progress, total, message). MCP progress must increase, so a value
+    that is not a number (or a ``{"progress", "total", "message"}`` dict) is sent as the next step
+    with the value as its message."""
+    if isinstance(value, dict) and isinstance(value.get("progress"), numbers.Real):
+        return float(value["progress"]), value.get("total"), value.get("message")
+    if isinstance(value, numbers.Real) and not isinstance(value, bool):
+        return float(value), None, None
+    return float(next(step)), None, str(value)
 
-    def send(value: Any) -> None:
-        total = message = None
-        if isinstance(value, dict) and isinstance(value.get("progress"), numbers.Real):
-            progress = float(value["progress"])
-            total = value.get("total")
-            message = value.get("message")
-        elif isinstance(value, numbers.Real) and not isinstance(value, bool):
-            progress = float(value)
-        else:
-            progress, message = float(next(step)), str(value)
-        coro = ctx.session.report_progress(progress, total, message)
+
+class ProgressRelay:
+    """A call's progress, from the executor's thread to the client, in order and before the result.
+
+    ``report`` (called on the executor's thread) only queues the value on the event loop
+    (``call_soon_threadsafe``), so the executor never waits for the client; one task sends the queue
+    in order. The executor reports a call's progress before it sets the call's result, and the loop
+    runs thread-safe callbacks in the order they came, so when ``acall`` returns every value is
+    queued; leaving the ``async with`` waits until they are sent. (Sending each value from a task of
+    its own, as before, let the result overtake the last ones: on a 2026-07-28 session progress rides
+    the request's own response stream, which closes with the result, so they were lost.)"""
+
+    def __init__(self, ctx: Any) -> None:
+        self._ctx = ctx
+        self._loop = asyncio.get_running_loop()
+        self._queue: asyncio.Queue[Any] = asyncio.Queue()
+        self._sender: asyncio.Task[None] | None = None
+        self._step = itertools.count(1)
+        self._done = object()
+
+    def report(self, value: Any) -> None:
         with contextlib.suppress(RuntimeError):  # the loop is gone: the request is over
-            asyncio.run_coroutine_threadsafe(coro, loop)
+            self._loop.call_soon_threadsafe(self._queue.put_nowait, value)
 
-    return send
+    async def __aenter__(self) -> ProgressRelay:
+        self._sender = asyncio.ensure_future(self._send())
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        assert self._sender is not None
+        if exc[0] is not None:  # cancelled or failed: nothing more is owed to the client
+            self._sender.cancel()
+            with contextlib.suppress(BaseException):
+                await self._sender
+            return
+        self._queue.put_nowait(self._done)
+        await self._sender
+
+    async def _send(self) -> None:
+        while True:
+            value = await self._queue.get()
+            if value is self._done:
+                return
+            with contextlib.suppress(Exception):  # a client that cannot take it must not fail the call
+                await self._ctx.session.report_progress(*progress_args(value, self._step))
 
 
 class Wire:
@@ -192,4 +226,5 @@ def run(executor: Executor, http: tuple[str, int] | None = None, wire: Wire | No
         executor.close()
 
 
-__all__ = ["Wire", "build_server", "exit_on_signals", "run", "serve_http", "serve_stdio"]
+__all__ = ["ProgressRelay", "Wire", "build_server", "exit_on_signals", "progress_args", "run", "serve_http",
+           "serve_stdio"]
