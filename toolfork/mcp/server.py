@@ -27,8 +27,8 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Coroutine, Iterator
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from toolfork.mcp.mapping import call_result, mcp_tool
 
@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from toolfork.executor.executor import Executor
 
 _ids = itertools.count(1)
+T = TypeVar("T")
 
 
 def build_server(executor: Executor, name: str = "toolfork") -> Server[Any]:
@@ -61,10 +62,41 @@ def build_server(executor: Executor, name: str = "toolfork") -> Server[Any]:
                            message=f"Unknown tool: {params.name!r} (tools: {', '.join(sorted(tools)) or 'none'})")
         call = ToolCall(f"mcp-{next(_ids)}", params.name, dict(params.arguments or {}))
         async with ProgressRelay(ctx) as relay:
-            result = await executor.acall(call, on_progress=relay.report)
+            result = await until_client_leaves(ctx, executor.acall(call, on_progress=relay.report))
         return call_result(result)
 
     return Server(name, version=__version__, on_list_tools=list_tools, on_call_tool=call_tool)
+
+
+# How often a call checks that its HTTP client is still connected (a dropped client frees its worker).
+CLIENT_POLL_S = 0.5
+
+
+async def until_client_leaves(ctx: Any, work: Coroutine[Any, Any, T]) -> T:
+    """Await ``work``; if the HTTP request that asked for it is disconnected first (the client dropped
+    its connection mid-call), cancel it, which kills the call's worker, and raise ``CancelledError``.
+
+    Neither the SDK nor uvicorn cancels a request's handler when its client goes away, so without this
+    a dropped client's call runs on to its end (with no timeout, for ever) holding a worker. The check
+    is Starlette's ``Request.is_disconnected`` (stdio has no request: nothing to watch)."""
+    request = getattr(ctx, "request", None)
+    check = getattr(request, "is_disconnected", None)
+    task = asyncio.ensure_future(work)
+    if check is None:
+        return await task
+    try:
+        while True:
+            done, _ = await asyncio.wait({task}, timeout=CLIENT_POLL_S)
+            if done:
+                return task.result()
+            if await check():
+                task.cancel()
+                with contextlib.suppress(BaseException):
+                    await task
+                raise asyncio.CancelledError(f"the client of {ctx.request_id!r} disconnected")
+    finally:
+        if not task.done():
+            task.cancel()
 
 
 def progress_args(value: Any, step: Iterator[int]) -> tuple[float, float | None, str | None]:
@@ -173,10 +205,20 @@ async def serve_http(executor: Executor, host: str, port: int,
     # Our own handlers, not uvicorn's: uvicorn re-raises the signal after its shutdown, which would end
     # the process before the executor is closed (and the exit status would be the signal's).
     web.capture_signals = contextlib.nullcontext  # type: ignore[method-assign,assignment]
+    # Calls in flight do not hold the exit up: uvicorn would wait for their requests to end (a hanging
+    # tool: for ever). force_exit skips that wait, the SDK's session manager then cancels the requests
+    # (each cancelled call's worker is killed) and run() closes the executor; should even that stall,
+    # the backstop closes the executor and exits.
+    def stop() -> None:
+        web.should_exit = web.force_exit = True
+        backstop = threading.Timer(EXIT_BACKSTOP_S, close_and_exit, ([executor],))
+        backstop.daemon = True
+        backstop.start()
+
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
         with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
-            loop.add_signal_handler(signum, setattr, web, "should_exit", True)
+            loop.add_signal_handler(signum, stop)
     serving = asyncio.ensure_future(web.serve())
     while not web.started and not serving.done():
         await asyncio.sleep(0.02)
@@ -184,6 +226,17 @@ async def serve_http(executor: Executor, host: str, port: int,
         bound = web.servers[0].sockets[0].getsockname()
         announce(f"http://{host}:{bound[1]}/mcp")
     await serving
+
+
+EXIT_BACKSTOP_S = 10.0  # seconds an HTTP server gets to shut down on SIGTERM before it is made to
+
+
+def close_and_exit(executors: list[Executor]) -> None:
+    """Close the executors (no worker left behind), then end the process with status 0."""
+    for executor in executors:
+        with contextlib.suppress(Exception):
+            executor.close()
+    os._exit(0)
 
 
 def exit_on_signals(executors: list[Executor]) -> None:
@@ -194,14 +247,8 @@ def exit_on_signals(executors: list[Executor]) -> None:
     closing runs in a thread of its own: the signal may arrive while the main thread holds a lock
     the closing needs. (With ``--http``, the loop's own handlers replace these while serving.)"""
 
-    def close_and_exit() -> None:
-        for executor in executors:
-            with contextlib.suppress(Exception):
-                executor.close()
-        os._exit(0)
-
     def stop(signum: int, frame: Any) -> None:
-        threading.Thread(target=close_and_exit, name="toolfork-mcp-exit", daemon=True).start()
+        threading.Thread(target=close_and_exit, args=(executors,), name="toolfork-mcp-exit", daemon=True).start()
 
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
