@@ -192,15 +192,32 @@ async def serve_stdio(executor: Executor, wire: Wire | None = None) -> None:
         await server.run(read, write, server.create_initialization_options())
 
 
+async def serve_app_stdio(app: Any, wire: Wire | None = None) -> None:
+    """An SDK app (``MCPServer``) on stdin/stdout, or on the ``wire`` taken off them: the SDK's stdio
+    transport reads ``sys.stdin`` and ``sys.stdout`` when it starts, so they are the wire meanwhile."""
+    if wire is None:
+        await app.run_stdio_async()
+        return
+    import io
+
+    saved = sys.stdin, sys.stdout
+    sys.stdin = io.TextIOWrapper(os.fdopen(wire.read_fd, "rb", closefd=False), encoding="utf-8", errors="replace")
+    sys.stdout = io.TextIOWrapper(os.fdopen(wire.write_fd, "wb", closefd=False), encoding="utf-8")
+    try:
+        await app.run_stdio_async()
+    finally:
+        sys.stdin, sys.stdout = saved
+
+
 async def serve_http(executor: Executor, host: str, port: int,
-                     announce: Callable[[str], None] | None = None) -> None:
-    """Serve streamable HTTP at ``http://HOST:PORT/mcp`` until SIGTERM / Ctrl-C (uvicorn's handlers).
+                     announce: Callable[[str], None] | None = None, app: Any = None) -> None:
+    """Serve streamable HTTP at ``http://HOST:PORT/mcp`` until SIGTERM / Ctrl-C (uvicorn's handlers):
+    the executor's tools, or the SDK ``app`` (its tools already in the executor: ``app.pool_app``).
     ``announce`` gets the URL once listening (with port 0, the port the system chose)."""
     import uvicorn
 
-    server = build_server(executor)
-    app = server.streamable_http_app(host=host)
-    config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")
+    asgi = (app if app is not None else build_server(executor)).streamable_http_app(host=host)
+    config = uvicorn.Config(asgi, host=host, port=port, log_level="warning", lifespan="on")
     web = uvicorn.Server(config)
     # Our own handlers, not uvicorn's: uvicorn re-raises the signal after its shutdown, which would end
     # the process before the executor is closed (and the exit status would be the signal's).
@@ -254,24 +271,29 @@ def exit_on_signals(executors: list[Executor]) -> None:
     signal.signal(signal.SIGINT, stop)
 
 
-def run(executor: Executor, http: tuple[str, int] | None = None, wire: Wire | None = None) -> None:
+def run(executor: Executor, http: tuple[str, int] | None = None, wire: Wire | None = None, app: Any = None) -> None:
     """Serve until the client goes (stdio: stdin closed), SIGTERM or Ctrl-C; the executor is closed
-    on the way out so no worker is left behind."""
+    on the way out so no worker is left behind. With ``app`` (an SDK app whose tools are in
+    ``executor``, see ``toolfork.mcp.app``) the app serves."""
     import anyio
 
     exit_on_signals([executor])
     try:
         if http is None:
-            anyio.run(serve_stdio, executor, wire)
+            if app is not None:
+                anyio.run(serve_app_stdio, app, wire)
+            else:
+                anyio.run(serve_stdio, executor, wire)
         else:
             host, port = http
             anyio.run(serve_http, executor, host, port,
-                      lambda url: print(f"toolfork mcp serve: listening on {url}", file=sys.stderr, flush=True))
+                      lambda url: print(f"toolfork mcp serve: listening on {url}", file=sys.stderr, flush=True),
+                      app)
     except KeyboardInterrupt:
         pass
     finally:
         executor.close()
 
 
-__all__ = ["ProgressRelay", "Wire", "build_server", "exit_on_signals", "progress_args", "run", "serve_http",
-           "serve_stdio"]
+__all__ = ["ProgressRelay", "Wire", "build_server", "exit_on_signals", "progress_args", "run",
+           "serve_app_stdio", "serve_http", "serve_stdio"]
