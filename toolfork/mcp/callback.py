@@ -81,10 +81,7 @@ class CallbackServer:
                     work.cancel()
             if work.cancelled():
                 return
-            try:
-                reply = pickle.dumps(work.result())
-            except Exception as exc:  # a value or an exception that does not pickle
-                reply = pickle.dumps(("error", CallbackError(f"{path}: {type(exc).__name__}: {exc}")))
+            reply = _picklable(path, work.result())
             writer.write(_LEN.pack(len(reply)) + reply)
             await writer.drain()
         except (ConnectionError, asyncio.IncompleteReadError, asyncio.CancelledError):
@@ -113,6 +110,22 @@ class CallbackServer:
             return ("error", exc)
 
 
+def _picklable(path: str, reply: tuple[Any, ...]) -> bytes:
+    """The reply as a pickle the worker can load: an SDK ``MCPError`` (whose constructor pickle cannot
+    call again) as its code, message and data; anything else that does not survive the trip as a
+    ``CallbackError`` naming it."""
+    if reply[0] == "error" and hasattr(reply[1], "error") and hasattr(reply[1].error, "code"):
+        error = reply[1].error
+        reply = ("mcp_error", error.code, error.message, error.data)
+    try:
+        data = pickle.dumps(reply)
+        pickle.loads(data)
+        return data
+    except Exception as exc:
+        what = reply[1] if reply[0] == "error" else exc
+        return pickle.dumps(("error", CallbackError(f"{path}: {type(what).__name__}: {what}")))
+
+
 def request(address: str, call_id: str, path: str, args: tuple[Any, ...], kwargs: dict[str, Any],
             timeout: float | None) -> tuple[Any, bool]:
     """Worker side: ask the server to call ``path`` on the call's context; (value, whether it was
@@ -132,6 +145,10 @@ def request(address: str, call_id: str, path: str, args: tuple[Any, ...], kwargs
             raise CallbackError(f"{path}: the MCP server cannot be reached ({exc})") from None
     finally:
         sock.close()
+    if reply[0] == "mcp_error":
+        from mcp.shared.exceptions import MCPError
+
+        raise MCPError(code=reply[1], message=reply[2], data=reply[3])
     if reply[0] == "error":
         raise reply[1]
     return reply[1], reply[2]
