@@ -74,15 +74,20 @@ def _serve(args: argparse.Namespace, run: Any) -> int:
 
             app = load_app(args.app)
             wire = Wire() if http is None else None  # before the pool forks: workers must not see the wire
-            executor, _ = pool_app(app, **options)
+            executor, callbacks = pool_app(app, **options)
         else:
+            from toolfork.mcp.callback import CallbackServer, client_link
+            from toolfork.tools.runtime import set_client_link
+
             tools = load_all_tools(args.tools, args.toolkit)
             wire = Wire() if http is None else None
+            callbacks = CallbackServer()  # before the pool forks: workers reach their client through it
+            set_client_link(client_link(callbacks.address))
             executor = Executor(tools, **options)
     except (UsageError, ValueError, RuntimeError) as exc:
         print(f"toolfork mcp serve: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    run(executor, http, wire, app)
+    run(executor, http, wire, app, callbacks)
     return 0
 
 

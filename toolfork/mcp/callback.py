@@ -165,6 +165,45 @@ def _read(sock: socket.socket, size: int) -> bytes:
     return b"".join(chunks)
 
 
+def client_link(address: str) -> Callable[[str, str, dict[str, Any], float | None], Any]:
+    """Worker side of ``ToolRuntime.log`` / ``elicit`` / ``sample`` (``toolfork.tools.runtime``'s
+    client link): the request goes to the call's ``ClientOps`` in the server."""
+
+    def link(call_id: str, what: str, params: dict[str, Any], timeout: float | None) -> Any:
+        return request(address, call_id, what, (), params, timeout)[0]
+
+    return link
+
+
+class ClientOps:
+    """Server side of ``ToolRuntime.log`` / ``elicit`` / ``sample`` for one call of the low-level
+    server: the SDK session's requests, tied to the call's request, answered as plain data."""
+
+    def __init__(self, ctx: Any, log_level: Callable[[], str | None]) -> None:
+        self._ctx, self._log_level = ctx, log_level
+
+    async def log(self, level: str, data: Any, logger: str | None = None) -> None:
+        from toolfork.tools.runtime import LOG_LEVELS
+
+        wanted = self._log_level()  # logging/setLevel of a handshake session (2026-07-28: the SDK's opt-in)
+        if wanted in LOG_LEVELS and LOG_LEVELS.index(level) < LOG_LEVELS.index(wanted):
+            return
+        await self._ctx.session.send_log_message(level, data, logger, related_request_id=self._ctx.request_id)
+
+    async def elicit(self, message: str, schema: dict[str, Any]) -> dict[str, Any]:
+        result = await self._ctx.session.elicit_form(message, schema, related_request_id=self._ctx.request_id)
+        return {"action": result.action, "content": result.content}
+
+    async def sample(self, messages: list[dict[str, Any]], max_tokens: int, **options: Any) -> dict[str, Any]:
+        import mcp_types as types
+
+        sampling = [types.SamplingMessage.model_validate(m) for m in messages]
+        result = await self._ctx.session.create_message(messages=sampling, max_tokens=max_tokens,
+                                                        related_request_id=self._ctx.request_id, **options)
+        dumped: dict[str, Any] = result.model_dump(mode="json", by_alias=False, exclude_none=True)
+        return dumped
+
+
 class RemoteContext:
     """Worker side: stands in for the SDK context of a call. Values read when the call was dispatched
     (``values``: dotted names, e.g. ``"session.client_capabilities"``) are plain attributes; anything
@@ -213,4 +252,4 @@ class _Ready:
         yield  # pragma: no cover (makes this a generator)
 
 
-__all__ = ["CallbackError", "CallbackServer", "RemoteContext", "request"]
+__all__ = ["CallbackError", "CallbackServer", "ClientOps", "RemoteContext", "client_link", "request"]

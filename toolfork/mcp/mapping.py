@@ -9,6 +9,8 @@ MCP result -> ``ToolOutput``:
   resource_link             -> file block with ``url`` = the resource URI (``name`` kept)
   embedded text resource    -> text block named after its URI
   embedded blob resource    -> file block (base64 ``data``), named after its URI
+  (the server maps the other way: a text block named by a URI is an embedded text resource at that
+  URI, a file block with data one of blob; a file block not named by a URI gets a ``toolfork://`` one)
   structuredContent         -> ``ToolOutput.data``
   isError                   -> ``ToolOutput.is_error`` (the tool ran and reported a failure the model
                                can act on: that is what an error ``ToolOutput`` means here)
@@ -115,10 +117,18 @@ def call_result(result: ToolResult) -> mcp_types.CallToolResult:
     return mcp_types.CallToolResult(content=content, structured_content=structured, is_error=output.is_error)
 
 
+def _is_uri(name: str | None) -> bool:
+    scheme, sep, rest = (name or "").partition("://")
+    return bool(sep and rest and scheme.replace("+", "").replace("-", "").replace(".", "").isalnum())
+
+
 def _block(b: ContentBlock) -> Any:
     import mcp_types
 
     if b.type == "text":
+        if _is_uri(b.name):  # a text block named by a URI: an embedded text resource (as the client maps one)
+            return mcp_types.EmbeddedResource(type="resource", resource=mcp_types.TextResourceContents(
+                uri=b.name, text=b.text or "", mime_type=b.media_type))
         return mcp_types.TextContent(type="text", text=b.text or "")
     if b.url is not None:
         return mcp_types.ResourceLink(type="resource_link", uri=b.url, name=b.name or b.url, mime_type=b.media_type)
@@ -126,8 +136,8 @@ def _block(b: ContentBlock) -> Any:
         return mcp_types.ImageContent(type="image", data=b.data, mime_type=b.media_type or "image/png")
     if b.type == "audio" and b.data is not None:
         return mcp_types.AudioContent(type="audio", data=b.data, mime_type=b.media_type or "audio/wav")
-    # file / video with inline data: an embedded blob resource
-    uri = f"toolfork://output/{b.name or b.type}"
+    # file / video with inline data: an embedded blob resource, at the block's own URI if it has one
+    uri = b.name if _is_uri(b.name) else f"toolfork://output/{b.name or b.type}"
     return mcp_types.EmbeddedResource(type="resource", resource=mcp_types.BlobResourceContents(
         uri=uri, blob=b.data or "", mime_type=b.media_type))
 

@@ -30,6 +30,7 @@ import threading
 from collections.abc import Callable, Coroutine, Iterator
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from toolfork.mcp.callback import CallbackServer, ClientOps
 from toolfork.mcp.mapping import call_result, mcp_tool
 
 if TYPE_CHECKING:
@@ -41,8 +42,10 @@ _ids = itertools.count(1)
 T = TypeVar("T")
 
 
-def build_server(executor: Executor, name: str = "toolfork") -> Server[Any]:
-    """An MCP server (SDK low-level ``Server``) whose tools are the executor's visible tools."""
+def build_server(executor: Executor, name: str = "toolfork", callbacks: CallbackServer | None = None) -> Server[Any]:
+    """An MCP server (SDK low-level ``Server``) whose tools are the executor's visible tools. With
+    ``callbacks`` (made, and its ``client_link`` installed, before the executor forked its pool), a
+    tool's ``ToolRuntime.log`` / ``elicit`` / ``sample`` reach the client of its call."""
     import mcp_types as types
     from mcp.server.lowlevel import Server
     from mcp.shared.exceptions import MCPError
@@ -61,11 +64,34 @@ def build_server(executor: Executor, name: str = "toolfork") -> Server[Any]:
             raise MCPError(code=types.INVALID_PARAMS,
                            message=f"Unknown tool: {params.name!r} (tools: {', '.join(sorted(tools)) or 'none'})")
         call = ToolCall(f"mcp-{next(_ids)}", params.name, dict(params.arguments or {}))
-        async with ProgressRelay(ctx) as relay:
-            result = await until_client_leaves(ctx, executor.acall(call, on_progress=relay.report))
+        ops = ClientOps(ctx, lambda: levels.get(id(ctx.session)))
+        with callbacks.registered(call.id, ops) if callbacks is not None else contextlib.nullcontext():
+            if callbacks is not None:
+                await callbacks.start()
+            async with ProgressRelay(ctx) as relay:
+                result = await until_client_leaves(ctx, executor.acall(call, on_progress=relay.report))
         return call_result(result)
 
-    return Server(name, version=__version__, on_list_tools=list_tools, on_call_tool=call_tool)
+    levels: dict[int, str] = {}  # id of a session -> the level its logging/setLevel asked for
+
+    async def set_logging_level(ctx: Any, params: types.SetLevelRequestParams) -> types.EmptyResult:
+        levels[id(ctx.session)] = params.level
+        return types.EmptyResult()
+
+    # A tools server has no resources or prompts: it says so with empty lists (as the SDK's MCPServer
+    # does) rather than "method not found", which clients and the conformance suite take as broken.
+    async def list_resources(ctx: Any, params: Any) -> types.ListResourcesResult:
+        return types.ListResourcesResult(resources=[])
+
+    async def list_resource_templates(ctx: Any, params: Any) -> types.ListResourceTemplatesResult:
+        return types.ListResourceTemplatesResult(resource_templates=[])
+
+    async def list_prompts(ctx: Any, params: Any) -> types.ListPromptsResult:
+        return types.ListPromptsResult(prompts=[])
+
+    return Server(name, version=__version__, on_list_tools=list_tools, on_call_tool=call_tool,
+                  on_set_logging_level=set_logging_level, on_list_resources=list_resources,
+                  on_list_resource_templates=list_resource_templates, on_list_prompts=list_prompts)
 
 
 # How often a call checks that its HTTP client is still connected (a dropped client frees its worker).
@@ -182,11 +208,11 @@ class Wire:
         return anyio.wrap_file(stdin), anyio.wrap_file(stdout)
 
 
-async def serve_stdio(executor: Executor, wire: Wire | None = None) -> None:
+async def serve_stdio(executor: Executor, wire: Wire | None = None, callbacks: CallbackServer | None = None) -> None:
     """Serve on stdin/stdout (or the ``wire`` taken off them) until stdin closes."""
     from mcp.server.stdio import stdio_server
 
-    server = build_server(executor)
+    server = build_server(executor, callbacks=callbacks)
     streams = wire.streams() if wire is not None else (None, None)
     async with stdio_server(*streams) as (read, write):
         await server.run(read, write, server.create_initialization_options())
@@ -210,13 +236,14 @@ async def serve_app_stdio(app: Any, wire: Wire | None = None) -> None:
 
 
 async def serve_http(executor: Executor, host: str, port: int,
-                     announce: Callable[[str], None] | None = None, app: Any = None) -> None:
+                     announce: Callable[[str], None] | None = None, app: Any = None,
+                     callbacks: CallbackServer | None = None) -> None:
     """Serve streamable HTTP at ``http://HOST:PORT/mcp`` until SIGTERM / Ctrl-C (uvicorn's handlers):
     the executor's tools, or the SDK ``app`` (its tools already in the executor: ``app.pool_app``).
     ``announce`` gets the URL once listening (with port 0, the port the system chose)."""
     import uvicorn
 
-    asgi = (app if app is not None else build_server(executor)).streamable_http_app(host=host)
+    asgi = (app if app is not None else build_server(executor, callbacks=callbacks)).streamable_http_app(host=host)
     config = uvicorn.Config(asgi, host=host, port=port, log_level="warning", lifespan="on")
     web = uvicorn.Server(config)
     # Our own handlers, not uvicorn's: uvicorn re-raises the signal after its shutdown, which would end
@@ -271,10 +298,11 @@ def exit_on_signals(executors: list[Executor]) -> None:
     signal.signal(signal.SIGINT, stop)
 
 
-def run(executor: Executor, http: tuple[str, int] | None = None, wire: Wire | None = None, app: Any = None) -> None:
+def run(executor: Executor, http: tuple[str, int] | None = None, wire: Wire | None = None, app: Any = None,
+        callbacks: CallbackServer | None = None) -> None:
     """Serve until the client goes (stdio: stdin closed), SIGTERM or Ctrl-C; the executor is closed
     on the way out so no worker is left behind. With ``app`` (an SDK app whose tools are in
-    ``executor``, see ``toolfork.mcp.app``) the app serves."""
+    ``executor``, see ``toolfork.mcp.app``) the app serves. ``callbacks``: see ``build_server``."""
     import anyio
 
     exit_on_signals([executor])
@@ -283,16 +311,18 @@ def run(executor: Executor, http: tuple[str, int] | None = None, wire: Wire | No
             if app is not None:
                 anyio.run(serve_app_stdio, app, wire)
             else:
-                anyio.run(serve_stdio, executor, wire)
+                anyio.run(serve_stdio, executor, wire, callbacks)
         else:
             host, port = http
             anyio.run(serve_http, executor, host, port,
                       lambda url: print(f"toolfork mcp serve: listening on {url}", file=sys.stderr, flush=True),
-                      app)
+                      app, callbacks)
     except KeyboardInterrupt:
         pass
     finally:
         executor.close()
+        if callbacks is not None:
+            callbacks.remove()
 
 
 __all__ = ["ProgressRelay", "Wire", "build_server", "exit_on_signals", "progress_args", "run",
