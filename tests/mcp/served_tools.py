@@ -44,6 +44,21 @@ def burst(n: int, runtime: ToolRuntime) -> str:
     return f"burst {n}"
 
 
+@tool(timeout=3)
+def ask_user(runtime: ToolRuntime) -> str:
+    """Ask the client's user for a word (elicitation), within the call's 3 s."""
+    answer = runtime.elicit("a word?", {"type": "object", "properties": {"word": {"type": "string"}}})
+    return f"{answer['action']}:{(answer.get('content') or {}).get('word')}"
+
+
+@tool
+def say(runtime: ToolRuntime) -> str:
+    """Log once at each of debug, info and warning."""
+    for level in ("debug", "info", "warning"):
+        runtime.log(level, f"at {level}")
+    return "said"
+
+
 @tool(timeout=120)  # CPU time on a loaded machine: the module's short default would cut it off
 def spin(seconds: float) -> dict[str, float]:
     """Burn ``seconds`` of CPU time (not wall time: on a loaded machine the wall time is longer);
@@ -106,4 +121,4 @@ def fail(message: str) -> str:
     raise ValueError(message)
 
 
-TOOLS = [add, count, burst, spin, snooze, crash, exit_now, hang, block, chatty, fail]
+TOOLS = [add, count, burst, ask_user, say, spin, snooze, crash, exit_now, hang, block, chatty, fail]

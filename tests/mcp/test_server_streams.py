@@ -189,3 +189,48 @@ def test_sigterm_with_calls_in_flight_leaves_no_process(track: Any, tmp_path: Pa
         if proc.poll() is None:
             proc.kill()
         proc.wait(30)
+
+
+def test_log_honours_set_level_and_elicitation_answers_or_times_out(url: str) -> None:
+    import mcp_types as types
+    from mcp import Client
+
+    logs: list[str] = []
+    slow = asyncio.Event()
+
+    async def log(params: Any) -> None:
+        logs.append(str(params.data))
+
+    async def elicit(context: Any, params: Any) -> Any:
+        if slow.is_set():
+            await asyncio.sleep(3600)  # a user who never answers
+        return types.ElicitResult(action="accept", content={"word": "blue"})
+
+    async def go() -> tuple[Any, Any, Any, Any]:
+        async with Client(url, mode="legacy", logging_callback=log, elicitation_callback=elicit) as client:
+            await client.session.set_logging_level("info")
+            said = await client.call_tool("say", {})
+            answered = await client.call_tool("ask_user", {})
+            slow.set()
+            unanswered = await client.call_tool("ask_user", {})
+            after = await client.call_tool("add", {"a": 1, "b": 1})
+            return said, answered, unanswered, after
+
+    said, answered, unanswered, after = asyncio.run(asyncio.wait_for(go(), 90))
+    assert said.content[0].text == "said" and logs == ["at info", "at warning"]
+    assert answered.content[0].text == "accept:blue"
+    assert unanswered.is_error and "timed out" in unanswered.content[0].text  # the call's own 3 s
+    assert after.structured_content == {"total": 2}
+
+
+def test_runtime_without_a_client() -> None:
+    from toolfork.tools.runtime import ClientUnavailable, ToolRuntime
+
+    runtime = ToolRuntime("c1", "t")
+    runtime.log("info", "nobody listens")  # a no-op, not an error
+    with pytest.raises(ClientUnavailable, match="no MCP client"):
+        runtime.elicit("?", {"type": "object"})
+    with pytest.raises(ClientUnavailable, match="sample"):
+        runtime.sample("hello")
+    with pytest.raises(ValueError, match="level must be one of"):
+        runtime.log("loud", "x")

@@ -26,8 +26,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                             "resources, prompts and the rest are served by the SDK (also MODULE:ATTR)")
     serve.add_argument("--workers", type=positive_int, default=None, metavar="N",
                        help="worker processes (default: 4 x CPUs, between 4 and 32)")
-    serve.add_argument("--timeout", type=positive_float, default=None, metavar="S",
-                       help="per-call timeout in seconds for tools that set none")
+    serve.add_argument("--timeout", type=_timeout, default=DEFAULT_TIMEOUT_S, metavar="S",
+                       help=f"per-call timeout in seconds for tools that set none (default {DEFAULT_TIMEOUT_S:g}; "
+                            "'none': unbounded)")
     serve.add_argument("--before-child", default=None, metavar="MODULE:FN",
                        help="called in the worker right before each call")
     serve.add_argument("--after-child", default=None, metavar="MODULE:FN",
@@ -35,6 +36,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     serve.add_argument("--http", default=None, metavar="HOST:PORT",
                        help="serve streamable HTTP at http://HOST:PORT/mcp instead of stdio (port 0: any free "
                             "port; the URL is printed on stderr)")
+
+
+# A served call's client is usually a model's agent loop, which has no way to kill a stuck worker: an
+# unbounded hang would hold that worker until the server stops. Five minutes is past any tool call an
+# agent waits for, and a tool that needs longer says so with its own timeout (or --timeout none).
+DEFAULT_TIMEOUT_S = 300.0
+
+
+def _timeout(text: str) -> float | None:
+    if text.strip().lower() == "none":
+        return None
+    return positive_float(text)
 
 
 def _http_address(text: str) -> tuple[str, int]:

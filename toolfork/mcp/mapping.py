@@ -126,7 +126,7 @@ def _block(b: ContentBlock) -> Any:
     import mcp_types
 
     if b.type == "text":
-        if _is_uri(b.name):  # a text block named by a URI: an embedded text resource (as the client maps one)
+        if b.name is not None and _is_uri(b.name):  # named by a URI: an embedded text resource (as the client maps one)
             return mcp_types.EmbeddedResource(type="resource", resource=mcp_types.TextResourceContents(
                 uri=b.name, text=b.text or "", mime_type=b.media_type))
         return mcp_types.TextContent(type="text", text=b.text or "")
@@ -137,7 +137,7 @@ def _block(b: ContentBlock) -> Any:
     if b.type == "audio" and b.data is not None:
         return mcp_types.AudioContent(type="audio", data=b.data, mime_type=b.media_type or "audio/wav")
     # file / video with inline data: an embedded blob resource, at the block's own URI if it has one
-    uri = b.name if _is_uri(b.name) else f"toolfork://output/{b.name or b.type}"
+    uri = b.name if b.name is not None and _is_uri(b.name) else f"toolfork://output/{b.name or b.type}"
     return mcp_types.EmbeddedResource(type="resource", resource=mcp_types.BlobResourceContents(
         uri=uri, blob=b.data or "", mime_type=b.media_type))
 

@@ -64,7 +64,7 @@ def build_server(executor: Executor, name: str = "toolfork", callbacks: Callback
             raise MCPError(code=types.INVALID_PARAMS,
                            message=f"Unknown tool: {params.name!r} (tools: {', '.join(sorted(tools)) or 'none'})")
         call = ToolCall(f"mcp-{next(_ids)}", params.name, dict(params.arguments or {}))
-        ops = ClientOps(ctx, lambda: levels.get(id(ctx.session)))
+        ops = ClientOps(ctx, lambda: levels.get(_session_key(ctx)))
         with callbacks.registered(call.id, ops) if callbacks is not None else contextlib.nullcontext():
             if callbacks is not None:
                 await callbacks.start()
@@ -72,10 +72,10 @@ def build_server(executor: Executor, name: str = "toolfork", callbacks: Callback
                 result = await until_client_leaves(ctx, executor.acall(call, on_progress=relay.report))
         return call_result(result)
 
-    levels: dict[int, str] = {}  # id of a session -> the level its logging/setLevel asked for
+    levels: dict[str, str] = {}  # session -> the level its logging/setLevel asked for
 
     async def set_logging_level(ctx: Any, params: types.SetLevelRequestParams) -> types.EmptyResult:
-        levels[id(ctx.session)] = params.level
+        levels[_session_key(ctx)] = params.level
         return types.EmptyResult()
 
     # A tools server has no resources or prompts: it says so with empty lists (as the SDK's MCPServer
@@ -92,6 +92,13 @@ def build_server(executor: Executor, name: str = "toolfork", callbacks: Callback
     return Server(name, version=__version__, on_list_tools=list_tools, on_call_tool=call_tool,
                   on_set_logging_level=set_logging_level, on_list_resources=list_resources,
                   on_list_resource_templates=list_resource_templates, on_list_prompts=list_prompts)
+
+
+def _session_key(ctx: Any) -> str:
+    """Which client session a request belongs to: the HTTP session id (each request has an SDK session
+    object of its own there), else the one stdio session."""
+    headers = getattr(getattr(ctx, "request", None), "headers", None)
+    return str(headers.get("mcp-session-id", "")) if headers is not None else "stdio"
 
 
 # How often a call checks that its HTTP client is still connected (a dropped client frees its worker).
