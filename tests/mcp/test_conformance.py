@@ -23,13 +23,18 @@ pytestmark = pytest.mark.xdist_group("mcp_conformance")
 RUNS = [("0.1.16", None), ("0.2.0-alpha.11", "2025-11-25"), ("0.2.0-alpha.11", "2026-07-28")]
 
 
-@pytest.fixture(scope="module")
-def app_results(npm_tools: Path, sdk_everything_server: Path, track: Any) -> Iterator[dict[Any, Any]]:
-    serve = [sys.executable, "-m", "toolfork", "mcp", "serve", "--app", f"{sdk_everything_server}:mcp",
-             "--http", "127.0.0.1:0", "--workers", "4", "--timeout", "60"]
+def suite_results(what: list[str], track: Any) -> Iterator[dict[Any, Any]]:
+    """Serve ``toolfork mcp serve WHAT`` over HTTP and run every suite of RUNS against it, once."""
+    serve = [sys.executable, "-m", "toolfork", "mcp", "serve", *what, "--http", "127.0.0.1:0", "--workers", "4",
+             "--timeout", "60"]
     with http_server(serve) as (_, url):
         track()
         yield {run: run_server_scenarios(url, run[0], run[1]) for run in RUNS}
+
+
+@pytest.fixture(scope="module")
+def app_results(npm_tools: Path, sdk_everything_server: Path, track: Any) -> Iterator[dict[Any, Any]]:
+    yield from suite_results(["--app", f"{sdk_everything_server}:mcp"], track)
 
 
 @pytest.mark.parametrize("run", RUNS, ids=[f"{v}-{s or 'active'}" for v, s in RUNS])
@@ -57,11 +62,7 @@ NO_DIAGNOSTIC_TOOL = {  # 2026-07-28 scenarios that call tools of the everything
 
 @pytest.fixture(scope="module")
 def tools_results(npm_tools: Path, track: Any) -> Iterator[dict[Any, Any]]:
-    serve = [sys.executable, "-m", "toolfork", "mcp", "serve", "--tools", "tests/mcp/conformance_tools.py",
-             "--http", "127.0.0.1:0", "--workers", "4", "--timeout", "60"]
-    with http_server(serve) as (_, url):
-        track()
-        yield {run: run_server_scenarios(url, run[0], run[1]) for run in RUNS}
+    yield from suite_results(["--tools", "tests/mcp/conformance_tools.py"], track)
 
 
 @pytest.mark.parametrize("run", RUNS, ids=[f"{v}-{s or 'active'}" for v, s in RUNS])
