@@ -181,3 +181,19 @@ def test_stdio(track: Any) -> None:
     where, chatty = run(go())
     assert isinstance(where.structured_content["pid"], int)
     assert text(chatty).startswith("done in ") and seen.progress == [1.0, 2.0, 3.0]
+
+
+@pytest.mark.parametrize(("spec", "extra", "says"), [
+    ("tests/mcp/no_such_app.py:app", [], "no file"),
+    ("tests/mcp/pool_app.py:nope", [], "has no attribute 'nope'"),
+    ("tests/mcp/pool_app.py", [], "takes FILE.py:ATTR"),
+    ("tests/mcp/pool_app.py:Answer", [], "is not an MCP server app"),
+    ("tests/mcp/pool_app.py:app", ["--tools", "tests/mcp/served_tools.py"], "does not take --toolkit or --tools"),
+])
+def test_a_bad_app_spec_is_a_usage_error_naming_it(spec: str, extra: list[str], says: str) -> None:
+    import subprocess
+
+    done = subprocess.run([sys.executable, "-m", "toolfork", "mcp", "serve", "--app", spec, *extra], cwd=ROOT,
+                          env=python_env(), stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2, done.stderr
+    assert says in done.stderr and "toolfork mcp serve: error:" in done.stderr, done.stderr

@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import importlib
 import importlib.util
+import inspect
 import itertools
 import os
 import sys
@@ -47,8 +48,8 @@ _APPS: dict[str, Any] = {}  # key -> app, filled before the pool forks (the work
 
 
 def load_app(spec: str) -> Any:
-    """``path/to/file.py:attr`` or ``package.module:attr`` -> the app (a callable that is not an app is
-    called with no arguments and its result used: an app factory)."""
+    """``path/to/file.py:attr`` or ``package.module:attr`` -> the app (a function is called with no
+    arguments and its result used: an app factory)."""
     where, sep, attr = spec.rpartition(":")
     if not sep or not where or not attr:
         raise ValueError(f"--app takes FILE.py:ATTR or MODULE:ATTR (e.g. my_server.py:app), got {spec!r}")
@@ -72,10 +73,11 @@ def load_app(spec: str) -> Any:
         app = getattr(module, attr)
     except AttributeError:
         raise ValueError(f"--app {spec}: {where} has no attribute {attr!r}") from None
-    if not hasattr(app, "call_tool") and callable(app):
+    if not hasattr(app, "call_tool") and inspect.isroutine(app):
         app = app()
     if not (hasattr(app, "call_tool") and hasattr(app, "list_tools")):
-        raise ValueError(f"--app {spec}: {type(app).__name__} is not an MCP server app (MCPServer / FastMCP)")
+        raise ValueError(f"--app {spec}: {attr!r} is not an MCP server app (an MCPServer / FastMCP instance, or a "
+                         f"function returning one), it is {app!r:.80}")
     return app
 
 

@@ -130,17 +130,21 @@ def request(address: str, call_id: str, path: str, args: tuple[Any, ...], kwargs
             timeout: float | None) -> tuple[Any, bool]:
     """Worker side: ask the server to call ``path`` on the call's context; (value, whether it was
     awaited there). An exception raised there is raised here."""
+    from toolfork.mcp.relay import READ_TIMEOUT_SLACK_S
+
     data = pickle.dumps((call_id, path, args, kwargs))
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
-        sock.settimeout(timeout)
+        # The executor's deadline wins the race (it kills the worker: the call is "timeout"); this wait
+        # ends a little later, for where nothing kills the call (sequential mode).
+        sock.settimeout(None if timeout is None else timeout + READ_TIMEOUT_SLACK_S)
         try:
             sock.connect(address)
             sock.sendall(_LEN.pack(len(data)) + data)
             size = _LEN.unpack(_read(sock, _LEN.size))[0]
             reply = pickle.loads(_read(sock, size))
         except TimeoutError:
-            raise TimeoutError(f"{path}: no answer from the client before the call's deadline") from None
+            raise TimeoutError(f"{path}: no answer from the client by the call's deadline") from None
         except OSError as exc:
             raise CallbackError(f"{path}: the MCP server cannot be reached ({exc})") from None
     finally:
