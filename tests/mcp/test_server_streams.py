@@ -234,3 +234,25 @@ def test_runtime_without_a_client() -> None:
         runtime.sample("hello")
     with pytest.raises(ValueError, match="level must be one of"):
         runtime.log("loud", "x")
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_cancelled_call_frees_its_worker(url: str, mode: str, tmp_path: Path) -> None:
+    # On 2026-07-28 the client sends no notifications/cancelled: it closes the request's stream, which
+    # only the disconnect check notices.
+    from mcp import Client
+
+    marker = tmp_path / "cancelled.pid"
+
+    async def go() -> None:
+        async with Client(url, mode="legacy" if mode == "legacy" else "auto") as client:
+            task = asyncio.ensure_future(client.session.call_tool("hang", {"marker": str(marker)}))
+            deadline = time.monotonic() + 30
+            while not marker.exists():
+                assert time.monotonic() < deadline, "the call never started"
+                await asyncio.sleep(0.05)
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+
+    asyncio.run(asyncio.wait_for(go(), 60))
+    _wait_gone([int(marker.read_text())])  # the module's timeout is 60 s: only the cancellation ends it sooner
