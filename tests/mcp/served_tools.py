@@ -59,6 +59,14 @@ def say(runtime: ToolRuntime) -> str:
     return "said"
 
 
+@tool
+def refuse() -> str:
+    """Answer with a protocol error: the client lacks a capability this tool needs."""
+    from toolfork.mcp import MCPProtocolError
+
+    raise MCPProtocolError(-32003, "needs sampling", {"requiredCapabilities": {"sampling": {}}})
+
+
 @tool(timeout=120)  # CPU time on a loaded machine: the module's short default would cut it off
 def spin(seconds: float) -> dict[str, float]:
     """Burn ``seconds`` of CPU time (not wall time: on a loaded machine the wall time is longer);
@@ -121,4 +129,4 @@ def fail(message: str) -> str:
     raise ValueError(message)
 
 
-TOOLS = [add, count, burst, ask_user, say, spin, snooze, crash, exit_now, hang, block, chatty, fail]
+TOOLS = [add, count, burst, ask_user, say, refuse, spin, snooze, crash, exit_now, hang, block, chatty, fail]

@@ -256,3 +256,21 @@ def test_a_cancelled_call_frees_its_worker(url: str, mode: str, tmp_path: Path) 
 
     asyncio.run(asyncio.wait_for(go(), 60))
     _wait_gone([int(marker.read_text())])  # the module's timeout is 60 s: only the cancellation ends it sooner
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_tool_can_answer_with_a_protocol_error(url: str, mode: str) -> None:
+    from mcp import Client
+    from mcp.shared.exceptions import MCPError
+
+    async def go() -> Any:
+        async with Client(url, mode="legacy" if mode == "legacy" else "auto") as client:
+            try:
+                return await client.call_tool("refuse", {})
+            except MCPError as exc:
+                return exc
+
+    raised = asyncio.run(asyncio.wait_for(go(), 60))
+    assert isinstance(raised, MCPError), raised
+    assert (raised.error.code, raised.error.message) == (-32003, "needs sampling")
+    assert raised.error.data == {"requiredCapabilities": {"sampling": {}}}

@@ -21,6 +21,7 @@ MCP result -> ``ToolOutput``:
 
 from __future__ import annotations
 
+import json
 from typing import TYPE_CHECKING, Any
 
 from toolfork.tools.output import ContentBlock, ToolOutput
@@ -78,6 +79,32 @@ def tool_meta(tool: mcp_types.Tool) -> dict[str, Any]:
 
 
 # ------------------------------------------------------------------ server side: toolfork -> MCP
+
+class MCPProtocolError(Exception):
+    """Raised by a tool served by ``toolfork mcp serve``: the call is answered with a JSON-RPC error
+    (``code``, ``message``, ``data``) instead of a result, where the MCP spec asks for one (e.g.
+    ``-32003`` with ``data={"requiredCapabilities": ...}`` for a client capability the tool needs).
+    It crosses from the worker as its text (a JSON object): exceptions cross the fork as strings."""
+
+    def __init__(self, code: int, message: str, data: Any = None) -> None:
+        super().__init__(json.dumps({"code": code, "message": message, "data": data}, default=str))
+        self.code, self.message, self.data = code, message, data
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return type(self), (self.code, self.message, self.data)
+
+
+def protocol_error(result: ToolResult) -> tuple[int, str, Any] | None:
+    """(code, message, data) when the call's tool raised ``MCPProtocolError``, else None."""
+    error = result.error
+    if result.status != "error" or error is None or error.type != MCPProtocolError.__name__:
+        return None
+    try:
+        fields = json.loads(error.message)
+        return int(fields["code"]), str(fields["message"]), fields.get("data")
+    except (ValueError, KeyError, TypeError):
+        return None
+
 
 def mcp_tool(t: Tool) -> mcp_types.Tool:
     """How ``toolfork mcp serve`` lists a tool: its JSON Schema, description and any MCP metadata."""
@@ -142,4 +169,6 @@ def _block(b: ContentBlock) -> Any:
         uri=uri, blob=b.data or "", mime_type=b.media_type))
 
 
-__all__ = ["META_ATTRS", "call_result", "mcp_tool", "output_from_dict", "result_to_dict", "tool_meta"]
+__all__ = ["META_ATTRS", "MCPProtocolError", "call_result", "mcp_tool", "output_from_dict", "protocol_error",
+           "result_to_dict",
+           "tool_meta"]

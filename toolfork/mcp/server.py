@@ -10,7 +10,8 @@ What a client sees:
     result that says which (the server keeps serving: the call ran in a worker, not here);
   * arguments that do not match the schema: an ``isError`` result listing the bad fields (the MCP
     spec makes input validation a tool error so the model can correct itself);
-  * an unknown tool: a protocol error (``INVALID_PARAMS``), the one misuse that is not a tool's;
+  * an unknown tool: a protocol error (``INVALID_PARAMS``), the one misuse that is not a tool's; a
+    tool that raises ``MCPProtocolError``: the JSON-RPC error it names;
   * ``notifications/cancelled``: the SDK cancels the request's task; awaiting ``acall`` cancelled
     cancels the executor's future, which kills the call's worker;
   * progress the tool reports (``ToolRuntime.emit_progress``): ``notifications/progress`` when the
@@ -31,7 +32,7 @@ from collections.abc import Callable, Coroutine, Iterator
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from toolfork.mcp.callback import CallbackServer, ClientOps
-from toolfork.mcp.mapping import call_result, mcp_tool
+from toolfork.mcp.mapping import call_result, mcp_tool, protocol_error
 
 if TYPE_CHECKING:
     from mcp.server.lowlevel import Server
@@ -70,6 +71,9 @@ def build_server(executor: Executor, name: str = "toolfork", callbacks: Callback
                 await callbacks.start()
             async with ProgressRelay(ctx) as relay:
                 result = await until_client_leaves(ctx, executor.acall(call, on_progress=relay.report))
+        error = protocol_error(result)
+        if error is not None:
+            raise MCPError(code=error[0], message=error[1], data=error[2])
         return call_result(result)
 
     levels: dict[str, str] = {}  # session -> the level its logging/setLevel asked for
