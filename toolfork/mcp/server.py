@@ -15,7 +15,14 @@ What a client sees:
   * ``notifications/cancelled``: the SDK cancels the request's task; awaiting ``acall`` cancelled
     cancels the executor's future, which kills the call's worker;
   * progress the tool reports (``ToolRuntime.emit_progress``): ``notifications/progress`` when the
-    request carried a progress token (the SDK drops it otherwise).
+    request carried a progress token (the SDK drops it otherwise), in order and before the result
+    (``ProgressRelay``);
+  * ``ToolRuntime.log`` / ``elicit`` / ``sample``: carried to the call's client over the callback
+    socket (``callback.py``);
+  * over HTTP, a client that drops its connection mid-call: the call is cancelled
+    (``until_client_leaves``); SIGTERM does not wait for calls in flight.
+
+An SDK app's tools in the pool (``--app``) are ``app.py``'s; this module serves either.
 """
 
 from __future__ import annotations
