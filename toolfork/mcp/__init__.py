@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from toolfork.mcp.connector import MCPConnector, SkippedToolWarning
 from toolfork.mcp.host import MCPConnectionError
+from toolfork.mcp.mapping import MCPProtocolError
 from toolfork.mcp.relay import MCPToolError
 
-__all__ = ["MCPConnectionError", "MCPConnector", "MCPToolError", "SkippedToolWarning"]
+__all__ = ["MCPConnectionError", "MCPConnector", "MCPProtocolError", "MCPToolError", "SkippedToolWarning"]

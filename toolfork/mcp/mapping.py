@@ -9,6 +9,8 @@ MCP result -> ``ToolOutput``:
   resource_link             -> file block with ``url`` = the resource URI (``name`` kept)
   embedded text resource    -> text block named after its URI
   embedded blob resource    -> file block (base64 ``data``), named after its URI
+  (the server maps the other way: a text block named by a URI is an embedded text resource at that
+  URI, a file block with data one of blob; a file block not named by a URI gets a ``toolfork://`` one)
   structuredContent         -> ``ToolOutput.data``
   isError                   -> ``ToolOutput.is_error`` (the tool ran and reported a failure the model
                                can act on: that is what an error ``ToolOutput`` means here)
@@ -19,6 +21,7 @@ MCP result -> ``ToolOutput``:
 
 from __future__ import annotations
 
+import json
 from typing import TYPE_CHECKING, Any
 
 from toolfork.tools.output import ContentBlock, ToolOutput
@@ -77,6 +80,32 @@ def tool_meta(tool: mcp_types.Tool) -> dict[str, Any]:
 
 # ------------------------------------------------------------------ server side: toolfork -> MCP
 
+class MCPProtocolError(Exception):
+    """Raised by a tool served by ``toolfork mcp serve``: the call is answered with a JSON-RPC error
+    (``code``, ``message``, ``data``) instead of a result, where the MCP spec asks for one (e.g.
+    ``-32003`` with ``data={"requiredCapabilities": ...}`` for a client capability the tool needs).
+    It crosses from the worker as its text (a JSON object): exceptions cross the fork as strings."""
+
+    def __init__(self, code: int, message: str, data: Any = None) -> None:
+        super().__init__(json.dumps({"code": code, "message": message, "data": data}, default=str))
+        self.code, self.message, self.data = code, message, data
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return type(self), (self.code, self.message, self.data)
+
+
+def protocol_error(result: ToolResult) -> tuple[int, str, Any] | None:
+    """(code, message, data) when the call's tool raised ``MCPProtocolError``, else None."""
+    error = result.error
+    if result.status != "error" or error is None or error.type != MCPProtocolError.__name__:
+        return None
+    try:
+        fields = json.loads(error.message)
+        return int(fields["code"]), str(fields["message"]), fields.get("data")
+    except (ValueError, KeyError, TypeError):
+        return None
+
+
 def mcp_tool(t: Tool) -> mcp_types.Tool:
     """How ``toolfork mcp serve`` lists a tool: its JSON Schema, description and any MCP metadata."""
     import mcp_types
@@ -115,10 +144,18 @@ def call_result(result: ToolResult) -> mcp_types.CallToolResult:
     return mcp_types.CallToolResult(content=content, structured_content=structured, is_error=output.is_error)
 
 
+def _is_uri(name: str | None) -> bool:
+    scheme, sep, rest = (name or "").partition("://")
+    return bool(sep and rest and scheme.replace("+", "").replace("-", "").replace(".", "").isalnum())
+
+
 def _block(b: ContentBlock) -> Any:
     import mcp_types
 
     if b.type == "text":
+        if b.name is not None and _is_uri(b.name):  # named by a URI: an embedded text resource (as the client maps one)
+            return mcp_types.EmbeddedResource(type="resource", resource=mcp_types.TextResourceContents(
+                uri=b.name, text=b.text or "", mime_type=b.media_type))
         return mcp_types.TextContent(type="text", text=b.text or "")
     if b.url is not None:
         return mcp_types.ResourceLink(type="resource_link", uri=b.url, name=b.name or b.url, mime_type=b.media_type)
@@ -126,10 +163,12 @@ def _block(b: ContentBlock) -> Any:
         return mcp_types.ImageContent(type="image", data=b.data, mime_type=b.media_type or "image/png")
     if b.type == "audio" and b.data is not None:
         return mcp_types.AudioContent(type="audio", data=b.data, mime_type=b.media_type or "audio/wav")
-    # file / video with inline data: an embedded blob resource
-    uri = f"toolfork://output/{b.name or b.type}"
+    # file / video with inline data: an embedded blob resource, at the block's own URI if it has one
+    uri = b.name if b.name is not None and _is_uri(b.name) else f"toolfork://output/{b.name or b.type}"
     return mcp_types.EmbeddedResource(type="resource", resource=mcp_types.BlobResourceContents(
         uri=uri, blob=b.data or "", mime_type=b.media_type))
 
 
-__all__ = ["META_ATTRS", "call_result", "mcp_tool", "output_from_dict", "result_to_dict", "tool_meta"]
+__all__ = ["META_ATTRS", "MCPProtocolError", "call_result", "mcp_tool", "output_from_dict", "protocol_error",
+           "result_to_dict",
+           "tool_meta"]

@@ -10,11 +10,19 @@ What a client sees:
     result that says which (the server keeps serving: the call ran in a worker, not here);
   * arguments that do not match the schema: an ``isError`` result listing the bad fields (the MCP
     spec makes input validation a tool error so the model can correct itself);
-  * an unknown tool: a protocol error (``INVALID_PARAMS``), the one misuse that is not a tool's;
+  * an unknown tool: a protocol error (``INVALID_PARAMS``), the one misuse that is not a tool's; a
+    tool that raises ``MCPProtocolError``: the JSON-RPC error it names;
   * ``notifications/cancelled``: the SDK cancels the request's task; awaiting ``acall`` cancelled
     cancels the executor's future, which kills the call's worker;
   * progress the tool reports (``ToolRuntime.emit_progress``): ``notifications/progress`` when the
-    request carried a progress token (the SDK drops it otherwise).
+    request carried a progress token (the SDK drops it otherwise), in order and before the result
+    (``ProgressRelay``);
+  * ``ToolRuntime.log`` / ``elicit`` / ``sample``: carried to the call's client over the callback
+    socket (``callback.py``);
+  * over HTTP, a client that drops its connection mid-call: the call is cancelled
+    (``until_client_leaves``); SIGTERM does not wait for calls in flight.
+
+An SDK app's tools in the pool (``--app``) are ``app.py``'s; this module serves either.
 """
 
 from __future__ import annotations
@@ -27,10 +35,11 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Coroutine, Iterator
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from toolfork.mcp.mapping import call_result, mcp_tool
+from toolfork.mcp.callback import CallbackServer, ClientOps
+from toolfork.mcp.mapping import call_result, mcp_tool, protocol_error
 
 if TYPE_CHECKING:
     from mcp.server.lowlevel import Server
@@ -38,10 +47,13 @@ if TYPE_CHECKING:
     from toolfork.executor.executor import Executor
 
 _ids = itertools.count(1)
+T = TypeVar("T")
 
 
-def build_server(executor: Executor, name: str = "toolfork") -> Server[Any]:
-    """An MCP server (SDK low-level ``Server``) whose tools are the executor's visible tools."""
+def build_server(executor: Executor, name: str = "toolfork", callbacks: CallbackServer | None = None) -> Server[Any]:
+    """An MCP server (SDK low-level ``Server``) whose tools are the executor's visible tools. With
+    ``callbacks`` (made, and its ``client_link`` installed, before the executor forked its pool), a
+    tool's ``ToolRuntime.log`` / ``elicit`` / ``sample`` reach the client of its call."""
     import mcp_types as types
     from mcp.server.lowlevel import Server
     from mcp.shared.exceptions import MCPError
@@ -60,34 +72,132 @@ def build_server(executor: Executor, name: str = "toolfork") -> Server[Any]:
             raise MCPError(code=types.INVALID_PARAMS,
                            message=f"Unknown tool: {params.name!r} (tools: {', '.join(sorted(tools)) or 'none'})")
         call = ToolCall(f"mcp-{next(_ids)}", params.name, dict(params.arguments or {}))
-        report = _progress_reporter(ctx, asyncio.get_running_loop())
-        result = await executor.acall(call, on_progress=report)
+        ops = ClientOps(ctx, lambda: levels.get(_session_key(ctx)))
+        with callbacks.registered(call.id, ops) if callbacks is not None else contextlib.nullcontext():
+            if callbacks is not None:
+                await callbacks.start()
+            async with ProgressRelay(ctx) as relay:
+                result = await until_client_leaves(ctx, executor.acall(call, on_progress=relay.report))
+        error = protocol_error(result)
+        if error is not None:
+            raise MCPError(code=error[0], message=error[1], data=error[2])
         return call_result(result)
 
-    return Server(name, version=__version__, on_list_tools=list_tools, on_call_tool=call_tool)
+    levels: dict[str, str] = {}  # session -> the level its logging/setLevel asked for
+
+    async def set_logging_level(ctx: Any, params: types.SetLevelRequestParams) -> types.EmptyResult:
+        levels[_session_key(ctx)] = params.level
+        return types.EmptyResult()
+
+    # A tools server has no resources or prompts: it says so with empty lists (as the SDK's MCPServer
+    # does) rather than "method not found", which clients and the conformance suite take as broken.
+    async def list_resources(ctx: Any, params: Any) -> types.ListResourcesResult:
+        return types.ListResourcesResult(resources=[])
+
+    async def list_resource_templates(ctx: Any, params: Any) -> types.ListResourceTemplatesResult:
+        return types.ListResourceTemplatesResult(resource_templates=[])
+
+    async def list_prompts(ctx: Any, params: Any) -> types.ListPromptsResult:
+        return types.ListPromptsResult(prompts=[])
+
+    return Server(name, version=__version__, on_list_tools=list_tools, on_call_tool=call_tool,
+                  on_set_logging_level=set_logging_level, on_list_resources=list_resources,
+                  on_list_resource_templates=list_resource_templates, on_list_prompts=list_prompts)
 
 
-def _progress_reporter(ctx: Any, loop: asyncio.AbstractEventLoop) -> Callable[[Any], None]:
-    """What the executor's thread calls with each progress value: sends ``notifications/progress``
-    from the event loop. MCP progress must increase, so a value that is not a number (or a
-    ``{"progress", "total", "message"}`` dict) is sent as the next step with the value as message."""
-    step = itertools.count(1)
+def _session_key(ctx: Any) -> str:
+    """Which client session a request belongs to: the HTTP session id (each request has an SDK session
+    object of its own there), else the one stdio session."""
+    headers = getattr(getattr(ctx, "request", None), "headers", None)
+    return str(headers.get("mcp-session-id", "")) if headers is not None else "stdio"
 
-    def send(value: Any) -> None:
-        total = message = None
-        if isinstance(value, dict) and isinstance(value.get("progress"), numbers.Real):
-            progress = float(value["progress"])
-            total = value.get("total")
-            message = value.get("message")
-        elif isinstance(value, numbers.Real) and not isinstance(value, bool):
-            progress = float(value)
-        else:
-            progress, message = float(next(step)), str(value)
-        coro = ctx.session.report_progress(progress, total, message)
+
+# How often a call checks that its HTTP client is still connected (a dropped client frees its worker).
+CLIENT_POLL_S = 0.5
+
+
+async def until_client_leaves(ctx: Any, work: Coroutine[Any, Any, T]) -> T:
+    """Await ``work``; if the HTTP request that asked for it is disconnected first (the client dropped
+    its connection mid-call), cancel it, which kills the call's worker, and raise ``CancelledError``.
+
+    Neither the SDK nor uvicorn cancels a request's handler when its client goes away, so without this
+    a dropped client's call runs on to its end (with no timeout, for ever) holding a worker. The check
+    is Starlette's ``Request.is_disconnected`` (stdio has no request: nothing to watch)."""
+    request = getattr(ctx, "request", None)
+    check = getattr(request, "is_disconnected", None)
+    task = asyncio.ensure_future(work)
+    if check is None:
+        return await task
+    try:
+        while True:
+            done, _ = await asyncio.wait({task}, timeout=CLIENT_POLL_S)
+            if done:
+                return task.result()
+            if await check():
+                task.cancel()
+                with contextlib.suppress(BaseException):
+                    await task
+                raise asyncio.CancelledError(f"the client of {ctx.request_id!r} disconnected")
+    finally:
+        if not task.done():
+            task.cancel()
+
+
+def progress_args(value: Any, step: Iterator[int]) -> tuple[float, float | None, str | None]:
+    """A progress value as MCP's (progress, total, message). MCP progress must increase, so a value
+    that is not a number (or a ``{"progress", "total", "message"}`` dict) is sent as the next step
+    with the value as its message."""
+    if isinstance(value, dict) and isinstance(value.get("progress"), numbers.Real):
+        return float(value["progress"]), value.get("total"), value.get("message")
+    if isinstance(value, numbers.Real) and not isinstance(value, bool):
+        return float(value), None, None
+    return float(next(step)), None, str(value)
+
+
+class ProgressRelay:
+    """A call's progress, from the executor's thread to the client, in order and before the result.
+
+    ``report`` (called on the executor's thread) only queues the value on the event loop
+    (``call_soon_threadsafe``), so the executor never waits for the client; one task sends the queue
+    in order. The executor reports a call's progress before it sets the call's result, and the loop
+    runs thread-safe callbacks in the order they came, so when ``acall`` returns every value is
+    queued; leaving the ``async with`` waits until they are sent. (Sending each value from a task of
+    its own, as before, let the result overtake the last ones: on a 2026-07-28 session progress rides
+    the request's own response stream, which closes with the result, so they were lost.)"""
+
+    def __init__(self, ctx: Any) -> None:
+        self._ctx = ctx
+        self._loop = asyncio.get_running_loop()
+        self._queue: asyncio.Queue[Any] = asyncio.Queue()
+        self._sender: asyncio.Task[None] | None = None
+        self._step = itertools.count(1)
+        self._done = object()
+
+    def report(self, value: Any) -> None:
         with contextlib.suppress(RuntimeError):  # the loop is gone: the request is over
-            asyncio.run_coroutine_threadsafe(coro, loop)
+            self._loop.call_soon_threadsafe(self._queue.put_nowait, value)
 
-    return send
+    async def __aenter__(self) -> ProgressRelay:
+        self._sender = asyncio.ensure_future(self._send())
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        assert self._sender is not None
+        if exc[0] is not None:  # cancelled or failed: nothing more is owed to the client
+            self._sender.cancel()
+            with contextlib.suppress(BaseException):
+                await self._sender
+            return
+        self._queue.put_nowait(self._done)
+        await self._sender
+
+    async def _send(self) -> None:
+        while True:
+            value = await self._queue.get()
+            if value is self._done:
+                return
+            with contextlib.suppress(Exception):  # a client that cannot take it must not fail the call
+                await self._ctx.session.report_progress(*progress_args(value, self._step))
 
 
 class Wire:
@@ -116,33 +226,61 @@ class Wire:
         return anyio.wrap_file(stdin), anyio.wrap_file(stdout)
 
 
-async def serve_stdio(executor: Executor, wire: Wire | None = None) -> None:
+async def serve_stdio(executor: Executor, wire: Wire | None = None, callbacks: CallbackServer | None = None) -> None:
     """Serve on stdin/stdout (or the ``wire`` taken off them) until stdin closes."""
     from mcp.server.stdio import stdio_server
 
-    server = build_server(executor)
+    server = build_server(executor, callbacks=callbacks)
     streams = wire.streams() if wire is not None else (None, None)
     async with stdio_server(*streams) as (read, write):
         await server.run(read, write, server.create_initialization_options())
 
 
+async def serve_app_stdio(app: Any, wire: Wire | None = None) -> None:
+    """An SDK app (``MCPServer``) on stdin/stdout, or on the ``wire`` taken off them: the SDK's stdio
+    transport reads ``sys.stdin`` and ``sys.stdout`` when it starts, so they are the wire meanwhile."""
+    if wire is None:
+        await app.run_stdio_async()
+        return
+    import io
+
+    saved = sys.stdin, sys.stdout
+    sys.stdin = io.TextIOWrapper(os.fdopen(wire.read_fd, "rb", closefd=False), encoding="utf-8", errors="replace")
+    sys.stdout = io.TextIOWrapper(os.fdopen(wire.write_fd, "wb", closefd=False), encoding="utf-8")
+    try:
+        await app.run_stdio_async()
+    finally:
+        sys.stdin, sys.stdout = saved
+
+
 async def serve_http(executor: Executor, host: str, port: int,
-                     announce: Callable[[str], None] | None = None) -> None:
-    """Serve streamable HTTP at ``http://HOST:PORT/mcp`` until SIGTERM / Ctrl-C (uvicorn's handlers).
+                     announce: Callable[[str], None] | None = None, app: Any = None,
+                     callbacks: CallbackServer | None = None) -> None:
+    """Serve streamable HTTP at ``http://HOST:PORT/mcp`` until SIGTERM / Ctrl-C (uvicorn's handlers):
+    the executor's tools, or the SDK ``app`` (its tools already in the executor: ``app.pool_app``).
     ``announce`` gets the URL once listening (with port 0, the port the system chose)."""
     import uvicorn
 
-    server = build_server(executor)
-    app = server.streamable_http_app(host=host)
-    config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")
+    asgi = (app if app is not None else build_server(executor, callbacks=callbacks)).streamable_http_app(host=host)
+    config = uvicorn.Config(asgi, host=host, port=port, log_level="warning", lifespan="on")
     web = uvicorn.Server(config)
     # Our own handlers, not uvicorn's: uvicorn re-raises the signal after its shutdown, which would end
     # the process before the executor is closed (and the exit status would be the signal's).
     web.capture_signals = contextlib.nullcontext  # type: ignore[method-assign,assignment]
+    # Calls in flight do not hold the exit up: uvicorn would wait for their requests to end (a hanging
+    # tool: for ever). force_exit skips that wait, the SDK's session manager then cancels the requests
+    # (each cancelled call's worker is killed) and run() closes the executor; should even that stall,
+    # the backstop closes the executor and exits.
+    def stop() -> None:
+        web.should_exit = web.force_exit = True
+        backstop = threading.Timer(EXIT_BACKSTOP_S, close_and_exit, ([executor],))
+        backstop.daemon = True
+        backstop.start()
+
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
         with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
-            loop.add_signal_handler(signum, setattr, web, "should_exit", True)
+            loop.add_signal_handler(signum, stop)
     serving = asyncio.ensure_future(web.serve())
     while not web.started and not serving.done():
         await asyncio.sleep(0.02)
@@ -150,6 +288,17 @@ async def serve_http(executor: Executor, host: str, port: int,
         bound = web.servers[0].sockets[0].getsockname()
         announce(f"http://{host}:{bound[1]}/mcp")
     await serving
+
+
+EXIT_BACKSTOP_S = 10.0  # seconds an HTTP server gets to shut down on SIGTERM before it is made to
+
+
+def close_and_exit(executors: list[Executor]) -> None:
+    """Close the executors (no worker left behind), then end the process with status 0."""
+    for executor in executors:
+        with contextlib.suppress(Exception):
+            executor.close()
+    os._exit(0)
 
 
 def exit_on_signals(executors: list[Executor]) -> None:
@@ -160,36 +309,39 @@ def exit_on_signals(executors: list[Executor]) -> None:
     closing runs in a thread of its own: the signal may arrive while the main thread holds a lock
     the closing needs. (With ``--http``, the loop's own handlers replace these while serving.)"""
 
-    def close_and_exit() -> None:
-        for executor in executors:
-            with contextlib.suppress(Exception):
-                executor.close()
-        os._exit(0)
-
     def stop(signum: int, frame: Any) -> None:
-        threading.Thread(target=close_and_exit, name="toolfork-mcp-exit", daemon=True).start()
+        threading.Thread(target=close_and_exit, args=(executors,), name="toolfork-mcp-exit", daemon=True).start()
 
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
 
 
-def run(executor: Executor, http: tuple[str, int] | None = None, wire: Wire | None = None) -> None:
+def run(executor: Executor, http: tuple[str, int] | None = None, wire: Wire | None = None, app: Any = None,
+        callbacks: CallbackServer | None = None) -> None:
     """Serve until the client goes (stdio: stdin closed), SIGTERM or Ctrl-C; the executor is closed
-    on the way out so no worker is left behind."""
+    on the way out so no worker is left behind. With ``app`` (an SDK app whose tools are in
+    ``executor``, see ``toolfork.mcp.app``) the app serves. ``callbacks``: see ``build_server``."""
     import anyio
 
     exit_on_signals([executor])
     try:
         if http is None:
-            anyio.run(serve_stdio, executor, wire)
+            if app is not None:
+                anyio.run(serve_app_stdio, app, wire)
+            else:
+                anyio.run(serve_stdio, executor, wire, callbacks)
         else:
             host, port = http
             anyio.run(serve_http, executor, host, port,
-                      lambda url: print(f"toolfork mcp serve: listening on {url}", file=sys.stderr, flush=True))
+                      lambda url: print(f"toolfork mcp serve: listening on {url}", file=sys.stderr, flush=True),
+                      app, callbacks)
     except KeyboardInterrupt:
         pass
     finally:
         executor.close()
+        if callbacks is not None:
+            callbacks.remove()
 
 
-__all__ = ["Wire", "build_server", "exit_on_signals", "run", "serve_http", "serve_stdio"]
+__all__ = ["ProgressRelay", "Wire", "build_server", "exit_on_signals", "progress_args", "run",
+           "serve_app_stdio", "serve_http", "serve_stdio"]

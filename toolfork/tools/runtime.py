@@ -14,6 +14,7 @@ the next model request (``set_next_turn_params``) goes back the same way, in ``c
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
 # Reserved context keys: the agent's identity for the batch (host -> call), and what a call asks of the
@@ -21,6 +22,22 @@ from typing import Any
 AGENT_CONTEXT_KEY = "__toolfork_agent__"
 NEXT_TURN_KEY = "__toolfork_next_turn__"
 NEXT_TURN_PARAMS: tuple[str, ...] = ("model", "temperature", "tool_choice", "instructions")
+LOG_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")  # MCP's, in order
+
+# How a call reaches the client that asked for it (set by a server that has one, e.g. ``toolfork mcp
+# serve``, before its pool forks, so its workers have it too): (call_id, what, params, seconds left)
+# -> the client's answer as plain data. None: no client behind the calls of this process.
+ClientLink = Callable[[str, str, dict[str, Any], "float | None"], Any]
+_client_link: list[ClientLink | None] = [None]
+
+
+class ClientUnavailable(RuntimeError):
+    """The call has no client to ask (not served over MCP), or the client cannot do what was asked."""
+
+
+def set_client_link(link: ClientLink | None) -> None:
+    """Install (or remove, with None) the way calls of this process reach their client."""
+    _client_link[0] = link
 
 
 class ToolRuntime:
@@ -67,6 +84,37 @@ class ToolRuntime:
     def emit_progress(self, value: Any) -> None:
         """Report progress; the host sees it live as a ``CallProgress`` event. No-op by default."""
 
+    def log(self, level: str, data: Any, logger: str | None = None) -> None:
+        """Send a log message to the client of this call (MCP ``notifications/message``), if it wants
+        that level; a no-op where there is no client. Delivered before the call's result."""
+        if level not in LOG_LEVELS:
+            raise ValueError(f"log: level must be one of {', '.join(LOG_LEVELS)}, got {level!r}")
+        link = _client_link[0]
+        if link is not None:
+            link(self.call_id, "log", {"level": level, "data": data, "logger": logger}, self.remaining())
+
+    def elicit(self, message: str, schema: dict[str, Any]) -> dict[str, Any]:
+        """Ask the client's user for input shaped by ``schema`` (a flat JSON Schema object); returns
+        ``{"action": "accept" | "decline" | "cancel", "content": {...} | None}``. Waits at most until
+        the call's deadline (``TimeoutError``); ``ClientUnavailable`` where no client can be asked."""
+        return dict(self._ask("elicit", {"message": message, "schema": schema}))
+
+    def sample(self, messages: str | list[dict[str, Any]], max_tokens: int = 256,
+               **options: Any) -> dict[str, Any]:
+        """Ask the client's model (MCP sampling). ``messages``: a prompt, or MCP sampling messages
+        (``{"role": "user", "content": {"type": "text", "text": ...}}``); ``options``: the rest of
+        ``sampling/createMessage`` (``system_prompt``, ``temperature``, ...). Returns the client's
+        answer (``{"role", "content", "model", "stop_reason"}``); bounded like ``elicit``."""
+        if isinstance(messages, str):
+            messages = [{"role": "user", "content": {"type": "text", "text": messages}}]
+        return dict(self._ask("sample", {"messages": messages, "max_tokens": max_tokens, **options}))
+
+    def _ask(self, what: str, params: dict[str, Any]) -> Any:
+        link = _client_link[0]
+        if link is None:
+            raise ClientUnavailable(f"{what}: this call has no MCP client to ask (it is not served over MCP)")
+        return link(self.call_id, what, params, self.remaining())
+
     def set_context(self, updates: dict[str, Any]) -> None:
         """Ask the host to merge ``updates`` into its context (in call order, last call wins)."""
         if self.context_updates is None:
@@ -98,4 +146,5 @@ class ToolRuntime:
         self.context_updates[NEXT_TURN_KEY] = merged
 
 
-__all__ = ["AGENT_CONTEXT_KEY", "NEXT_TURN_KEY", "NEXT_TURN_PARAMS", "ToolRuntime"]
+__all__ = ["AGENT_CONTEXT_KEY", "LOG_LEVELS", "NEXT_TURN_KEY", "NEXT_TURN_PARAMS", "ClientLink", "ClientUnavailable",
+           "ToolRuntime", "set_client_link"]
