@@ -41,10 +41,10 @@ from typing import Any
 
 from toolfork.commands._idset import IdSet
 from toolfork.commands._input import LineSource, read_call
+from toolfork.commands._job import Job
 from toolfork.commands._loading import BadLine
 from toolfork.commands._output import OutFile, record_of
 from toolfork.commands._progress import Progress
-from toolfork.commands.run import Job
 from toolfork.executor import WAIT
 from toolfork.executor.backends.fork_lines import Line, LineLane, effective_timeout
 
@@ -65,7 +65,7 @@ class LaneJob(Job):
         self.lane = LineLane(executor.backend, read_call, dict(executor.context))
         tools = executor.tools
         self.tools = tools
-        default = executor._timeout
+        default = executor.timeout
         self.timeouts = {name: effective_timeout(tool, default) for name, tool in tools.items()}
 
     @staticmethod
@@ -187,8 +187,8 @@ class LaneJob(Job):
         self.seen.add(cid)
         tool = self.tools.get(call.name)
         if tool is None:
-            return self._settle(line, self.executor._unknown_tool(call), lineno)
-        timeout = effective_timeout(tool, self.executor._timeout) if call.timeout is None else call.timeout
+            return self._settle(line, self.executor.unknown_tool_result(call), lineno)
+        timeout = effective_timeout(tool, self.executor.timeout) if call.timeout is None else call.timeout
         if line is None:
             line = Line(lineno, cid, call.name, None, call.arguments, timeout)
             self.owed.append(line)

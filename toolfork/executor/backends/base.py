@@ -75,7 +75,7 @@ class Feed:
     readable when the source has more; the backend drains it.
     """
 
-    __slots__ = ("_retry", "_room", "_source", "cancelled", "exhausted", "immediate", "stop_ids",
+    __slots__ = ("_lock", "_retry", "_room", "_source", "_stops", "cancelled", "exhausted", "immediate",
                  "waiting", "wakeup_fd")
 
     def __init__(self, source: Iterable[Dispatch | list[Event] | Wait], room: Callable[[], bool] | None = None,
@@ -88,7 +88,10 @@ class Feed:
         self.cancelled = False
         self.immediate: list[Event] = []
         self._retry: list[Dispatch] = []
-        self.stop_ids: set[str] = set()  # single calls whose stop was asked for (Executor.submit futures)
+        # Single calls whose stop was asked for (Executor.submit futures), by the identity of their
+        # ToolCall object (an id may come back: a cancelled call's id reused), the objects kept alive.
+        self._stops: dict[int, ToolCall] = {}
+        self._lock = threading.Lock()  # stop() comes from any thread; take_stops() from the driver
 
     def retry(self, dispatch: Dispatch) -> None:
         """Run ``dispatch`` again (a tool that declares ``retries``); it goes before new calls."""
@@ -99,9 +102,17 @@ class Feed:
         """From now on, calls not yet started come out as "cancelled" results (``Executor.cancel``)."""
         self.cancelled = True
 
-    def stop(self, call_id: str) -> None:
-        """Stop one call already pulled (a cancelled future): the backend kills it if it runs."""
-        self.stop_ids.add(call_id)
+    def stop(self, call: ToolCall) -> None:
+        """Stop one call already pulled (a cancelled future), named by its ``ToolCall`` object: the
+        backend kills it if it runs. Then ``Backend.cancel(feed)`` has the backend act on it."""
+        with self._lock:
+            self._stops[id(call)] = call
+
+    def take_stops(self) -> dict[int, ToolCall]:
+        """The stops asked for since the last take (``id(call)`` -> call), each handed out once."""
+        with self._lock:
+            stops, self._stops = self._stops, {}
+        return stops
 
     def pull(self) -> Dispatch | None:
         """The next dispatch, or None when the source is exhausted or the consumer has no room."""
@@ -359,6 +370,56 @@ class Hub:
                 self.drive.release()
                 raise
 
+    # ------------------------------------------------------------ the one settle/route rule
+    # Every backend that runs several calls at once (the fork pool, Ray) routes and settles through
+    # these, with ``cond`` held: the lock belongs to the Hub, and so does the rule.
+
+    @staticmethod
+    def route(d: Dispatch, event: Event) -> None:
+        """Hand an event to the batch of its call (``cond`` held), unless nobody wants it any more: the
+        call was stopped (its "cancelled" result went already) or its batch's owner left."""
+        b = d.batch
+        if not d.stopped and b is not None and not b.abandoned:
+            b.events.append(event)
+
+    @classmethod
+    def finish(cls, d: Dispatch, result: ToolResult) -> None:
+        cls.route(d, CallFinished(d.call.id, result))
+
+    def settle(self, placed: Callable[[BatchState], Iterable[tuple[Dispatch, bool]]],
+               kill: Callable[[list[Dispatch]], None]) -> None:
+        """Act on ``requests`` (``cond`` held): for a cancelled or abandoned batch every call it has in
+        the backend, for a batch asked to stop calls (cancelled futures) those calls, is reported
+        "cancelled" and stopped, once. ``placed(b)`` lists the backend's dispatches of ``b`` (sent to a
+        worker or a task), each with whether it is running; ``kill`` gets the running ones to stop
+        (after their results went; a dispatch queued behind one of them that was not stopped is the
+        backend's to run elsewhere). Calls not sent yet (``b.ready``) are dropped here."""
+        requests = list(self.requests)
+        self.requests.clear()
+        for b in requests:
+            whole = b.abandoned or b.feed.cancelled
+            stops = b.feed.take_stops()
+            if not whole and not stops:
+                continue
+            kills: list[Dispatch] = []
+            for d, running in list(placed(b)):
+                if not d.stopped and (whole or id(d.call) in stops):
+                    self.finish(d, cancelled(d, running=running).result)
+                    d.stopped = True
+                    if running:
+                        kills.append(d)
+            keep: list[Dispatch] = []
+            for d in b.ready:
+                if whole or id(d.call) in stops:
+                    self.finish(d, cancelled(d).result)
+                    d.stopped = True
+                else:
+                    keep.append(d)
+            b.ready.clear()
+            b.ready.extend(keep)
+            if kills:
+                kill(kills)
+
     def next_ready(self) -> BatchState | None:
         """The next batch, in turn, with a call to start (``cond`` held): round-robin between batches."""
         batches = tuple(self.batches)
@@ -396,7 +457,7 @@ class Backend(ABC):
         """Interrupt a wait from another thread, so the batch notices what changed."""
 
     def cancel(self, feed: Feed) -> None:
-        """After ``feed.cancel()`` or ``feed.stop(call_id)``: stop what runs of that batch."""
+        """After ``feed.cancel()`` or ``feed.stop(call)``: stop what runs of that batch."""
         self.wake()
 
     def close(self) -> None:  # noqa: B027 - in-process backends hold nothing

@@ -581,16 +581,9 @@ class ForkBackend(Backend):
             if w.wid in self._workers:
                 self._crashed(w)
 
-    @staticmethod
-    def _route(d: Dispatch, event: Event) -> None:
-        """Hand an event to the batch of its call (unless nobody wants it any more)."""
-        b = d.batch
-        if not d.stopped and b is not None and not b.abandoned:
-            b.events.append(event)
-
-    @classmethod
-    def _finish(cls, d: Dispatch, result: ToolResult) -> None:
-        cls._route(d, CallFinished(d.call.id, result))
+    # The Hub's route rule, under the names this module's paths use.
+    _route = staticmethod(Hub.route)
+    _finish = staticmethod(Hub.finish)
 
     def _crashed(self, w: _Worker) -> None:
         self._wait_pid(w)  # its exit status is reported by pid: learn the pid before forgetting the worker
@@ -652,46 +645,27 @@ class ForkBackend(Backend):
             pass  # already woken, or closed
 
     def _settle(self) -> None:
-        """Act on cancelled, stopped and abandoned batches (``cond`` held): a worker running one of
-        their calls is killed and replaced; calls not started are dropped (reported "cancelled")."""
-        hub = self._hub
-        requests = list(hub.requests)
-        hub.requests.clear()
-        for b in requests:
-            whole = b.abandoned or b.feed.cancelled
-            stop = b.feed.stop_ids
-            if not whole and not stop:
-                continue
-            for w in list(self._workers.values()):
-                if not w.inflight or w.inflight[0].batch is not b:
-                    continue  # a worker's calls all come from one batch (it is sent a chunk only when idle)
-                running = w.inflight[0]
-                if whole or running.call.id in stop:
-                    w.inflight.popleft()
-                    self._finish(running, cancelled(running, running=True).result)
-                    running.stopped = True
-                    if whole:
-                        for d in w.inflight:
-                            self._finish(d, cancelled(d).result)
-                        w.inflight.clear()
-                    else:
-                        self._requeue(w, died=False)
-                    self._retire(w, kill=True)
-                    self._refill(w)
-                elif stop:  # queued behind another call in a chunk: it is quick; its result is dropped
-                    for d in w.inflight:
-                        if d.call.id in stop and not d.stopped:
-                            self._finish(d, cancelled(d).result)
-                            d.stopped = True
-            keep: list[Dispatch] = []
-            for d in b.ready:
-                if whole or d.call.id in stop:
-                    self._finish(d, cancelled(d).result)
-                else:
-                    keep.append(d)
-            b.ready.clear()
-            b.ready.extend(keep)
-            stop.clear()
+        """Act on cancelled, stopped and abandoned batches (``cond`` held) by the Hub's rule: a worker
+        running one of their calls is killed and replaced; calls not started are dropped."""
+        self._hub.settle(self._placed, self._kill_running)
+
+    def _placed(self, b: BatchState) -> list[tuple[Dispatch, bool]]:
+        """``b``'s calls on workers: each worker's first is running, the rest of its chunk waits."""
+        placed: list[tuple[Dispatch, bool]] = []
+        for w in self._workers.values():
+            if w.inflight and w.inflight[0].batch is b:  # a worker's calls all come from one batch
+                placed.extend((d, i == 0) for i, d in enumerate(w.inflight))
+        return placed
+
+    def _kill_running(self, stopped: list[Dispatch]) -> None:
+        """Their results went already: kill their workers; what waited behind them (and was not
+        stopped) goes back to its batch."""
+        ids = {id(d) for d in stopped}
+        for w in [w for w in self._workers.values() if w.inflight and id(w.inflight[0]) in ids]:
+            w.inflight.popleft()
+            self._requeue(w, died=False)
+            self._retire(w, kill=True)
+            self._refill(w)
 
     # ----------------------------------------------------------------- shutdown
 
