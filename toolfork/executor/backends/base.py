@@ -20,10 +20,12 @@ per turn, so a huge batch cannot starve a one-call batch) and routes every event
 
 from __future__ import annotations
 
+import math
 import os
 import select
 import threading
 import time
+import weakref
 from abc import ABC, abstractmethod
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
@@ -37,6 +39,8 @@ if TYPE_CHECKING:
 
 Hook = Callable[[], Any]
 POLL_INTERVAL = 0.01  # how often a live source without a wake-up fd is asked again
+WATCH_RETRY_S = 0.1  # how soon the watcher looks again at a deadline an owner should have expired
+WATCHER = "toolfork-deadlines"  # the watcher thread's name
 
 
 @dataclass(slots=True)
@@ -242,7 +246,8 @@ class BatchState:
 
 
 class Driven(Protocol):
-    """What a backend gives its ``Hub``. Both run with ``Hub.drive`` held."""
+    """What a backend gives its ``Hub``. ``hub_round``, ``hub_settle`` and ``hub_tend`` run with
+    ``Hub.drive`` held."""
 
     def hub_round(self) -> None:
         """Start what can start, wait once for something to happen, route the events (with ``cond``
@@ -253,6 +258,13 @@ class Driven(Protocol):
 
     def wake(self) -> None:
         """Interrupt the driver's wait (any thread)."""
+
+    def hub_tend(self) -> None:
+        """Without waiting and without starting calls: take what the workers sent, expire deadlines
+        that passed, settle the requests (the watcher's turn, while no owner drives)."""
+
+    def next_deadline(self) -> float | None:
+        """The earliest deadline of a running call (``time.monotonic``), or None (any thread)."""
 
 
 class Hub:
@@ -276,6 +288,52 @@ class Hub:
         self.turn = 0  # round-robin position in ``batches``
         self.requests: set[BatchState] = set()
         self._backend = backend
+        self._watch: threading.Event | None = None  # set: the watcher looks again now
+        self._watch_at = math.inf  # when the watcher looks next by itself
+        self._watch_stopped = False
+
+    # ------------------------------------------------------------ the watcher
+    # Owners drive only while they need progress; while they hand events to their consumers (a full
+    # stdout pipe, a slow progress listener, a thread that does something else), nobody drives. So
+    # deadlines and cancels cannot rest on them: a thread of the Hub's own, the watcher, takes ``drive``
+    # when it is free and a deadline has passed or a request waits, and tends the backend (reads what
+    # came, expires, settles; it starts nothing). It never runs user code and never writes to a
+    # consumer, so nothing a consumer does can hold it up. Asleep otherwise: it wakes at the next
+    # deadline, on a request, and when an owner lets go with an earlier deadline pending.
+
+    def watch(self) -> None:
+        """Start the watcher (once, after the backend can tend); ``unwatch`` ends it."""
+        if self._watch is not None:
+            return
+        self._watch = event = threading.Event()
+        # The callback wakes the watcher when the Hub is collected, so its thread ends too.
+        ref = weakref.ref(self, lambda _: event.set())
+        threading.Thread(target=_watch, args=(ref, event), name=WATCHER, daemon=True).start()
+
+    def unwatch(self) -> None:
+        self._watch_stopped = True
+        if self._watch is not None:
+            self._watch.set()
+
+    def _watch_round(self) -> float | None:
+        """One look of the watcher; returns how long it may sleep (None: until woken)."""
+        backend = self._backend
+        deadline = backend.next_deadline()
+        now = time.monotonic()
+        if self.requests or (deadline is not None and deadline <= now):
+            if not self.drive.acquire(blocking=False):
+                # An owner drives: it expires and settles in its own round and wakes us as it lets go.
+                # Looked at again soon all the same, in case that owner is held up.
+                self._watch_at = now + WATCH_RETRY_S
+                return WATCH_RETRY_S
+            try:
+                backend.hub_tend()
+            finally:
+                self._let_go()
+            deadline = backend.next_deadline()
+            now = time.monotonic()
+        self._watch_at = math.inf if deadline is None else deadline
+        return None if deadline is None else max(0.0, deadline - now)
 
     def execute(self, feed: Feed) -> Iterator[Event]:
         """The owner's loop: pull its feed, take its events, drive when nobody does."""
@@ -338,6 +396,8 @@ class Hub:
                     b.poked = True  # its owner pulls again: calls not pulled yet come out cancelled
             self.cond.notify_all()
         self._backend.wake()
+        if self._watch is not None:  # nobody may be driving: the watcher settles it then
+            self._watch.set()
 
     def _leave(self, b: BatchState) -> None:
         """The owner is done, or stopped early: its calls still pulled are stopped, nothing is lost."""
@@ -363,6 +423,11 @@ class Hub:
             with self.cond:
                 self.cond.notify_all()  # a follower may take over
             if not self.requests or not self.drive.acquire(blocking=False):
+                watch = self._watch
+                if watch is not None and threading.current_thread().name != WATCHER:
+                    deadline = self._backend.next_deadline()
+                    if deadline is not None and deadline < self._watch_at:
+                        watch.set()  # nobody may drive from now on: the watcher keeps the deadline
                 return
             try:
                 self._backend.hub_settle()
@@ -430,6 +495,22 @@ class Hub:
                 self.turn = (self.turn + i + 1) % n
                 return b
         return None
+
+
+def _watch(ref: weakref.ReferenceType[Hub], event: threading.Event) -> None:
+    """The watcher's thread (see ``Hub.watch``). It holds its Hub only while it looks, so a pool that
+    the program dropped without closing is still collected (and its finalizer still runs)."""
+    while True:
+        event.clear()
+        hub = ref()
+        if hub is None or hub._watch_stopped:
+            return
+        try:
+            timeout = hub._watch_round()
+        except Exception:  # the backend is broken (its template died): the owners hear of it
+            timeout = WATCH_RETRY_S * 10
+        del hub
+        event.wait(timeout)
 
 
 @dataclass(slots=True)

@@ -164,7 +164,7 @@ class LineLane:
         self._start()
         timeout: float | None = 0.0
         if wait:
-            deadline = b._next_deadline()
+            deadline = b.next_deadline()
             timeout = None if deadline is None else max(0.0, deadline - time.monotonic())
             if poll:
                 timeout = POLL_INTERVAL if timeout is None else min(timeout, POLL_INTERVAL)

@@ -229,6 +229,13 @@ class RayBackend(Backend):
             hub.cond.notify_all()
         self._stop_all(stops)
 
+    def next_deadline(self) -> float | None:
+        """Not watched by the Hub: a Ray task keeps its own deadline where it runs (see ray_task)."""
+        return None
+
+    def hub_tend(self) -> None:
+        self.hub_settle()
+
     def hub_settle(self) -> None:
         with self._hub.cond:
             stops = self._settle()
