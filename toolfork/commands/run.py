@@ -33,6 +33,7 @@ from toolfork.commands._options import (
     build_executor,
     default_window,
     error,
+    interrupted_once,
     positive_float,
     positive_int,
     resolve_tools,
@@ -101,25 +102,26 @@ def main(args: argparse.Namespace) -> int:
     lane = LaneJob.fits(executor) and os.environ.get("TOOLFORK_LINE_LANE", "1") != "0"
     job = (LaneJob if lane else Job)(executor, source, out, progress, done, window)
     code = EXIT_OK
-    try:
-        job.run()
-    except KeyboardInterrupt:
-        progress.finish("interrupted; rerun with --resume to continue")
-        code = EXIT_INTERRUPTED
-    except BrokenPipeError:
-        code = EXIT_FAILED  # the reader of our output went away: nothing left to do
-    except OSError as exc:
-        progress.finish()
-        code = error("run", str(exc))
-    else:
-        progress.finish()
-        code = EXIT_FAILED if progress.failed or previous_failed else EXIT_OK
-    finally:
-        executor.close()
-        out.close()
-        source.close()
-        if stream is not sys.stdin.buffer:
-            stream.close()
+    with interrupted_once():
+        try:
+            job.run()
+        except KeyboardInterrupt:
+            progress.finish("interrupted; rerun with --resume to continue")
+            code = EXIT_INTERRUPTED
+        except BrokenPipeError:
+            code = EXIT_FAILED  # the reader of our output went away: nothing left to do
+        except OSError as exc:
+            progress.finish()
+            code = error("run", str(exc))
+        else:
+            progress.finish()
+            code = EXIT_FAILED if progress.failed or previous_failed else EXIT_OK
+        finally:
+            executor.close()
+            out.close()
+            source.close()
+            if stream is not sys.stdin.buffer:
+                stream.close()
     return code
 
 

@@ -141,8 +141,8 @@ class LineLane:
         except TemplateGone:
             pass  # the error that ended the job says so, or the next use of the executor will
         finally:
-            self.ready.clear()
             b._hub.drive.release()
+            self.ready.clear()
 
     @property
     def inflight(self) -> int:
