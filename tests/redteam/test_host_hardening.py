@@ -211,15 +211,20 @@ def test_one_worker_stays_one_when_the_lender_of_a_fresh_process_call_dies(tmp_p
 @pytest.mark.parametrize("mode", ["fork", "sequential"])
 def test_cancels_racing_completions_across_threads_never_misroute_a_result(mode: str,
                                                                             executors: list[Executor]) -> None:
+    race_cancels_and_completions(_make(executors, mode=mode, workers=3))
+
+
+def race_cancels_and_completions(ex: Executor, submitters: int = 4, calls: int = 40, batchers: int = 2,
+                                 batches: int = 8) -> None:
     """Many threads submit calls that reuse a few ids and cancel them at random moments, while
     batches run and are cancelled beside them: every future ends, with its own call's result or
-    cancelled; no result reaches another call; the executor works afterwards."""
-    ex = _make(executors, mode=mode, workers=3)
+    cancelled; no result reaches another call; the executor works afterwards. (The Ray backend's
+    tests run it too.)"""
     problems: list[str] = []
 
     def submitter(k: int) -> None:
         rng = random.Random(k)
-        for i in range(40):
+        for i in range(calls):
             cid = f"id-{k}-{i % 3}"  # ids come back again and again
             value = f"{k}:{i}"
             future = ex.submit(ToolCall(cid, "sleep_for", {"seconds": rng.choice([0.0, 0.0, 0.01, 0.05]),
@@ -240,9 +245,10 @@ def test_cancels_racing_completions_across_threads_never_misroute_a_result(mode:
 
     def batcher(k: int) -> None:
         rng = random.Random(100 + k)
-        for i in range(8):
-            calls = [ToolCall(f"b{k}-{i}-{j}", "sleep_for", {"seconds": 0.01, "value": f"b{j}"}) for j in range(6)]
-            batch = ex.stream(calls)
+        for i in range(batches):
+            batch_calls = [ToolCall(f"b{k}-{i}-{j}", "sleep_for", {"seconds": 0.01, "value": f"b{j}"})
+                           for j in range(6)]
+            batch = ex.stream(batch_calls)
             if rng.random() < 0.5:
                 threading.Timer(rng.choice([0.0, 0.01, 0.03]), batch.cancel).start()
             finished = {}
@@ -250,15 +256,15 @@ def test_cancels_racing_completions_across_threads_never_misroute_a_result(mode:
                 result = getattr(event, "result", None)
                 if result is not None:
                     finished[result.call_id] = result
-            if sorted(finished) != sorted(c.id for c in calls):
+            if sorted(finished) != sorted(c.id for c in batch_calls):
                 problems.append(f"batch {k}-{i}: results for {sorted(finished)}")
-            for c in calls:
+            for c in batch_calls:
                 r = finished.get(c.id)
                 if r is not None and r.status == "ok" and _text(r) != c.arguments["value"]:
                     problems.append(f"batch {k}-{i}: {c.id} got {_text(r)!r}")
 
-    threads = [threading.Thread(target=submitter, args=(k,)) for k in range(4)]
-    threads += [threading.Thread(target=batcher, args=(k,)) for k in range(2)]
+    threads = [threading.Thread(target=submitter, args=(k,)) for k in range(submitters)]
+    threads += [threading.Thread(target=batcher, args=(k,)) for k in range(batchers)]
     for t in threads:
         t.start()
     for t in threads:
