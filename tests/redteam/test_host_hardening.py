@@ -222,7 +222,7 @@ def race_cancels_and_completions(ex: Executor, submitters: int = 4, calls: int =
     tests run it too.)"""
     problems: list[str] = []
 
-    def submitter(k: int) -> None:
+    def submitter(k: int) -> None:  # daemon threads: a hang fails the test, never the suite
         rng = random.Random(k)
         for i in range(calls):
             cid = f"id-{k}-{i % 3}"  # ids come back again and again
@@ -263,12 +263,13 @@ def race_cancels_and_completions(ex: Executor, submitters: int = 4, calls: int =
                 if r is not None and r.status == "ok" and _text(r) != c.arguments["value"]:
                     problems.append(f"batch {k}-{i}: {c.id} got {_text(r)!r}")
 
-    threads = [threading.Thread(target=submitter, args=(k,)) for k in range(submitters)]
-    threads += [threading.Thread(target=batcher, args=(k,)) for k in range(batchers)]
+    threads = [threading.Thread(target=submitter, args=(k,), daemon=True) for k in range(submitters)]
+    threads += [threading.Thread(target=batcher, args=(k,), daemon=True) for k in range(batchers)]
     for t in threads:
         t.start()
+    end = time.monotonic() + 90  # all of them together, not each
     for t in threads:
-        t.join(90)
+        t.join(max(0.0, end - time.monotonic()))
     assert not [t for t in threads if t.is_alive()], "a thread never finished"
     assert problems == []
     assert ex.run([ToolCall("after", "add", {"a": 2, "b": 3})])[0].output.data == 5  # type: ignore[union-attr]

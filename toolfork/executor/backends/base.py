@@ -332,6 +332,9 @@ class Hub:
                 self._let_go()
             deadline = backend.next_deadline()
             now = time.monotonic()
+            if deadline is not None and deadline <= now:  # not expired after all (a broken backend)
+                self._watch_at = now + WATCH_RETRY_S
+                return WATCH_RETRY_S
         self._watch_at = math.inf if deadline is None else deadline
         return None if deadline is None else max(0.0, deadline - now)
 
