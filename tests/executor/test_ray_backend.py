@@ -725,3 +725,10 @@ def test_sigkill_of_a_host_that_started_ray_leaves_no_ray_process():
         time.sleep(0.2)
     left = [" ".join(p.cmdline())[:60] for p in _ray_processes(marker, session)]
     assert left == []
+
+
+def test_cancels_racing_completions_across_threads_never_misroute_a_result(make_executor, mode):
+    from tests.redteam.test_host_hardening import race_cancels_and_completions
+
+    race_cancels_and_completions(make_executor(mode=mode, workers=2), submitters=2, calls=10, batchers=1,
+                                 batches=3)

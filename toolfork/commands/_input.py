@@ -306,8 +306,13 @@ def open_input(path: str) -> IO[bytes]:
 
 
 def count_lines(path: str) -> int | None:
-    """Lines in a regular file, for the progress bar's total (a fast byte scan, constant memory)."""
+    """Lines in a regular file, for the progress bar's total (a fast byte scan, constant memory); None
+    for anything else. A pipe given by name (``<(generate)``, a FIFO) is never opened here: reading it
+    would take the very lines the job is about to read, and a FIFO whose writer stalls would hold up
+    the job before it starts."""
     try:
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            return None
         n, last = 0, b"\n"
         with open(path, "rb") as f:
             while chunk := f.read(1 << 20):

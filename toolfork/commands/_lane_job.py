@@ -41,10 +41,10 @@ from typing import Any
 
 from toolfork.commands._idset import IdSet
 from toolfork.commands._input import LineSource, read_call
+from toolfork.commands._job import Job
 from toolfork.commands._loading import BadLine
 from toolfork.commands._output import OutFile, record_of
 from toolfork.commands._progress import Progress
-from toolfork.commands.run import Job
 from toolfork.executor import WAIT
 from toolfork.executor.backends.fork_lines import Line, LineLane, effective_timeout
 
@@ -65,7 +65,7 @@ class LaneJob(Job):
         self.lane = LineLane(executor.backend, read_call, dict(executor.context))
         tools = executor.tools
         self.tools = tools
-        default = executor._timeout
+        default = executor.timeout
         self.timeouts = {name: effective_timeout(tool, default) for name, tool in tools.items()}
 
     @staticmethod
@@ -79,10 +79,15 @@ class LaneJob(Job):
         refill = max(1, window // 4)
         pushback: Any = None  # a line that waits for the check of an earlier line with its id
         eof = False
+        # This thread keeps the lane's deadlines: it never waits for the reader of our output. While
+        # the writer holds its most lines, settled lines stay owed (at most --window of them) and the
+        # lane is stepped with a short wait, so a hang is still killed at its deadline.
+        out.wait_for_room = False
         with lane:
             while True:
                 if out.error is not None:  # the output is gone (a closed pipe, a full disk): stop
                     raise out.error
+                stalled = out.full()
                 waiting = False
                 while len(held) < window:
                     if pushback is not None:
@@ -100,7 +105,7 @@ class LaneJob(Job):
                         break
                 if lane.mismatched:
                     self._reread()
-                if held and held[0].out is not None:
+                if held and held[0].out is not None and not stalled:
                     self._emit()
                 if eof and not held:
                     break
@@ -109,8 +114,9 @@ class LaneJob(Job):
                 can_read = not eof and not waiting and pushback is None and len(held) <= window - refill
                 if can_read and not lane.ready:
                     continue
-                lane.step(wait=not can_read and (lane.busy or waiting),
-                          wakeup_fd=wakeup_fd if waiting else None, poll=waiting and wakeup_fd is None)
+                lane.step(wait=stalled or (not can_read and (lane.busy or waiting)),
+                          wakeup_fd=wakeup_fd if waiting else None,
+                          poll=stalled or (waiting and wakeup_fd is None))
         out.flush()  # a write error (a full disk, a closed pipe) is raised here, inside the job
 
     # ------------------------------------------------------------------ reading lines
@@ -187,8 +193,8 @@ class LaneJob(Job):
         self.seen.add(cid)
         tool = self.tools.get(call.name)
         if tool is None:
-            return self._settle(line, self.executor._unknown_tool(call), lineno)
-        timeout = effective_timeout(tool, self.executor._timeout) if call.timeout is None else call.timeout
+            return self._settle(line, self.executor.unknown_tool_result(call), lineno)
+        timeout = effective_timeout(tool, self.executor.timeout) if call.timeout is None else call.timeout
         if line is None:
             line = Line(lineno, cid, call.name, None, call.arguments, timeout)
             self.owed.append(line)

@@ -9,7 +9,11 @@ stderr and exit status 2.
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from toolfork.commands._loading import UsageError, default_tools_file, load_all_tools, load_hook
@@ -19,6 +23,28 @@ EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 # batch job with thousands of trivial calls needs a wide one (measured on 2 workers: window 8 ->
 # 16k calls/s, 512 -> 44k calls/s). What it costs is at most this many results held in memory.
 MIN_DEFAULT_WINDOW = 256
+
+
+@contextmanager
+def interrupted_once() -> Iterator[None]:
+    """Ctrl-C from a terminal reaches the whole process group, often twice in quick succession. The
+    first one stops the job (``KeyboardInterrupt``, exit 130); from then on SIGINT is ignored until
+    the block is left, so a second one cannot cut the clean-up short (the pool half closed, a
+    traceback instead of 130, lines never written that ``--resume`` would then run again)."""
+    if threading.current_thread() is not threading.main_thread() or \
+            signal.getsignal(signal.SIGINT) is signal.SIG_IGN:  # started with Ctrl-C ignored: keep it so
+        yield
+        return
+
+    def first(signum: int, frame: Any) -> None:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGINT, first)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def add_common_arguments(parser: argparse.ArgumentParser) -> None:

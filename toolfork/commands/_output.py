@@ -149,6 +149,9 @@ class OutFile:
         self._stopping = False
         # Called from the writer thread when a write fails, so a caller waiting for input learns it.
         self.on_error: Callable[[], None] | None = None
+        # False: a write never waits for the writer; the caller asks ``full()`` before it writes (the
+        # line lane, whose thread also keeps the deadlines and so must never block on our reader).
+        self.wait_for_room = True
 
     @property
     def error(self) -> BaseException | None:
@@ -211,7 +214,7 @@ class OutFile:
         self._queued += lines
         if not self._wake.is_set():
             self._wake.set()
-        if self._queued - self._written > MAX_PENDING_LINES:
+        if self.wait_for_room and self._queued - self._written > MAX_PENDING_LINES:
             with self._cond:
                 while self._queued - self._written > MAX_PENDING_LINES // 2 and self._error is None:
                     self._cond.wait(0.5)
@@ -237,6 +240,12 @@ class OutFile:
                     self._cond.notify_all()
             if self._stopping and not pending:
                 return
+
+    def full(self) -> bool:
+        """Whether ``MAX_PENDING_LINES`` lines wait for the background writer (the reader of our
+        output is slower than we are, or reads nothing): a caller that must not block holds its
+        lines back until this is False again."""
+        return self._background and self._queued - self._written > MAX_PENDING_LINES
 
     def flush(self) -> None:
         """Wait until every line given so far is written; raise what the writer met, if anything."""

@@ -30,6 +30,7 @@ from toolfork.commands._options import (
     build_executor,
     default_window,
     error,
+    interrupted_once,
     positive_int,
     resolve_tools,
 )
@@ -81,17 +82,18 @@ def main(args: argparse.Namespace) -> int:
     print(f"toolfork worker: {len(executor.tools)} tools from {origin}; {executor.mode} mode, "
           f"{executor.workers} workers; reading calls on stdin", file=sys.stderr, flush=True)
     source = LineSource(sys.stdin.buffer)  # after the executor: its pool must not inherit the wake-up pipe
-    try:
-        serve(executor, source, out, args.window or default_window(executor.workers))
-    except KeyboardInterrupt:
-        return EXIT_INTERRUPTED
-    except BrokenPipeError:
-        pass  # the client went away: nothing left to answer
-    except OSError as exc:  # stdin could not be read
-        return error("worker", str(exc))
-    finally:
-        executor.close()
-        source.close()
+    with interrupted_once():
+        try:
+            serve(executor, source, out, args.window or default_window(executor.workers))
+        except KeyboardInterrupt:
+            return EXIT_INTERRUPTED
+        except BrokenPipeError:
+            pass  # the client went away: nothing left to answer
+        except OSError as exc:  # stdin could not be read
+            return error("worker", str(exc))
+        finally:
+            executor.close()
+            source.close()
     return EXIT_OK
 
 

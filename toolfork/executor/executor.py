@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 from toolfork.executor.backends.base import WAIT, Backend, Dispatch, Feed, Hooks, Wait
 from toolfork.executor.backends.sequential import SequentialBackend, run_in_host
 from toolfork.executor.modes import resolve_mode
-from toolfork.executor.singles import Singles
+from toolfork.executor.singles import Singles, SinglesHost
 from toolfork.executor.types import (
     CallFinished,
     CallProgress,
@@ -164,6 +164,11 @@ class Executor:
         return dict(self._tools)
 
     @property
+    def timeout(self) -> float | None:
+        """The executor's own timeout: what a call gets when neither it nor its tool sets one."""
+        return self._timeout
+
+    @property
     def backend(self) -> Backend:
         return self._backend
 
@@ -192,7 +197,7 @@ class Executor:
     def _run(self, batch: list[ToolCall], handle: Batch[Any] | None) -> list[ToolResult]:
         position = {c.id: i for i, c in enumerate(batch)}
         results: list[ToolResult | None] = [None] * len(batch)
-        for event in self._events(batch, None, handle=handle):
+        for event in self._events(batch, None, on_feed=None if handle is None else handle._started):
             if type(event) is CallFinished:
                 results[position[event.call_id]] = event.result
         self._merge_context(results)
@@ -205,7 +210,7 @@ class Executor:
 
         def events() -> Iterator[Event]:
             finished: dict[str, ToolResult] = {}
-            for event in self._events(batch, None, handle=handle):
+            for event in self._events(batch, None, on_feed=handle._started):
                 if type(event) is CallFinished:
                     finished[event.call_id] = event.result
                 yield event
@@ -219,7 +224,9 @@ class Executor:
         """Run one call; its ``Future`` resolves to its ``ToolResult`` (tool failures included). For
         hosts with one call at a time (an MCP server, a framework that starts each tool call as a task):
         concurrent single calls share the workers like one batch. ``future.cancel()`` stops the call,
-        even while it runs. Ids must be unique among the calls submitted and not finished.
+        even while it runs. Ids must be unique among the calls submitted and neither finished nor
+        cancelled; a call may reuse the id of a cancelled one (it starts once that one has stopped, and
+        its future gets its own result).
         ``on_progress(value)`` is called, in the executor's own thread, for each progress report."""
         self._check_open()
         c = call if isinstance(call, ToolCall) else _call_from_dict(call)
@@ -228,7 +235,11 @@ class Executor:
             with self._lock:
                 self._check_open()
                 if self._singles is None:
-                    self._singles = Singles(self)
+                    self._singles = Singles(SinglesHost(
+                        run=lambda source, fd, on_feed: self._events(source, None, fd, on_feed=on_feed),
+                        stop=self._backend.cancel,
+                        merge_context=lambda updates: self.context.update(updates),
+                        closed=lambda: self._closed))
                 singles = self._singles
         return singles.submit(c, on_progress)
 
@@ -285,7 +296,7 @@ class Executor:
             return counts[0] - counts[1] < limit
 
         buffer: dict[int, ToolResult] = {}
-        for event in self._events(prepared(), room, wakeup_fd, handle=handle):
+        for event in self._events(prepared(), room, wakeup_fd, on_feed=handle._started):
             if type(event) is not CallFinished:
                 continue
             result = event.result
@@ -362,15 +373,16 @@ class Executor:
         return batch
 
     def _events(self, calls: Iterable[ToolCall | Wait], room: Callable[[], bool] | None,
-                wakeup_fd: int | None = None, *, handle: Batch[Any] | None = None) -> Iterator[Event]:
-        """Feed the calls to the backend; retry what a tool's ``retries`` allows."""
+                wakeup_fd: int | None = None, *, on_feed: Callable[[Feed], None] | None = None) -> Iterator[Event]:
+        """Feed the calls to the backend; retry what a tool's ``retries`` allows. ``on_feed`` gets the
+        batch's ``Feed`` once it is known (a ``Batch`` handle, to cancel it)."""
         retriable: dict[str, Dispatch] = {}  # calls of tools that declare retries, until they finish
         feed = Feed(self._dispatches(calls, retriable), room, wakeup_fd)
         with self._lock:
             self._check_open()
             self._feeds.add(feed)
-        if handle is not None:
-            handle._started(feed)
+        if on_feed is not None:
+            on_feed(feed)
         attempts: dict[str, int] = {}
         try:
             for event in self._backend.execute(feed):
@@ -394,16 +406,15 @@ class Executor:
                     retriable: dict[str, Dispatch]) -> Iterator[Dispatch | list[Event] | Wait]:
         """What the backend pulls: a Dispatch per call, or ready events for unknown and inline tools."""
         context = dict(self.context) if self.context else {}
-        tools = self._tools
         default_timeout = self._timeout
         for call in calls:
             if call is WAIT:
                 yield WAIT
                 continue
             assert isinstance(call, ToolCall)
-            tool = tools.get(call.name)
+            tool = self._tools.get(call.name)  # looked up now: a long-lived batch sees add_tools()
             if tool is None:  # a call's ready events go as one list: the window counts the call once
-                yield [CallStarted(call.id, call.name), CallFinished(call.id, self._unknown_tool(call))]
+                yield [CallStarted(call.id, call.name), CallFinished(call.id, self.unknown_tool_result(call))]
                 continue
             timeout = call.timeout if call.timeout is not None else tool.timeout
             if timeout is None:
@@ -456,7 +467,8 @@ class Executor:
         feed.cancel()
         self._backend.cancel(feed)
 
-    def _unknown_tool(self, call: ToolCall) -> ToolResult:
+    def unknown_tool_result(self, call: ToolCall) -> ToolResult:
+        """The error result of a call to a tool this executor does not have, naming the ones it has."""
         known = ", ".join(sorted(self._tools)) or "(none)"
         return ToolResult(call.id, call.name, "error", error=ErrorInfo(
             "UnknownToolError", f"unknown tool {call.name!r}; the available tools are: {known}"))

@@ -10,6 +10,15 @@ driving the backend like any batch owner, and resolves each future as its result
 
 Cancelling a future stops its call wherever it is: still queued (it is skipped), waiting in the
 backend, or running (its worker is killed, as on a timeout). Context updates merge as results arrive.
+
+Routing: each submission is its own ``ToolCall`` object in the backend (a copy of the caller's), and
+stops name that object, never an id. Events come back by call id, so at most one submission per id is
+in the backend at a time: a call whose id belongs to a cancelled call still winding down in the backend
+waits (parked) until that call's last event has come back, then goes. So a future gets its own call's
+result, never that of an earlier call with the same id.
+
+This module knows the executor only through the callables it is given (``SinglesHost``), so it imports
+nothing of ``executor.py``.
 """
 
 from __future__ import annotations
@@ -18,15 +27,28 @@ import contextlib
 import os
 import threading
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, InvalidStateError
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import Any
 
 from toolfork.executor.backends.base import WAIT, Feed, Wait
-from toolfork.executor.types import CallFinished, CallProgress, ErrorInfo, Status, ToolCall, ToolResult
+from toolfork.executor.types import CallFinished, CallProgress, ErrorInfo, Event, Status, ToolCall, ToolResult
 
-if TYPE_CHECKING:
-    from toolfork.executor.executor import Executor
+
+@dataclass(frozen=True, slots=True)
+class SinglesHost:
+    """What ``Singles`` needs of its executor, as callables."""
+
+    #: ``run(source, wakeup_fd, on_feed)``: the events of one live batch fed by ``source``; ``on_feed``
+    #: is called with its ``Feed`` once the batch has started.
+    run: Callable[[Iterable[ToolCall | Wait], int, Callable[[Feed], None]], Iterator[Event]]
+    #: ``stop(feed)``: after ``feed.stop(call)``, have the backend stop what runs.
+    stop: Callable[[Feed], None]
+    #: ``merge_context(updates)``: a result's context updates, into the executor's context.
+    merge_context: Callable[[dict[str, Any]], None]
+    #: ``closed()``: whether the executor is closed (then a failed batch reports "cancelled").
+    closed: Callable[[], bool]
 
 
 class CallFuture(Future[ToolResult]):
@@ -37,6 +59,9 @@ class CallFuture(Future[ToolResult]):
                  on_progress: Callable[[Any], Any] | None = None) -> None:
         super().__init__()
         self.call = call
+        # What the backend runs: a copy of its own, so that a stop names this submission alone (the
+        # caller may submit the very same ToolCall object again once this one is cancelled).
+        self.sent = ToolCall(call.id, call.name, call.arguments, call.timeout)
         self.on_progress = on_progress  # called (in the owner thread) with each progress value
         self._singles = singles
         self._pulled = False  # handed to the backend: stopping it is the backend's business
@@ -53,19 +78,21 @@ class CallFuture(Future[ToolResult]):
 class Singles:
     """The batch behind ``Executor.submit`` and the thread that owns it."""
 
-    def __init__(self, executor: Executor) -> None:
-        self._executor = executor
+    def __init__(self, host: SinglesHost) -> None:
+        self._host = host
         self._lock = threading.Lock()
         self._queue: deque[CallFuture] = deque()
-        self._futures: dict[str, CallFuture] = {}  # submitted and not resolved, by call id
+        self._futures: dict[str, CallFuture] = {}  # submitted, neither resolved nor cancelled, by call id
+        # By call id: the one submission the backend has (pulled; its CallFinished not back yet) ...
+        self._flowing: dict[str, CallFuture] = {}
+        # ... and those that wait for it to come back (same id: an earlier call was cancelled).
+        self._parked: dict[str, deque[CallFuture]] = {}
         self._signalled = False  # a byte is in the pipe that the source has not seen an empty queue since
         self._closing = False
+        self._feed: Feed | None = None  # the batch's feed, once the owner thread has started it
         self._r, self._w = os.pipe()
         os.set_blocking(self._r, False)
         os.set_blocking(self._w, False)
-        from toolfork.executor.executor import Batch
-
-        self._batch: Batch[None] = Batch(executor)  # its feed, once the owner thread has started it
         self._thread = threading.Thread(target=self._own, name="toolfork-submit", daemon=True)
         self._thread.start()
 
@@ -94,14 +121,17 @@ class Singles:
             if self._futures.get(future.call.id) is future:
                 del self._futures[future.call.id]
             pulled = future._pulled
-        feed = self.feed
+        feed = self._feed
         if pulled and feed is not None:  # pulled implies started: the feed is known
-            feed.stop(future.call.id)
-            self._executor.backend.cancel(feed)
+            feed.stop(future.sent)
+            self._host.stop(feed)
 
     @property
     def feed(self) -> Feed | None:
-        return self._batch._feed
+        return self._feed
+
+    def _started(self, feed: Feed) -> None:
+        self._feed = feed
 
     def cancel_all(self) -> None:
         with self._lock:
@@ -120,18 +150,26 @@ class Singles:
                     if self._closing:
                         return
                     self._signalled = False
+                go: list[CallFuture] = []
+                for future in taken:
+                    if future._dropped:
+                        continue
+                    cid = future.call.id
+                    if cid in self._flowing:  # an earlier (cancelled) call with this id is still in the backend
+                        self._parked.setdefault(cid, deque()).append(future)
+                        continue
+                    self._flowing[cid] = future
+                    future._pulled = True  # under the lock: a cancel() from now on stops it in the backend
+                    go.append(future)
             if not taken:
                 yield WAIT
                 continue
-            for future in taken:
-                future._pulled = True  # before the check: a cancel() after it sees it pulled and stops it
-                if not future._dropped:
-                    yield future.call
+            for future in go:
+                yield future.sent
 
     def _own(self) -> None:
         """The owner thread: run the live batch; resolve each future as its call finishes."""
-        executor = self._executor
-        events = executor._events(self._source(), None, self._r, handle=self._batch)
+        events = self._host.run(self._source(), self._r, self._started)
         try:
             for event in events:
                 if type(event) is CallFinished:
@@ -139,26 +177,47 @@ class Singles:
                 elif type(event) is CallProgress:
                     self._progress(event)
         except BaseException as exc:  # the batch itself failed (the pool is gone): fail what waits
-            with self._lock:
-                self._closing = True
-                futures = list(self._futures.values())
-                self._futures.clear()
-            status: Status = "cancelled" if executor.closed else "error"
-            for future in futures:
-                with contextlib.suppress(InvalidStateError):
-                    future.set_result(ToolResult(future.call.id, future.call.name, status, error=ErrorInfo(
-                        type(exc).__name__, f"the executor could not run the call: {exc}")))
+            self._fail_rest("cancelled" if self._host.closed() else "error",
+                            ErrorInfo(type(exc).__name__, f"the executor could not run the call: {exc}"))
+        else:  # closed: whatever is left (none, normally) is not left waiting
+            self._fail_rest("cancelled", ErrorInfo("Cancelled", "the executor was closed before the call ran"))
+
+    def _fail_rest(self, status: Status, error: ErrorInfo) -> None:
+        with self._lock:
+            self._closing = True
+            futures = list(self._futures.values())
+            self._futures.clear()
+            self._parked.clear()
+            self._flowing.clear()
+        for future in futures:
+            with contextlib.suppress(InvalidStateError):
+                future.set_result(ToolResult(future.call.id, future.call.name, status, error=error))
 
     def _progress(self, event: CallProgress) -> None:
-        future = self._futures.get(event.call_id)
-        if future is not None and future.on_progress is not None:
+        future = self._flowing.get(event.call_id)
+        if future is not None and future.on_progress is not None and not future._dropped:
             with contextlib.suppress(Exception):  # a failing listener must not stop the batch
                 future.on_progress(event.value)
 
     def _resolve(self, result: ToolResult) -> None:
-        future = self._futures.pop(result.call_id, None)  # atomic: no lock needed
+        cid = result.call_id
+        signal = False
+        with self._lock:
+            future = self._flowing.pop(cid, None)
+            if future is not None and self._futures.get(cid) is future:
+                del self._futures[cid]
+            parked = self._parked.get(cid)
+            released = parked.popleft() if parked else None
+            if parked is not None and not parked:
+                del self._parked[cid]
+            if released is not None:  # its turn: the earlier call with its id has left the backend
+                self._queue.appendleft(released)
+                signal = not self._signalled
+                self._signalled = True
+        if released is not None and signal:
+            self._poke()
         if result.context_updates:
-            self._executor.context.update(result.context_updates)
+            self._host.merge_context(result.context_updates)
         if future is not None:
             with contextlib.suppress(InvalidStateError):  # cancelled meanwhile
                 future.set_result(result)
@@ -177,4 +236,4 @@ class Singles:
                 os.close(fd)
 
 
-__all__ = ["CallFuture", "Singles"]
+__all__ = ["CallFuture", "Singles", "SinglesHost"]

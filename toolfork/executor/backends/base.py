@@ -20,10 +20,12 @@ per turn, so a huge batch cannot starve a one-call batch) and routes every event
 
 from __future__ import annotations
 
+import math
 import os
 import select
 import threading
 import time
+import weakref
 from abc import ABC, abstractmethod
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
@@ -37,6 +39,8 @@ if TYPE_CHECKING:
 
 Hook = Callable[[], Any]
 POLL_INTERVAL = 0.01  # how often a live source without a wake-up fd is asked again
+WATCH_RETRY_S = 0.1  # how soon the watcher looks again at a deadline an owner should have expired
+WATCHER = "toolfork-deadlines"  # the watcher thread's name
 
 
 @dataclass(slots=True)
@@ -75,7 +79,7 @@ class Feed:
     readable when the source has more; the backend drains it.
     """
 
-    __slots__ = ("_retry", "_room", "_source", "cancelled", "exhausted", "immediate", "stop_ids",
+    __slots__ = ("_lock", "_retry", "_room", "_source", "_stops", "cancelled", "exhausted", "immediate",
                  "waiting", "wakeup_fd")
 
     def __init__(self, source: Iterable[Dispatch | list[Event] | Wait], room: Callable[[], bool] | None = None,
@@ -88,7 +92,10 @@ class Feed:
         self.cancelled = False
         self.immediate: list[Event] = []
         self._retry: list[Dispatch] = []
-        self.stop_ids: set[str] = set()  # single calls whose stop was asked for (Executor.submit futures)
+        # Single calls whose stop was asked for (Executor.submit futures), by the identity of their
+        # ToolCall object (an id may come back: a cancelled call's id reused), the objects kept alive.
+        self._stops: dict[int, ToolCall] = {}
+        self._lock = threading.Lock()  # stop() comes from any thread; take_stops() from the driver
 
     def retry(self, dispatch: Dispatch) -> None:
         """Run ``dispatch`` again (a tool that declares ``retries``); it goes before new calls."""
@@ -99,9 +106,17 @@ class Feed:
         """From now on, calls not yet started come out as "cancelled" results (``Executor.cancel``)."""
         self.cancelled = True
 
-    def stop(self, call_id: str) -> None:
-        """Stop one call already pulled (a cancelled future): the backend kills it if it runs."""
-        self.stop_ids.add(call_id)
+    def stop(self, call: ToolCall) -> None:
+        """Stop one call already pulled (a cancelled future), named by its ``ToolCall`` object: the
+        backend kills it if it runs. Then ``Backend.cancel(feed)`` has the backend act on it."""
+        with self._lock:
+            self._stops[id(call)] = call
+
+    def take_stops(self) -> dict[int, ToolCall]:
+        """The stops asked for since the last take (``id(call)`` -> call), each handed out once."""
+        with self._lock:
+            stops, self._stops = self._stops, {}
+        return stops
 
     def pull(self) -> Dispatch | None:
         """The next dispatch, or None when the source is exhausted or the consumer has no room."""
@@ -231,7 +246,8 @@ class BatchState:
 
 
 class Driven(Protocol):
-    """What a backend gives its ``Hub``. Both run with ``Hub.drive`` held."""
+    """What a backend gives its ``Hub``. ``hub_round``, ``hub_settle`` and ``hub_tend`` run with
+    ``Hub.drive`` held."""
 
     def hub_round(self) -> None:
         """Start what can start, wait once for something to happen, route the events (with ``cond``
@@ -242,6 +258,13 @@ class Driven(Protocol):
 
     def wake(self) -> None:
         """Interrupt the driver's wait (any thread)."""
+
+    def hub_tend(self) -> None:
+        """Without waiting and without starting calls: take what the workers sent, expire deadlines
+        that passed, settle the requests (the watcher's turn, while no owner drives)."""
+
+    def next_deadline(self) -> float | None:
+        """The earliest deadline of a running call (``time.monotonic``), or None (any thread)."""
 
 
 class Hub:
@@ -265,6 +288,55 @@ class Hub:
         self.turn = 0  # round-robin position in ``batches``
         self.requests: set[BatchState] = set()
         self._backend = backend
+        self._watch: threading.Event | None = None  # set: the watcher looks again now
+        self._watch_at = math.inf  # when the watcher looks next by itself
+        self._watch_stopped = False
+
+    # ------------------------------------------------------------ the watcher
+    # Owners drive only while they need progress; while they hand events to their consumers (a full
+    # stdout pipe, a slow progress listener, a thread that does something else), nobody drives. So
+    # deadlines and cancels cannot rest on them: a thread of the Hub's own, the watcher, takes ``drive``
+    # when it is free and a deadline has passed or a request waits, and tends the backend (reads what
+    # came, expires, settles; it starts nothing). It never runs user code and never writes to a
+    # consumer, so nothing a consumer does can hold it up. Asleep otherwise: it wakes at the next
+    # deadline, on a request, and when an owner lets go with an earlier deadline pending.
+
+    def watch(self) -> None:
+        """Start the watcher (once, after the backend can tend); ``unwatch`` ends it."""
+        if self._watch is not None:
+            return
+        self._watch = event = threading.Event()
+        # The callback wakes the watcher when the Hub is collected, so its thread ends too.
+        ref = weakref.ref(self, lambda _: event.set())
+        threading.Thread(target=_watch, args=(ref, event), name=WATCHER, daemon=True).start()
+
+    def unwatch(self) -> None:
+        self._watch_stopped = True
+        if self._watch is not None:
+            self._watch.set()
+
+    def _watch_round(self) -> float | None:
+        """One look of the watcher; returns how long it may sleep (None: until woken)."""
+        backend = self._backend
+        deadline = backend.next_deadline()
+        now = time.monotonic()
+        if self.requests or (deadline is not None and deadline <= now):
+            if not self.drive.acquire(blocking=False):
+                # An owner drives: it expires and settles in its own round and wakes us as it lets go.
+                # Looked at again soon all the same, in case that owner is held up.
+                self._watch_at = now + WATCH_RETRY_S
+                return WATCH_RETRY_S
+            try:
+                backend.hub_tend()
+            finally:
+                self._let_go()
+            deadline = backend.next_deadline()
+            now = time.monotonic()
+            if deadline is not None and deadline <= now:  # not expired after all (a broken backend)
+                self._watch_at = now + WATCH_RETRY_S
+                return WATCH_RETRY_S
+        self._watch_at = math.inf if deadline is None else deadline
+        return None if deadline is None else max(0.0, deadline - now)
 
     def execute(self, feed: Feed) -> Iterator[Event]:
         """The owner's loop: pull its feed, take its events, drive when nobody does."""
@@ -327,6 +399,8 @@ class Hub:
                     b.poked = True  # its owner pulls again: calls not pulled yet come out cancelled
             self.cond.notify_all()
         self._backend.wake()
+        if self._watch is not None:  # nobody may be driving: the watcher settles it then
+            self._watch.set()
 
     def _leave(self, b: BatchState) -> None:
         """The owner is done, or stopped early: its calls still pulled are stopped, nothing is lost."""
@@ -352,12 +426,67 @@ class Hub:
             with self.cond:
                 self.cond.notify_all()  # a follower may take over
             if not self.requests or not self.drive.acquire(blocking=False):
+                watch = self._watch
+                if watch is not None and threading.current_thread().name != WATCHER:
+                    deadline = self._backend.next_deadline()
+                    if deadline is not None and deadline < self._watch_at:
+                        watch.set()  # nobody may drive from now on: the watcher keeps the deadline
                 return
             try:
                 self._backend.hub_settle()
             except BaseException:
                 self.drive.release()
                 raise
+
+    # ------------------------------------------------------------ the one settle/route rule
+    # Every backend that runs several calls at once (the fork pool, Ray) routes and settles through
+    # these, with ``cond`` held: the lock belongs to the Hub, and so does the rule.
+
+    @staticmethod
+    def route(d: Dispatch, event: Event) -> None:
+        """Hand an event to the batch of its call (``cond`` held), unless nobody wants it any more: the
+        call was stopped (its "cancelled" result went already) or its batch's owner left."""
+        b = d.batch
+        if not d.stopped and b is not None and not b.abandoned:
+            b.events.append(event)
+
+    @classmethod
+    def finish(cls, d: Dispatch, result: ToolResult) -> None:
+        cls.route(d, CallFinished(d.call.id, result))
+
+    def settle(self, placed: Callable[[BatchState], Iterable[tuple[Dispatch, bool]]],
+               kill: Callable[[list[Dispatch]], None]) -> None:
+        """Act on ``requests`` (``cond`` held): for a cancelled or abandoned batch every call it has in
+        the backend, for a batch asked to stop calls (cancelled futures) those calls, is reported
+        "cancelled" and stopped, once. ``placed(b)`` lists the backend's dispatches of ``b`` (sent to a
+        worker or a task), each with whether it is running; ``kill`` gets the running ones to stop
+        (after their results went; a dispatch queued behind one of them that was not stopped is the
+        backend's to run elsewhere). Calls not sent yet (``b.ready``) are dropped here."""
+        requests = list(self.requests)
+        self.requests.clear()
+        for b in requests:
+            whole = b.abandoned or b.feed.cancelled
+            stops = b.feed.take_stops()
+            if not whole and not stops:
+                continue
+            kills: list[Dispatch] = []
+            for d, running in list(placed(b)):
+                if not d.stopped and (whole or id(d.call) in stops):
+                    self.finish(d, cancelled(d, running=running).result)
+                    d.stopped = True
+                    if running:
+                        kills.append(d)
+            keep: list[Dispatch] = []
+            for d in b.ready:
+                if whole or id(d.call) in stops:
+                    self.finish(d, cancelled(d).result)
+                    d.stopped = True
+                else:
+                    keep.append(d)
+            b.ready.clear()
+            b.ready.extend(keep)
+            if kills:
+                kill(kills)
 
     def next_ready(self) -> BatchState | None:
         """The next batch, in turn, with a call to start (``cond`` held): round-robin between batches."""
@@ -369,6 +498,22 @@ class Hub:
                 self.turn = (self.turn + i + 1) % n
                 return b
         return None
+
+
+def _watch(ref: weakref.ReferenceType[Hub], event: threading.Event) -> None:
+    """The watcher's thread (see ``Hub.watch``). It holds its Hub only while it looks, so a pool that
+    the program dropped without closing is still collected (and its finalizer still runs)."""
+    while True:
+        event.clear()
+        hub = ref()
+        if hub is None or hub._watch_stopped:
+            return
+        try:
+            timeout = hub._watch_round()
+        except Exception:  # the backend is broken (its template died): the owners hear of it
+            timeout = WATCH_RETRY_S * 10
+        del hub
+        event.wait(timeout)
 
 
 @dataclass(slots=True)
@@ -396,7 +541,7 @@ class Backend(ABC):
         """Interrupt a wait from another thread, so the batch notices what changed."""
 
     def cancel(self, feed: Feed) -> None:
-        """After ``feed.cancel()`` or ``feed.stop(call_id)``: stop what runs of that batch."""
+        """After ``feed.cancel()`` or ``feed.stop(call)``: stop what runs of that batch."""
         self.wake()
 
     def close(self) -> None:  # noqa: B027 - in-process backends hold nothing

@@ -141,8 +141,8 @@ class LineLane:
         except TemplateGone:
             pass  # the error that ended the job says so, or the next use of the executor will
         finally:
-            self.ready.clear()
             b._hub.drive.release()
+            self.ready.clear()
 
     @property
     def inflight(self) -> int:
@@ -164,7 +164,7 @@ class LineLane:
         self._start()
         timeout: float | None = 0.0
         if wait:
-            deadline = b._next_deadline()
+            deadline = b.next_deadline()
             timeout = None if deadline is None else max(0.0, deadline - time.monotonic())
             if poll:
                 timeout = POLL_INTERVAL if timeout is None else min(timeout, POLL_INTERVAL)

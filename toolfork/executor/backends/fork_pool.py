@@ -212,12 +212,14 @@ class ForkBackend(Backend):
         self._template_checked = 0.0
         self._template_gone = False
         self._tool_frames: list[bytes] = []  # tools added later, for the workers (sent by the driver)
+        self._owed_tools: dict[int, list[bytes]] = {}  # worker id -> tool frames it gets before its next call
         for _ in range(workers):
             self._spawn()
         for w in list(self._workers.values()):
             self._wait_pid(w)
         self._idle: deque[_Worker] = deque(self._workers.values())
         self._finalizer = weakref.finalize(self, _emergency_close, self._template, self._ctrl)
+        self._hub.watch()  # deadlines and cancels are kept while no batch owner drives
 
     # ----------------------------------------------------------------- workers
 
@@ -311,6 +313,7 @@ class ForkBackend(Backend):
         """Forget a worker; if ``kill``, have the template stop its process group (with grace)."""
         pid = self._wait_pid(w) if kill else None  # while it is still ours: its "spawned" names it by wid
         self._workers.pop(w.wid, None)
+        self._owed_tools.pop(w.wid, None)
         try:
             self._sel.unregister(w.result_fd)
         except (KeyError, ValueError):
@@ -361,16 +364,22 @@ class ForkBackend(Backend):
             self.wake()
 
     def _ship_tools(self) -> None:
+        """Idle workers get the new tools now; a busy one, before its next call. Never written to a
+        busy worker: it does not read its call pipe while its tool runs (maybe hangs), a write could
+        fill that pipe and block the driver, and no deadline would be kept meanwhile."""
         frames, self._tool_frames = self._tool_frames, []
         for w in list(self._workers.values()):
-            try:
+            if w.inflight:
+                self._owed_tools.setdefault(w.wid, []).extend(frames)
+                continue
+            try:  # an idle worker reads them at once
                 for frame in frames:
                     framing.write_all(w.call_fd, frame)
             except OSError:  # it died: its replacement is forked from a template that has the tools
                 if w in self._idle:
                     self._idle.remove(w)
                     self._retire(w, kill=True)
-                    self._idle.append(self._spawn())
+                    self._refill(w)
 
     # ----------------------------------------------------------------- batches
 
@@ -398,7 +407,7 @@ class ForkBackend(Backend):
                 hub.cond.notify_all()
                 return
             live = [b for b in tuple(hub.batches) if b.feed.waiting] if hub.batches else []
-        timeout = self._next_deadline()
+        timeout = self.next_deadline()
         if timeout is not None:
             timeout = max(0.0, timeout - time.monotonic())
         if any(w.pid is None and w.inflight for w in self._workers.values()):
@@ -421,6 +430,17 @@ class ForkBackend(Backend):
         finally:
             for fd in watched:
                 self._sel.unregister(fd)
+        self._after_wait(ready)
+
+    def hub_tend(self) -> None:
+        """The watcher's turn (``Hub.drive`` held, nobody else driving): what came, without waiting."""
+        if self._closed or self._template_gone:
+            return
+        self._after_wait(self._sel.select(0))
+
+    def _after_wait(self, ready: list[tuple[selectors.SelectorKey, int]]) -> None:
+        """Route what happened: frames, deaths, the template's messages; then expire and settle."""
+        hub = self._hub
         with hub.cond:
             for key, _ in ready:
                 data = key.data
@@ -467,7 +487,7 @@ class ForkBackend(Backend):
             one_shot = self._spawn()
             one_shot.lender = w
             w = one_shot
-        elif self._is_quick(first.call.name):
+        if not first.tool.fresh_process and self._is_quick(first.call.name):
             # Guided self-scheduling: never more than this worker's share of what is left (shared with
             # the workers still idle), so a call that is slower than its tool's history suggests cannot
             # hold up more than that share.
@@ -475,7 +495,11 @@ class ForkBackend(Backend):
             while len(chunk) < limit and ready and self._is_quick(ready[0].call.name) \
                     and not ready[0].tool.fresh_process:
                 chunk.append(ready.popleft())
+        owed = self._owed_tools.pop(w.wid, None)  # tools added while it was busy go before its call
         try:
+            if owed:
+                for frame in owed:
+                    framing.write_all(w.call_fd, frame)
             framing.send(w.call_fd, ("c", [
                 (d.call.id, d.call.name, d.call.arguments, d.timeout, d.context or None) for d in chunk
             ]), w.side)
@@ -564,12 +588,17 @@ class ForkBackend(Backend):
                 pass
 
     def _refill(self, gone: _Worker) -> None:
-        """A worker left the pool: its slot goes to its lender (a one-shot's), else to a new worker."""
+        """A worker left the pool: its slot goes to its lender (a one-shot's), else to a new worker. A
+        lender that left while its slot is lent gets no replacement: the one-shot holds that slot, and
+        finding its lender gone when it is done, hands the slot to a new worker then (one slot, one
+        worker: the pool never grows past its size)."""
         if gone.lender is not None:
             lender, gone.lender = gone.lender, None
             if lender.wid in self._workers:
                 self._idle.append(lender)
                 return
+        elif any(w.lender is gone for w in tuple(self._workers.values())):
+            return
         self._idle.append(self._spawn())
 
     def _bury(self) -> None:
@@ -581,16 +610,9 @@ class ForkBackend(Backend):
             if w.wid in self._workers:
                 self._crashed(w)
 
-    @staticmethod
-    def _route(d: Dispatch, event: Event) -> None:
-        """Hand an event to the batch of its call (unless nobody wants it any more)."""
-        b = d.batch
-        if not d.stopped and b is not None and not b.abandoned:
-            b.events.append(event)
-
-    @classmethod
-    def _finish(cls, d: Dispatch, result: ToolResult) -> None:
-        cls._route(d, CallFinished(d.call.id, result))
+    # The Hub's route rule, under the names this module's paths use.
+    _route = staticmethod(Hub.route)
+    _finish = staticmethod(Hub.finish)
 
     def _crashed(self, w: _Worker) -> None:
         self._wait_pid(w)  # its exit status is reported by pid: learn the pid before forgetting the worker
@@ -625,8 +647,10 @@ class ForkBackend(Backend):
         for back in by_batch.values():
             back[0].batch.ready.extendleft(reversed(back))  # type: ignore[union-attr]
 
-    def _next_deadline(self) -> float | None:
-        deadlines = [w.deadline for w in self._workers.values() if w.deadline is not None]
+    def next_deadline(self) -> float | None:
+        """The earliest deadline of a running call, or None. Any thread: the watcher asks while an owner
+        may change the workers (a snapshot of them, taken in one step)."""
+        deadlines = [w.deadline for w in tuple(self._workers.values()) if w.deadline is not None]
         return min(deadlines) if deadlines else None
 
     def _expire(self) -> None:
@@ -652,46 +676,27 @@ class ForkBackend(Backend):
             pass  # already woken, or closed
 
     def _settle(self) -> None:
-        """Act on cancelled, stopped and abandoned batches (``cond`` held): a worker running one of
-        their calls is killed and replaced; calls not started are dropped (reported "cancelled")."""
-        hub = self._hub
-        requests = list(hub.requests)
-        hub.requests.clear()
-        for b in requests:
-            whole = b.abandoned or b.feed.cancelled
-            stop = b.feed.stop_ids
-            if not whole and not stop:
-                continue
-            for w in list(self._workers.values()):
-                if not w.inflight or w.inflight[0].batch is not b:
-                    continue  # a worker's calls all come from one batch (it is sent a chunk only when idle)
-                running = w.inflight[0]
-                if whole or running.call.id in stop:
-                    w.inflight.popleft()
-                    self._finish(running, cancelled(running, running=True).result)
-                    running.stopped = True
-                    if whole:
-                        for d in w.inflight:
-                            self._finish(d, cancelled(d).result)
-                        w.inflight.clear()
-                    else:
-                        self._requeue(w, died=False)
-                    self._retire(w, kill=True)
-                    self._refill(w)
-                elif stop:  # queued behind another call in a chunk: it is quick; its result is dropped
-                    for d in w.inflight:
-                        if d.call.id in stop and not d.stopped:
-                            self._finish(d, cancelled(d).result)
-                            d.stopped = True
-            keep: list[Dispatch] = []
-            for d in b.ready:
-                if whole or d.call.id in stop:
-                    self._finish(d, cancelled(d).result)
-                else:
-                    keep.append(d)
-            b.ready.clear()
-            b.ready.extend(keep)
-            stop.clear()
+        """Act on cancelled, stopped and abandoned batches (``cond`` held) by the Hub's rule: a worker
+        running one of their calls is killed and replaced; calls not started are dropped."""
+        self._hub.settle(self._placed, self._kill_running)
+
+    def _placed(self, b: BatchState) -> list[tuple[Dispatch, bool]]:
+        """``b``'s calls on workers: each worker's first is running, the rest of its chunk waits."""
+        placed: list[tuple[Dispatch, bool]] = []
+        for w in self._workers.values():
+            if w.inflight and w.inflight[0].batch is b:  # a worker's calls all come from one batch
+                placed.extend((d, i == 0) for i, d in enumerate(w.inflight))
+        return placed
+
+    def _kill_running(self, stopped: list[Dispatch]) -> None:
+        """Their results went already: kill their workers; what waited behind them (and was not
+        stopped) goes back to its batch."""
+        ids = {id(d) for d in stopped}
+        for w in [w for w in self._workers.values() if w.inflight and id(w.inflight[0]) in ids]:
+            w.inflight.popleft()
+            self._requeue(w, died=False)
+            self._retire(w, kill=True)
+            self._refill(w)
 
     # ----------------------------------------------------------------- shutdown
 
@@ -702,6 +707,7 @@ class ForkBackend(Backend):
             return
         self.wake()
         hub = self._hub
+        hub.unwatch()
         driving = hub.drive.acquire(timeout=self._kill_grace + 5.0)
         try:
             with hub.cond:
@@ -710,7 +716,8 @@ class ForkBackend(Backend):
                 self._closed = True
                 for w in list(self._workers.values()):
                     for i, d in enumerate(list(w.inflight)):
-                        self._finish(d, cancelled(d, running=i == 0).result)
+                        if type(d) is Dispatch:  # else a line of a lane cut short: nobody waits for it
+                            self._finish(d, cancelled(d, running=i == 0).result)
                 for b in list(hub.batches):
                     for d in list(b.ready):
                         self._finish(d, cancelled(d).result)

@@ -38,7 +38,16 @@ from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from toolfork.executor.backends import ray_session
-from toolfork.executor.backends.base import POLL_INTERVAL, Backend, Dispatch, Feed, Hooks, Hub, cancelled
+from toolfork.executor.backends.base import (
+    POLL_INTERVAL,
+    Backend,
+    BatchState,
+    Dispatch,
+    Feed,
+    Hooks,
+    Hub,
+    cancelled,
+)
 from toolfork.executor.types import CallFinished, CallProgress, CallStarted, ErrorInfo, Event, ToolResult
 
 if TYPE_CHECKING:
@@ -220,6 +229,13 @@ class RayBackend(Backend):
             hub.cond.notify_all()
         self._stop_all(stops)
 
+    def next_deadline(self) -> float | None:
+        """Not watched by the Hub: a Ray task keeps its own deadline where it runs (see ray_task)."""
+        return None
+
+    def hub_tend(self) -> None:
+        self.hub_settle()
+
     def hub_settle(self) -> None:
         with self._hub.cond:
             stops = self._settle()
@@ -239,11 +255,9 @@ class RayBackend(Backend):
 
     @staticmethod
     def _route(out: list[tuple[Dispatch, Event]]) -> None:
-        """Hand events to their batches (``cond`` held), unless nobody wants them any more."""
+        """Hand events to their batches (``cond`` held), by the Hub's rule."""
         for d, event in out:
-            b = d.batch
-            if b is not None and not b.abandoned and not d.stopped:
-                b.events.append(event)
+            Hub.route(d, event)
 
     def _forget(self, ref: Any) -> _Running:
         task = self._running.pop(ref)
@@ -251,45 +265,21 @@ class RayBackend(Backend):
         return task
 
     def _settle(self) -> list[Any]:
-        """Act on cancelled, stopped and abandoned batches (``cond`` held): their running tasks are
-        forgotten (returned, for the caller to stop once it let go of ``cond``) and reported
-        "cancelled"; their calls not started are dropped, reported "cancelled" too."""
-        hub = self._hub
-        requests = list(hub.requests)
-        hub.requests.clear()
+        """Act on cancelled, stopped and abandoned batches (``cond`` held) by the Hub's rule: their
+        running tasks are forgotten and returned, for the caller to stop once it let go of ``cond``."""
         stops: list[Any] = []
-        for b in requests:
-            if b.abandoned or b.feed.cancelled:
-                for ref, task in list(self._running.items()):
-                    if task.dispatch.batch is b:
-                        self._forget(ref)
-                        stops.append(ref)
-                        if not b.abandoned:
-                            b.events.append(cancelled(task.dispatch, running=True))
-                if not b.abandoned:
-                    b.events.extend(cancelled(d) for d in b.ready)
-                b.ready.clear()
-                continue
-            stop = set(b.feed.stop_ids)  # other threads may add ids while we act on these
-            if not stop:
-                continue
+
+        def placed(b: BatchState) -> list[tuple[Dispatch, bool]]:
+            return [(t.dispatch, True) for t in self._running.values() if t.dispatch.batch is b]
+
+        def kill(stopped: list[Dispatch]) -> None:
+            ids = {id(d) for d in stopped}
             for ref, task in list(self._running.items()):
-                d = task.dispatch
-                if d.batch is b and d.call.id in stop and not d.stopped:
+                if id(task.dispatch) in ids:
                     self._forget(ref)
                     stops.append(ref)
-                    b.events.append(cancelled(d, running=True))
-                    d.stopped = True
-            keep: list[Dispatch] = []
-            for d in b.ready:
-                if d.call.id in stop:
-                    b.events.append(cancelled(d))
-                    d.stopped = True
-                else:
-                    keep.append(d)
-            b.ready.clear()
-            b.ready.extend(keep)
-            b.feed.stop_ids.difference_update(stop)
+
+        self._hub.settle(placed, kill)
         return stops
 
     def _cancel_all(self) -> list[Any]:

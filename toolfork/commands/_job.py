@@ -1,0 +1,131 @@
+"""The general path of ``toolfork run``: every input line's record, written in input order.
+
+Its own module so that both ways of running a job build on it without an import circle: ``run.py``
+chooses between this ``Job`` (``Executor.imap``) and ``LaneJob`` (``_lane_job``, the fork pool's line
+lane), which shares its rules for bad lines, duplicates and ``--resume``.
+
+Data flow::
+
+    LineSource (for a pipe: a reader thread and a wake-up pipe, see _input)
+        │ (lineno, line) | WAIT
+        ▼
+    read_call ─── bad line, duplicate id ──> its record, held behind the calls before it ──┐
+        │ ToolCall | WAIT                                                                 │
+        ▼                                                                                 ▼
+    Executor.imap ── ToolResult, call order ──> Job: every line's record in input order ──> OutFile
+                                                                              (one write a line)
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterator
+from typing import Any
+
+from toolfork.commands._idset import IdSet
+from toolfork.commands._input import LineSource, read_call
+from toolfork.commands._loading import BadLine
+from toolfork.commands._output import OutFile, record_of, result_failed
+from toolfork.commands._progress import Progress
+from toolfork.executor import WAIT
+
+# Bad-line records held back behind running calls before the feeder waits for those calls: without a
+# bound, a million bad lines behind one slow call would all sit in memory.
+MAX_HELD_RECORDS = 1024
+
+
+class Job:
+    """Feeds the executor from the input and writes every line's record in input order.
+
+    ``held`` lists what is owed to the output in input order: ``None`` for a call whose result the
+    executor has not returned yet, or a ready record (a bad line) that must wait behind those calls.
+    """
+
+    max_held_records = MAX_HELD_RECORDS
+
+    def __init__(self, executor: Any, source: LineSource, out: OutFile, progress: Progress,
+                 done: IdSet, window: int) -> None:
+        self.executor = executor
+        self.source = source
+        self.out = out
+        self.progress = progress
+        self.done = done
+        self.seen = IdSet()
+        self.window = window
+        self.held: deque[tuple[int, dict[str, Any] | None]] = deque()
+        self.held_records = 0
+
+    def run(self) -> None:
+        results = self.executor.imap(self._calls(), window=self.window, wakeup_fd=self.source.wakeup_fd)
+        for result in results:
+            lineno, placeholder = self.held.popleft()
+            assert placeholder is None, "results and calls out of step"
+            if result.encoded is not None:  # an ok result its worker already wrote as a line
+                self.out.write_line(result.encoded)
+                self.progress.note(failed=False, lineno=lineno, ran=True)
+            else:
+                self._write(record_of(result), lineno, ran=True)
+            if self.held:
+                self._emit_held()
+        assert not self.held, "a call got no result"
+        self.out.flush()  # a write error (a full disk, a closed pipe) is raised here, inside the job
+
+    def _calls(self) -> Iterator[Any]:
+        """ToolCalls for the executor, in input order, or WAIT. Bad lines never reach it: their records
+        are written here, or held until the calls before them are written."""
+        lines = self.source.items()
+        out = self.out
+        while True:
+            if out.error is not None:  # the output is gone (a closed pipe, a full disk): stop reading
+                raise out.error
+            if self.held_records >= self.max_held_records:
+                yield WAIT  # the calls in flight finish first; their results let the held records out
+                continue
+            item = next(lines, None)
+            if item is None:
+                return
+            if not isinstance(item, tuple):  # WAIT: the other side is quiet
+                yield WAIT
+                continue
+            lineno, raw = item
+            call = read_call(raw, lineno)
+            if isinstance(call, BadLine):
+                if call.id in self.done:
+                    self.progress.skip(lineno)
+                    continue
+                if not self.seen.add(call.id):
+                    call.message += f"; its id {call.id!r} is also used by an earlier line"
+                self._hold_or_write(call.record(), lineno)
+                continue
+            if call.id in self.done:
+                self.seen.add(call.id)
+                self.progress.skip(lineno)
+                continue
+            if not self.seen.add(call.id):
+                bad = BadLine(call.id, call.name,
+                              f"line {lineno}: duplicate id {call.id!r}: an earlier line has the same id")
+                self._hold_or_write(bad.record(), lineno)
+                continue
+            self.held.append((lineno, None))
+            yield call
+
+    def _hold_or_write(self, record: dict[str, Any], lineno: int) -> None:
+        if self.held:
+            self.held.append((lineno, record))
+            self.held_records += 1
+        else:
+            self._write(record, lineno, ran=False)
+
+    def _emit_held(self) -> None:
+        while self.held and self.held[0][1] is not None:
+            lineno, record = self.held.popleft()
+            self.held_records -= 1
+            assert record is not None
+            self._write(record, lineno, ran=False)
+
+    def _write(self, record: dict[str, Any], lineno: int, *, ran: bool) -> None:
+        record = self.out.write(record)  # a result that cannot be written comes back as an error record
+        self.progress.note(failed=result_failed(record), lineno=lineno, ran=ran)
+
+
+__all__ = ["MAX_HELD_RECORDS", "Job"]
