@@ -15,7 +15,6 @@ backend, or running (its worker is killed, as on a timeout). Context updates mer
 from __future__ import annotations
 
 import contextlib
-import os
 import threading
 from collections import deque
 from collections.abc import Callable, Iterator
@@ -24,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from toolfork.executor.backends.base import WAIT, Feed, Wait
 from toolfork.executor.types import CallFinished, CallProgress, ErrorInfo, Status, ToolCall, ToolResult
+from toolfork.executor.wire import WakePipe
 
 if TYPE_CHECKING:
     from toolfork.executor.executor import Executor
@@ -60,9 +60,7 @@ class Singles:
         self._futures: dict[str, CallFuture] = {}  # submitted and not resolved, by call id
         self._signalled = False  # a byte is in the pipe that the source has not seen an empty queue since
         self._closing = False
-        self._r, self._w = os.pipe()
-        os.set_blocking(self._r, False)
-        os.set_blocking(self._w, False)
+        self._wake = WakePipe()  # readable when the queue has something new: the batch's wake-up fd
         from toolfork.executor.executor import Batch
 
         self._batch: Batch[None] = Batch(executor)  # its feed, once the owner thread has started it
@@ -85,8 +83,7 @@ class Singles:
         return future
 
     def _poke(self) -> None:
-        with contextlib.suppress(BlockingIOError, OSError):  # a full pipe already says "more"
-            os.write(self._w, b"!")
+        self._wake.wake()
 
     def forget(self, future: CallFuture) -> None:
         """A future was cancelled: skip its call if it is still queued, else stop it in the backend."""
@@ -131,7 +128,7 @@ class Singles:
     def _own(self) -> None:
         """The owner thread: run the live batch; resolve each future as its call finishes."""
         executor = self._executor
-        events = executor._events(self._source(), None, self._r, handle=self._batch)
+        events = executor._events(self._source(), None, self._wake.fd, handle=self._batch)
         try:
             for event in events:
                 if type(event) is CallFinished:
@@ -172,9 +169,7 @@ class Singles:
     def join(self) -> None:
         if threading.current_thread() is not self._thread:
             self._thread.join(10.0)
-        for fd in (self._r, self._w):
-            with contextlib.suppress(OSError):
-                os.close(fd)
+        self._wake.close()
 
 
 __all__ = ["CallFuture", "Singles"]
