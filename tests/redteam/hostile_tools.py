@@ -229,7 +229,7 @@ def mess_signals(what: str) -> str:
 
     Args:
         what: ignore_term, block_term, swallow_term, alarm, bound_alarm, itimer, prof_timer, pending_alrm or
-            unblock_alrm
+            unblock_alrm (or nothing)
     """
     if what == "ignore_term":
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
@@ -250,21 +250,24 @@ def mess_signals(what: str) -> str:
         os.kill(os.getpid(), signal.SIGALRM)
     elif what == "unblock_alrm":
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGALRM})
-    else:
+    elif what != "nothing":
         raise ValueError(what)
     return what
 
 
 @tool
-def hang_then_mark(path: str) -> str:
-    """Hang until stopped; the finally block writes ``path`` (so a test sees whether it ran).
+def hang_then_mark(path: str, hang: bool = True) -> str:
+    """Hang until stopped (or return at once); the finally block writes ``path`` (so a test sees
+    whether it ran).
 
     Args:
         path: the file the finally block writes
+        hang: False to return at once (a quick call, for the pool's history)
     """
     try:
-        while True:
+        while hang:
             time.sleep(0.05)
+        return "quick"
     finally:
         with open(path, "w") as f:
             f.write("finally ran")

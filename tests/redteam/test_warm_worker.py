@@ -170,6 +170,25 @@ def test_a_calls_sigterm_changes_do_not_reach_the_next_calls_timeout(what, tmp_p
         assert mark.read_text() == "finally ran"
 
 
+@pytest.mark.timeout(120)
+def test_sigterm_changes_are_undone_between_the_quick_calls_of_one_chunk(tmp_path):
+    """Quick tools are sent in chunks, several calls in one frame: a call that ignores SIGTERM and the
+    call after it in the same chunk, which hangs this time: the timeout still raises inside it."""
+    mark = tmp_path / "finally"
+    with Executor(WARM_TOOLS, mode="fork", workers=1, kill_grace=20.0) as ex:
+        for i in range(3):  # both tools are quick now: the pool chunks them
+            ex.run([_call(f"w{i}", "mess_signals", what="nothing"),
+                    _call(f"q{i}", "hang_then_mark", path=str(tmp_path / "warm"), hang=False)])
+        first, stuck = ex.run([_call("m", "mess_signals", what="ignore_term"),
+                               _call("h", "hang_then_mark", timeout=2, path=str(mark))])
+        assert first.status == "ok" and stuck.status == "timeout"
+        assert first.worker_pid == stuck.worker_pid  # one chunk, one worker
+        end = time.monotonic() + 15
+        while not mark.exists() and time.monotonic() < end:
+            time.sleep(0.05)
+        assert mark.read_text() == "finally ran"
+
+
 @pytest.mark.parametrize("what", ["alarm", "bound_alarm", "itimer", "prof_timer"])
 @pytest.mark.timeout(120)
 def test_a_calls_alarm_or_timer_does_not_go_off_in_the_next_call(what):
