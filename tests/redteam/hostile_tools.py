@@ -264,10 +264,11 @@ def hang_then_mark(path: str, hang: bool = True) -> str:
         path: the file the finally block writes
         hang: False to return at once (a quick call, for the pool's history)
     """
-    try:
-        while hang:
-            time.sleep(0.05)
+    if not hang:
         return "quick"
+    try:
+        while True:
+            time.sleep(0.05)
     finally:
         with open(path, "w") as f:
             f.write("finally ran")

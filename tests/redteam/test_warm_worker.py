@@ -176,7 +176,7 @@ def test_sigterm_changes_are_undone_between_the_quick_calls_of_one_chunk(tmp_pat
     call after it in the same chunk, which hangs this time: the timeout still raises inside it."""
     mark = tmp_path / "finally"
     with Executor(WARM_TOOLS, mode="fork", workers=1, kill_grace=20.0) as ex:
-        for i in range(3):  # both tools are quick now: the pool chunks them
+        for i in range(10):  # both tools are quick now: the pool chunks them
             ex.run([_call(f"w{i}", "mess_signals", what="nothing"),
                     _call(f"q{i}", "hang_then_mark", path=str(tmp_path / "warm"), hang=False)])
         first, stuck = ex.run([_call("m", "mess_signals", what="ignore_term"),
