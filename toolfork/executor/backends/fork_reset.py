@@ -10,7 +10,8 @@ never waited for would stay zombies as long as the worker lives.
 
 So between calls a worker:
 
-* disarms ``alarm()`` and the three interval timers (real, virtual, profiling);
+* disarms ``alarm()`` and the real-time interval timer after every call, and the virtual and
+  profiling timers after a call that used the setters (see below);
 * discards the signals that are pending (raised while blocked);
 * sets every signal's disposition back to what it was when the worker started (after
   ``on_worker_start``, so what that hook installs is the baseline), and the signal mask and the
@@ -20,10 +21,13 @@ So between calls a worker:
 
 The real-time timer is disarmed right after the tool returns, before its result is sent (an alarm
 must not go off while the next call may already be on its way); the rest runs after the result is
-sent, off the call's latency. That rest costs a handful of system calls, so within a chunk of quick
-calls (sent together, see ``fork_pool``) it runs after the last call of the chunk, and after any call
-that used the ``signal`` module's setters (``signal.signal``, ``alarm``, ``setitimer``,
-``pthread_sigmask``, ``set_wakeup_fd``, ``siginterrupt``: they are wrapped in the worker to say so).
+sent, off the call's latency: two system calls (the mask, the reap) when no setter was used, a few
+more when one was. Within a chunk of quick calls (sent together, see ``fork_pool``) it runs after the
+last call of the chunk, and after any call that used the ``signal`` module's setters
+(``signal.signal``, ``alarm``, ``setitimer``, ``pthread_sigmask``, ``set_wakeup_fd``, ``siginterrupt``:
+they are wrapped in the worker to say so). A setter bound before the fork (``from signal import
+setitimer`` in the host) is not seen by the wrapper: what it changes is still put back for SIGTERM,
+the mask, pending signals and the real-time timer, not for other dispositions or the other timers.
 """
 
 from __future__ import annotations
@@ -87,15 +91,19 @@ class SignalBaseline:
         self._setitimer(signal.ITIMER_REAL, 0)
 
     def reset(self) -> None:
-        """Put the signal state back and reap exited children (see the module docstring)."""
+        """Put the signal state back and reap exited children (see the module docstring). What no
+        setter touched costs one system call to look at (the mask) and one to reap."""
         touched, self.touched = self.touched, False
-        for timer in _TIMERS:
-            self._setitimer(timer, 0)
-        pending = signal.sigpending()
-        for sig in pending:  # setting SIG_IGN discards a pending signal; its handler is put back below
-            if sig not in _UNCATCHABLE:
+        if touched:
+            for timer in _TIMERS:
+                self._setitimer(timer, 0)
+        mask = self._sigmask(signal.SIG_BLOCK, ())
+        pending: set[int] = set()
+        if mask != self._mask:  # something was blocked: what it left pending is discarded first
+            pending = {s for s in signal.sigpending() if s not in _UNCATCHABLE}
+            for sig in pending:  # setting SIG_IGN discards a pending signal; its handler is put back below
                 self._signal(sig, signal.SIG_IGN)
-        # Every disposition is looked at when a setter was used (looking costs a few microseconds a
+        # Every disposition is looked at when a setter was used (looking costs a microsecond or more a
         # signal); SIGTERM, by which the pool stops a call, and the pending ones always.
         getsignal, put = self._getsignal, self._signal
         for sig in self._handlers if touched else (*pending, signal.SIGTERM):
@@ -105,7 +113,8 @@ class SignalBaseline:
                     put(sig, handler)
                 except (OSError, ValueError):
                     pass
-        self._sigmask(signal.SIG_SETMASK, self._mask)
+        if mask != self._mask:
+            self._sigmask(signal.SIG_SETMASK, self._mask)
         if touched:
             self._originals.get("set_wakeup_fd", signal.set_wakeup_fd)(-1)
         reap_children()
