@@ -26,6 +26,7 @@ from typing import Any
 from toolfork.commands._idset import IdSet
 from toolfork.commands._loading import UsageError
 from toolfork.commands._nesting import MAX_JSON_DEPTH, nested_deeper_than
+from toolfork.executor.wire import write_all
 
 
 def result_failed(record: dict[str, Any]) -> bool:
@@ -202,7 +203,7 @@ class OutFile:
         if self._background:
             self._enqueue(data, lines)
             return
-        _write_all(self.fd, data)
+        write_all(self.fd, data)
 
     def _enqueue(self, data: bytes, lines: int = 1) -> None:
         if self._error is not None:
@@ -230,7 +231,7 @@ class OutFile:
                 lines = sum([n for _, n in items]) if len(items) > 1 else items[0][1]
                 if self._error is None:
                     try:
-                        _write_all(self.fd, b"".join([d for d, _ in items]) if len(items) > 1 else items[0][0])
+                        write_all(self.fd, b"".join([d for d, _ in items]) if len(items) > 1 else items[0][0])
                     except BaseException as exc:  # handed to the caller by flush() or the next write
                         self._error = exc
                         if self.on_error is not None:
@@ -265,12 +266,6 @@ class OutFile:
         if self._close and self.fd is not None:
             os.close(self.fd)
             self.fd = None
-
-
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view):]
 
 
 def scan_previous(path: str) -> tuple[IdSet, int, int]:

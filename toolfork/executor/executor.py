@@ -127,6 +127,7 @@ class Executor:
         self._timeout = timeout
         self._lock = threading.Lock()  # guards _feeds, _singles and closing; never held for a batch
         self._closed = False
+        self._pid = os.getpid()  # an Executor with processes does not cross a fork (see _check_open)
         self.context: dict[str, Any] = {}
         self._feeds: set[Feed] = set()  # the batches running now, for cancel() and close()
         self._singles: Singles | None = None  # submit()'s batch, started on first use
@@ -478,10 +479,20 @@ class Executor:
     def _check_open(self) -> None:
         if self._closed:
             raise RuntimeError("this Executor is closed; create a new one")
+        if self._pid != os.getpid() and self._mode != "sequential":
+            raise RuntimeError(
+                f"this Executor (mode {self._mode!r}) was created in process {self._pid} and cannot be used in "
+                f"process {os.getpid()}: an Executor does not cross a fork (its workers, pipes and threads belong "
+                "to the process that created it). A tool running in a worker, or a forked child, must create "
+                "an Executor of its own")
 
     def close(self) -> None:
         """Cancel every batch and future still running ("cancelled" results), end every worker (no
         zombie, no orphan). Safe to call twice, and from another thread while batches run."""
+        if self._pid != os.getpid():  # a forked copy: the workers and pipes are the creator's to end
+            self._closed = True
+            _LIVE.discard(self)
+            return
         with self._lock:
             if self._closed:
                 return

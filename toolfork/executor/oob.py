@@ -39,6 +39,10 @@ import struct
 from collections import deque
 from typing import Any
 
+from toolfork.executor.wire.frames import OOB_HEADER
+from toolfork.executor.wire.markers import loads_or_marker
+from toolfork.executor.wire.pipes import wait_for, write_all
+
 # At or above this many bytes a frame goes by memory file (measured: below it the pipe is as quick).
 LARGE_FRAME = 256 * 1024
 # Frames up to this size reuse the worker's memory file (kept, with its pages, for the next one).
@@ -49,8 +53,9 @@ _MSG_BUF = b"P"
 _MSG_REUSE = b"R"
 _MSG_ACK = b"A"
 _SIZE = struct.Struct("<Q")
+# The exact length of each frame message (a stray write on the socket is none of them, by shape).
+_MSG_LENGTH = {_MSG_FRAME: 1, _MSG_BUF: 1 + _SIZE.size, _MSG_REUSE: 1 + _SIZE.size}
 _POPULATE = getattr(mmap, "MAP_POPULATE", 0)
-OOB_HEADER = b"\0\0\0\0"  # a frame of length 0 on the pipe: "the frame is on the side socket"
 
 _HAS_MEMFD = hasattr(os, "memfd_create")
 # Large frames go by memory file only where memory files exist (Linux); elsewhere every frame goes
@@ -121,8 +126,16 @@ _FD_SPACE = socket.CMSG_SPACE(4 * array.array("i").itemsize)
 
 
 def _recv(sock: socket.socket, flags: int = 0) -> tuple[bytes, list[int]]:
-    """One message and the descriptors that came with it (``socket.recv_fds`` ignores ``flags``)."""
-    data, ancdata, _msg_flags, _addr = sock.recvmsg(64, _FD_SPACE, flags)
+    """One message and the descriptors that came with it (``socket.recv_fds`` ignores ``flags``).
+    Without ``MSG_DONTWAIT`` it waits, even on a socket someone made non-blocking (a tool's library)."""
+    while True:
+        try:
+            data, ancdata, _msg_flags, _addr = sock.recvmsg(64, _FD_SPACE, flags)
+            break
+        except BlockingIOError:
+            if flags & socket.MSG_DONTWAIT:
+                raise
+            wait_for(sock.fileno(), write=False)
     fds = array.array("i")
     for level, kind, payload in ancdata:
         if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
@@ -240,14 +253,17 @@ class SidePort:
             self._buf = None
 
     def _hand_over(self, msg: bytes, fd: int | None, pipe_fd: int, wait_ack: bool) -> None:
-        if fd is None:
-            self.sock.send(msg)
-        else:
-            socket.send_fds(self.sock, [msg], [fd])
+        while True:
+            try:
+                if fd is None:
+                    self.sock.send(msg)
+                else:
+                    socket.send_fds(self.sock, [msg], [fd])
+                break
+            except BlockingIOError:  # made non-blocking by someone else: wait as a blocking send would
+                wait_for(self.sock.fileno(), write=True)
         if wait_ack:
             self.awaiting_ack = True
-        from toolfork.executor.framing import write_all
-
         write_all(pipe_fd, OOB_HEADER)
 
     def _wait_ack(self) -> None:
@@ -269,15 +285,13 @@ class SidePort:
     def take(self, *, block: bool, ack: bool, strict: bool = False) -> Any:
         """Rebuild the frame whose message is next on the side socket (a marker if it cannot be,
         unless ``strict``); ``ack`` tells the sender it may send its next large frame."""
-        from toolfork.executor.framing import loads_or_marker
-
         loads = pickle.loads if strict else loads_or_marker
         data, fds = self._next_message(block)
         try:
             kind = data[:1]
+            if len(data) != _MSG_LENGTH.get(kind, -1) or len(fds) != (kind != _MSG_REUSE):
+                raise OobError(f"unexpected message {data[:16]!r} with {len(fds)} descriptors on the side socket")
             if kind == _MSG_FRAME:
-                if not fds:
-                    raise OobError("a large frame message came without its descriptor")
                 st = os.fstat(fds[0])
                 size = st.st_size
                 if self._mapped is not None and self._mapped.same_file(st):
@@ -294,13 +308,11 @@ class SidePort:
                     finally:
                         whole.release()
             if kind == _MSG_BUF:
-                if not fds:
-                    raise OobError("a large frame message came without its descriptor")
                 if self._mapped is not None:
                     self._mapped.close()
                 self._mapped = _Mapped(fds.pop(0))
-            elif kind != _MSG_REUSE or self._mapped is None:
-                raise OobError(f"unexpected message {data[:8]!r} on the side socket")
+            elif self._mapped is None:
+                raise OobError("a reused memory file was announced before any was handed over")
             (size,) = _SIZE.unpack_from(data, 1)
             view = self._mapped.view(size)
             try:

@@ -24,7 +24,6 @@ nothing of ``executor.py``.
 from __future__ import annotations
 
 import contextlib
-import os
 import threading
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
@@ -34,6 +33,7 @@ from typing import Any
 
 from toolfork.executor.backends.base import WAIT, Feed, Wait
 from toolfork.executor.types import CallFinished, CallProgress, ErrorInfo, Event, Status, ToolCall, ToolResult
+from toolfork.executor.wire import WakePipe
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,9 +90,7 @@ class Singles:
         self._signalled = False  # a byte is in the pipe that the source has not seen an empty queue since
         self._closing = False
         self._feed: Feed | None = None  # the batch's feed, once the owner thread has started it
-        self._r, self._w = os.pipe()
-        os.set_blocking(self._r, False)
-        os.set_blocking(self._w, False)
+        self._wake = WakePipe()  # readable when the queue has something new: the batch's wake-up fd
         self._thread = threading.Thread(target=self._own, name="toolfork-submit", daemon=True)
         self._thread.start()
 
@@ -112,8 +110,7 @@ class Singles:
         return future
 
     def _poke(self) -> None:
-        with contextlib.suppress(BlockingIOError, OSError):  # a full pipe already says "more"
-            os.write(self._w, b"!")
+        self._wake.wake()
 
     def forget(self, future: CallFuture) -> None:
         """A future was cancelled: skip its call if it is still queued, else stop it in the backend."""
@@ -169,7 +166,7 @@ class Singles:
 
     def _own(self) -> None:
         """The owner thread: run the live batch; resolve each future as its call finishes."""
-        events = self._host.run(self._source(), self._r, self._started)
+        events = self._host.run(self._source(), self._wake.fd, self._started)
         try:
             for event in events:
                 if type(event) is CallFinished:
@@ -231,9 +228,7 @@ class Singles:
     def join(self) -> None:
         if threading.current_thread() is not self._thread:
             self._thread.join(10.0)
-        for fd in (self._r, self._w):
-            with contextlib.suppress(OSError):
-                os.close(fd)
+        self._wake.close()
 
 
 __all__ = ["CallFuture", "Singles", "SinglesHost"]

@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from toolfork.executor.types import CallFinished, CallStarted, ErrorInfo, Event, ToolCall, ToolResult
+from toolfork.executor.wire import drain
 
 if TYPE_CHECKING:
     from toolfork.tools.tool import Tool
@@ -167,10 +168,9 @@ class Feed:
             return
         try:
             os.set_blocking(self.wakeup_fd, False)
-            while os.read(self.wakeup_fd, 4096):
-                pass
-        except (BlockingIOError, InterruptedError):
-            pass
+        except OSError:
+            return
+        drain(self.wakeup_fd)
 
     def take_immediate(self) -> list[Event]:
         events, self.immediate = self.immediate, []

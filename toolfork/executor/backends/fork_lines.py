@@ -51,11 +51,18 @@ from toolfork.executor.backends.fork_pool import (
     QUICK_CALL_S,
     ForkBackend,
     TemplateGone,
-    _drain,
     crashed_result,
     not_started_result,
-    rebuilt_result,
     timeout_result,
+)
+from toolfork.executor.wire import drain, frames
+from toolfork.executor.wire.frames import (
+    ENCODED,
+    LEAVING,
+    MISMATCH,
+    PROGRESS,
+    damaged_result,
+    rebuilt_result,
     unreadable_result,
 )
 
@@ -100,7 +107,7 @@ class LineLane:
         self._parse = parse
         self._context = context or None
         # What every chunk frame carries besides its lines (the parse function's name, the context).
-        self._frame_bytes = len(pickle.dumps(("l", parse, self._context, []), pickle.HIGHEST_PROTOCOL))
+        self._frame_bytes = len(pickle.dumps(frames.lines_frame(parse, self._context, []), pickle.HIGHEST_PROTOCOL))
         self.ready: deque[Line] = deque()  # lines to send, in input order (requeued ones at the front)
         self.mismatched: list[Line] = []  # lines a worker sent back: the Job reads them and decides again
         self._chunks: dict[int, deque[int]] = {}  # worker id -> sizes of the chunks sent, oldest first
@@ -192,11 +199,11 @@ class LineLane:
             if data is None:
                 b._handle_ctrl()
             elif data is _WAKE:
-                _drain(b._wake_r)
+                b._wake.drain()
             elif data is self:
                 assert wakeup_fd is not None
                 os.set_blocking(wakeup_fd, False)
-                _drain(wakeup_fd)
+                drain(wakeup_fd)
             elif data.wid in b._workers:
                 self._read(data)
         if b._deaths:
@@ -268,7 +275,7 @@ class LineLane:
             return
         b = self._b
         try:
-            framing.send(w.call_fd, ("l", self._parse, self._context, [
+            framing.send(w.call_fd, frames.lines_frame(self._parse, self._context, [
                 (ln.call_id, ln.name, ln.raw, ln.arguments, ln.timeout, ln.lineno) for ln in chunk]), w.side)
         except OSError:  # the worker died: these lines never started (its own are settled on its EOF)
             self.ready.extendleft(reversed(chunk))
@@ -308,7 +315,7 @@ class LineLane:
                     continue
                 current: Line = inflight[0]
                 kind = f[0]
-                if kind == "p":
+                if kind == PROGRESS:
                     continue
                 if kind == framing.BAD_FRAME:  # see ForkBackend._read
                     inflight.popleft()
@@ -324,16 +331,19 @@ class LineLane:
                 inflight.popleft()
                 settled += 1
                 finished = True
-                if kind == "m":
+                if kind == MISMATCH:
                     self.mismatched.append(current)
                     continue
                 current.raw = None
                 name = current.name
-                if kind == "e":  # the common case: the output line itself, no result object
+                if kind == ENCODED:  # the common case: the output line itself, no result object
                     duration = f[3]
                     current.out = f[2]
                 else:
                     current.out, duration = rebuilt_result(f, name, pid)
+                    if kind == LEAVING:  # its tool damaged the worker's channels: the worker goes
+                        self._replace(w)
+                        return
                 prev = ewma.get(name)
                 ewma[name] = duration if prev is None else 0.8 * prev + 0.2 * duration
             sizes = self._chunks.get(w.wid)
@@ -362,8 +372,26 @@ class LineLane:
             if w.wid in b._workers:
                 self._crashed(w)
 
+    def _replace(self, w: _Worker) -> None:
+        """See ``ForkBackend._replace``: the lines behind its current one go back, a fresh worker comes."""
+        b = self._b
+        self._requeue(w, died=False)
+        self._forget(w)
+        if w in b._idle:
+            b._idle.remove(w)
+        b._retire(w, kill=True)
+        b._refill(w)
+
     def _crashed(self, w: _Worker) -> None:
         b = self._b
+        if w.reader.damaged is not None:  # see ForkBackend._crashed
+            if w.inflight:
+                line: Line = w.inflight.popleft()
+                line.raw = None
+                line.out = damaged_result(line.call_id, line.name, w.reader.damaged, w.pid,
+                                          time.monotonic() - w.started_at)
+            self._replace(w)
+            return
         self._forget(w)
         b._wait_pid(w)
         b._retire(w, kill=False)

@@ -52,7 +52,8 @@ from toolfork.executor import framing, oob
 from toolfork.executor.backends.base import POLL_INTERVAL, Backend, BatchState, Dispatch, Feed, Hooks, Hub, cancelled
 from toolfork.executor.backends.fork_template import MAX_MESSAGE, template_main
 from toolfork.executor.types import CallFinished, CallProgress, CallStarted, ErrorInfo, Event, ToolResult
-from toolfork.tools.output import ContentBlock, ToolOutput
+from toolfork.executor.wire import WakePipe, frames
+from toolfork.executor.wire.frames import LEAVING, PROGRESS, damaged_result, rebuilt_result, unreadable_result
 
 if TYPE_CHECKING:
     from toolfork.tools.tool import Tool
@@ -77,14 +78,6 @@ class TemplateGone(RuntimeError):
         super().__init__("the toolfork template process died (killed from outside or by a tool): this executor "
                          "cannot start workers any more; close it and create a new one")
 log = logging.getLogger("toolfork.executor")
-
-
-def _drain(fd: int) -> None:
-    try:
-        while os.read(fd, 512):
-            pass
-    except (BlockingIOError, OSError):
-        pass
 
 
 # Host-side fds of every live pool in this process: a template forked later closes them, so it never
@@ -123,6 +116,9 @@ def describe_exit(status: int | None) -> tuple[str, str]:
     """(error type, message) for a worker's wait status."""
     if status is None:
         return "WorkerCrashed", "the worker process died (exit status unknown)"
+    said = frames.exit_description(os.WEXITSTATUS(status)) if os.WIFEXITED(status) else None
+    if said is not None:
+        return "WorkerCrashed", f"the worker process left: {said}"
     if os.WIFSIGNALED(status):
         sig = os.WTERMSIG(status)
         try:
@@ -134,26 +130,8 @@ def describe_exit(status: int | None) -> tuple[str, str]:
     return "WorkerCrashed", f"the worker process exited with code {os.WEXITSTATUS(status)}"
 
 
-def rebuilt_result(f: tuple[Any, ...], name: str, pid: int | None) -> tuple[ToolResult, float]:
-    """The result a worker's "o", "e" or "r" frame stands for, and its duration (see fork_worker)."""
-    kind, cid = f[0], f[1]
-    if kind == "o":
-        return ToolResult(cid, name, "ok", ToolOutput([ContentBlock("text", f[2])], False, f[3]), None, f[4],
-                          pid), f[4]
-    if kind == "e":
-        return ToolResult(cid, name, "ok", None, None, f[3], pid, None, f[2]), f[3]
-    _, _, status, output, error, duration, ctx = f
-    return ToolResult(cid, name, status, output, error, duration, pid, ctx), duration
-
-
 # The results the host makes itself when a call ends without a result frame; the line lane
-# (fork_lines) makes the same ones, with the same words.
-
-def unreadable_result(call_id: str, name: str, f: tuple[Any, ...], pid: int | None, duration: float) -> ToolResult:
-    """A ``BAD_FRAME`` marker (``f``) in place of the result: a value the host could not unpickle."""
-    return ToolResult(call_id, name, "error", worker_pid=pid, duration_s=duration, error=ErrorInfo(
-        f[1], f"the result of tool '{name}' could not be rebuilt in the host: {f[2]}"))
-
+# (fork_lines) makes the same ones, with the same words (the ones a frame stands for are in wire.frames).
 
 def timeout_result(call_id: str, name: str, timeout: float | None, pid: int | None, duration: float) -> ToolResult:
     return ToolResult(call_id, name, "timeout", duration_s=duration, worker_pid=pid, error=ErrorInfo(
@@ -196,11 +174,9 @@ class ForkBackend(Backend):
         _HOST_FDS.add(self._ctrl.fileno())
         self._sel = selectors.DefaultSelector()
         self._sel.register(self._ctrl, selectors.EVENT_READ, None)
-        self._wake_r, self._wake_w = os.pipe()  # Executor.cancel() from another thread interrupts select
-        os.set_blocking(self._wake_r, False)
-        os.set_blocking(self._wake_w, False)
-        _HOST_FDS.update((self._wake_r, self._wake_w))
-        self._sel.register(self._wake_r, selectors.EVENT_READ, _WAKE)
+        self._wake = WakePipe()  # Executor.cancel() from another thread interrupts select
+        _HOST_FDS.update(self._wake.fds)
+        self._sel.register(self._wake.fd, selectors.EVENT_READ, _WAKE)
         self._workers: dict[int, _Worker] = {}
         self._exit_status: dict[int, int] = {}
         # Pids the template reported dead. A worker's death is acted on when it is reported, not only
@@ -353,7 +329,7 @@ class ForkBackend(Backend):
             self._template_gone = True
             raise TemplateGone() from None
         with self._hub.cond:
-            self._tool_frames.append(framing.encode(("t", blob)))
+            self._tool_frames.append(framing.encode(frames.tools_frame(blob)))
         if self._hub.drive.acquire(blocking=False):
             try:
                 with self._hub.cond:
@@ -367,13 +343,13 @@ class ForkBackend(Backend):
         """Idle workers get the new tools now; a busy one, before its next call. Never written to a
         busy worker: it does not read its call pipe while its tool runs (maybe hangs), a write could
         fill that pipe and block the driver, and no deadline would be kept meanwhile."""
-        frames, self._tool_frames = self._tool_frames, []
+        shipped, self._tool_frames = self._tool_frames, []
         for w in list(self._workers.values()):
             if w.inflight:
-                self._owed_tools.setdefault(w.wid, []).extend(frames)
+                self._owed_tools.setdefault(w.wid, []).extend(shipped)
                 continue
             try:  # an idle worker reads them at once
-                for frame in frames:
+                for frame in shipped:
                     framing.write_all(w.call_fd, frame)
             except OSError:  # it died: its replacement is forked from a template that has the tools
                 if w in self._idle:
@@ -447,7 +423,7 @@ class ForkBackend(Backend):
                 if data is None:
                     self._handle_ctrl()
                 elif data is _WAKE:
-                    _drain(self._wake_r)
+                    self._wake.drain()
                 elif type(data) is BatchState:
                     data.feed.drain_wakeup()
                     data.poked = True
@@ -500,7 +476,7 @@ class ForkBackend(Backend):
             if owed:
                 for frame in owed:
                     framing.write_all(w.call_fd, frame)
-            framing.send(w.call_fd, ("c", [
+            framing.send(w.call_fd, frames.calls_frame([
                 (d.call.id, d.call.name, d.call.arguments, d.timeout, d.context or None) for d in chunk
             ]), w.side)
         except OSError:  # the worker died while idle: its calls never started
@@ -534,7 +510,7 @@ class ForkBackend(Backend):
                     continue
                 current = inflight[0]
                 kind = f[0]
-                if kind == "p":
+                if kind == PROGRESS:
                     if f[1] == current.call.id:
                         self._route(current, CallProgress(f[1], f[2]))
                     continue
@@ -552,9 +528,12 @@ class ForkBackend(Backend):
                 inflight.popleft()
                 name = current.call.name
                 result, duration = rebuilt_result(f, name, pid)
+                self._route(current, CallFinished(cid, result))
+                if kind == LEAVING:  # its tool damaged the worker's channels: the worker goes
+                    self._replace(w)
+                    return
                 prev = ewma.get(name)
                 ewma[name] = duration if prev is None else 0.8 * prev + 0.2 * duration
-                self._route(current, CallFinished(cid, result))
                 finished = True
                 if w.lender is not None:
                     break
@@ -614,7 +593,25 @@ class ForkBackend(Backend):
     _route = staticmethod(Hub.route)
     _finish = staticmethod(Hub.finish)
 
+    def _replace(self, w: _Worker) -> None:
+        """A worker that must not take another call (it said it leaves): the calls behind its current
+        one never started and go back; it is stopped and a fresh worker takes the slot."""
+        self._requeue(w, died=False)
+        if w in self._idle:
+            self._idle.remove(w)
+        self._retire(w, kill=True)
+        self._refill(w)
+
     def _crashed(self, w: _Worker) -> None:
+        if w.reader.damaged is not None:  # bytes that are not a frame: fail its call, replace it
+            if w.inflight:
+                current = w.inflight.popleft()
+                log.warning("worker %s (tool %r, call %s): %s", w.pid, current.call.name, current.call.id,
+                            w.reader.damaged)
+                self._finish(current, damaged_result(current.call.id, current.call.name, w.reader.damaged, w.pid,
+                                                     time.monotonic() - w.started_at))
+            self._replace(w)
+            return
         self._wait_pid(w)  # its exit status is reported by pid: learn the pid before forgetting the worker
         self._retire(w, kill=False)
         if w in self._idle:
@@ -670,10 +667,7 @@ class ForkBackend(Backend):
             self._refill(w)
 
     def wake(self) -> None:
-        try:
-            os.write(self._wake_w, b"!")
-        except (BlockingIOError, OSError):
-            pass  # already woken, or closed
+        self._wake.wake()
 
     def _settle(self) -> None:
         """Act on cancelled, stopped and abandoned batches (``cond`` held) by the Hub's rule: a worker
@@ -754,9 +748,8 @@ class ForkBackend(Backend):
                 except OSError:
                     pass
         _HOST_FDS.discard(self._ctrl.fileno())
-        for fd in (self._wake_r, self._wake_w):
-            _HOST_FDS.discard(fd)
-            os.close(fd)
+        _HOST_FDS.difference_update(self._wake.fds)
+        self._wake.close()
         self._sel.close()
         self._ctrl.close()
         self._finalizer.detach()
@@ -804,5 +797,4 @@ def _emergency_close(template: Any, ctrl: socket.socket) -> None:
         pass
 
 
-__all__ = ["ForkBackend", "TemplateGone", "crashed_result", "describe_exit", "not_started_result", "rebuilt_result",
-           "timeout_result", "unreadable_result"]
+__all__ = ["ForkBackend", "TemplateGone", "crashed_result", "describe_exit", "not_started_result", "timeout_result"]

@@ -40,6 +40,7 @@ from typing import Any
 
 from toolfork.executor.backends.base import Hooks
 from toolfork.executor.backends.fork_worker import become_subreaper, worker_main
+from toolfork.executor.wire import WakePipe
 
 MAX_MESSAGE = 1 << 16
 
@@ -71,10 +72,8 @@ def template_main(ctrl: socket.socket, tools: dict[str, Any], hooks: Hooks) -> N
         leave()
 
     signal.signal(signal.SIGTERM, on_sigterm)
-    wake_r, wake_w = os.pipe()
-    os.set_blocking(wake_w, False)
-    os.set_blocking(wake_r, False)
-    signal.set_wakeup_fd(wake_w)
+    wake = WakePipe()  # SIGCHLD interrupts the select below through it
+    signal.set_wakeup_fd(wake.write_fd)
     signal.signal(signal.SIGCHLD, lambda *_: None)
     tool_chunks: list[bytes] = []
     exiting_until: float | None = None
@@ -85,16 +84,12 @@ def template_main(ctrl: socket.socket, tools: dict[str, Any], hooks: Hooks) -> N
         if deadlines:
             timeout = max(0.0, min(deadlines) - time.monotonic())
         try:
-            watched: list[Any] = [ctrl, wake_r]
+            watched: list[Any] = [ctrl, wake.fd]
             ready, _, _ = select.select(watched, [], [], timeout)
         except InterruptedError:
             ready = []
-        if wake_r in ready:
-            try:
-                while os.read(wake_r, 512):
-                    pass
-            except BlockingIOError:
-                pass
+        if wake.fd in ready:
+            wake.drain()
         if _reap(children, ctrl, block=False):
             _kill_leftovers(children)  # what dead workers' calls started, and their children in turn
         for pid in [p for p in kill_at if p not in children]:
@@ -131,9 +126,8 @@ def template_main(ctrl: socket.socket, tools: dict[str, Any], hooks: Hooks) -> N
                 signal.signal(signal.SIGCHLD, signal.SIG_DFL)
                 signal.pthread_sigmask(signal.SIG_SETMASK, mask)
                 ctrl.close()
-                os.close(wake_r)
-                os.close(wake_w)
                 signal.set_wakeup_fd(-1)
+                wake.close()
                 worker_main(call_fd, result_fd, side_fd, tools, hooks, os.getppid())
             signal.pthread_sigmask(signal.SIG_SETMASK, mask)
             os.close(call_fd)

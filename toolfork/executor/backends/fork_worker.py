@@ -9,20 +9,17 @@ twice.
 Frames larger than ``oob.LARGE_FRAME`` go both ways by memory file over the worker's side socket (see
 ``toolfork.executor.oob``); the pipes then carry only a header of length 0 in their place.
 
-Frames in (host -> worker):  ("c", [(call_id, name, arguments, timeout, context), ...])
-                             ("l", parse, context, [(call_id, name, raw, arguments, timeout, lineno), ...])
-                                 the line lane (``fork_lines``): ``raw`` input lines the worker reads
-                                 with ``parse`` itself (``arguments`` None), checking each is the call
-                                 the host took it for; or, with ``raw`` None, calls the host read
-                             ("t", dill bytes of {name: Tool})      tools added after start
-Frames out (worker -> host): ("r", call_id, status, output, error, duration_s, context_updates)
-                             ("o", call_id, text, data, duration_s)   the common case, compact: an ok
-                                 result whose output is one plain text block (half the pickling cost)
-                             ("e", call_id, encoded, duration_s)      a clean ok result as the bytes
-                                 ``Executor(encode_results=...)`` made of it here (toolfork run's lines)
-                             ("p", call_id, value)                  progress, while the call runs
-                             ("m", call_id)                         a lane line that is not the call
-                                 the host took it for (not run: the host reads it and decides again)
+The frames both ways are listed in ``toolfork.executor.wire.frames``. Every frame, whatever thread sends
+it (a tool's threads may call ``emit_progress`` while the worker sends a result), goes out whole through
+one ``framing.FrameWriter``.
+
+The worker's channels (call pipe, result pipe, side socket) are moved to high descriptor numbers, out
+of the range a tool's own files take, and are not inherited by what a tool executes. A tool may still
+close them (a library that closes "every fd above 2"): after each call the worker looks, and if one is
+gone it does not go on poisoned. It sends that call's result as a LEAVING frame (an error naming what
+happened) if its result pipe still works, else it exits with ``wire.EXIT_CHANNEL_DAMAGED``; either way
+the host fails that call alone and forks a replacement. Between calls it puts signal state back and
+reaps exited children (see ``fork_reset``).
 """
 
 from __future__ import annotations
@@ -31,40 +28,93 @@ import os
 import pickle
 import signal
 import socket
-import sys
 import time
 from typing import Any
 
 from toolfork.executor import framing, oob
 from toolfork.executor.backends.base import Hooks
+from toolfork.executor.backends.fork_reset import SignalBaseline
 from toolfork.executor.invoke import CallInterrupted, error_info, execute_call
 from toolfork.executor.types import ErrorInfo, ToolCall, ToolResult
+from toolfork.executor.wire import frames
+from toolfork.executor.wire.frames import EXIT_CHANNEL_DAMAGED, ChannelDamaged
 from toolfork.tools.runtime import ToolRuntime
+
+CHANNEL_FD_HEADROOM = 64  # the channels go this far below the descriptor limit (at most 4096)
 
 
 class WorkerRuntime(ToolRuntime):
     """Progress goes straight onto the result pipe so the host sees it while the call runs."""
 
-    __slots__ = ("_fd",)
+    __slots__ = ("_writer",)
 
-    def __init__(self, fd: int, call_id: str, tool_name: str, deadline: float | None,
+    def __init__(self, writer: framing.FrameWriter, call_id: str, tool_name: str, deadline: float | None,
                  context: dict[str, Any] | None) -> None:
         super().__init__(call_id, tool_name, deadline, context)
-        self._fd = fd
+        self._writer = writer
 
     def emit_progress(self, value: Any) -> None:
         """Progress must be rebuilt by the host: it is checked here (progress is rare, a round trip is
         cheap), so the tool fails at its ``emit_progress`` line, and an unreadable frame on the host's
-        side can only ever be a result frame (see ``ForkBackend._read``)."""
+        side can only ever be a result frame (see ``ForkBackend._read``). Any thread may call it; a
+        large value goes by memory file, as a large result does."""
         try:
-            frame = framing.encode(("p", self.call_id, value))
-            pickle.loads(memoryview(frame)[framing.HEADER_SIZE:])
+            payload = pickle.dumps(frames.progress_frame(self.call_id, value), pickle.HIGHEST_PROTOCOL)
+            pickle.loads(payload)
         except BaseException as exc:
             if isinstance(exc, KeyboardInterrupt | CallInterrupted):
                 raise
             raise TypeError(f"progress value of type {type(value).__name__} cannot be sent to the host: "
                             f"{type(exc).__name__}: {exc}") from None
-        framing.write_all(self._fd, frame)
+        self._writer.send_payload(payload)
+
+
+class _Leave(BaseException):  # not an error: the worker's way out when its channels are gone
+    """The worker's channels are damaged: it leaves with ``EXIT_CHANNEL_DAMAGED``."""
+
+
+class Channels:
+    """The worker's three descriptors: moved out of a tool's way, and looked at after each call (one
+    ``poll`` system call: a descriptor a tool closed shows as POLLNVAL)."""
+
+    __slots__ = ("call_fd", "names", "poller", "result_fd", "side_fd")
+
+    def __init__(self, call_fd: int, result_fd: int, side_fd: int) -> None:
+        import select
+
+        self.call_fd, self.result_fd, self.side_fd = (_move_high(fd) for fd in (call_fd, result_fd, side_fd))
+        self.names = {self.call_fd: "call pipe", self.result_fd: "result pipe", self.side_fd: "side socket"}
+        self.poller = select.poll()
+        for fd in self.names:
+            self.poller.register(fd, 0)  # no events asked for: only POLLNVAL, POLLHUP, POLLERR come back
+
+    def damaged(self) -> list[str]:
+        """The channels a tool closed (empty when all are there)."""
+        ready = self.poller.poll(0)
+        if not ready:
+            return []
+        import select
+
+        return [self.names[fd] for fd, ev in ready if ev & select.POLLNVAL]
+
+
+def _move_high(fd: int) -> int:
+    """``fd`` moved to a high number (close-on-exec), below the descriptor limit; ``fd`` if it cannot be."""
+    try:
+        import fcntl
+        import resource
+
+        soft, _hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        top = 4096 if soft == resource.RLIM_INFINITY else min(soft, 4096)
+        moved = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, max(3, top - CHANNEL_FD_HEADROOM))
+    except (ImportError, OSError):
+        try:
+            os.set_inheritable(fd, False)
+        except OSError:
+            pass
+        return fd
+    os.close(fd)
+    return moved
 
 
 def _on_sigterm(signum: int, frame: Any) -> None:
@@ -109,17 +159,22 @@ def worker_main(call_fd: int, result_fd: int, side_fd: int, tools: dict[str, Any
         signal.signal(signal.SIGTERM, _on_sigterm)
         signal.signal(signal.SIGINT, signal.SIG_DFL)
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-        _serve(call_fd, result_fd, oob.SidePort(socket.socket(fileno=side_fd)), tools, hooks)
+        _serve(Channels(call_fd, result_fd, side_fd), tools, hooks)
     except (EOFError, CallInterrupted, BrokenPipeError):
         code = 0
+    except (_Leave, ChannelDamaged):
+        code = EXIT_CHANNEL_DAMAGED
     except BaseException:
         code = 70
     finally:
         os._exit(code)
 
 
-def _serve(call_fd: int, result_fd: int, side: oob.SidePort, tools: dict[str, Any], hooks: Hooks) -> None:
+def _serve(channels: Channels, tools: dict[str, Any], hooks: Hooks) -> None:
     pid = os.getpid()
+    call_fd, result_fd = channels.call_fd, channels.result_fd
+    side = oob.SidePort(socket.socket(fileno=channels.side_fd))
+    writer = framing.FrameWriter(result_fd, side)
     start_error: ErrorInfo | None = None
     if hooks.on_worker_start is not None:
         try:
@@ -128,20 +183,27 @@ def _serve(call_fd: int, result_fd: int, side: oob.SidePort, tools: dict[str, An
             # A worker whose start hook failed stays up but fails every call, naming the hook: respawning
             # it would only fail again, in a loop.
             start_error = error_info(exc, prefix="on_worker_start hook failed")
+    baseline = SignalBaseline()  # after on_worker_start: what it installs is what every call starts with
+    baseline.watch_setters()
     before, after, encode = hooks.before_child, hooks.after_child, hooks.encode_result
-    recv, write_all, dumps, to_frame = framing.recv_blocking, framing.write_all, pickle.dumps, framing.frame
-    large = oob.LARGE_FRAME if oob.ENABLED else sys.maxsize  # no memory files here: every frame by pipe
+    recv, dumps, result_frame, looks_large = framing.recv_blocking, pickle.dumps, frames.result_frame, \
+        frames.looks_large
+    large = writer.large
     highest = pickle.HIGHEST_PROTOCOL
     monotonic = time.monotonic
+    lock = writer.lock
     while True:
-        msg = recv(call_fd, side)
-        if msg[0] == "t":
+        msg = recv(call_fd, side, lock)
+        kind = msg[0]
+        if kind == frames.TOOLS:
             import dill
 
             tools.update(dill.loads(msg[1]))
             continue
-        calls = msg[1] if msg[0] == "c" else _lane_calls(msg[1], msg[2], msg[3], result_fd)
+        calls = msg[1] if kind == frames.CALLS else _lane_calls(msg[1], msg[2], msg[3], writer)
         for call_id, name, arguments, timeout, context in calls:
+            if baseline.touched:  # the call before it in this chunk used the signal module's setters
+                baseline.reset()
             if start_error is not None:
                 result = ToolResult(call_id, name, "error", error=start_error, worker_pid=pid)
             else:
@@ -153,85 +215,82 @@ def _serve(call_fd: int, result_fd: int, side: oob.SidePort, tools: dict[str, An
                     runtime = None
                     if tool.uses_runtime:
                         deadline = None if timeout is None else monotonic() + timeout
-                        runtime = WorkerRuntime(result_fd, call_id, name, deadline, context)
+                        runtime = WorkerRuntime(writer, call_id, name, deadline, context)
                     result = execute_call(tool, call_id, arguments, runtime, before, after, pid)
                     if os.getpid() != pid:  # a copy the tool forked came back here: it must not answer
                         os._exit(0)
-            out = (encode is not None and _encoded(encode, call_id, result)) or _compact(call_id, result) or (
-                "r", call_id, result.status, result.output, result.error, result.duration_s, result.context_updates)
+                    baseline.disarm_alarm()
+                    gone = channels.damaged()
+                    if gone:
+                        _leave(writer, call_id, name, gone)
+            out = result_frame(call_id, result, encode)
             try:
-                if _looks_large(out, large):  # pickled straight into a memory file: one copy, no pipe
-                    side.dump(result_fd, out, wait_ack=True)
+                if looks_large(out, large):  # pickled straight into a memory file: one copy, no pipe
+                    writer.dump(out)
                     continue
                 payload = dumps(out, highest)
-                if len(payload) >= large:
-                    side.send_payload(result_fd, payload, wait_ack=True)
-                    continue
-                data = to_frame(payload)
+            except (EOFError, BrokenPipeError):
+                raise
+            except Exception as exc:  # the value's fault, unless a channel is what failed
+                _check_sent(channels, writer, call_id, name, exc)
+                payload = dumps(_unserializable(call_id, name, result, exc), highest)
+            try:
+                writer.send_payload(payload)
             except (EOFError, BrokenPipeError):
                 raise
             except Exception as exc:
-                data = to_frame(dumps(("r", call_id, "error", None, error_info(
-                    exc, prefix=f"the result of tool '{name}' could not be serialized to send it to the host"),
-                    result.duration_s, None), highest))
-            write_all(result_fd, data)
+                _check_sent(channels, writer, call_id, name, exc)
+                raise
+        baseline.reset()
+
+
+def _unserializable(call_id: str, name: str, result: ToolResult, exc: BaseException) -> tuple[Any, ...]:
+    return (frames.RESULT, call_id, "error", None, error_info(
+        exc, prefix=f"the result of tool '{name}' could not be serialized to send it to the host"),
+        result.duration_s, None)
+
+
+def _check_sent(channels: Channels, writer: framing.FrameWriter, call_id: str, name: str,
+                exc: BaseException) -> None:
+    """A result could not be sent: if that is because a channel is gone (or is no longer what it
+    was: a closed socket's number now names something else), leave; otherwise it was the value's fault."""
+    import errno
+
+    gone = channels.damaged()
+    if not gone and isinstance(exc, OSError) and exc.errno in (errno.EBADF, errno.ENOTSOCK, errno.ENOTCONN):
+        gone = ["channels"]
+    if gone:
+        _leave(writer, call_id, name, gone)
+
+
+def _leave(writer: framing.FrameWriter, call_id: str, name: str, gone: list[str]) -> None:
+    """This call damaged the worker's channels: say so as its result if the result pipe still works,
+    then leave (raises ``_Leave``)."""
+    what = f"closed or replaced the worker's {' and '.join(gone)} (descriptors it talks to the host through)"
+    if "result pipe" not in gone:
+        try:
+            with writer.lock:
+                framing.write_all(writer.fd, frames.frame(pickle.dumps(frames.leaving_frame(call_id, what),
+                                                                       pickle.HIGHEST_PROTOCOL)))
+        except OSError:
+            pass
+    raise _Leave(what)
 
 
 def _lane_calls(parse: Any, context: dict[str, Any] | None, items: list[tuple[Any, ...]],
-               result_fd: int) -> Any:
+                writer: framing.FrameWriter) -> Any:
     """The calls of a chunk of the line lane. A raw line is parsed here, where the host would pay for it
     per line; the host took its id and tool name from a strict pattern, so a line that parses to
-    anything else (another id, a per-line timeout, a bad line) is not run: an "m" frame sends it back
-    to the host, in its place in the stream, and the next line starts."""
+    anything else (another id, a per-line timeout, a bad line) is not run: a MISMATCH frame sends it
+    back to the host, in its place in the stream, and the next line starts."""
     for call_id, name, raw, arguments, timeout, lineno in items:
         if raw is not None:
             call = parse(raw, lineno)
             if type(call) is not ToolCall or call.id != call_id or call.name != name or call.timeout is not None:
-                framing.write_all(result_fd, framing.frame(pickle.dumps(("m", call_id), pickle.HIGHEST_PROTOCOL)))
+                writer.send(frames.mismatch_frame(call_id))
                 continue
             arguments = call.arguments
         yield call_id, name, arguments, timeout, context
 
 
-def _looks_large(out: tuple[Any, ...], large: int) -> bool:
-    """Whether a result frame holds text or media data of ``large`` characters or more (looked at
-    without pickling: the common large results are one big str)."""
-    if out[0] == "o" or out[0] == "e":
-        return len(out[2]) >= large
-    output = out[3]
-    if output is None:
-        return False
-    size = 0
-    for block in output.content:
-        size += len(block.text or "") + len(block.data or "")
-    return size >= large
-
-
-def _encoded(encode: Any, call_id: str, result: ToolResult) -> tuple[Any, ...] | None:
-    """The "e" frame of a clean ok result (no error output, no context updates) that ``encode`` turned
-    into bytes, else None: the other results, and any whose encoding failed, cross as themselves."""
-    out = result.output
-    if result.status != "ok" or out is None or out.is_error or result.context_updates:
-        return None
-    try:
-        line = encode(result)
-    except Exception:  # the host encodes it again and reports what is wrong there
-        return None
-    if type(line) is not bytes:
-        return None
-    return ("e", call_id, line, result.duration_s)
-
-
-def _compact(call_id: str, result: ToolResult) -> tuple[Any, ...] | None:
-    """The "o" frame for an ok result with one plain text block and nothing else, else None."""
-    out = result.output
-    if result.status != "ok" or out is None or out.is_error or result.context_updates or len(out.content) != 1:
-        return None
-    block = out.content[0]
-    if block.type != "text" or block.data is not None or block.url is not None or block.media_type is not None \
-            or block.name is not None:
-        return None
-    return ("o", call_id, block.text, out.data, result.duration_s)
-
-
-__all__ = ["become_subreaper", "worker_main"]
+__all__ = ["Channels", "WorkerRuntime", "become_subreaper", "worker_main"]

@@ -1,0 +1,272 @@
+"""The wire module: bytes on descriptors, the wake-up pipe, the frame header and the frame kinds, and
+the reader and writer built on them (framing), on real pipes and socket pairs."""
+
+from __future__ import annotations
+
+import ast
+import os
+import pickle
+import select
+import socket
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from toolfork.executor import framing, oob
+from toolfork.executor.types import ErrorInfo, ToolResult
+from toolfork.executor.wire import (
+    HEADER,
+    MAGIC,
+    OOB_HEADER,
+    ChannelDamaged,
+    WakePipe,
+    check_header,
+    drain,
+    frame,
+    frames,
+    write_all,
+)
+from toolfork.tools.output import ContentBlock, ToolOutput
+
+PACKAGE = Path(framing.__file__).parent
+
+
+# ----------------------------------------------------------------------------- pipes
+
+def test_write_all_writes_everything_through_a_pipe_smaller_than_the_data():
+    r, w = os.pipe()
+    data = os.urandom(3 << 20)  # many times a pipe's capacity: os.write takes it in pieces
+    got = bytearray()
+
+    def read() -> None:
+        while chunk := os.read(r, 1 << 16):
+            got.extend(chunk)
+
+    reader = threading.Thread(target=read)
+    reader.start()
+    try:
+        write_all(w, data)
+    finally:
+        os.close(w)
+        reader.join(30)
+        os.close(r)
+    assert bytes(got) == data
+
+
+def test_wake_pipe_wakes_a_select_never_blocks_and_drains():
+    wake = WakePipe()
+    try:
+        assert select.select([wake.fd], [], [], 0)[0] == []
+        for _ in range(200_000):  # far more than the pipe holds: a full pipe is already "awake"
+            wake.wake()
+        assert select.select([wake.fd], [], [], 5)[0] == [wake.fd]
+        wake.drain()
+        assert select.select([wake.fd], [], [], 0)[0] == []
+    finally:
+        wake.close()
+    wake.wake()  # closed: a late waker is not an error
+    wake.close()
+
+
+def test_drain_leaves_a_bad_descriptor_alone():
+    r, w = os.pipe()
+    os.close(r)
+    os.close(w)
+    drain(r)  # no exception
+
+
+# ----------------------------------------------------------------------------- header
+
+def test_header_holds_a_tag_a_text_write_cannot_carry():
+    tag = HEADER.pack(MAGIC, 0)[:4]
+    assert b"\0" in tag and any(b > 0x7F for b in tag)
+    assert OOB_HEADER == HEADER.pack(MAGIC, 0)
+    assert frame(b"xyz") == HEADER.pack(MAGIC, 3) + b"xyz"
+
+
+def test_check_header_refuses_a_wrong_tag_and_a_length_over_the_bound():
+    check_header(MAGIC, 10, 10)
+    with pytest.raises(ChannelDamaged, match="not a toolfork frame"):
+        check_header(0x7FFFFFFF, 4, 1 << 20)
+    with pytest.raises(ChannelDamaged, match="bound"):
+        check_header(MAGIC, 11, 10)
+
+
+# ----------------------------------------------------------------------------- frame kinds
+
+def test_frame_kinds_are_distinct_one_letter_names():
+    kinds = [frames.CALLS, frames.LINES, frames.TOOLS, frames.RESULT, frames.TEXT, frames.ENCODED,
+             frames.PROGRESS, frames.MISMATCH, frames.LEAVING, frames.BAD_FRAME]
+    assert len(set(kinds)) == len(kinds) and all(len(k) == 1 for k in kinds)
+    assert frames.RESULT_KINDS == {frames.RESULT, frames.TEXT, frames.ENCODED, frames.LEAVING}
+
+
+def _roundtrip(f: tuple[Any, ...], name: str = "t") -> ToolResult:
+    result, duration = frames.rebuilt_result(pickle.loads(pickle.dumps(f)), name, 42)
+    assert result.duration_s == duration
+    return result
+
+
+def test_each_result_encoder_has_its_decoder():
+    text = ToolResult("c1", "t", "ok", ToolOutput([ContentBlock("text", "hello")], False, {"k": 1}), None, 0.5)
+    f = frames.result_frame("c1", text)
+    assert f[0] == frames.TEXT
+    back = _roundtrip(f)
+    assert (back.status, back.output.content[0].text, back.output.data, back.worker_pid) == ("ok", "hello", {"k": 1},
+                                                                                             42)
+
+    error = ToolResult("c2", "t", "error", None, ErrorInfo("ValueError", "bad"), 0.25, context_updates={"a": 1})
+    f = frames.result_frame("c2", error)
+    assert f[0] == frames.RESULT
+    back = _roundtrip(f)
+    assert (back.status, back.error.type, back.error.message, back.context_updates) == ("error", "ValueError", "bad",
+                                                                                        {"a": 1})
+
+    f = frames.result_frame("c1", text, encode=lambda r: b'{"id": "c1"}\n')
+    assert f[0] == frames.ENCODED
+    assert _roundtrip(f).encoded == b'{"id": "c1"}\n'
+    assert frames.result_frame("c1", text, encode=lambda r: None)[0] == frames.TEXT  # not encoded: as itself
+
+    back = _roundtrip(frames.leaving_frame("c3", "closed or replaced the worker's side socket"), "closer")
+    assert back.status == "error" and back.error.type == "ChannelDamaged"
+    assert "tool 'closer' closed or replaced the worker's side socket" in back.error.message
+
+
+def test_looks_large_measures_text_and_data_without_pickling():
+    small = frames.result_frame("c", ToolResult("c", "t", "ok", ToolOutput([ContentBlock("text", "x" * 10)])))
+    big = frames.result_frame("c", ToolResult("c", "t", "ok", ToolOutput([ContentBlock("text", "x" * 100)])))
+    assert not frames.looks_large(small, 100) and frames.looks_large(big, 100)
+    assert not frames.looks_large(frames.progress_frame("c", "x" * 1000), 100)
+
+
+# ----------------------------------------------------------------------------- the reader's checks
+
+def _reader_on(data: bytes, side: oob.SidePort | None = None) -> tuple[framing.FrameReader, list[Any], int, int]:
+    r, w = os.pipe()
+    os.set_blocking(r, False)
+    write_all(w, data)
+    reader = framing.FrameReader(r, side)
+    return reader, reader.read(), r, w
+
+
+def test_the_reader_stops_at_bytes_that_are_not_a_frame_and_keeps_what_came_before():
+    good = framing.encode(("o", "c1", "first", None, 0.1))
+    reader, out, r, w = _reader_on(good + b"\xff\xff\xff\x7f" + good)
+    try:
+        assert out == [("o", "c1", "first", None, 0.1)]
+        assert reader.eof and reader.damaged is not None and "not a toolfork frame" in reader.damaged
+        write_all(w, good)
+        assert reader.read() == []  # nothing after damage is trusted
+    finally:
+        os.close(r)
+        os.close(w)
+
+
+def test_a_reader_with_a_side_socket_refuses_pipe_frames_of_the_large_frame_size():
+    a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    side = oob.SidePort(b)
+    try:
+        reader, out, r, w = _reader_on(HEADER.pack(MAGIC, oob.LARGE_FRAME + 1), side)
+        assert out == [] and reader.damaged is not None and "bound" in reader.damaged
+        os.close(r)
+        os.close(w)
+        plain, out, r, w = _reader_on(HEADER.pack(MAGIC, oob.LARGE_FRAME + 1))  # no side socket: 4 GiB bound
+        assert out == [] and plain.damaged is None and not plain.eof
+        os.close(r)
+        os.close(w)
+    finally:
+        side.close()
+        a.close()
+
+
+def test_a_large_frame_announced_without_its_message_or_with_a_stray_one_is_damage():
+    a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    side = oob.SidePort(b)
+    try:
+        reader, out, r, w = _reader_on(OOB_HEADER, side)  # nothing on the side socket
+        assert out == [] and reader.damaged is not None and "could not be received" in reader.damaged
+        os.close(r)
+        os.close(w)
+        a.send(b"\xff\xff\xff\x7f")  # what a stray write on the worker's end looks like
+        reader, out, r, w = _reader_on(OOB_HEADER, side)
+        assert out == [] and reader.damaged is not None and "unexpected message" in reader.damaged
+        os.close(r)
+        os.close(w)
+    finally:
+        side.close()
+        a.close()
+
+
+def test_recv_blocking_refuses_a_frame_without_the_tag():
+    r, w = os.pipe()
+    try:
+        os.write(w, b"\x05\x00\x00\x00hello")
+        with pytest.raises(ChannelDamaged):
+            framing.recv_blocking(r)
+    finally:
+        os.close(r)
+        os.close(w)
+
+
+# ----------------------------------------------------------------------------- the writer, from threads
+
+@pytest.mark.skipif(not oob.available(), reason="memory files are Linux-only")
+@pytest.mark.timeout(120)
+def test_frames_from_many_threads_arrive_whole_small_and_large_alike():
+    """8 threads send through one FrameWriter at once, every 5th frame by memory file: each frame
+    arrives whole and each thread's frames in its order."""
+    a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    r, w = os.pipe()
+    os.set_blocking(r, False)
+    writer = framing.FrameWriter(w, oob.SidePort(a))
+    reader = framing.FrameReader(r, oob.SidePort(b))
+    threads, each = 8, 40
+    out: list[Any] = []
+
+    def send(t: int) -> None:
+        for i in range(each):
+            writer.send(("p", f"{t}", (i, "L" * (oob.LARGE_FRAME + 1) if i % 5 == 0 else "s" * i)))
+
+    senders = [threading.Thread(target=send, args=(t,)) for t in range(threads)]
+    for s in senders:
+        s.start()
+    try:
+        while len(out) < threads * each and not reader.eof:
+            select.select([r], [], [], 5)
+            out.extend(reader.read())
+    finally:
+        for s in senders:
+            s.join(30)
+        writer.side.close()
+        reader.side.close()  # type: ignore[union-attr]
+        os.close(r)
+        os.close(w)
+    assert reader.damaged is None and len(out) == threads * each
+    for t in range(threads):
+        mine = [f[2] for f in out if f[1] == f"{t}"]
+        assert [i for i, _ in mine] == list(range(each))
+        assert all(v == ("L" * (oob.LARGE_FRAME + 1) if i % 5 == 0 else "s" * i) for i, v in mine)
+
+
+# ----------------------------------------------------------------------------- layering
+
+def _imports(path: Path) -> set[str]:
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            names.add(node.module)
+            names.update(f"{node.module}.{a.name}" for a in node.names)
+        elif isinstance(node, ast.Import):
+            names.update(a.name for a in node.names)
+    return names
+
+
+def test_wire_sits_below_framing_and_the_side_port():
+    """No import circle: the wire package imports neither framing nor oob, and oob does not import
+    framing (anywhere in the file, lazily or under TYPE_CHECKING included)."""
+    for path in (PACKAGE / "wire").glob("*.py"):
+        imported = _imports(path)
+        assert not {n for n in imported if n.startswith(("toolfork.executor.framing", "toolfork.executor.oob"))}, path
+    assert not {n for n in _imports(PACKAGE / "oob.py") if "framing" in n}

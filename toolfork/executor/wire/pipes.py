@@ -1,0 +1,87 @@
+"""Bytes on raw descriptors: writing all of a buffer, and the wake-up pipe.
+
+Every module of the executor that writes a buffer to a blocking descriptor (frames to a worker, a
+worker's results, ``toolfork run``'s output) or wakes a ``select()`` from another thread or a signal
+handler does it with these, so the rules (a pipe may take less than asked; a full wake-up pipe already
+says "wake up"; a drained pipe is empty, not an error) are written once.
+"""
+
+from __future__ import annotations
+
+import os
+import select
+
+
+def write_all(fd: int, data: bytes | bytearray | memoryview) -> None:
+    """Write every byte to a fd (``os.write`` may write less than asked on a pipe). A descriptor meant
+    to block that someone made non-blocking (a tool's library, on a worker's pipe) is waited on."""
+    view = memoryview(data)
+    while view:
+        try:
+            view = view[os.write(fd, view):]
+        except BlockingIOError:
+            wait_for(fd, write=True)
+
+
+def read_some(fd: int, n: int) -> bytes:
+    """``os.read`` on a fd meant to block, waiting if someone made it non-blocking (see write_all)."""
+    while True:
+        try:
+            return os.read(fd, n)
+        except BlockingIOError:
+            wait_for(fd, write=False)
+
+
+def wait_for(fd: int, *, write: bool) -> None:
+    """Wait until ``fd`` is readable (or writable); ``poll``, as a worker's channels sit above
+    ``select``'s limit of 1024."""
+    poller = select.poll()
+    poller.register(fd, select.POLLOUT if write else select.POLLIN)
+    poller.poll()
+
+
+def drain(fd: int) -> None:
+    """Read a non-blocking fd until it is empty (a wake-up pipe); a closed or bad fd is left alone."""
+    try:
+        while os.read(fd, 4096):
+            pass
+    except (BlockingIOError, InterruptedError, OSError):
+        pass
+
+
+class WakePipe:
+    """A pipe whose read end (``fd``) a ``select()`` watches and whose write end anyone may poke.
+
+    Both ends are non-blocking: ``wake()`` never blocks (a full pipe is readable already, so a byte
+    lost there is not needed) and never raises (an executor closing under a waker is not the waker's
+    error); ``drain()`` empties the read end. ``write_fd`` is what ``signal.set_wakeup_fd`` takes."""
+
+    __slots__ = ("fd", "write_fd")
+
+    def __init__(self) -> None:
+        self.fd, self.write_fd = os.pipe()
+        os.set_blocking(self.fd, False)
+        os.set_blocking(self.write_fd, False)
+
+    def wake(self) -> None:
+        try:
+            os.write(self.write_fd, b"!")
+        except OSError:  # BlockingIOError included: already woken, or closed
+            pass
+
+    def drain(self) -> None:
+        drain(self.fd)
+
+    @property
+    def fds(self) -> tuple[int, int]:
+        return self.fd, self.write_fd
+
+    def close(self) -> None:
+        for fd in self.fds:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+
+__all__ = ["WakePipe", "drain", "read_some", "wait_for", "write_all"]
