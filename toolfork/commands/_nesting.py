@@ -17,22 +17,24 @@ from itertools import accumulate
 
 MAX_JSON_DEPTH = 512  # deeper than any real call or result, well inside every interpreter's own limit
 
-_STRINGS = {str: re.compile(r'"(?:[^"\\]|\\.)*"', re.S), bytes: re.compile(rb'"(?:[^"\\]|\\.)*"', re.S)}
-_BRACKETS = {str: re.compile(r"[\[\]{}]"), bytes: re.compile(rb"[\[\]{}]")}
-_STEP = {"[": 1, "{": 1, "]": -1, "}": -1, b"[": 1, b"{": 1, b"]": -1, b"}": -1}
+_STRINGS_STR = re.compile(r'"(?:[^"\\]|\\.)*"', re.S)
+_STRINGS_BYTES = re.compile(rb'"(?:[^"\\]|\\.)*"', re.S)
+_BRACKETS_STR = re.compile(r"[\[\]{}]")
+_BRACKETS_BYTES = re.compile(rb"[\[\]{}]")
+_STEP: dict[str | bytes, int] = {"[": 1, "{": 1, "]": -1, "}": -1, b"[": 1, b"{": 1, b"]": -1, b"}": -1}
 
 
 def nested_deeper_than(text: str | bytes, limit: int = MAX_JSON_DEPTH) -> bool:
     """Whether the JSON ``text`` opens more than ``limit`` arrays or objects inside one another (brackets
     inside strings do not count)."""
     if isinstance(text, str):
-        opening = text.count("[") + text.count("{")
+        if text.count("[") + text.count("{") <= limit:
+            return False
+        brackets: list[str] | list[bytes] = _BRACKETS_STR.findall(_STRINGS_STR.sub("", text))
     else:
-        opening = text.count(b"[") + text.count(b"{")
-    if opening <= limit:
-        return False
-    kind = type(text)
-    brackets = _BRACKETS[kind].findall(_STRINGS[kind].sub(b"" if kind is bytes else "", text))  # type: ignore[arg-type]
+        if text.count(b"[") + text.count(b"{") <= limit:
+            return False
+        brackets = _BRACKETS_BYTES.findall(_STRINGS_BYTES.sub(b"", text))
     return max(accumulate(map(_STEP.__getitem__, brackets)), default=0) > limit
 
 
