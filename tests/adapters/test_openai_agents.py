@@ -44,12 +44,11 @@ def run(calls: list[tuple[str, dict[str, Any]]], tools: list[FunctionTool]) -> t
 
 def test_the_calls_of_one_response_run_side_by_side_in_workers() -> None:
     with Executor(ALL, workers=4) as ex:
-        outs, elapsed, _ = run([*NAPS, ("add", {"a": 2, "b": 3})], function_tools(ALL, ex))
+        outs, _, _ = run([*NAPS, ("add", {"a": 2, "b": 3})], function_tools(ALL, ex))
     pids, together = naps([outs[f"c{i}"] for i in range(3)])
     assert os.getpid() not in pids and len(pids) == 3
     assert together, "the three calls were never all running at once"
     assert outs["c3"] == "5"
-    assert elapsed < 1.4, f"three 0.5 s calls took {elapsed:.2f} s: not well under 1.5 s"
 
 
 def say(ctx: Any, error: Exception) -> str:
