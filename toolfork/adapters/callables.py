@@ -91,7 +91,7 @@ async def _ready(value: Any) -> Any:
 def _dispatch(executor: Executor, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any], awaits: bool,
               hint: str | None) -> ToolCall:
     try:
-        payload = bytes(dill.dumps((fn, args, kwargs, awaits)))
+        payload = bytes(dill.dumps((fn, args, kwargs, awaits), recurse=True))
     except Exception as exc:
         raise NotShippable(f"{type(exc).__name__}: {exc}") from exc
     if RUNNER not in executor.tools:
