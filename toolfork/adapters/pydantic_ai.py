@@ -20,7 +20,7 @@ import copy
 import dataclasses
 import logging
 from collections.abc import Callable, Iterable
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import dill
 
@@ -120,13 +120,15 @@ class ToolforkToolset(AbstractToolset[Any]):
 
 log = logging.getLogger("toolfork.adapters.pydantic_ai")
 
+DepsT = TypeVar("DepsT")
+
 # RunContext fields that hold the host's live objects (the model and its HTTP client, the agent, the
 # tracer, the workspace, the tool manager): a worker gets None in their place, and so for any other
 # field that cannot be serialized, except ``deps`` (deps that cannot go make the call run in the host).
 LIVE = ("model", "agent", "tracer", "workspace", "pending_messages", "tool_manager")
 
 
-class ToolforkFunctionToolset(FunctionToolset[Any]):
+class ToolforkFunctionToolset(FunctionToolset[DepsT]):
     """pydantic-ai's ``FunctionToolset`` whose functions run in the fork pool: same constructor, same
     ``add_function`` / ``@toolset.tool`` / ``Tool`` objects, same schemas, validation, retries
     (``ModelRetry``), ``prepare``, approval and deferral (``ApprovalRequired``, ``CallDeferred``), all done
