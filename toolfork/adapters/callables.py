@@ -22,7 +22,9 @@ from __future__ import annotations
 import asyncio
 import atexit
 import inspect
+import logging
 import threading
+from collections.abc import Callable
 from typing import Any
 
 import dill
@@ -126,6 +128,38 @@ async def apooled_call(executor: Executor, fn: Any, args: tuple[Any, ...], kwarg
     killed and replaced), so the framework's own timeouts end stuck calls for real."""
     call = _dispatch(executor, fn, args, kwargs, awaits, hint)
     return _outcome(await executor.acall(call))
+
+
+Args = tuple[Any, ...]
+
+
+def stand_in(fn: Callable[..., Any], is_async: bool, executor: Executor | None,
+             for_worker: Callable[[Args], Args], hint: Callable[[Args], str | None],
+             log: logging.Logger) -> Callable[..., Any]:
+    """What a framework calls instead of ``fn``: the same call in a worker (``executor``, else the
+    default one), with the positional arguments as ``for_worker`` makes them (a context copied without
+    the host's live objects); in the host, with the original arguments, when they cannot be
+    serialized. Async when ``fn`` is; a sync stand-in blocks its thread (frameworks call sync tools in
+    threads of their own)."""
+    if is_async:
+        async def in_pool(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return await apooled_call(executor or default_executor(), fn, for_worker(args), kwargs,
+                                          awaits=True, hint=hint(args))
+            except NotShippable as why:
+                log.info("tool %s runs in the host: %s", getattr(fn, "__name__", fn), why)
+                return await fn(*args, **kwargs)
+
+        return in_pool
+
+    def in_pool_sync(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return pooled_call(executor or default_executor(), fn, for_worker(args), kwargs, hint=hint(args))
+        except NotShippable as why:
+            log.info("tool %s runs in the host: %s", getattr(fn, "__name__", fn), why)
+            return fn(*args, **kwargs)
+
+    return in_pool_sync
 
 
 _default: Executor | None = None

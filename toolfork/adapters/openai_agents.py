@@ -28,13 +28,13 @@ import copy
 import inspect
 import json
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from importlib.metadata import version
 from typing import Any
 
 from toolfork._extras import import_optional
 from toolfork.adapters._common import attach, call_id, failure_reason, is_input_error, result_value
-from toolfork.adapters.callables import NotShippable, PoolCallFailed, apooled_call, default_executor, pooled_call
+from toolfork.adapters.callables import PoolCallFailed, stand_in
 from toolfork.executor import Executor, ToolCall
 from toolfork.tools.errors import ToolDefinitionError
 from toolfork.tools.schema import to_strict
@@ -98,7 +98,7 @@ def _run_in_pool(sdk_tool: FunctionTool, executor: Executor | None) -> None:
     cells = dict(zip(names, impl.__closure__ or (), strict=True))
     fn = cells["the_func"].cell_contents
     sync = bool(cells["is_sync_function_tool"].cell_contents)
-    cells["the_func"].cell_contents = _pooled_sync(fn, executor) if sync else _pooled_async(fn, executor)
+    cells["the_func"].cell_contents = stand_in(fn, not sync, executor, _for_worker, _hint, log)
 
 
 def _for_worker(args: tuple[Any, ...]) -> tuple[Any, ...]:
@@ -114,29 +114,6 @@ def _for_worker(args: tuple[Any, ...]) -> tuple[Any, ...]:
 
 def _hint(args: tuple[Any, ...]) -> str | None:
     return getattr(args[0], "tool_call_id", None) if args and isinstance(args[0], ToolContext) else None
-
-
-def _pooled_sync(fn: Callable[..., Any], executor: Executor | None) -> Callable[..., Any]:
-    def in_pool(*args: Any, **kwargs: Any) -> Any:  # the SDK runs it in a thread of its own
-        try:
-            return pooled_call(executor or default_executor(), fn, _for_worker(args), kwargs, hint=_hint(args))
-        except NotShippable as why:
-            log.info("tool %s runs in the host: %s", getattr(fn, "__name__", fn), why)
-            return fn(*args, **kwargs)
-
-    return in_pool
-
-
-def _pooled_async(fn: Callable[..., Any], executor: Executor | None) -> Callable[..., Any]:
-    async def in_pool(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return await apooled_call(executor or default_executor(), fn, _for_worker(args), kwargs, awaits=True,
-                                      hint=_hint(args))
-        except NotShippable as why:
-            log.info("tool %s runs in the host: %s", getattr(fn, "__name__", fn), why)
-            return await fn(*args, **kwargs)
-
-    return in_pool
 
 
 def function_tools(tools: Iterable[Any] | Tool, executor: Executor, **options: Any) -> list[FunctionTool]:

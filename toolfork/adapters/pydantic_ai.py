@@ -26,7 +26,7 @@ import dill
 
 from toolfork._extras import import_optional
 from toolfork.adapters._common import attach, call_id, failure_text, is_input_error, result_value
-from toolfork.adapters.callables import NotShippable, apooled_call, default_executor, pooled_call
+from toolfork.adapters.callables import stand_in
 from toolfork.executor import Executor, ToolCall, ToolResult
 from toolfork.tools.tool import Tool
 
@@ -174,25 +174,7 @@ def _sendable(value: Any) -> bool:
 
 def pooled_function(fn: Callable[..., Any], is_async: bool, executor: Executor | None) -> Callable[..., Any]:
     """A stand-in for ``fn`` that calls it in a worker (in the host when it cannot be serialized)."""
-    if is_async:
-        async def in_pool(*args: Any, **kwargs: Any) -> Any:
-            try:
-                return await apooled_call(executor or default_executor(), fn, _for_worker(args), kwargs,
-                                          awaits=True, hint=_hint(args))
-            except NotShippable as why:
-                log.info("tool %s runs in the host: %s", getattr(fn, "__name__", fn), why)
-                return await fn(*args, **kwargs)
-
-        return in_pool
-
-    def in_pool_sync(*args: Any, **kwargs: Any) -> Any:  # pydantic-ai runs it in a thread of its own
-        try:
-            return pooled_call(executor or default_executor(), fn, _for_worker(args), kwargs, hint=_hint(args))
-        except NotShippable as why:
-            log.info("tool %s runs in the host: %s", getattr(fn, "__name__", fn), why)
-            return fn(*args, **kwargs)
-
-    return in_pool_sync
+    return stand_in(fn, is_async, executor, _for_worker, _hint, log)
 
 
 def _hint(args: tuple[Any, ...]) -> str | None:

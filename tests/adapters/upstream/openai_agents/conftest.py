@@ -2,6 +2,11 @@
 MIT licence in LICENSE here) with ``function_tool`` rebound to toolfork's: one import line added to each
 file, no assertion changed.
 
+The suite collects these files only inside the run that ``tests/adapters/test_upstream_suites.py``
+starts (``TOOLFORK_UPSTREAM=1``): that test checks the outcome as a whole, the published count, and
+that each test that fails is one of the listed process-boundary differences, with nothing skipped.
+Run them directly with ``TOOLFORK_UPSTREAM=1 ./scripts/test.sh tests/adapters/upstream -n 2``.
+
 Their async tests were written for pytest-asyncio's auto mode; ``run_async_tests`` runs them with
 ``asyncio.run`` instead (this suite has no asyncio plugin). The pool they run on is the process's default
 Executor, started here before any test, so its workers (and those that replace killed ones) are not
@@ -12,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import os
 from collections.abc import Iterator
 from typing import Any
 
@@ -23,6 +29,9 @@ pytest.importorskip("inline_snapshot")
 
 from tests.conftest import allow_process
 from toolfork.adapters.callables import default_executor
+
+# Seen only by the run test_upstream_suites.py starts (see above).
+collect_ignore_glob = [] if os.environ.get("TOOLFORK_UPSTREAM") == "1" else ["test_*.py"]
 
 
 def pytest_configure(config: pytest.Config) -> None:
