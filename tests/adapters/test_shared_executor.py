@@ -32,7 +32,7 @@ from toolfork.adapters.openai_agents import function_tools
 from toolfork.adapters.pydantic_ai import ToolforkToolset
 from toolfork.executor import Executor
 
-NAPS = [("nap", {"seconds": 0.5})] * 2
+NAPS = [("nap", {"seconds": 2.0})] * 2  # seconds of overlap, so a loaded machine still starts all six in time
 
 
 def test_three_frameworks_share_one_executor_at_once_and_close_leaves_nothing() -> None:
