@@ -210,3 +210,21 @@ def _ctx(tool: FunctionTool, arguments: str) -> Any:
     from agents.tool_context import ToolContext
 
     return ToolContext(None, tool_name=tool.name, tool_call_id="t1", tool_arguments=arguments)
+
+
+def test_the_first_calls_of_many_threads_share_one_runner() -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    with Executor([], workers=2) as fresh:
+
+        @function_tool(executor=fresh)
+        def double(n: int) -> int:
+            """Double a number."""
+            return 2 * n
+
+        async def one(n: int) -> Any:
+            return await double.on_invoke_tool(_ctx(double, f'{{"n": {n}}}'), f'{{"n": {n}}}')
+
+        with ThreadPoolExecutor(8) as threads:
+            outs = list(threads.map(lambda n: asyncio.run(one(n)), range(8)))
+    assert outs == [2 * n for n in range(8)]

@@ -90,6 +90,9 @@ async def _ready(value: Any) -> Any:
     return value
 
 
+_attach_lock = threading.Lock()
+
+
 def _dispatch(executor: Executor, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any], awaits: bool,
               hint: str | None) -> ToolCall:
     try:
@@ -97,7 +100,9 @@ def _dispatch(executor: Executor, fn: Any, args: tuple[Any, ...], kwargs: dict[s
     except Exception as exc:
         raise NotShippable(f"{type(exc).__name__}: {exc}") from exc
     if RUNNER not in executor.tools:
-        attach([run_callable], executor, {})
+        with _attach_lock:  # the first calls of several threads (sync tools) race to add it
+            if RUNNER not in executor.tools:
+                attach([run_callable], executor, {})
     return ToolCall(call_id(hint), RUNNER, {"payload": payload})
 
 
