@@ -22,16 +22,13 @@ NAPS = [("nap", {"seconds": 0.5})] * 3
 def test_the_calls_of_one_response_run_side_by_side_in_workers() -> None:
     model, seen = pydantic_ai_model([*NAPS, ("where", {"tag": "w"})])
     with ToolforkToolset(ALL, workers=4) as toolset:
-        start = time.monotonic()
         result = Agent(model, toolsets=[toolset]).run_sync("go")
-        elapsed = time.monotonic() - start
     assert result.output == "done"
     got = returned(seen[0])
     pids, together = naps([got[f"t0c{i}"] for i in range(3)])
     assert os.getpid() not in pids and len(pids) == 3
     assert together, "the three calls were never all running at once"
     assert got["t0c3"]["tag"] == "w" and got["t0c3"]["pid"] != os.getpid()  # structured data stays data
-    assert elapsed < 1.4, f"three 0.5 s calls took {elapsed:.2f} s: not well under 1.5 s"
 
 
 def test_a_failing_crashing_or_hung_call_fails_alone() -> None:

@@ -5,8 +5,12 @@
   (extra ``[langgraph]``).
 - ``toolfork.adapters.langchain``: ``to_langchain`` / ``from_langchain`` (extra ``[langgraph]``, which
   brings ``langchain-core``).
-- ``toolfork.adapters.pydantic_ai``: ``ToolforkToolset`` (extra ``[pydantic-ai]``).
-- ``toolfork.adapters.openai_agents``: ``function_tools`` (extra ``[openai-agents]``).
+- ``toolfork.adapters.pydantic_ai``: ``ToolforkFunctionToolset`` (pydantic-ai's ``FunctionToolset``, the
+  functions in the pool) and ``ToolforkToolset`` (toolfork tools) (extra ``[pydantic-ai]``).
+- ``toolfork.adapters.openai_agents``: ``function_tool`` (the SDK's decorator, the function in the pool)
+  and ``function_tools`` (toolfork tools) (extra ``[openai-agents]``).
+- ``toolfork.adapters.callables``: how those two send a framework's validated call of a plain Python
+  function to a worker and bring its value or exception back (no framework imported).
 
 See docs/adapters.md.
 """

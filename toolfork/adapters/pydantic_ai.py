@@ -16,17 +16,23 @@ raises ``ToolCallError`` out of the run.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import Any, Literal
+import copy
+import dataclasses
+import logging
+from collections.abc import Callable, Iterable
+from typing import Any, Literal, TypeVar
+
+import dill
 
 from toolfork._extras import import_optional
 from toolfork.adapters._common import attach, call_id, failure_text, is_input_error, result_value
+from toolfork.adapters.callables import stand_in
 from toolfork.executor import Executor, ToolCall, ToolResult
 from toolfork.tools.tool import Tool
 
 import_optional("pydantic_ai", "toolfork.adapters.pydantic_ai")
 
-from pydantic_ai import ModelRetry, RunContext  # noqa: E402
+from pydantic_ai import FunctionToolset, ModelRetry, RunContext  # noqa: E402
 from pydantic_ai.tools import ToolDefinition  # noqa: E402
 from pydantic_ai.toolsets import AbstractToolset  # noqa: E402
 from pydantic_ai.toolsets.abstract import ToolsetTool  # noqa: E402
@@ -112,4 +118,67 @@ class ToolforkToolset(AbstractToolset[Any]):
         return failure_text(result)
 
 
-__all__ = ["PERMISSIVE", "ToolCallError", "ToolforkToolset"]
+log = logging.getLogger("toolfork.adapters.pydantic_ai")
+
+DepsT = TypeVar("DepsT")
+
+# RunContext fields that hold the host's live objects (the model and its HTTP client, the agent, the
+# tracer, the workspace, the tool manager): a worker gets None in their place, and so for any other
+# field that cannot be serialized, except ``deps`` (deps that cannot go make the call run in the host).
+LIVE = ("model", "agent", "tracer", "workspace", "pending_messages", "tool_manager")
+
+
+class ToolforkFunctionToolset(FunctionToolset[DepsT]):
+    """pydantic-ai's ``FunctionToolset`` whose functions run in the fork pool: same constructor, same
+    ``add_function`` / ``@toolset.tool`` / ``Tool`` objects, same schemas, validation, retries
+    (``ModelRetry``), ``prepare``, approval and deferral (``ApprovalRequired``, ``CallDeferred``), all done
+    by pydantic-ai; only the call of each function, with its validated arguments, goes to a worker.
+    ``executor``: the Executor the calls run on (default: the process's shared one). The ``RunContext``
+    first parameter goes as a copy with its data (``deps``, ``retry``, ``tool_call_id``, messages, usage...)
+    and without the host's live objects (``model``, ``agent``, ``tracer``: None); a function, arguments or
+    deps that cannot be serialized run in the host, as pydantic-ai runs them."""
+
+    def __init__(self, tools: Any = (), *args: Any, executor: Executor | None = None, **kwargs: Any) -> None:
+        self.pool = executor  # before FunctionToolset.__init__: it adds the tools through add_tool
+        super().__init__(list(tools), *args, **kwargs)
+
+    def add_tool(self, tool: Any) -> None:
+        tool = copy.copy(tool)  # the caller's Tool keeps calling its function in the host
+        schema = copy.copy(tool.function_schema)
+        schema.function = pooled_function(schema.function, schema.is_async, self.pool)
+        tool.function_schema = schema
+        super().add_tool(tool)
+
+
+def _for_worker(args: tuple[Any, ...]) -> tuple[Any, ...]:
+    if not args or not isinstance(args[0], RunContext):
+        return args
+    ctx = args[0]
+    kept = {f.name: getattr(ctx, f.name) for f in dataclasses.fields(ctx)
+            if f.init and not f.name.startswith("_") and f.name not in LIVE}
+    for name, value in kept.items():  # other runtime objects of the host (a newer release may add some)
+        if name != "deps" and not _sendable(value):
+            kept[name] = None
+    return (type(ctx)(model=None, **kept), *args[1:])  # type: ignore[arg-type]
+
+
+def _sendable(value: Any) -> bool:
+    if value is None or isinstance(value, (str, int, float, bool)):
+        return True
+    try:
+        dill.dumps(value, recurse=True)
+    except Exception:
+        return False
+    return True
+
+
+def pooled_function(fn: Callable[..., Any], is_async: bool, executor: Executor | None) -> Callable[..., Any]:
+    """A stand-in for ``fn`` that calls it in a worker (in the host when it cannot be serialized)."""
+    return stand_in(fn, is_async, executor, _for_worker, _hint, log)
+
+
+def _hint(args: tuple[Any, ...]) -> str | None:
+    return getattr(args[0], "tool_call_id", None) if args and isinstance(args[0], RunContext) else None
+
+
+__all__ = ["LIVE", "PERMISSIVE", "ToolCallError", "ToolforkFunctionToolset", "ToolforkToolset", "pooled_function"]
