@@ -62,7 +62,7 @@ def test_a_restricted_child_reads_only_inside_and_writes_only_under_write_paths(
 
 
 def test_write_paths_alone_leave_reading_free(tmp_path: Path) -> None:
-    inside, out, outside = _tree(tmp_path)
+    _, out, outside = _tree(tmp_path)
 
     def body() -> tuple[str, str, str]:
         landlock.restrict(None, [str(out)])

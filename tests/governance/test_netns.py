@@ -9,8 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from toolfork.governance import NetworkIsolationError, enter_no_network
-from toolfork.governance import netns
+from toolfork.governance import NetworkIsolationError, enter_no_network, netns
 
 from .forked import become_nobody, in_child
 

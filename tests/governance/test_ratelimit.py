@@ -3,6 +3,7 @@ bursts when asked, next_ready for a scheduler, and exact accounting under thread
 
 from __future__ import annotations
 
+import itertools
 import threading
 
 import pytest
@@ -59,7 +60,7 @@ def test_a_scheduler_driven_by_next_ready_lets_100_calls_of_20_per_s_out_in_abou
         assert bucket.try_acquire()
         starts.append(now[0])
     assert starts[-1] == pytest.approx(4.95)
-    gaps = [b - a for a, b in zip(starts, starts[1:])]
+    gaps = [b - a for a, b in itertools.pairwise(starts)]
     assert min(gaps) == pytest.approx(0.05) and max(gaps) == pytest.approx(0.05)
 
 
