@@ -49,7 +49,7 @@ from types import FrameType
 from typing import Any
 
 from .limits import Limits
-from .verdict import CAP_SYS_ADMIN, CAP_SYS_RESOURCE, Probe, has_capability
+from .verdict import CAP_SYS_ADMIN, CAP_SYS_RESOURCE, Probe, has_capability, proc_status, status_field
 
 try:
     import resource
@@ -104,12 +104,11 @@ def _exceeded(limits: Limits, limit: str) -> LimitExceeded:
     return LimitExceeded(limit, value, describe(limit, value))
 
 
-def _vm_data_bytes() -> int:
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith("VmData:"):
-                return int(line.split()[1]) * 1024
-    raise OSError("no VmData in /proc/self/status")
+def _vm_data_bytes(status: bytes) -> int:
+    value = status_field(status, b"VmData")
+    if value is None:
+        raise OSError("no VmData in /proc/self/status")
+    return int(value) * 1024
 
 
 def _highest_fd() -> int:
@@ -147,7 +146,7 @@ def _cpu_used_s() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-@dataclass
+@dataclass(repr=False)  # signal.signal repr()s the handler it returns: keep that cheap
 class Applied:
     """The limits in force for one call, what they replaced, and the limit signals the call got."""
 
@@ -157,6 +156,9 @@ class Applied:
     _saved: dict[int, tuple[int, int]] = field(default_factory=dict)
     _handlers: dict[int, Any] = field(default_factory=dict)
     _in_call: bool = True
+
+    def __repr__(self) -> str:
+        return f"Applied(tripped={sorted(self.tripped)})"
 
     def classify(self, outcome: BaseException | int | None, cpu_used_s: float | None = None) -> LimitExceeded | None:
         """`classify` with the signals this call received (a tool that swallowed the error still hit it)."""
@@ -193,12 +195,13 @@ def _set_soft(applied: Applied, which: int, soft: int, hard: int | None = None) 
 
 def _apply(applied: Applied) -> None:
     limits = applied.limits
+    status = proc_status() if limits.memory_mb is not None or limits.cpu_s is not None else b""
     if limits.memory_mb is not None:
-        _set_soft(applied, resource.RLIMIT_DATA, _vm_data_bytes() + limits.memory_mb * MIB)
+        _set_soft(applied, resource.RLIMIT_DATA, _vm_data_bytes(status) + limits.memory_mb * MIB)
     if limits.cpu_s is not None:
         applied.cpu_start_s = _cpu_used_s()
         soft = math.ceil(applied.cpu_start_s + limits.cpu_s)
-        backstop = soft + CPU_BACKSTOP_S if has_capability(CAP_SYS_RESOURCE) else None
+        backstop = soft + CPU_BACKSTOP_S if has_capability(CAP_SYS_RESOURCE, status) else None
         _set_soft(applied, resource.RLIMIT_CPU, soft, backstop)
     if limits.file_size_mb is not None:
         _set_soft(applied, resource.RLIMIT_FSIZE, limits.file_size_mb * MIB)
@@ -234,7 +237,7 @@ def applied(limits: Limits) -> Iterator[Applied]:
         return
     if resource is None:
         raise OSError("rlimits are not available on this platform")
-    main = threading.current_thread() is threading.main_thread()
+    main = threading.get_ident() == threading.main_thread().ident
     if main and limits.cpu_s is not None:
         state._handlers[signal.SIGXCPU] = signal.signal(signal.SIGXCPU, state._on_xcpu)
     if main and limits.file_size_mb is not None:

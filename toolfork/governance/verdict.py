@@ -15,16 +15,31 @@ CAP_SYS_ADMIN = 21
 CAP_SYS_RESOURCE = 24
 
 
-def has_capability(bit: int) -> bool:
-    """Whether this process holds capability `bit` in its effective set (Linux; False elsewhere)."""
+def proc_status() -> bytes:
+    """This process's /proc/self/status in one read (b"" where there is none)."""
     try:
-        with open("/proc/self/status") as f:
-            for line in f:
-                if line.startswith("CapEff:"):
-                    return bool(int(line.split()[1], 16) >> bit & 1)
+        fd = os.open("/proc/self/status", os.O_RDONLY | os.O_CLOEXEC)
     except OSError:
-        pass
-    return False
+        return b""
+    try:
+        return os.read(fd, 1 << 16)
+    finally:
+        os.close(fd)
+
+
+def status_field(status: bytes, name: bytes) -> bytes | None:
+    """The first word of field `name` (e.g. b"VmData") of a /proc/self/status text, or None."""
+    start = status.find(b"\n" + name + b":")
+    if start < 0:
+        return None
+    words = status[start + len(name) + 2 : status.find(b"\n", start + 1)].split()
+    return words[0] if words else None
+
+
+def has_capability(bit: int, status: bytes | None = None) -> bool:
+    """Whether this process holds capability `bit` in its effective set (Linux; False elsewhere)."""
+    value = status_field(proc_status() if status is None else status, b"CapEff")
+    return value is not None and bool(int(value, 16) >> bit & 1)
 
 
 def thread_count() -> int:
