@@ -22,14 +22,13 @@ the calling thread, so `restrict` refuses in a process that already runs more th
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import errno
 import functools
 import os
 import sys
 from collections.abc import Iterable
 
-from .verdict import Probe, thread_count, try_in_child
+from .verdict import Probe, libc, thread_count, try_in_child
 
 SYS_CREATE_RULESET = 444
 SYS_ADD_RULE = 445
@@ -73,13 +72,8 @@ class _PathBeneathAttr(ctypes.Structure):
     _fields_ = [("allowed_access", ctypes.c_uint64), ("parent_fd", ctypes.c_int32)]
 
 
-@functools.lru_cache(maxsize=1)
-def _libc() -> ctypes.CDLL:
-    return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-
-
 def _syscall(number: int, *args: object) -> int:
-    result = int(_libc().syscall(ctypes.c_long(number), *args))
+    result = int(libc().syscall(ctypes.c_long(number), *args))
     if result < 0:
         code = ctypes.get_errno()
         raise OSError(code, os.strerror(code))
@@ -148,7 +142,7 @@ def restrict(read_paths: Iterable[str] | None, write_paths: Iterable[str] | None
             _add_rule(ruleset_fd, path, READ_RIGHTS, "read_paths")
         for path in write_paths or ():
             _add_rule(ruleset_fd, path, write_rights, "write_paths")
-        if _libc().prctl(ctypes.c_int(PR_SET_NO_NEW_PRIVS), ctypes.c_ulong(1), ctypes.c_ulong(0),
+        if libc().prctl(ctypes.c_int(PR_SET_NO_NEW_PRIVS), ctypes.c_ulong(1), ctypes.c_ulong(0),
                          ctypes.c_ulong(0), ctypes.c_ulong(0)) != 0:
             code = ctypes.get_errno()
             raise LandlockError(code, f"cannot set no_new_privs: {os.strerror(code)}")

@@ -16,13 +16,12 @@ process that already runs more than one thread (the other threads would keep the
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import errno
 import functools
 import os
 import sys
 
-from .verdict import CAP_SYS_ADMIN, Probe, has_capability, thread_count, try_in_child
+from .verdict import CAP_SYS_ADMIN, Probe, has_capability, libc, thread_count, try_in_child
 
 CLONE_NEWNET = 0x40000000
 CLONE_NEWUSER = 0x10000000
@@ -37,8 +36,7 @@ def _unshare(flags: int) -> None:
     if native is not None:
         native(flags)
         return
-    libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-    if libc.unshare(ctypes.c_int(flags)) != 0:
+    if libc().unshare(ctypes.c_int(flags)) != 0:
         code = ctypes.get_errno()
         raise OSError(code, f"unshare: {os.strerror(code)}")
 

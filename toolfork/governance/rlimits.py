@@ -126,18 +126,10 @@ def _user_tasks(uid: int) -> int:
     for name in os.listdir("/proc"):
         if not name.isdigit():
             continue
-        try:
-            with open(f"/proc/{name}/status") as f:
-                real = threads = None
-                for line in f:
-                    if line.startswith("Uid:"):
-                        real = int(line.split()[1])
-                    elif line.startswith("Threads:"):
-                        threads = int(line.split()[1])
-        except (OSError, ValueError):
-            continue  # gone while we looked
-        if real == uid:
-            count += threads or 1
+        status = proc_status(name)
+        real = status_field(status, b"Uid")
+        if real is not None and int(real) == uid:
+            count += int(status_field(status, b"Threads") or 1)
     return count
 
 

@@ -7,6 +7,8 @@ irreversible is to do it in a throw-away forked child, which is written once her
 
 from __future__ import annotations
 
+import ctypes
+import functools
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -15,10 +17,16 @@ CAP_SYS_ADMIN = 21
 CAP_SYS_RESOURCE = 24
 
 
-def proc_status() -> bytes:
-    """This process's /proc/self/status in one read (b"" where there is none)."""
+@functools.lru_cache(maxsize=1)
+def libc() -> ctypes.CDLL:
+    """The C library (the process's own symbols: dlopen(NULL), no search for a file)."""
+    return ctypes.CDLL(None, use_errno=True)
+
+
+def proc_status(pid: int | str = "self") -> bytes:
+    """/proc/PID/status in one read (b"" where there is none, or the process is gone)."""
     try:
-        fd = os.open("/proc/self/status", os.O_RDONLY | os.O_CLOEXEC)
+        fd = os.open(f"/proc/{pid}/status", os.O_RDONLY | os.O_CLOEXEC)
     except OSError:
         return b""
     try:
