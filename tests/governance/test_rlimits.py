@@ -290,3 +290,13 @@ def test_classify_names_only_the_limits_that_were_set() -> None:
     assert classify(OSError(errno.EFBIG, "too big"), mem) is None
     assert classify(ValueError("x"), mem) is None and classify(None, mem) is None
     assert classify(0, mem) is None
+
+
+def test_restrictions_alone_touch_no_rlimit_and_no_handler() -> None:
+    def body() -> bool:
+        before = _rlimits(), signal.getsignal(signal.SIGXCPU), signal.getsignal(signal.SIGXFSZ)
+        with applied(Limits(network=False, read_paths=["/"])) as state:
+            inside = _rlimits(), signal.getsignal(signal.SIGXCPU), signal.getsignal(signal.SIGXFSZ)
+        return before == inside and state.classify(MemoryError()) is None
+
+    assert in_child(body).value is True

@@ -265,7 +265,9 @@ def classify(outcome: BaseException | int | None, limits: Limits, *, tripped: fr
     `outcome`: the exception the call raised (its causes and contexts are looked at too), or the wait
     status of a worker that died (as from os.waitpid), or None (the call returned). `tripped`: limit
     signals the call received. `cpu_used_s`: the CPU time the call used, when known (for a worker killed
-    by SIGKILL: only a CPU time at or past the budget makes that kill the CPU limit's).
+    by SIGKILL: only a CPU time at or past the budget makes that kill the CPU limit's). EAGAIN is read
+    as the process limit only when `processes` is set: it is what fork gives past RLIMIT_NPROC, and
+    also what a non-blocking socket gives, which a tool under a process limit could let escape.
     """
     for name in ("cpu_s", "file_size_mb"):
         if name in tripped and getattr(limits, name) is not None:
