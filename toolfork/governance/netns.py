@@ -74,6 +74,8 @@ def probe() -> Probe:
     """Whether `enter_no_network` works here (tried in a forked child, once per process)."""
     if not sys.platform.startswith("linux"):
         return Probe(False, f"network namespaces are Linux only, not {sys.platform}")
+    if getattr(os, "unshare", None) is None:
+        libc()  # loaded here, not first in a child forked from a process that may run threads
     result = try_in_child(enter_no_network)
     if result.ok:
         return result
