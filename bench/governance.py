@@ -1,7 +1,7 @@
 """Per-call cost of the governance mechanisms, against a plain warm call and the sandboxes a user would
 otherwise pick (bubblewrap, firejail), side by side in one run.
 
-What each row times, per call (the median of several rounds, each of N calls):
+What each row times, per call (the median of 5 rounds, interleaved across rows, each of N calls):
 - warm plain: a forked worker answers one call over a pipe (the pool's steady state, minus framing);
 - warm + rlimits: the same, each call inside `rlimits.applied(...)` (memory, CPU, file size, open
   files; "+ processes" adds the RLIMIT_NPROC budget, which counts the user's tasks in /proc);
@@ -128,7 +128,7 @@ def _one_time(setup: Callable[[], None], n: int = 30) -> float:
 
 def main() -> None:
     n = int(sys.argv[1]) if len(sys.argv) > 1 else 2000
-    rounds = 3
+    rounds = 5
     snippet = [sys.executable, "-c", "sum(range(100))"]
     rows: list[tuple[str, Callable[[], float]]] = [
         ("warm plain", lambda: _warm(n, None, None)),
@@ -148,12 +148,18 @@ def main() -> None:
     rows.append(("firejail --net=none python -c per call",
                  (lambda: _command(max(n // 100, 5), [firejail, "--quiet", "--noprofile", "--net=none", *snippet]))
                  if firejail else (lambda: _missing("firejail"))))
-    results: dict[str, float | str] = {}
-    for name, measure in rows:
-        try:
-            results[name] = statistics.median(measure() for _ in range(rounds))
-        except Exception as exc:
-            results[name] = f"not measured: {exc}"
+    samples: dict[str, list[float]] = {name: [] for name, _ in rows}
+    failed: dict[str, str] = {}
+    for _ in range(rounds):  # rounds interleaved, so a burst of load elsewhere hits every row alike
+        for name, measure in rows:
+            if name in failed:
+                continue
+            try:
+                samples[name].append(measure())
+            except Exception as exc:
+                failed[name] = f"not measured: {exc}"
+    results: dict[str, float | str] = {name: failed.get(name) or statistics.median(samples[name])
+                                       for name, _ in rows}
     results["one-time: enter a network namespace"] = _one_time(enter_no_network)
     results["one-time: Landlock restrict"] = _one_time(restrict_paths)
     base = results["warm plain"]
