@@ -1,0 +1,78 @@
+"""Resource governance: the mechanisms that keep one tool call from hurting the others.
+
+Draft of docs/governance.md (nothing here is wired into the Executor or exposed yet, so there is no
+user-facing page; this is what the page will say once it is).
+
+Limits inside a call (`Limits`, in `limits`): a frozen value, validated where it is written
+(`Limits(memory_mb=-1)` and unknown fields are refused naming the setting), `merged_over(default)`
+(a tool's own fields win), `Limits.parse("memory_mb=256,cpu_s=2,network=off")` for the command line.
+
+=================  =======================================  ====================================
+field              how (Linux)                              when
+=================  =======================================  ====================================
+memory_mb          soft RLIMIT_DATA, worker's VmData +      per call, restored after it
+                   budget; the tool gets MemoryError
+cpu_s              soft RLIMIT_CPU, worker's CPU so far +   per call, restored after it
+                   budget (whole seconds); SIGXCPU raises
+                   LimitExceededError once, then kills
+file_size_mb       soft RLIMIT_FSIZE; SIGXFSZ caught, the   per call, restored after it
+                   write fails with EFBIG
+open_files         soft RLIMIT_NOFILE, highest fd + budget  per call, restored after it
+processes          soft RLIMIT_NPROC, user's tasks +        per call; not binding for root
+                   budget                                   (the probe says so)
+network=False      own network namespace, loopback down     once per worker, for good
+read_paths,        Landlock ruleset                         once per worker, for good
+write_paths
+=================  =======================================  ====================================
+
+`rlimits.applied(limits)` is the context manager around one call; `rlimits.classify(outcome, limits)`
+turns what the call raised (MemoryError, EFBIG, EMFILE, EAGAIN, LimitExceededError) or the wait status
+it died with (SIGXCPU, SIGXFSZ, SIGKILL past the CPU budget) into a `LimitExceeded` whose message names
+the limit ("memory limit of 256 MB exceeded"). The restrictions that a process cannot lift (network,
+read_paths, write_paths) form `Limits.restriction_key`: workers are grouped by it, one group per key,
+each worker entering its restrictions once at start (`netns.enter_no_network`, `landlock.restrict`,
+both refused in a process that already runs threads, since they bind one thread).
+
+Fail closed: `enforceable.unenforceable(limits)` lists the fields this OS, kernel or permission set
+cannot enforce, each with why; `enforceable.check(limits)` raises `LimitsNotEnforceable` for strict
+limits and logs for `enforce="best-effort"`. Off Linux every probe says "not enforceable".
+
+Limits around a call: `caps.ConcurrencyCaps` (per-tool `max_concurrency`, per-group caps; an unknown
+group is refused) and `ratelimit.TokenBucket` ("10/s", "30/min", "100/h"; smooth, `next_ready(now)`),
+both non-blocking ledgers a scheduler consults so a waiting call holds no worker.
+
+Cost (bench/governance.py measures it against a plain warm call, a fresh fork, `bwrap --unshare-net`
+and `firejail --net=none`).
+"""
+
+from .caps import CapError, ConcurrencyCaps, Slot
+from .enforceable import LimitsNotEnforceable, Unenforceable, check, unenforceable
+from .landlock import LandlockError
+from .limits import Limits, LimitsError
+from .netns import NetworkIsolationError, enter_no_network
+from .ratelimit import RateLimit, RateLimitError, TokenBucket
+from .rlimits import LimitExceeded, LimitExceededError, applied, classify
+from .verdict import Probe
+
+__all__ = [
+    "CapError",
+    "ConcurrencyCaps",
+    "LandlockError",
+    "LimitExceeded",
+    "LimitExceededError",
+    "Limits",
+    "LimitsError",
+    "LimitsNotEnforceable",
+    "NetworkIsolationError",
+    "Probe",
+    "RateLimit",
+    "RateLimitError",
+    "Slot",
+    "TokenBucket",
+    "Unenforceable",
+    "applied",
+    "check",
+    "classify",
+    "enter_no_network",
+    "unenforceable",
+]
