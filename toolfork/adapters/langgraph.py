@@ -84,14 +84,14 @@ class _InPool:
     def invoke(self, call_args: Any, config: Any = None, **_: Any) -> Any:
         session = Session()
         call = ToolCall(call_id(self._tool.name), self._pool_name,
-                        {"payload": pack(call_args, config, session, is_async=False)})
+                        {"payload": pack(call_args, config, session, is_async=False, lc_tool=self._tool)})
         result = session.serve_until(lambda: self._node.executor.submit(call))
         return _value(result)
 
     async def ainvoke(self, call_args: Any, config: Any = None, **_: Any) -> Any:
         session = Session()
         call = ToolCall(call_id(self._tool.name), self._pool_name,
-                        {"payload": pack(call_args, config, session, is_async=True)})
+                        {"payload": pack(call_args, config, session, is_async=True, lc_tool=self._tool)})
         result = await session.aserve_until(lambda: self._node.executor.acall(call))
         return _value(result)
 

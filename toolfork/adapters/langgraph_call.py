@@ -28,9 +28,10 @@ from langchain_core.tools import BaseTool
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.prebuilt import ToolRuntime
 from langgraph.store.base import BaseStore
+from langgraph.types import Command
 
 from toolfork.adapters._common import carry_exception, rebuild_exception
-from toolfork.adapters.relay import Ref, RemoteObject, Session
+from toolfork.adapters.relay import Ref, RemoteObject, Session, mirror, mirrorable
 from toolfork.tools.output import ToolOutput
 
 # Config keys that stay in the host: LangChain's callback managers (the host's tracing and streaming of
@@ -141,10 +142,12 @@ def portable(value: Any, session: Session) -> Any:
         return type(value)(portable(v, session) for v in value)
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         try:
-            return dataclasses.replace(value, **{f.name: portable(getattr(value, f.name), session)
+            copy = dataclasses.replace(value, **{f.name: portable(getattr(value, f.name), session)
                                                  for f in dataclasses.fields(value) if f.init})
         except Exception:
-            pass
+            copy = None
+        if copy is not None and _pickles(copy):
+            return copy
     return RemoteObject(session.ref(value))
 
 
@@ -158,9 +161,35 @@ def portable_config(config: Mapping[str, Any] | None, session: Session) -> dict[
     return out
 
 
-def pack(call_args: Any, config: Any, session: Session, *, is_async: bool) -> str:
+def _functions(lc_tool: BaseTool) -> list[tuple[str, Any]]:
+    """The tool's own functions that close over something: ``func`` and ``coroutine``."""
+    found = []
+    for attr in ("func", "coroutine"):
+        fn = getattr(lc_tool, attr, None)
+        if getattr(fn, "__closure__", None):
+            found.append((attr, fn))
+    return found
+
+
+def closure_containers(lc_tool: BaseTool, session: Session) -> list[tuple[str, int, Ref, Any]]:
+    """The lists, dicts and sets the tool's function closes over, as (function, cell, reference, copy):
+    the worker's changes to them reach the host's (a tool that records what it saw)."""
+    found = []
+    for attr, fn in _functions(lc_tool):
+        for i, cell in enumerate(fn.__closure__):
+            try:
+                value = cell.cell_contents
+            except ValueError:  # an empty cell
+                continue
+            if mirrorable(value) and _pickles(value):
+                found.append((attr, i, session.ref(value), value))
+    return found
+
+
+def pack(call_args: Any, config: Any, session: Session, *, is_async: bool, lc_tool: BaseTool) -> str:
     """The one argument the worker's ``GraphToolCall`` takes: the call and its config, pickled."""
-    payload = (portable(call_args, session), portable_config(config, session), is_async)
+    payload = (portable(call_args, session), portable_config(config, session), is_async,
+               closure_containers(lc_tool, session))
     return base64.b64encode(pickle.dumps(payload, protocol=pickle.HIGHEST_PROTOCOL)).decode("ascii")
 
 
@@ -171,7 +200,17 @@ def outcome(output: ToolOutput | None) -> Any:
     kind, body = output.data["toolfork_langgraph"]
     if kind == "raised":
         raise rebuild_exception(body)
-    return pickle.loads(body)
+    return _parent_by_identity(pickle.loads(body))
+
+
+def _parent_by_identity(value: Any) -> Any:
+    """``Command.PARENT`` as the very object (the stock node compares ``graph is Command.PARENT``; an
+    unpickled string is equal, not the same)."""
+    if isinstance(value, Command) and value.graph == Command.PARENT and value.graph is not Command.PARENT:
+        return dataclasses.replace(value, graph=Command.PARENT)
+    if type(value) is list:
+        return [_parent_by_identity(v) for v in value]
+    return value
 
 
 # ----------------------------------------------------------------------------- worker: the call
@@ -186,13 +225,21 @@ class GraphToolCall:
 
     def __call__(self, payload: str) -> ToolOutput:
         try:
-            call_args, config, is_async = pickle.loads(base64.b64decode(payload))
+            call_args, config, is_async, containers = pickle.loads(base64.b64decode(payload))
             call_args = self._with_tools(call_args)
             config = self._with_tools(config)
-            if is_async:
-                value = asyncio.run(self.lc_tool.ainvoke(call_args, config))
-            else:
-                value = self.lc_tool.invoke(call_args, config)
+            cells = [(getattr(self.lc_tool, attr).__closure__[i], copy, ref) for attr, i, ref, copy in containers]
+            inherited = [cell.cell_contents for cell, _, _ in cells]
+            for cell, copy, ref in cells:
+                cell.cell_contents = mirror(copy, ref)
+            try:
+                if is_async:
+                    value = asyncio.run(self.lc_tool.ainvoke(call_args, config))
+                else:
+                    value = self.lc_tool.invoke(call_args, config)
+            finally:
+                for (cell, _, _), own in zip(cells, inherited, strict=True):  # the worker keeps its own
+                    cell.cell_contents = own
             try:
                 body = ("value", pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL))
             except Exception as exc:

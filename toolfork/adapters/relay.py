@@ -208,8 +208,8 @@ class Session:
         obj = self.objects[slot]
         if op == "getattr":
             return "getattr", getattr(obj, name)
-        if op == "listop":  # request[3] is (method, argument): the host list gets the same change
-            return "call", getattr(getattr(obj, name), request[3][0])
+        if op == "listop":  # request[3] is (method, *arguments): the host container gets the same change
+            return "call", getattr(obj if name is None else getattr(obj, name), request[3][0])
         return "call", (obj if name is None else getattr(obj, name))
 
     def _answer_sync(self, request: tuple[Any, ...]) -> Any:
@@ -312,7 +312,7 @@ class Ref:
         if kind == "ref":
             return RemoteObject(answer[1])
         if kind == "list":
-            return RemoteList(self._decode(answer[1], name), self, name)
+            return RemoteList(self._decode(answer[1], name), self, name)  # type: ignore[operator]
         if kind == "callable":
             return _remote_method(self, name)
         raise rebuild_exception(answer[1])
@@ -374,29 +374,47 @@ class RemoteObject:
         return f"<host object {self._ref.slot} of a toolfork call>"
 
 
-class RemoteList(list):  # type: ignore[type-arg]
-    """A list attribute of a host object: read as a copy, ``append`` and ``extend`` also reach the host
-    list (LangGraph's interrupt appends the resume value it consumed)."""
+def _mirroring(base: type, names: tuple[str, ...]) -> Any:
+    """A ``base`` subclass whose changing methods change the copy and, through the relay, the host's
+    container too; reads see the copy (the host's contents when the call began, with the call's own
+    changes). Pickles as a plain ``base``."""
 
-    def __init__(self, items: Any, ref: Ref, name: str | None) -> None:
-        super().__init__(items)
+    def make(name: str) -> Callable[..., Any]:
+        def method(self: Any, *args: Any) -> Any:
+            value = getattr(base, name)(self, *args)
+            self._ref.request("listop", self._name, name, *args)
+            return value
+        method.__name__ = name
+        return method
+
+    def init(self: Any, items: Any, ref: Ref, name: str | None) -> None:
+        base.__init__(self, items)
         self._ref, self._name = ref, name
 
-    def append(self, item: Any) -> None:
-        super().append(item)
-        _list_op(self._ref, self._name, "append", item)
-
-    def extend(self, items: Any) -> None:
-        items = list(items)
-        super().extend(items)
-        _list_op(self._ref, self._name, "extend", items)
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (list, (list(self),))
+    namespace: dict[str, Any] = {name: make(name) for name in names}
+    namespace["__init__"] = init
+    namespace["__reduce__"] = lambda self: (base, (base(self),))
+    return namespace
 
 
-def _list_op(ref: Ref, attr: str | None, op: str, arg: Any) -> None:
-    ref.request("listop", attr, op, arg)
+RemoteList = type("RemoteList", (list,), _mirroring(list, (
+    "append", "extend", "insert", "remove", "clear", "__setitem__", "__delitem__")))
+RemoteList.__doc__ = """A host list, in a worker: read as a copy, changes also reach the host's list (LangGraph's
+interrupt appends the resume value it consumed; a tool appends to a list it closes over)."""
+RemoteDict = type("RemoteDict", (dict,), _mirroring(dict, (
+    "__setitem__", "__delitem__", "update", "setdefault", "clear")))
+RemoteSet = type("RemoteSet", (set,), _mirroring(set, ("add", "discard", "remove", "update", "clear")))
+_MIRRORS = {list: RemoteList, dict: RemoteDict, set: RemoteSet}
 
 
-__all__ = ["READ_TIMEOUT_S", "Ref", "RelayError", "RemoteList", "RemoteObject", "Session"]
+def mirror(container: Any, ref: Ref) -> Any:
+    """The worker's stand-in for a host list, dict or set registered as ``ref``."""
+    return _MIRRORS[type(container)](container, ref, None)
+
+
+def mirrorable(value: Any) -> bool:
+    return type(value) in _MIRRORS
+
+
+__all__ = ["READ_TIMEOUT_S", "Ref", "RelayError", "RemoteDict", "RemoteList", "RemoteObject", "RemoteSet", "Session",
+           "mirror", "mirrorable"]
