@@ -20,13 +20,16 @@ from __future__ import annotations
 import asyncio
 import base64
 import dataclasses
+import inspect
 import pickle
+import types
 from collections.abc import AsyncIterator, Iterator, Mapping
 from typing import Any
 
 from langchain_core.tools import BaseTool
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.prebuilt import ToolRuntime
+from langgraph.runtime import Runtime
 from langgraph.store.base import BaseStore
 from langgraph.types import Command
 
@@ -119,9 +122,20 @@ def _pickles(value: Any) -> bool:
     return True
 
 
+def _bound(value: Any) -> bool:
+    """A callable that carries state of its own (a partial, a bound method, a callable object): even
+    when it pickles, the copy would change the worker's state, not the host's (LangGraph's task
+    writer appends to the host task's list). Plain functions and classes travel by name."""
+    if not callable(value) or isinstance(value, (type, BaseTool)) or inspect.isfunction(value):
+        return False
+    # A builtin function of a module travels by name; a builtin method (``deque.extend``) is bound.
+    return not (inspect.isbuiltin(value) and isinstance(getattr(value, "__self__", None), types.ModuleType))
+
+
 def portable(value: Any, session: Session) -> Any:
-    """``value`` as it can travel: itself when it pickles, else a proxy of the host object (containers
-    and dataclasses item by item, so one host object does not turn the rest into proxies)."""
+    """``value`` as it can travel: itself when it pickles, else a proxy of the host object (plain
+    containers and LangGraph's runtimes item by item, so one host object does not turn the rest into
+    proxies; any other object whole, so the worker's changes to it reach the host's)."""
     if isinstance(value, BaseStore):
         return RemoteStore(session.ref(value))
     if isinstance(value, BaseCheckpointSaver):
@@ -134,19 +148,18 @@ def portable(value: Any, session: Session) -> Any:
         if tools is not None:
             fields["tools"] = _NodeTools(tuple(t.name for t in tools))
         return dataclasses.replace(value, **fields)
+    if _bound(value):
+        return RemoteObject(session.ref(value))
     if _pickles(value):
         return value
     if type(value) is dict:
         return {k: portable(v, session) for k, v in value.items()}
     if type(value) in (list, tuple):
         return type(value)(portable(v, session) for v in value)
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        try:
-            copy = dataclasses.replace(value, **{f.name: portable(getattr(value, f.name), session)
-                                                 for f in dataclasses.fields(value) if f.init})
-        except Exception:
-            copy = None
-        if copy is not None and _pickles(copy):
+    if isinstance(value, Runtime):  # a bundle of host objects and values: each as it can travel
+        copy = dataclasses.replace(value, **{f.name: portable(getattr(value, f.name), session)
+                                             for f in dataclasses.fields(value) if f.init})
+        if _pickles(copy):
             return copy
     return RemoteObject(session.ref(value))
 

@@ -382,6 +382,10 @@ def _mirroring(base: type, names: tuple[str, ...]) -> Any:
     def make(name: str) -> Callable[..., Any]:
         def method(self: Any, *args: Any) -> Any:
             value = getattr(base, name)(self, *args)
+            try:
+                pickle.dumps(args, protocol=pickle.HIGHEST_PROTOCOL)
+            except Exception:
+                return value  # what cannot travel stays in the worker's copy (docs/adapters.md says so)
             self._ref.request("listop", self._name, name, *args)
             return value
         method.__name__ = name
