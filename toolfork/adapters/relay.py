@@ -159,7 +159,7 @@ class Session:
     def serve_until(self, submit: Callable[[], Any]) -> Any:
         """Start the call (``submit()`` returns a Future), answer requests in this thread until it is
         done, return its result."""
-        self._sync_queue = q = queue.Queue()
+        self._sync_queue = q = queue.Queue[Any]()
         self._open(q.put)
         try:
             future = submit()
@@ -175,8 +175,12 @@ class Session:
         """As ``serve_until`` for an async caller: ``start()`` returns an awaitable; requests are
         answered on this event loop, in this task's context."""
         loop = asyncio.get_running_loop()
-        self._async_queue = aq = asyncio.Queue()
-        self._open(lambda item: loop.call_soon_threadsafe(aq.put_nowait, item))
+        self._async_queue = aq = asyncio.Queue[Any]()
+
+        def deliver(item: Any) -> None:
+            loop.call_soon_threadsafe(aq.put_nowait, item)
+
+        self._open(deliver)
         task = asyncio.ensure_future(start())
         task.add_done_callback(lambda _t: aq.put_nowait(_DONE))
         try:
@@ -392,7 +396,7 @@ def _mirroring(base: type, names: tuple[str, ...]) -> Any:
         return method
 
     def init(self: Any, items: Any, ref: Ref, name: str | None) -> None:
-        base.__init__(self, items)
+        base.__init__(self, items)  # type: ignore[misc]
         self._ref, self._name = ref, name
 
     namespace: dict[str, Any] = {name: make(name) for name in names}
@@ -408,7 +412,7 @@ interrupt appends the resume value it consumed; a tool appends to a list it clos
 RemoteDict = type("RemoteDict", (dict,), _mirroring(dict, (
     "__setitem__", "__delitem__", "update", "setdefault", "clear")))
 RemoteSet = type("RemoteSet", (set,), _mirroring(set, ("add", "discard", "remove", "update", "clear")))
-_MIRRORS = {list: RemoteList, dict: RemoteDict, set: RemoteSet}
+_MIRRORS: dict[type, type] = {list: RemoteList, dict: RemoteDict, set: RemoteSet}
 
 
 def mirror(container: Any, ref: Ref) -> Any:
