@@ -8,6 +8,10 @@ and a reviewer sees exactly what runs.
 The one line that makes them ours rebinds ``ToolNode`` where the test files import it from, before they
 are imported. ``TOOLFORK_UPSTREAM_STOCK=1`` keeps the stock ``ToolNode`` (to compare the counts).
 
+The tests that cannot pass across a process boundary are listed in ``BOUNDARY`` with the reason (the same
+list is in docs/adapters.md): they are marked strict ``xfail`` on ``AssertionError``, so the suite says
+"xfailed" for exactly these, fails if one of them starts passing, and fails if one fails another way.
+
 Besides the rebinding, this file provides the fixtures the upstream conftest provides in its default
 ("fast") mode: in-memory checkpointers and stores, and the asyncio backend for ``pytest.mark.anyio``;
 and it closes the nodes a test built (the upstream tests never close a ``ToolNode``; ours own a pool).
@@ -45,6 +49,23 @@ class _ClosedAfterTest(ToolforkToolNode):
 
 if not STOCK:
     langgraph.prebuilt.ToolNode = langgraph.prebuilt.tool_node.ToolNode = _ClosedAfterTest  # type: ignore[misc]
+
+_SAME_OBJECT = ("asserts that the tool received the host's very ExecutionInfo object (`is`); a tool in a worker "
+                "process gets a copy")
+BOUNDARY = {
+    "test_tool_node.py::test_tool_runtime_forwards_execution_info_server_info_and_tools": _SAME_OBJECT,
+    "test_tool_node.py::test_tool_runtime_forwards_execution_info_server_info_and_tools_async": _SAME_OBJECT,
+}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    if STOCK:
+        return
+    for item in items:
+        reason = BOUNDARY.get(f"{item.path.name}::{item.name}")
+        if reason is not None:
+            item.add_marker(pytest.mark.xfail(reason=f"process boundary: {reason}", raises=AssertionError,
+                                              strict=True))
 
 
 @pytest.fixture(autouse=True)
