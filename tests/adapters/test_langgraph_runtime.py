@@ -24,8 +24,7 @@ from langgraph.store.base import BaseStore
 from langgraph.store.memory import InMemoryStore
 from langgraph.types import Command, interrupt
 
-from toolfork.adapters._common import UnrebuiltError
-from toolfork.adapters.langchain import ToolCallTimedOut
+from toolfork.adapters.langchain import ToolCallTimedOut, UnrebuiltError
 from toolfork.adapters.langgraph import ToolforkToolNode
 
 HOST = os.getpid()

@@ -25,7 +25,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from toolfork._extras import import_optional
-from toolfork.adapters._common import attach, call_id, failure_reason, result_text
+from toolfork.adapters._common import UnrebuiltError, attach, call_id, failure_reason, result_text
 from toolfork.executor import Executor, ToolCall, ToolResult
 from toolfork.tools.errors import ToolDefinitionError
 from toolfork.tools.tool import Tool
@@ -244,6 +244,7 @@ __all__ = [
     "ToolCallFailed",
     "ToolCallTimedOut",
     "ToolforkTool",
+    "UnrebuiltError",
     "failure",
     "from_langchain",
     "host_only_reason",
