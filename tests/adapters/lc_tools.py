@@ -50,3 +50,13 @@ def lc_command_in_disguise(note: str) -> Any:
         note: ignored
     """
     return Command(update={"messages": []})
+
+
+@tool
+def lc_shout(text: str) -> str:
+    """Upper-case a text.
+
+    Args:
+        text: what to shout
+    """
+    return text.upper()

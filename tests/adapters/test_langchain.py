@@ -14,7 +14,7 @@ from langchain_core.messages import ToolMessage
 from langchain_core.tools import ToolException
 
 from tests.adapters.adapter_tools import add, crash, hang, nap, naps, where
-from tests.adapters.lc_tools import lc_count_messages, lc_where
+from tests.adapters.lc_tools import lc_count_messages, lc_shout, lc_where
 from toolfork.adapters.langchain import ToolCallTimedOut, from_langchain, to_langchain
 from toolfork.executor import Executor, ToolCall
 from toolfork.tools.errors import ToolDefinitionError
@@ -58,8 +58,18 @@ def test_from_langchain_runs_the_langchain_tool_in_a_worker_with_its_schema() ->
     assert bad.status == "error" and bad.error is not None and bad.error.type == "ToolInputError"
 
 
+def test_from_langchain_takes_a_list_as_to_langchain_does() -> None:
+    converted = from_langchain([lc_where, lc_shout], timeout=7)
+    assert [t.name for t in converted] == ["lc_where", "lc_shout"] and {t.timeout for t in converted} == {7}
+    with Executor(converted, workers=1) as ex:
+        back = to_langchain(converted, ex)
+        assert back[1].invoke({"text": "hi"}) == "HI"
+    with pytest.raises(TypeError, match="takes a LangChain BaseTool, got int"):
+        from_langchain([lc_where, 3])  # type: ignore[list-item]
+
+
 def test_from_langchain_refuses_tools_with_injected_arguments() -> None:
-    with pytest.raises(ToolDefinitionError, match=r"lc_count_messages.*argument\(s\) state.*injected"):
+    with pytest.raises(ToolDefinitionError, match=r"lc_count_messages.*state.*injected.*ToolforkToolNode"):
         from_langchain(lc_count_messages)
 
 

@@ -20,8 +20,7 @@ from tests.adapters.fakes import langgraph_graph, tool_messages
 from tests.adapters.lc_tools import lc_command_in_disguise, lc_count_messages, lc_goto, lc_where
 from tests.procs import all_gone
 from toolfork.adapters.langchain import ToolCallCrashed
-from toolfork.adapters.langgraph import ToolforkToolNode
-from toolfork.tools.errors import ToolDefinitionError
+from toolfork.adapters.langgraph import ToolforkToolNode, report_tool_errors
 
 NAPS = [("nap", {"seconds": 0.5})] * 3
 
@@ -44,7 +43,7 @@ def test_the_calls_of_one_message_run_side_by_side_in_workers_and_come_back_in_o
 
 
 def test_a_failing_crashing_or_hung_call_is_an_error_message_and_the_others_are_unaffected() -> None:
-    with ToolforkToolNode(ALL, workers=4) as node:
+    with ToolforkToolNode(ALL, workers=4, handle_tool_errors=report_tool_errors) as node:
         graph = langgraph_graph(node, [("crash", {}), ("add", {"a": 2, "b": 3}), ("hang", {}), ("boom", {}),
                                        ("add", {"a": 1, "b": "x"})])
         start = time.monotonic()
@@ -90,35 +89,33 @@ def test_tools_by_name_are_langchain_tools_that_bind_with_the_toolfork_schema() 
         assert tool_messages(graph.invoke({"messages": [HumanMessage("go")]}))[0].content == "9"
 
 
-def test_langchain_tools_run_in_workers_and_host_only_ones_in_the_host() -> None:
+def test_langchain_tools_with_injected_state_or_a_command_run_in_workers_too() -> None:
     with ToolforkToolNode([lc_where, lc_count_messages, lc_goto], workers=2) as node:
-        assert set(node.host_tool_reasons) == {"lc_count_messages", "lc_goto"}
-        assert "state" in node.host_tool_reasons["lc_count_messages"]
-        assert "Command" in node.host_tool_reasons["lc_goto"]
         graph = langgraph_graph(node, [("lc_where", {"tag": "a"}), ("lc_count_messages", {"label": "n"}),
                                        ("lc_goto", {"note": "x"})])
         out = graph.invoke({"messages": [HumanMessage("go")]})
         by_id = {m.tool_call_id: m.content for m in tool_messages(out)}
         tag, pid = by_id["t0c0"].split(":")
         assert tag == "a" and int(pid) != os.getpid()  # a plain LangChain tool: in a worker
-        assert by_id["t0c1"] == f"n:2:{os.getpid()}"   # state injected, so run in the host
-        assert by_id["t0c2"] == f"noted x in {os.getpid()}"  # the Command updated the graph from the host
+        label, count, pid = by_id["t0c1"].split(":")
+        assert (label, count) == ("n", "2") and int(pid) != os.getpid()  # the state went with the call
+        note, pid = by_id["t0c2"].split(" in ")
+        assert note == "noted x" and int(pid) != os.getpid()  # the worker's Command updated the graph
 
 
-def test_host_only_tools_can_be_refused_with_a_message_that_says_which_and_why() -> None:
-    with pytest.raises(ToolDefinitionError, match=r"lc_count_messages.*InjectedState.*host"):
-        ToolforkToolNode([where, lc_count_messages], host_tools="refuse", workers=1)
-    with pytest.raises(ToolDefinitionError, match=r"lc_goto.*Command"):
-        ToolforkToolNode([lc_goto], host_tools="refuse", workers=1)
-
-
-def test_a_command_returned_without_the_annotation_fails_its_call_with_the_fix() -> None:
+def test_a_command_returned_without_the_annotation_is_applied_and_checked_as_stock() -> None:
     with ToolforkToolNode([lc_command_in_disguise, add], workers=2) as node:
-        out = langgraph_graph(node, [("lc_command_in_disguise", {"note": "n"}), ("add", {"a": 1, "b": 1})]).invoke(
-            {"messages": [HumanMessage("go")]})
-        disguised, ok = tool_messages(out)
-        assert disguised.status == "error" and "annotate its return type as Command" in disguised.content
-        assert ok.content == "2"
+        graph = langgraph_graph(node, [("lc_command_in_disguise", {"note": "n"}), ("add", {"a": 1, "b": 1})])
+        # The stock node refuses a Command whose update has no ToolMessage for its call: so does ours,
+        # which means the Command came back from the worker as a Command.
+        with pytest.raises(ValueError, match="Expected to have a matching ToolMessage"):
+            graph.invoke({"messages": [HumanMessage("go")]})
+
+
+def test_by_default_a_failed_call_is_raised_out_of_the_graph_as_by_the_stock_node() -> None:
+    with ToolforkToolNode(ALL, workers=2) as node:
+        with pytest.raises(ToolCallCrashed, match="exited with code 3"):
+            langgraph_graph(node, [("crash", {})]).invoke({"messages": [HumanMessage("go")]})
 
 
 def test_handle_tool_errors_false_raises_the_failure_out_of_the_graph() -> None:

@@ -27,7 +27,7 @@ from tests.adapters.fakes import (
     tool_messages,
 )
 from tests.procs import all_gone
-from toolfork.adapters.langgraph import ToolforkToolNode
+from toolfork.adapters.langgraph import ToolforkToolNode, report_tool_errors
 from toolfork.adapters.openai_agents import function_tools
 from toolfork.adapters.pydantic_ai import ToolforkToolset
 from toolfork.executor import Executor
@@ -38,7 +38,7 @@ NAPS = [("nap", {"seconds": 2.0})] * 2  # seconds of overlap, so a loaded machin
 def test_three_frameworks_share_one_executor_at_once_and_close_leaves_nothing() -> None:
     before = {p.pid for p in psutil.Process().children(recursive=True)}  # other tests' servers in this worker
     ex = Executor(ALL, workers=6)
-    node = ToolforkToolNode(ALL, executor=ex)
+    node = ToolforkToolNode(ALL, executor=ex, handle_tool_errors=report_tool_errors)
     toolset = ToolforkToolset(ALL, executor=ex)
     sdk_tools = function_tools(ALL, ex)
     graph = langgraph_graph(node, [*NAPS, ("crash", {})])

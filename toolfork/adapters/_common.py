@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import itertools
 import os
+import pickle
+import traceback
 import warnings
 from collections.abc import Iterable
 from typing import Any
@@ -97,4 +99,68 @@ def is_input_error(result: ToolResult) -> bool:
     return result.error is not None and result.error.type == "ToolInputError"
 
 
-__all__ = ["attach", "call_id", "failure_reason", "failure_text", "is_input_error", "result_text", "result_value"]
+class UnrebuiltError(Exception):
+    """A tool raised an exception the host could not rebuild (it does not pickle, or fails to unpickle).
+    ``type_name``, ``message`` and ``traceback_text`` say what it was."""
+
+    def __init__(self, type_name: str, message: str, traceback_text: str, why: str) -> None:
+        self.type_name, self.message, self.traceback_text = type_name, message, traceback_text
+        super().__init__(f"{type_name}: {message} (raised in a worker process; the host cannot rebuild this "
+                         f"exception: {why}; make it picklable to see its own type here)")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (UnrebuiltError, (self.type_name, self.message, self.traceback_text, "see above"))
+
+
+def carry_exception(exc: BaseException) -> bytes:
+    """``exc`` as bytes that ``rebuild_exception`` turns back into an exception of the same type, with
+    the attributes set on it (pickle alone drops them for types that define ``__reduce__``, such as
+    pydantic's ``ValidationError``), or into an ``UnrebuiltError`` that says why it could not be."""
+    extra = {}
+    for key, value in getattr(exc, "__dict__", {}).items():
+        try:
+            pickle.dumps(value)
+        except Exception:
+            continue
+        extra[key] = value
+    tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    try:
+        body = pickle.dumps(exc)
+        pickle.loads(body)
+    except Exception as why:
+        return pickle.dumps(("unrebuilt", type(exc).__name__, str(exc), tb, f"{type(why).__name__}: {why}"))
+    return pickle.dumps(("exc", body, extra, tb))
+
+
+def rebuild_exception(blob: bytes) -> BaseException:
+    """The exception ``carry_exception`` packed (its traceback text, from the worker, as a note)."""
+    record = pickle.loads(blob)
+    if record[0] == "unrebuilt":
+        return UnrebuiltError(*record[1:])
+    _, body, extra, _tb = record
+    try:
+        exc: BaseException = pickle.loads(body)
+    except Exception as why:  # a class the host lacks
+        return UnrebuiltError("exception", "", _tb, f"{type(why).__name__}: {why}")
+    for key, value in extra.items():
+        try:
+            setattr(exc, key, value)
+        except Exception:
+            pass
+    if hasattr(exc, "add_note"):  # Python 3.11+: shown under the host's traceback
+        exc.add_note(f"raised in a worker process:\n{_tb}")
+    return exc
+
+
+__all__ = [
+    "UnrebuiltError",
+    "attach",
+    "call_id",
+    "carry_exception",
+    "failure_reason",
+    "failure_text",
+    "is_input_error",
+    "rebuild_exception",
+    "result_text",
+    "result_value",
+]

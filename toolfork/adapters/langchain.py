@@ -7,12 +7,13 @@ parallelism without knowing it. A call that fails (error, timeout, crash) raises
 (a ``ToolException``: with the default ``handle_tool_error=True`` LangChain turns it into a
 ``ToolMessage`` with ``status="error"``).
 
-``from_langchain(lc_tool)``: a LangChain tool as a toolfork ``Tool`` (its JSON Schema, its name and
-description), so it can run in the pool like any other. The worker calls the LangChain tool itself
-(inherited by fork), so its own validation and error handling still apply. Tools whose arguments are
-injected by a LangGraph host (``InjectedState``, ``InjectedStore``, ``ToolRuntime``,
-``InjectedToolCallId``) or that return a ``Command`` are refused: those values live in the host's
-graph and cannot cross a fork. ``ToolforkToolNode`` runs such tools in the host instead.
+``from_langchain(lc_tool)`` (or a list of them): a LangChain tool as a toolfork ``Tool`` (its JSON
+Schema, its name and description), so it can run in the pool like any other. The worker calls the
+LangChain tool itself (inherited by fork), so its own validation and error handling still apply. Tools
+whose arguments a LangGraph graph injects (``InjectedState``, ``InjectedStore``, ``ToolRuntime``,
+``InjectedToolCallId``) or that return a ``Command`` are refused: a bare Executor has no graph to
+inject from or to apply a Command to. ``ToolforkToolNode`` runs such tools in workers, with the graph's
+state, store and runtime carried across.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from toolfork._extras import import_optional
-from toolfork.adapters._common import attach, call_id, failure_reason, result_text
+from toolfork.adapters._common import UnrebuiltError, attach, call_id, failure_reason, result_text
 from toolfork.executor import Executor, ToolCall, ToolResult
 from toolfork.tools.errors import ToolDefinitionError
 from toolfork.tools.tool import Tool
@@ -125,17 +126,15 @@ def _wrap(t: Tool, executor: Executor, handle_tool_error: Any) -> ToolforkTool:
 # ----------------------------------------------------------------------------- LangChain -> toolfork
 
 def host_only_reason(lc_tool: BaseTool) -> str | None:
-    """Why this LangChain tool must run in the host, or None: arguments the host injects (graph
-    state, store, runtime, tool call id) or a ``Command`` return value, none of which crosses a fork."""
+    """Why this LangChain tool needs a LangGraph graph around it, or None: arguments a graph injects
+    (state, store, runtime, tool call id) or a ``Command`` return value, which a graph applies."""
     reasons = []
     injected = injected_args(lc_tool)
     if injected:
-        reasons.append(f"its argument(s) {', '.join(injected)} are injected by the host (InjectedState, "
-                       "InjectedStore, ToolRuntime or InjectedToolCallId): the graph's state, store and runtime "
-                       "live in the host process and cannot be sent to a worker")
+        reasons.append(f"its argument(s) {', '.join(injected)} are injected by a graph (InjectedState, "
+                       "InjectedStore, ToolRuntime or InjectedToolCallId), and a bare Executor has none")
     if returns_command(lc_tool):
-        reasons.append("it returns a langgraph Command, which updates the graph in the host and cannot come "
-                       "back from a worker")
+        reasons.append("it returns a langgraph Command, which only a graph can apply")
     return "; and ".join(reasons) or None
 
 
@@ -207,22 +206,34 @@ class _LangChainCall:
         else:
             result = lc.invoke(arguments)
         if type(result).__name__ == "Command" and "langgraph" in type(result).__module__:
-            raise TypeError(f"tool '{lc.name}' returned a langgraph Command, which cannot come back from a "
-                            "worker process; annotate its return type as Command so ToolforkToolNode runs it "
-                            "in the host")
+            raise TypeError(f"tool '{lc.name}' returned a langgraph Command, which only a graph can apply; "
+                            "put the tool in a ToolforkToolNode, which applies the Commands its workers return")
         return result
 
 
-def from_langchain(lc_tool: BaseTool, **settings: Any) -> Tool:
-    """A toolfork ``Tool`` that calls ``lc_tool`` (in the worker that runs the call). ``settings`` are
-    toolfork tool settings (``timeout=``, ``retries=``...). Raises ``ToolDefinitionError`` for tools
-    that must run in the host (see ``host_only_reason``)."""
+@typing.overload
+def from_langchain(lc_tool: BaseTool, **settings: Any) -> Tool: ...
+
+
+@typing.overload
+def from_langchain(lc_tool: Iterable[BaseTool], **settings: Any) -> list[Tool]: ...
+
+
+def from_langchain(lc_tool: BaseTool | Iterable[BaseTool], **settings: Any) -> Tool | list[Tool]:
+    """A toolfork ``Tool`` that calls ``lc_tool`` (in the worker that runs the call), or a list of them
+    for a list of LangChain tools (as ``to_langchain`` takes a list). ``settings`` are toolfork tool
+    settings (``timeout=``, ``retries=``...), for each tool. Raises ``ToolDefinitionError`` for tools
+    that need a graph (see ``host_only_reason``)."""
+    if not isinstance(lc_tool, BaseTool) and isinstance(lc_tool, Iterable) \
+            and not isinstance(lc_tool, (str, bytes, dict)):
+        return [from_langchain(t, **settings) for t in lc_tool]
     if not isinstance(lc_tool, BaseTool):
         raise TypeError(f"from_langchain takes a LangChain BaseTool, got {type(lc_tool).__name__}")
     reason = host_only_reason(lc_tool)
     if reason is not None:
-        raise ToolDefinitionError(f"LangChain tool '{lc_tool.name}' cannot run in a worker process: {reason}. "
-                                  "Run it in the host (ToolforkToolNode does this for such tools).")
+        raise ToolDefinitionError(f"LangChain tool '{lc_tool.name}' needs a LangGraph graph: {reason}. "
+                                  "Put it in a ToolforkToolNode, which runs such tools in workers with the "
+                                  "graph's state, store and runtime carried across.")
     schema = convert_to_openai_tool(lc_tool)["function"].get("parameters") or {"type": "object", "properties": {}}
     return Tool.from_json_schema(lc_tool.name, lc_tool.description or "", schema, fn=_LangChainCall(lc_tool),
                                  **settings)
@@ -233,6 +244,7 @@ __all__ = [
     "ToolCallFailed",
     "ToolCallTimedOut",
     "ToolforkTool",
+    "UnrebuiltError",
     "failure",
     "from_langchain",
     "host_only_reason",

@@ -1,59 +1,110 @@
 """``ToolforkToolNode``: LangGraph's ``ToolNode`` with the tool calls run in toolfork's fork pool.
 
-A drop-in: ``ToolNode(tools)`` becomes ``ToolforkToolNode(tools)``. It *is* a ``ToolNode`` (same input
-and output shapes, ``tools_condition``, ``messages_key``, ``wrap_tool_call``, Command handling), whose
-tools are LangChain tools (``to_langchain``) that send each call to one ``Executor``. The stock node
-starts the calls of the last AIMessage together (a thread each, or a task each under ``ainvoke``), so
-they run side by side in worker processes and come back as ToolMessages in call order; a failed,
-timed-out or crashed call is a ToolMessage with ``status="error"`` and leaves the others alone.
+A drop-in: ``ToolNode(tools)`` becomes ``ToolforkToolNode(tools)``, same arguments, same behaviour by
+default. It *is* a ``ToolNode``, and all of the stock node's own work stays the stock node's: parsing
+the input, finding the tool, injecting ``InjectedState`` / ``InjectedStore`` / ``InjectedToolCallId``
+/ ``ToolRuntime`` arguments, ``wrap_tool_call``, turning a bad argument into ``ToolInvocationError``,
+``handle_tool_errors`` (by default: re-raise, as stock), ``Command`` checks, combining outputs. Only
+the one step that runs the tool, ``tool.invoke(call, config)``, happens in a worker process: the
+worker calls the same tool (inherited by fork) with the same call and a config carried across
+(``langgraph_call.py``), and its result (``ToolMessage``, content blocks, ``Command``...) or the
+exception it raised (rebuilt in the host: its own type) comes back. During the call, the worker reaches
+the host's store, stream writer, interrupt bookkeeping and checkpointer through a relay served by the
+waiting host thread (``relay.py``): ``interrupt()`` in a tool pauses the graph as in the host, and on
+resume returns the resume value; ``get_stream_writer()`` events arrive in order.
 
-Tools may be toolfork tools (``@tool``, ``Tool``, toolkits, plain functions) or LangChain tools
-(converted with ``from_langchain``: the worker calls the LangChain tool it inherited by fork). LangChain
-tools that need the host — arguments injected from the graph (``InjectedState``, ``InjectedStore``,
-``ToolRuntime``, ``InjectedToolCallId``) or a ``Command`` return — are run by the stock machinery in
-the host (``host_tools="inline"``, the default) or refused at construction (``host_tools="refuse"``).
+The stock node starts the calls of the last AIMessage together (a thread each, or a task each under
+``ainvoke``), so they run side by side in worker processes. A call that times out or crashes raises
+``ToolCallTimedOut`` / ``ToolCallCrashed`` (``ToolException``\\ s: ``handle_tool_errors`` decides,
+as for any exception). Tools may also be toolfork tools (``@tool``, ``Tool``, toolkits).
+
+How the one step is replaced: the node overrides ``ToolNode._execute_tool_sync`` /
+``_execute_tool_async`` (the stock node's own step, private to it) to hand them a stand-in for the
+tool whose ``invoke`` goes to the pool; everything else is inherited. A tool a ``wrap_tool_call``
+swaps in that the node was not built with runs in the host, as stock.
 
 The Executor is created when the node is built, before LangGraph starts its threads (the host forks
 once, when the pool starts); ``close()`` ends it. Pass ``executor=`` to share one Executor between
-nodes and other adapters: then the node does not close it.
+nodes and other adapters: then the node does not close it (and its tools are shipped to the running
+workers, which needs them to pickle by value).
 """
 
 from __future__ import annotations
 
+import itertools
+import re
 from collections.abc import Callable, Sequence
-from typing import Any, Literal
+from typing import Any
 
 from toolfork._extras import import_optional
-from toolfork.adapters._common import attach
-from toolfork.executor import Executor
-from toolfork.tools.errors import ToolDefinitionError
+from toolfork.adapters._common import attach, call_id
+from toolfork.executor import Executor, ToolCall, ToolResult
 from toolfork.tools.tool import Tool
+from toolfork.tools.toolkit import Toolkit
 
 import_optional("langgraph", "toolfork.adapters.langgraph")
 
 from langchain_core.tools import BaseTool  # noqa: E402
+from langchain_core.tools import tool as create_tool  # noqa: E402
 from langgraph.prebuilt import ToolNode  # noqa: E402
 
-from toolfork.adapters.langchain import (  # noqa: E402
-    ToolCallFailed,
-    ToolforkTool,
-    _wrap,
-    from_langchain,
-    host_only_reason,
-)
+from toolfork.adapters.langchain import ToolCallFailed, ToolforkTool, _wrap, failure  # noqa: E402
+from toolfork.adapters.langgraph_call import GraphToolCall, outcome, pack  # noqa: E402
+from toolfork.adapters.relay import Session  # noqa: E402
 
 TOOL_CALL_ERROR_TEMPLATE = "Error: {error}\n Please fix your mistakes."
+_PAYLOAD_SCHEMA = {"type": "object", "properties": {"payload": {"type": "string"}}, "required": ["payload"]}
+_SEQ = itertools.count()
+_UNSET: Any = object()
 
 
 def report_tool_errors(e: Exception) -> str:
-    """The default ``handle_tool_errors`` of ``ToolforkToolNode``: every failure becomes an error
-    ToolMessage for the model (a call that failed in the pool says how: error, timeout or crash)."""
+    """A ``handle_tool_errors`` that turns every failure into an error ToolMessage for the model (a
+    call that failed in the pool says how: error, timeout or crash). Not the default: the stock
+    default re-raises what is not a bad argument, and so does ``ToolforkToolNode``'s."""
     return TOOL_CALL_ERROR_TEMPLATE.format(error=str(e) if isinstance(e, ToolCallFailed) else repr(e))
+
+
+def _pool_name(name: str) -> str:
+    """The pool's name for a LangGraph tool: unique per node (nodes sharing an Executor may each have a
+    tool of one name), within the pool's name rules."""
+    return f"lg{next(_SEQ)}_{re.sub(r'[^A-Za-z0-9_-]', '_', name)}"[:64]
+
+
+class _InPool:
+    """What the stock step sees as the tool: ``invoke`` / ``ainvoke`` run the real tool in a worker;
+    every other attribute is the real tool's."""
+
+    def __init__(self, node: ToolforkToolNode, tool: BaseTool, pool_name: str) -> None:
+        self._node, self._tool, self._pool_name = node, tool, pool_name
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._tool, name)
+
+    def invoke(self, call_args: Any, config: Any = None, **_: Any) -> Any:
+        session = Session()
+        call = ToolCall(call_id(self._tool.name), self._pool_name,
+                        {"payload": pack(call_args, config, session, is_async=False, lc_tool=self._tool)})
+        result = session.serve_until(lambda: self._node.executor.submit(call))
+        return _value(result)
+
+    async def ainvoke(self, call_args: Any, config: Any = None, **_: Any) -> Any:
+        session = Session()
+        call = ToolCall(call_id(self._tool.name), self._pool_name,
+                        {"payload": pack(call_args, config, session, is_async=True, lc_tool=self._tool)})
+        result = await session.aserve_until(lambda: self._node.executor.acall(call))
+        return _value(result)
+
+
+def _value(result: ToolResult) -> Any:
+    if result.status != "ok":
+        raise failure(result)
+    return outcome(result.output)
 
 
 class ToolforkToolNode(ToolNode):
     """``langgraph.prebuilt.ToolNode`` whose tool calls run in toolfork's fork pool. See the module
-    docstring; ``executor_options`` go to the ``Executor`` the node creates (``workers=``,
+    docstring. ``executor_options`` go to the ``Executor`` the node creates (``workers=``,
     ``timeout=``, ``before_child=``...)."""
 
     def __init__(
@@ -63,62 +114,61 @@ class ToolforkToolNode(ToolNode):
         *,
         name: str = "tools",
         tags: list[str] | None = None,
-        handle_tool_errors: Any = report_tool_errors,
+        handle_tool_errors: Any = _UNSET,
         messages_key: str = "messages",
-        host_tools: Literal["inline", "refuse"] = "inline",
         wrap_tool_call: Callable[..., Any] | None = None,
         awrap_tool_call: Callable[..., Any] | None = None,
         **executor_options: Any,
     ) -> None:
-        if host_tools not in ("inline", "refuse"):
-            raise ValueError(f"host_tools must be 'inline' or 'refuse', got {host_tools!r}")
-        slots: list[tuple[str, Any]] = []  # ("pool", toolfork items) or ("lc", a BaseTool kept as it is)
-        self.host_tool_reasons: dict[str, str] = {}
-        """Name -> why that tool runs in the host rather than in a worker."""
+        lc_tools: list[BaseTool | Tool] = []  # LangChain tools, and toolfork tools to wrap once pooled
         for item in tools:
-            if isinstance(item, ToolforkTool):
-                slots.append(("lc", item))  # already runs on its own Executor
+            if isinstance(item, (Tool, Toolkit)):
+                from toolfork.tools.registry import collect_tools
+
+                lc_tools.extend(collect_tools([item]).values())
             elif isinstance(item, BaseTool):
-                reason = host_only_reason(item)
-                if reason is None:
-                    slots.append(("pool", from_langchain(item)))
-                elif host_tools == "refuse":
-                    raise ToolDefinitionError(
-                        f"ToolforkToolNode: tool '{item.name}' cannot run in a worker process: {reason}. "
-                        "Pass host_tools='inline' to run it in the host (never killed), or drop it.")
-                else:
-                    self.host_tool_reasons[item.name] = reason
-                    slots.append(("lc", item))
-            else:
-                slots.append(("pool", item))
-        pool_items = [item for kind, item in slots if kind == "pool"]
+                lc_tools.append(item)
+            else:  # a plain function: a LangChain tool, as the stock node makes it
+                lc_tools.append(create_tool(item))
+        node_tools = {t.name: t for t in lc_tools if isinstance(t, BaseTool)}
+        self._in_pool: dict[int, tuple[BaseTool, str]] = {}
+        pool_items: list[Tool] = [t for t in lc_tools if isinstance(t, Tool)]
+        for t in lc_tools:
+            if isinstance(t, BaseTool) and not isinstance(t, ToolforkTool):
+                pool_name = _pool_name(t.name)
+                self._in_pool[id(t)] = (t, pool_name)
+                pool_items.append(Tool.from_json_schema(pool_name, t.description or t.name, _PAYLOAD_SCHEMA,
+                                                        fn=GraphToolCall(t, node_tools)))
         ex, owned, by_name = attach(pool_items, executor, executor_options)
         self._executor = ex
         self._owns_executor = owned
         try:
-            pool = iter(by_name.values())
-            lc_tools: list[BaseTool] = []
-            for kind, item in slots:
-                if kind == "lc":
-                    lc_tools.append(item)
-                elif isinstance(item, Tool):
-                    lc_tools.append(_wrap(next(pool), ex, handle_tool_error=False))
-                else:  # a toolkit or list: as many tools as it expanded to
-                    from toolfork.tools.registry import collect_tools
-
-                    for _ in collect_tools([item]):
-                        lc_tools.append(_wrap(next(pool), ex, handle_tool_error=False))
+            final = [_wrap(by_name[t.name], ex, handle_tool_error=False) if isinstance(t, Tool) else t
+                     for t in lc_tools]
             extra: dict[str, Any] = {}
+            if handle_tool_errors is not _UNSET:
+                extra["handle_tool_errors"] = handle_tool_errors
             if wrap_tool_call is not None:
                 extra["wrap_tool_call"] = wrap_tool_call
             if awrap_tool_call is not None:
                 extra["awrap_tool_call"] = awrap_tool_call
-            super().__init__(lc_tools, name=name, tags=tags, handle_tool_errors=handle_tool_errors,
-                             messages_key=messages_key, **extra)
+            super().__init__(final, name=name, tags=tags, messages_key=messages_key, **extra)
         except BaseException:
             if owned:
                 ex.close()
             raise
+
+    def _pooled(self, request: Any) -> Any:
+        entry = self._in_pool.get(id(request.tool))
+        if entry is None or entry[0] is not request.tool:
+            return request  # not one of ours (a wrapper swapped it in, or a toolfork tool): as stock
+        return request.override(tool=_InPool(self, entry[0], entry[1]))
+
+    def _execute_tool_sync(self, request: Any, *args: Any, **kwargs: Any) -> Any:
+        return super()._execute_tool_sync(self._pooled(request), *args, **kwargs)
+
+    async def _execute_tool_async(self, request: Any, *args: Any, **kwargs: Any) -> Any:
+        return await super()._execute_tool_async(self._pooled(request), *args, **kwargs)
 
     @property
     def executor(self) -> Executor:

@@ -97,7 +97,8 @@ def _langgraph(variant: str, workload: str) -> Callable[[], Any]:
     if variant == "toolfork":
         from toolfork.adapters.langgraph import ToolforkToolNode
 
-        node = ToolforkToolNode(_toolfork_tools(), workers=3)
+        # True: a failed call (the hung one) is an error message, as the harness counts it, not raised
+        node = ToolforkToolNode(_toolfork_tools(), workers=3, handle_tool_errors=True)
     else:
         node = ToolNode([lc_tool(nap), lc_tool(spin), lc_tool(stuck)])
     calls = [{"name": n, "args": a, "id": f"c{i}", "type": "tool_call"} for i, (n, a) in enumerate(_calls(workload))]

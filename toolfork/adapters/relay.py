@@ -1,0 +1,428 @@
+"""Host objects a worker uses during one call: reached over a unix socket, served by the waiting caller.
+
+A framework's tool often uses objects that live in the host and cannot be copied into a worker: the
+graph's store, its stream writer, the interrupt bookkeeping of the running task, its checkpointer. A
+copy would be wrong even where one could be made (a write must land in the host's store, an interrupt
+counter is shared by the calls of one task). So the call carries *references* instead: the host puts
+each such object in the call's ``Session`` and sends a ``Ref`` (socket address, session token, slot);
+in the worker a proxy built on the ``Ref`` turns each attribute read or method call into a request.
+
+Who answers: the host thread (or task) that waits for the call's result. It serves the call's requests
+one at a time, in the order they come, in its own thread and context (the context variables LangGraph
+reads, the event loop of an async graph), until the result arrives. So a tool's stream-writer events
+reach the host in the order the tool wrote them, and a host object is never used from two threads at
+once on behalf of one call. One listening socket per host process (a daemon thread accepts and reads
+each request, then hands it to its session); a worker opens one connection per request.
+
+What crosses is pickled. A value the host cannot pickle comes back as another reference; a host
+coroutine is awaited (by an async caller) or run to completion (by a sync one); a host iterator comes
+back as a list. Killing the worker (timeout, crash) closes its connection: nothing waits on it.
+
+Imports no framework (the framework's own proxy classes build on ``Ref.call``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import inspect
+import os
+import pickle
+import queue
+import secrets
+import shutil
+import socket
+import struct
+import tempfile
+import threading
+from collections.abc import AsyncIterator, Callable, Iterator
+from typing import Any
+
+from toolfork.adapters._common import carry_exception, rebuild_exception
+
+_LEN = struct.Struct("<Q")
+READ_TIMEOUT_S = 30.0  # a worker sends its request at once; a peer that stalls longer is dropped
+_DONE = object()  # put in a session's queue when the call's result is there
+
+
+class RelayError(RuntimeError):
+    """A worker could not reach the host object it was given (the call it belongs to is over)."""
+
+
+# ----------------------------------------------------------------------------- wire
+
+def _send(sock: socket.socket, obj: Any) -> None:
+    data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+    sock.sendall(_LEN.pack(len(data)) + data)
+
+
+def _read_exact(sock: socket.socket, n: int) -> bytes:
+    parts = []
+    while n:
+        chunk = sock.recv(min(n, 1 << 20))
+        if not chunk:
+            raise EOFError("the relay connection closed")
+        parts.append(chunk)
+        n -= len(chunk)
+    return b"".join(parts)
+
+
+def _recv(sock: socket.socket) -> Any:
+    (n,) = _LEN.unpack(_read_exact(sock, _LEN.size))
+    return pickle.loads(_read_exact(sock, n))
+
+
+# ----------------------------------------------------------------------------- host: the server
+
+class _Server:
+    """The host's listening socket; hands each request to the session its token names."""
+
+    def __init__(self) -> None:
+        self.pid = os.getpid()
+        self.dir = tempfile.mkdtemp(prefix="toolfork-relay-")
+        self.address = os.path.join(self.dir, "relay")
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.bind(self.address)
+        self.sock.listen(128)
+        self.sessions: dict[str, Callable[[Any], None]] = {}
+        self.lock = threading.Lock()
+        threading.Thread(target=self._accept, name="toolfork-relay", daemon=True).start()
+        atexit.register(shutil.rmtree, self.dir, True)
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            try:
+                conn.settimeout(READ_TIMEOUT_S)
+                token, request = _recv(conn)
+                conn.settimeout(None)
+            except Exception:
+                conn.close()
+                continue
+            with self.lock:
+                deliver = self.sessions.get(token)
+            if deliver is None:
+                _reply(conn, ("raise", carry_exception(RelayError(
+                    "the call this host object belongs to is over; it can be used only during the call"))))
+            else:
+                deliver((conn, request))
+
+
+_server: _Server | None = None
+_server_lock = threading.Lock()
+
+
+def _the_server() -> _Server:
+    global _server
+    with _server_lock:
+        if _server is None or _server.pid != os.getpid():
+            _server = _Server()
+        return _server
+
+
+def _reply(conn: socket.socket, answer: Any) -> None:
+    try:
+        _send(conn, answer)
+    except Exception:
+        pass  # the worker is gone (killed at its deadline): nobody to answer
+    finally:
+        conn.close()
+
+
+# ----------------------------------------------------------------------------- host: one call
+
+class Session:
+    """The host objects of one call, and the queue of the worker's requests about them.
+
+    ``ref(obj)`` registers an object and returns the ``Ref`` to send; ``serve_until(done)`` (sync) or
+    ``aserve_until(awaitable)`` (async) answers requests until the call's result is there."""
+
+    def __init__(self) -> None:
+        self.server = _the_server()
+        self.token = secrets.token_hex(16)
+        self.objects: list[Any] = []
+        self._sync_queue: queue.Queue[Any] | None = None
+        self._async_queue: asyncio.Queue[Any] | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def ref(self, obj: Any) -> Ref:
+        self.objects.append(obj)
+        cls = type(obj)
+        async_names = frozenset(n for n in dir(cls) if not n.startswith("__")
+                                and inspect.iscoroutinefunction(getattr(cls, n, None)))
+        return Ref(self.server.address, self.token, len(self.objects) - 1, async_names)
+
+    # -- serving
+    def serve_until(self, submit: Callable[[], Any]) -> Any:
+        """Start the call (``submit()`` returns a Future), answer requests in this thread until it is
+        done, return its result."""
+        self._sync_queue = q = queue.Queue[Any]()
+        self._open(q.put)
+        try:
+            future = submit()
+            future.add_done_callback(lambda _f: q.put(_DONE))
+            while (item := q.get()) is not _DONE:
+                conn, request = item
+                _reply(conn, self._answer_sync(request))
+            return future.result()
+        finally:
+            self._close()
+
+    async def aserve_until(self, start: Callable[[], Any]) -> Any:
+        """As ``serve_until`` for an async caller: ``start()`` returns an awaitable; requests are
+        answered on this event loop, in this task's context."""
+        loop = asyncio.get_running_loop()
+        self._async_queue = aq = asyncio.Queue[Any]()
+
+        def deliver(item: Any) -> None:
+            loop.call_soon_threadsafe(aq.put_nowait, item)
+
+        self._open(deliver)
+        task = asyncio.ensure_future(start())
+        task.add_done_callback(lambda _t: aq.put_nowait(_DONE))
+        try:
+            while (item := await aq.get()) is not _DONE:
+                conn, request = item
+                _reply(conn, await self._answer_async(request))
+            return task.result()
+        finally:
+            if not task.done():
+                task.cancel()
+            self._close()
+
+    def _open(self, deliver: Callable[[Any], None]) -> None:
+        with self.server.lock:
+            self.server.sessions[self.token] = deliver
+
+    def _close(self) -> None:
+        with self.server.lock:
+            self.server.sessions.pop(self.token, None)
+        for q in (self._sync_queue,):
+            while q is not None and not q.empty():
+                item = q.get_nowait()
+                if item is not _DONE:
+                    _reply(item[0], ("raise", carry_exception(RelayError("the call is over"))))
+
+    # -- answering one request
+    def _target(self, request: tuple[Any, ...]) -> tuple[str, Any]:
+        op, slot, name = request[0], request[1], request[2]
+        obj = self.objects[slot]
+        if op == "getattr":
+            return "getattr", getattr(obj, name)
+        if op == "listop":  # request[3] is (method, *arguments): the host container gets the same change
+            return "call", getattr(obj if name is None else getattr(obj, name), request[3][0])
+        return "call", (obj if name is None else getattr(obj, name))
+
+    def _answer_sync(self, request: tuple[Any, ...]) -> Any:
+        try:
+            kind, target = self._target(request)
+            if kind == "getattr":
+                return self._encode_attr(target)
+            args = request[3][1:] if request[0] == "listop" else request[3]
+            value = target(*args, **request[4])
+            if inspect.isawaitable(value):
+                value = asyncio.run(_awaited(value))
+            elif inspect.isasyncgen(value):
+                value = asyncio.run(_collected(value))
+            return self._encode(value)
+        except Exception as exc:
+            return "raise", carry_exception(exc)
+
+    async def _answer_async(self, request: tuple[Any, ...]) -> Any:
+        try:
+            kind, target = self._target(request)
+            if kind == "getattr":
+                return self._encode_attr(target)
+            if request[0] == "listop":
+                return self._encode(target(*request[3][1:]))
+            obj, name = self.objects[request[1]], request[2]
+            # An async caller uses the host object's coroutine twin where it has one (``batch`` ->
+            # ``abatch``): an async store or checkpointer may refuse sync calls on the event loop.
+            twin = getattr(obj, "a" + name, None) if isinstance(name, str) else None
+            if twin is not None and inspect.iscoroutinefunction(twin):
+                target = twin
+            value = target(*request[3], **request[4])
+            if inspect.isawaitable(value):
+                value = await value
+            elif inspect.isasyncgen(value):
+                value = await _collected(value)
+            return self._encode(value)
+        except Exception as exc:
+            return "raise", carry_exception(exc)
+
+    def _encode_attr(self, value: Any) -> Any:
+        if callable(value) and not isinstance(value, type):
+            return ("callable",)
+        if type(value) is list:
+            return "list", self._encode(value)
+        return self._encode(value)
+
+    def _encode(self, value: Any) -> Any:
+        if isinstance(value, Iterator) and not isinstance(value, (str, bytes, list, tuple, dict)):
+            value = list(value)
+        try:
+            pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+        except Exception:
+            return "ref", self.ref(value)
+        return "value", value
+
+
+async def _awaited(value: Any) -> Any:
+    return await value
+
+
+async def _collected(agen: AsyncIterator[Any]) -> list[Any]:
+    return [item async for item in agen]
+
+
+# ----------------------------------------------------------------------------- worker: references
+
+class Ref:
+    """Where a host object is: picklable, sent with the call; ``call`` makes a request."""
+
+    __slots__ = ("address", "async_names", "slot", "token")
+
+    def __init__(self, address: str, token: str, slot: int, async_names: frozenset[str]) -> None:
+        self.address, self.token, self.slot, self.async_names = address, token, slot, async_names
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (Ref, (self.address, self.token, self.slot, self.async_names))
+
+    def request(self, op: str, name: str | None, *args: Any, **kwargs: Any) -> Any:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            try:
+                sock.connect(self.address)
+            except OSError as exc:
+                raise RelayError(f"the host process cannot be reached ({exc}); host objects can be used "
+                                 "only during the call they came with") from None
+            request = (self.token, (op, self.slot, name, args, kwargs))
+            try:
+                _send(sock, request)
+            except (pickle.PicklingError, TypeError, AttributeError):
+                _send(sock, _sendable(request))
+            answer = _recv(sock)
+        finally:
+            sock.close()
+        return self._decode(answer, name)
+
+    def _decode(self, answer: tuple[Any, ...], name: str | None) -> Any:
+        kind = answer[0]
+        if kind == "value":
+            return answer[1]
+        if kind == "ref":
+            return RemoteObject(answer[1])
+        if kind == "list":
+            return RemoteList(self._decode(answer[1], name), self, name)  # type: ignore[operator]
+        if kind == "callable":
+            return _remote_method(self, name)
+        raise rebuild_exception(answer[1])
+
+    def call(self, name: str | None, *args: Any, **kwargs: Any) -> Any:
+        return self.request("call", name, *args, **kwargs)
+
+    async def acall(self, name: str | None, *args: Any, **kwargs: Any) -> Any:
+        return await asyncio.to_thread(self.request, "call", name, *args, **kwargs)
+
+
+def _sendable(value: Any) -> Any:
+    """``value`` with the dict entries that do not pickle left out: a worker's own machinery in a config
+    it passes to a host object (a checkpointer reads the config's plain values only)."""
+    if type(value) is dict:
+        out = {}
+        for k, v in value.items():
+            v = _sendable(v)
+            try:
+                pickle.dumps(v, protocol=pickle.HIGHEST_PROTOCOL)
+            except Exception:
+                continue
+            out[k] = v
+        return out
+    if type(value) in (list, tuple):
+        return type(value)(_sendable(v) for v in value)
+    return value
+
+
+def _remote_method(ref: Ref, name: str | None) -> Callable[..., Any]:
+    if name is not None and name in ref.async_names:
+        async def amethod(*args: Any, **kwargs: Any) -> Any:
+            return await ref.acall(name, *args, **kwargs)
+        return amethod
+
+    def method(*args: Any, **kwargs: Any) -> Any:
+        return ref.call(name, *args, **kwargs)
+    return method
+
+
+class RemoteObject:
+    """A host object seen from a worker: attribute reads and calls are requests to the host."""
+
+    def __init__(self, ref: Ref) -> None:
+        object.__setattr__(self, "_ref", ref)
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return self._ref.request("getattr", name)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self._ref.call(None, *args, **kwargs)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (RemoteObject, (self._ref,))
+
+    def __repr__(self) -> str:
+        return f"<host object {self._ref.slot} of a toolfork call>"
+
+
+def _mirroring(base: type, names: tuple[str, ...]) -> Any:
+    """A ``base`` subclass whose changing methods change the copy and, through the relay, the host's
+    container too; reads see the copy (the host's contents when the call began, with the call's own
+    changes). Pickles as a plain ``base``."""
+
+    def make(name: str) -> Callable[..., Any]:
+        def method(self: Any, *args: Any) -> Any:
+            value = getattr(base, name)(self, *args)
+            try:
+                pickle.dumps(args, protocol=pickle.HIGHEST_PROTOCOL)
+            except Exception:
+                return value  # what cannot travel stays in the worker's copy (docs/adapters.md says so)
+            self._ref.request("listop", self._name, name, *args)
+            return value
+        method.__name__ = name
+        return method
+
+    def init(self: Any, items: Any, ref: Ref, name: str | None) -> None:
+        base.__init__(self, items)  # type: ignore[misc]
+        self._ref, self._name = ref, name
+
+    namespace: dict[str, Any] = {name: make(name) for name in names}
+    namespace["__init__"] = init
+    namespace["__reduce__"] = lambda self: (base, (base(self),))
+    return namespace
+
+
+RemoteList = type("RemoteList", (list,), _mirroring(list, (
+    "append", "extend", "insert", "remove", "clear", "__setitem__", "__delitem__")))
+RemoteList.__doc__ = """A host list, in a worker: read as a copy, changes also reach the host's list (LangGraph's
+interrupt appends the resume value it consumed; a tool appends to a list it closes over)."""
+RemoteDict = type("RemoteDict", (dict,), _mirroring(dict, (
+    "__setitem__", "__delitem__", "update", "setdefault", "clear")))
+RemoteSet = type("RemoteSet", (set,), _mirroring(set, ("add", "discard", "remove", "update", "clear")))
+_MIRRORS: dict[type, type] = {list: RemoteList, dict: RemoteDict, set: RemoteSet}
+
+
+def mirror(container: Any, ref: Ref) -> Any:
+    """The worker's stand-in for a host list, dict or set registered as ``ref``."""
+    return _MIRRORS[type(container)](container, ref, None)
+
+
+def mirrorable(value: Any) -> bool:
+    return type(value) in _MIRRORS
+
+
+__all__ = ["READ_TIMEOUT_S", "Ref", "RelayError", "RemoteDict", "RemoteList", "RemoteObject", "RemoteSet", "Session",
+           "mirror", "mirrorable"]
