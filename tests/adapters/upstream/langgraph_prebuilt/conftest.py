@@ -9,8 +9,9 @@ The one line that makes them ours rebinds ``ToolNode`` where the test files impo
 are imported. ``TOOLFORK_UPSTREAM_STOCK=1`` keeps the stock ``ToolNode`` (to compare the counts).
 
 The tests that cannot pass across a process boundary are listed in ``BOUNDARY`` with the reason (the same
-list is in docs/adapters.md): they are marked strict ``xfail`` on ``AssertionError``, so the suite says
-"xfailed" for exactly these, fails if one of them starts passing, and fails if one fails another way.
+list is in docs/adapters.md). Each is run as it is, and the test passes only if the upstream test fails
+with the ``AssertionError`` the boundary explains (the text of its failed ``is`` check): so the suite
+fails if one of them starts passing, and fails if one fails another way. Nothing is skipped.
 
 Besides the rebinding, this file provides the fixtures the upstream conftest provides in its default
 ("fast") mode: in-memory checkpointers and stores, and the asyncio backend for ``pytest.mark.anyio``;
@@ -19,15 +20,15 @@ and it closes the nodes a test built (the upstream tests never close a ``ToolNod
 
 from __future__ import annotations
 
+import functools
+import inspect
 import os
-from collections.abc import AsyncIterator, Iterator
-
-import pytest
-
-pytest.importorskip("langgraph.prebuilt", reason="needs the [langgraph] extra")
+from collections.abc import AsyncIterator, Callable, Iterator
+from typing import Any
 
 import langgraph.prebuilt
 import langgraph.prebuilt.tool_node
+import pytest
 from langgraph.store.memory import InMemoryStore
 
 from toolfork.adapters.langgraph import ToolforkToolNode
@@ -58,14 +59,37 @@ BOUNDARY = {
 }
 
 
+def _fails_at_the_boundary(test: Callable[..., Any], reason: str) -> Callable[..., Any]:
+    """``test``, turned into the check that it fails the way ``reason`` says and no other way."""
+
+    def check(excinfo: pytest.ExceptionInfo[AssertionError]) -> None:
+        assert " is " in str(excinfo.value), f"expected the identity check to fail ({reason}); got {excinfo.value}"
+
+    if inspect.iscoroutinefunction(test):
+        @functools.wraps(test)
+        async def boundary_async(*args: Any, **kwargs: Any) -> None:
+            with pytest.raises(AssertionError) as excinfo:
+                await test(*args, **kwargs)
+            check(excinfo)
+
+        return boundary_async
+
+    @functools.wraps(test)
+    def boundary(*args: Any, **kwargs: Any) -> None:
+        with pytest.raises(AssertionError) as excinfo:
+            test(*args, **kwargs)
+        check(excinfo)
+
+    return boundary
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     if STOCK:
         return
     for item in items:
         reason = BOUNDARY.get(f"{item.path.name}::{item.name}")
-        if reason is not None:
-            item.add_marker(pytest.mark.xfail(reason=f"process boundary: {reason}", raises=AssertionError,
-                                              strict=True))
+        if reason is not None and isinstance(item, pytest.Function):
+            item.obj = _fails_at_the_boundary(item.obj, reason)
 
 
 @pytest.fixture(autouse=True)
