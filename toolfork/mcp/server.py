@@ -18,7 +18,8 @@ What a client sees:
     request carried a progress token (the SDK drops it otherwise), in order and before the result
     (``ProgressRelay``);
   * ``ToolRuntime.log`` / ``elicit`` / ``sample``: carried to the call's client over the callback
-    socket (``callback.py``);
+    socket (``callback.py``); on a 2026-07-28 request, where no request can go to the client mid-call,
+    ``elicit`` and ``sample`` are input-required rounds of the parked call (``rounds.py``);
   * over HTTP, a client that drops its connection mid-call: the call is cancelled
     (``until_client_leaves``); SIGTERM does not wait for calls in flight.
 
