@@ -44,11 +44,40 @@ def burst(n: int, runtime: ToolRuntime) -> str:
     return f"burst {n}"
 
 
+def _mark(marker: str) -> None:
+    """Write this worker's pid to ``marker`` (whole, by a rename) when one is given."""
+    if marker:
+        with open(marker + ".tmp", "w") as f:
+            f.write(str(os.getpid()))
+        os.rename(marker + ".tmp", marker)
+
+
+WORD = {"type": "object", "properties": {"word": {"type": "string"}}}
+
+
 @tool(timeout=3)
-def ask_user(runtime: ToolRuntime) -> str:
-    """Ask the client's user for a word (elicitation), within the call's 3 s."""
-    answer = runtime.elicit("a word?", {"type": "object", "properties": {"word": {"type": "string"}}})
+def ask_user(runtime: ToolRuntime, marker: str = "") -> str:
+    """Ask the client's user for a word (elicitation), within the call's 3 s; writes its pid to
+    ``marker`` first."""
+    _mark(marker)
+    answer = runtime.elicit("a word?", WORD)
     return f"{answer['action']}:{(answer.get('content') or {}).get('word')}"
+
+
+@tool(timeout=30)
+def interview(log: str, runtime: ToolRuntime) -> str:
+    """Ask the user for a word, then the client's model for a rhyme: two questions in one run of the
+    body (each run appends a line to ``log``), with progress and a log message on the way."""
+    with open(log, "a") as f:
+        f.write(f"{os.getpid()}\n")
+    runtime.emit_progress(1)
+    answer = runtime.elicit("a word?", WORD)
+    word = (answer.get("content") or {}).get("word")
+    runtime.log("info", f"got {word}")
+    runtime.emit_progress(2)
+    reply = runtime.sample(f"a rhyme for {word}", max_tokens=20, system_prompt="rhymes only")
+    runtime.emit_progress(3)
+    return f"{answer['action']}:{word}:{reply['content']['text']}:{reply['model']}:{os.getpid()}"
 
 
 @tool
@@ -101,10 +130,7 @@ def exit_now() -> str:
 @tool
 def hang(marker: str = "") -> str:
     """Sleep far past any timeout; writes its pid to ``marker`` first."""
-    if marker:
-        with open(marker + ".tmp", "w") as f:
-            f.write(str(os.getpid()))
-        os.rename(marker + ".tmp", marker)
+    _mark(marker)
     time.sleep(600)
     return "woke"
 
@@ -129,4 +155,4 @@ def fail(message: str) -> str:
     raise ValueError(message)
 
 
-TOOLS = [add, count, burst, ask_user, say, refuse, spin, snooze, crash, exit_now, hang, block, chatty, fail]
+TOOLS = [add, count, burst, ask_user, interview, say, refuse, spin, snooze, crash, exit_now, hang, block, chatty, fail]

@@ -52,7 +52,9 @@ def text(result: Any) -> str:
 
 
 def test_tools_are_listed_with_schema_and_metadata(server: Host) -> None:
-    tools = {t.name: t for t in server.run(server.list_tools(), 30)}
+    from toolfork.mcp.options import ListLimits
+
+    tools = {t.name: t for t in server.run(server.list_tools(ListLimits()), 30)}
     assert {"add", "count", "spin", "crash", "exit_now", "hang", "fail"} <= set(tools)
     add = tools["add"]
     assert add.description == "Add two integers."

@@ -143,6 +143,45 @@ def test_a_client_that_drops_mid_call_has_its_call_cancelled(track: Any, tmp_pat
         assert result.structured_content == {"total": 3}
 
 
+# A client of the 2026-07-28 revision (``server/discover``, no session) in a process of its own: the
+# SDK's client, as a user runs it. Killed mid-call, it sends nothing more: the kernel closes its sockets.
+_MODERN_CLIENT = """
+import asyncio, sys
+from mcp import Client
+
+async def main():
+    async with Client(sys.argv[1], mode="auto") as client:
+        assert client.session.protocol_version == "2026-07-28", client.session.protocol_version
+        await client.session.call_tool("hang", {"marker": sys.argv[2]})
+
+asyncio.run(main())
+"""
+
+
+def test_a_modern_client_that_drops_mid_call_has_its_call_cancelled(track: Any, tmp_path: Path) -> None:
+    import subprocess
+
+    from tests.mcp.conftest import ROOT, python_env
+
+    # As the legacy test above: two workers, no --timeout, so only noticing the dropped clients frees them.
+    with http_server([*SERVE, "--http", "127.0.0.1:0", "--workers", "2"]) as (_, address):
+        track()
+        pids = []
+        for i in range(2):
+            marker = tmp_path / f"modern{i}.pid"
+            client = subprocess.Popen([sys.executable, "-c", _MODERN_CLIENT, address, str(marker)], cwd=ROOT,
+                                      env=python_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+            try:
+                pids.append(_wait_file(marker))
+            finally:
+                client.kill()
+                _, err = client.communicate(timeout=30)
+            assert b"AssertionError" not in err, err.decode()  # it did speak 2026-07-28
+        _wait_gone(pids)  # each dropped call's worker is killed
+        result = asyncio.run(asyncio.wait_for(_client_call(address, "2026-07-28", "add", {"a": 1, "b": 2}), 60))
+        assert result.structured_content == {"total": 3}
+
+
 @pytest.mark.parametrize("transport", ["http", "stdio"])
 def test_sigterm_with_calls_in_flight_leaves_no_process(track: Any, tmp_path: Path, transport: str) -> None:
     import subprocess

@@ -26,7 +26,7 @@ import shutil
 import socket
 import struct
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
 _LEN = struct.Struct("<Q")
@@ -181,31 +181,72 @@ def client_link(address: str) -> Callable[[str, str, dict[str, Any], float | Non
 
 class ClientOps:
     """Server side of ``ToolRuntime.log`` / ``elicit`` / ``sample`` for one call of the low-level
-    server: the SDK session's requests, tied to the call's request, answered as plain data."""
+    server: the SDK session's requests, tied to the call's request, answered as plain data.
 
-    def __init__(self, ctx: Any, log_level: Callable[[], str | None]) -> None:
-        self._ctx, self._log_level = ctx, log_level
+    ``ask`` is set on a 2026-07-28 call (``rounds.PendingCall.ask``): there the question goes out in an
+    input-required answer instead of a request mid-call, and ``ctx`` is the request of the current
+    round (the retry replaces it)."""
+
+    def __init__(self, ctx: Any, log_level: Callable[[Any], str | None],
+                 ask: Callable[[Any], Awaitable[Any]] | None = None) -> None:
+        self.ctx, self._log_level, self._ask = ctx, log_level, ask
 
     async def log(self, level: str, data: Any, logger: str | None = None) -> None:
         from toolfork.tools.runtime import LOG_LEVELS
 
-        wanted = self._log_level()  # logging/setLevel of a handshake session (2026-07-28: the SDK's opt-in)
+        wanted = self._log_level(self.ctx)  # logging/setLevel of a handshake session (2026-07-28: the SDK's opt-in)
         if wanted in LOG_LEVELS and LOG_LEVELS.index(level) < LOG_LEVELS.index(wanted):
             return
-        await self._ctx.session.send_log_message(level, data, logger, related_request_id=self._ctx.request_id)
+        await self.ctx.session.send_log_message(level, data, logger, related_request_id=self.ctx.request_id)
 
     async def elicit(self, message: str, schema: dict[str, Any]) -> dict[str, Any]:
-        result = await self._ctx.session.elicit_form(message, schema, related_request_id=self._ctx.request_id)
+        import mcp_types as types
+
+        if self._ask is None:
+            result = await self.ctx.session.elicit_form(message, schema, related_request_id=self.ctx.request_id)
+        else:
+            self._require("elicitation")
+            request = types.ElicitRequest(params=types.ElicitRequestFormParams(message=message,
+                                                                               requested_schema=schema))
+            result = _answer(types.ElicitResult, "elicitation", await self._ask(request))
         return {"action": result.action, "content": result.content}
 
     async def sample(self, messages: list[dict[str, Any]], max_tokens: int, **options: Any) -> dict[str, Any]:
         import mcp_types as types
 
         sampling = [types.SamplingMessage.model_validate(m) for m in messages]
-        result = await self._ctx.session.create_message(messages=sampling, max_tokens=max_tokens,
-                                                        related_request_id=self._ctx.request_id, **options)
+        if self._ask is None:
+            result = await self.ctx.session.create_message(messages=sampling, max_tokens=max_tokens,
+                                                           related_request_id=self.ctx.request_id, **options)
+        else:
+            self._require("sampling")
+            params = types.CreateMessageRequestParams(messages=sampling, max_tokens=max_tokens, **options)
+            answer = await self._ask(types.CreateMessageRequest(params=params))
+            kind = types.CreateMessageResultWithTools if isinstance(answer, types.CreateMessageResultWithTools) \
+                else types.CreateMessageResult
+            result = _answer(kind, "sampling", answer)
         dumped: dict[str, Any] = result.model_dump(mode="json", by_alias=False, exclude_none=True)
         return dumped
+
+    def _require(self, capability: str) -> None:
+        """A 2026-07-28 request declares its client's capabilities; one it lacks is not asked for."""
+        from toolfork.tools.runtime import ClientUnavailable
+
+        declared = getattr(self.ctx.session, "client_capabilities", None)
+        if declared is not None and getattr(declared, capability, None) is None:
+            raise ClientUnavailable(f"{'elicit' if capability == 'elicitation' else 'sample'}: the client of this "
+                                    f"call did not declare the {capability} capability")
+
+
+def _answer(kind: Any, what: str, response: Any) -> Any:
+    """The client's response to one input request, as the SDK model it must be."""
+    if isinstance(response, kind):
+        return response
+    try:
+        dumped = response.model_dump(by_alias=True) if hasattr(response, "model_dump") else response
+        return kind.model_validate(dumped)
+    except Exception as exc:
+        raise CallbackError(f"{what}: the client's answer is not a {kind.__name__}: {exc}") from None
 
 
 class RemoteContext:

@@ -18,7 +18,8 @@ What a client sees:
     request carried a progress token (the SDK drops it otherwise), in order and before the result
     (``ProgressRelay``);
   * ``ToolRuntime.log`` / ``elicit`` / ``sample``: carried to the call's client over the callback
-    socket (``callback.py``);
+    socket (``callback.py``); on a 2026-07-28 request, where no request can go to the client mid-call,
+    ``elicit`` and ``sample`` are input-required rounds of the parked call (``rounds.py``);
   * over HTTP, a client that drops its connection mid-call: the call is cancelled
     (``until_client_leaves``); SIGTERM does not wait for calls in flight.
 
@@ -40,11 +41,13 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from toolfork.mcp.callback import CallbackServer, ClientOps
 from toolfork.mcp.mapping import call_result, mcp_tool, protocol_error
+from toolfork.mcp.rounds import PARK_S, ParkedCalls, PendingCall
 
 if TYPE_CHECKING:
     from mcp.server.lowlevel import Server
 
     from toolfork.executor.executor import Executor
+    from toolfork.executor.types import ToolCall, ToolResult
 
 _ids = itertools.count(1)
 T = TypeVar("T")
@@ -57,6 +60,7 @@ def build_server(executor: Executor, name: str = "toolfork", callbacks: Callback
     import mcp_types as types
     from mcp.server.lowlevel import Server
     from mcp.shared.exceptions import MCPError
+    from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
     from toolfork import __version__
     from toolfork.executor.types import ToolCall
@@ -67,21 +71,74 @@ def build_server(executor: Executor, name: str = "toolfork", callbacks: Callback
     async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
         return types.ListToolsResult(tools=listed)
 
-    async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+    async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> Any:
         if params.name not in tools:
             raise MCPError(code=types.INVALID_PARAMS,
                            message=f"Unknown tool: {params.name!r} (tools: {', '.join(sorted(tools)) or 'none'})")
-        call = ToolCall(f"mcp-{next(_ids)}", params.name, dict(params.arguments or {}))
-        ops = ClientOps(ctx, lambda: levels.get(_session_key(ctx)))
-        with callbacks.registered(call.id, ops) if callbacks is not None else contextlib.nullcontext():
-            if callbacks is not None:
-                await callbacks.start()
-            async with ProgressRelay(ctx) as relay:
-                result = await until_client_leaves(ctx, executor.acall(call, on_progress=relay.report))
+        arguments = dict(params.arguments or {})
+        if callbacks is not None and ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
+            outcome = await input_round(ctx, params, arguments)
+            if isinstance(outcome, (types.InputRequiredResult, types.CallToolResult)):
+                return outcome
+            result = outcome
+        else:
+            result = await run_call(ctx, ToolCall(f"mcp-{next(_ids)}", params.name, arguments))
         error = protocol_error(result)
         if error is not None:
             raise MCPError(code=error[0], message=error[1], data=error[2])
         return call_result(result)
+
+    def log_level(ctx: Any) -> str | None:
+        return levels.get(_session_key(ctx))
+
+    async def run_call(ctx: Any, call: ToolCall, ops: ClientOps | None = None,
+                       relay: ProgressRelay | None = None) -> ToolResult:
+        """The call, its client ops registered and its progress relayed; given ``ops`` (a 2026-07-28
+        call), the rounds' requests are watched for their client leaving, not the first one."""
+        watch = ops is None
+        ops = ops or ClientOps(ctx, log_level)
+        relay = relay or ProgressRelay(ctx)
+        with callbacks.registered(call.id, ops) if callbacks is not None else contextlib.nullcontext():
+            if callbacks is not None:
+                await callbacks.start()
+            async with relay:
+                work = executor.acall(call, on_progress=relay.report)
+                return await (until_client_leaves(ctx, work) if watch else work)
+
+    parked = ParkedCalls()
+
+    async def input_round(ctx: Any, params: types.CallToolRequestParams,
+                          arguments: dict[str, Any]) -> ToolResult | types.InputRequiredResult | types.CallToolResult:
+        """One request of a 2026-07-28 call (``rounds.py``): the first starts the call, a retry that
+        names it by ``request_state`` answers its tool; either waits for its next question or its end."""
+        if params.request_state is not None:
+            try:
+                pending = parked.take(params.request_state, params.name, arguments)
+            except LookupError as exc:
+                raise MCPError(code=types.INVALID_PARAMS, message=str(exc)) from None
+            pending.resume(ctx, params.input_responses)
+        else:
+            ops = ClientOps(ctx, log_level, ask=lambda request: pending.ask(request))
+            relay = ProgressRelay(ctx)
+
+            def follow(round_ctx: Any) -> None:
+                ops.ctx = relay.ctx = round_ctx
+
+            call = ToolCall(f"mcp-{next(_ids)}", params.name, arguments)
+            # The call outlives this request (it waits parked between rounds): a task of its own,
+            # cancelled by ``parked.cancelling`` when a round's request is.
+            task = asyncio.ensure_future(run_call(ctx, call, ops, relay))
+            pending = PendingCall(task, params.name, arguments, follow)
+        with parked.cancelling(pending):
+            asked = await until_client_leaves(ctx, pending.next_round())
+        if asked is not None:
+            parked.park(pending)
+            return types.InputRequiredResult(input_requests=asked, request_state=pending.state)
+        if pending.task.cancelled():  # parked too long (``rounds.PARK_S``): a late retry learns so
+            return types.CallToolResult(is_error=True, content=[types.TextContent(
+                type="text", text=f"the call was cancelled: no retry came within {PARK_S:g} s of its question")])
+        result: ToolResult = pending.task.result()
+        return result
 
     levels: dict[str, str] = {}  # session -> the level its logging/setLevel asked for
 
@@ -166,7 +223,7 @@ class ProgressRelay:
     the request's own response stream, which closes with the result, so they were lost.)"""
 
     def __init__(self, ctx: Any) -> None:
-        self._ctx = ctx
+        self.ctx = ctx  # the request progress goes to (a 2026-07-28 call's retry replaces it)
         self._loop = asyncio.get_running_loop()
         self._queue: asyncio.Queue[Any] = asyncio.Queue()
         self._sender: asyncio.Task[None] | None = None
@@ -197,7 +254,7 @@ class ProgressRelay:
             if value is self._done:
                 return
             with contextlib.suppress(Exception):  # a client that cannot take it must not fail the call
-                await self._ctx.session.report_progress(*progress_args(value, self._step))
+                await self.ctx.session.report_progress(*progress_args(value, self._step))
 
 
 class Wire:

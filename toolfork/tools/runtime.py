@@ -95,8 +95,10 @@ class ToolRuntime:
 
     def elicit(self, message: str, schema: dict[str, Any]) -> dict[str, Any]:
         """Ask the client's user for input shaped by ``schema`` (a flat JSON Schema object); returns
-        ``{"action": "accept" | "decline" | "cancel", "content": {...} | None}``. Waits at most until
-        the call's deadline (``TimeoutError``); ``ClientUnavailable`` where no client can be asked."""
+        ``{"action": "accept" | "decline" | "cancel", "content": {...} | None}``. Over MCP a request to
+        the client mid-call, or on a 2026-07-28 session an input-required round (the tool waits, the
+        call is resumed by the client's retry). Waits at most until the call's deadline
+        (``TimeoutError``); ``ClientUnavailable`` where no client can be asked."""
         return dict(self._ask("elicit", {"message": message, "schema": schema}))
 
     def sample(self, messages: str | list[dict[str, Any]], max_tokens: int = 256,
