@@ -29,14 +29,18 @@ MIN_DEFAULT_WINDOW = 256
 def interrupted_once() -> Iterator[None]:
     """Ctrl-C from a terminal reaches the whole process group, often twice in quick succession. The
     first one stops the job (``KeyboardInterrupt``, exit 130); from then on SIGINT is ignored until
-    the block is left, so a second one cannot cut the clean-up short (the pool half closed, a
+    the command exits, so a second one cannot cut the clean-up short (the pool half closed, a
     traceback instead of 130, lines never written that ``--resume`` would then run again)."""
     if threading.current_thread() is not threading.main_thread() or \
             signal.getsignal(signal.SIGINT) is signal.SIG_IGN:  # started with Ctrl-C ignored: keep it so
         yield
         return
 
+    interrupted = False
+
     def first(signum: int, frame: Any) -> None:
+        nonlocal interrupted
+        interrupted = True
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         raise KeyboardInterrupt
 
@@ -44,7 +48,10 @@ def interrupted_once() -> Iterator[None]:
     try:
         yield
     finally:
-        signal.signal(signal.SIGINT, previous)
+        # After an interrupt the command is on its way out with 130: a second Ctrl-C that comes after a
+        # quick clean-up must not turn that exit into death by SIGINT, so SIGINT stays ignored.
+        if not interrupted:
+            signal.signal(signal.SIGINT, previous)
 
 
 def add_common_arguments(parser: argparse.ArgumentParser) -> None:
