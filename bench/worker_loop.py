@@ -3,7 +3,7 @@ r"""The warm worker's own per-call cost, timed inside the worker: no host, no ot
 A real worker (``fork_worker.worker_main``, forked from this process) finds every frame of calls
 already in its call pipe and writes its results into a pipe nobody reads until it is done, so what is
 timed is its loop alone: take a frame, run each trivial call, send its result, put its state back.
-The first and the last call of the run are a tool that returns ``time.perf_counter()``, read in the
+The first and the last call of the run are a tool that returns ``time.monotonic()``, read in the
 worker; per call = (last - first) / calls between them. ``--chunk`` calls go in each frame (the pool
 sends quick calls in chunks of up to 64; a batch of 4 on 2 workers is chunks of 1 or 2).
 
@@ -26,7 +26,6 @@ import socket
 import statistics
 import subprocess
 import sys
-import time
 from typing import Any
 
 PIPE_SIZE = 1 << 20
@@ -38,6 +37,7 @@ def measure(calls: int, chunk: int) -> float:
     import fcntl
 
     from toolfork import tool
+    from toolfork.bench.calls import stamp_call, trivial_call
     from toolfork.executor import framing
     from toolfork.executor.backends.base import Hooks
     from toolfork.executor.backends.fork_worker import worker_main
@@ -48,23 +48,11 @@ def measure(calls: int, chunk: int) -> float:
         def calls_frame(items: list[Any]) -> tuple[Any, ...]:
             return ("c", items)
 
-    @tool
-    def echo(text: str) -> str:
-        """Return the text.
+    echo, stamp = tool(name="trivial")(trivial_call), tool(name="stamp")(stamp_call)  # the tiny workload's call
 
-        Args:
-            text: what to return
-        """
-        return text
-
-    @tool
-    def stamp() -> float:
-        """The worker's perf_counter."""
-        return time.perf_counter()
-
-    items: list[Any] = [("first", "stamp", {}, None, None)]
-    items += [(f"c{i}", "echo", {"text": "x"}, None, None) for i in range(calls)]
-    items.append(("last", "stamp", {}, None, None))
+    items: list[Any] = [("first", "stamp", {"seconds": 0}, None, None)]
+    items += [(f"c{i}", "trivial", {"x": i}, None, None) for i in range(calls)]
+    items.append(("last", "stamp", {"seconds": 0}, None, None))
     call_r, call_w = os.pipe()
     result_r, result_w = os.pipe()
     for fd in (call_w, result_w):
@@ -80,7 +68,7 @@ def measure(calls: int, chunk: int) -> float:
     if pid == 0:
         host_side.close()
         os.close(result_r)
-        worker_main(call_r, result_w, worker_side.detach(), {"echo": echo, "stamp": stamp}, Hooks(), parent)
+        worker_main(call_r, result_w, worker_side.detach(), {"trivial": echo, "stamp": stamp}, Hooks(), parent)
     os.close(call_r)
     os.close(result_w)
     worker_side.close()
