@@ -8,26 +8,27 @@ of its own would make the next call's timeout skip its ``finally``; an ``alarm()
 call armed would go off in the middle of an innocent call after it. And children a call started and
 never waited for would stay zombies as long as the worker lives.
 
-So between calls a worker:
+What a call changes is known without a system call when it goes through the ``signal`` module's
+setters (``signal.signal``, ``alarm``, ``setitimer``, ``pthread_sigmask``, ``set_wakeup_fd``,
+``siginterrupt``): they are wrapped in the worker to say so (``touched``). After such a call,
+before the next one, the worker:
 
-* disarms ``alarm()`` and the real-time interval timer after every call, and the virtual and
-  profiling timers after a call that used the setters (see below);
+* disarms every interval timer (``alarm()`` is the real-time one) and the wake-up fd;
 * discards the signals that are pending (raised while blocked);
 * sets every signal's disposition back to what it was when the worker started (after
-  ``on_worker_start``, so what that hook installs is the baseline), and the signal mask and the
-  wake-up fd too (dispositions are compared one by one only after a call that used the ``signal``
-  module's setters, see below; SIGTERM's always);
-* reaps every child that has exited.
+  ``on_worker_start``, so what that hook installs is the baseline), and the signal mask.
 
-The real-time timer is disarmed right after the tool returns, before its result is sent (an alarm
-must not go off while the next call may already be on its way); the rest runs after the result is
-sent, off the call's latency: two system calls (the mask, the reap) when no setter was used, a few
-more when one was. Within a chunk of quick calls (sent together, see ``fork_pool``) it runs after the
-last call of the chunk, and after any call that used the ``signal`` module's setters
-(``signal.signal``, ``alarm``, ``setitimer``, ``pthread_sigmask``, ``set_wakeup_fd``, ``siginterrupt``:
-they are wrapped in the worker to say so). A setter bound before the fork (``from signal import
-setitimer`` in the host) is not seen by the wrapper: what it changes is still put back for SIGTERM,
-the mask, pending signals and the real-time timer, not for other dispositions or the other timers.
+A setter bound before the fork (``from signal import alarm`` in the host) is not seen by the wrapper,
+so whatever the calls did, at the end of each frame of calls (one call, or a chunk of quick calls, see
+``fork_pool``), the worker also disarms the real-time timer (before the last result is sent: an alarm
+must not go off while the next frame may already be on its way), and after that result is sent puts
+back SIGTERM's disposition, the mask and what was left pending (one system call when nothing
+changed: the mask). Between the calls of one chunk nothing is looked at for them; other dispositions
+and the other timers are put back only after a call that used the wrapped setters.
+
+Exited children are reaped at the end of a frame when ``REAP_EVERY_S`` has passed since the last reap
+(a ``waitpid`` that finds no child costs an exception): a zombie waits that long at most, or until the
+worker's next call after it.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from __future__ import annotations
 import importlib
 import os
 import signal
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -42,6 +44,7 @@ _UNCATCHABLE = {signal.SIGKILL, signal.SIGSTOP}
 _SIGNALS = tuple(s for s in signal.valid_signals() if s not in _UNCATCHABLE)
 _TIMERS = tuple(getattr(signal, name) for name in ("ITIMER_REAL", "ITIMER_VIRTUAL", "ITIMER_PROF")
                 if hasattr(signal, name))
+REAP_EVERY_S = 0.05  # exited children are reaped at the end of a frame of calls at most this often
 _SETTERS = ("signal", "alarm", "setitimer", "pthread_sigmask", "set_wakeup_fd", "siginterrupt")
 # ``signal.getsignal`` wraps the C function to turn SIG_DFL/SIG_IGN into enum members, and for a Python
 # handler that costs an exception (measured: 12 us against 1 us for the C function on this loaded
@@ -55,10 +58,12 @@ except (ImportError, AttributeError):
 class SignalBaseline:
     """The signal state of a worker when it started, and the means to go back to it."""
 
-    __slots__ = ("_getsignal", "_handlers", "_mask", "_originals", "_setitimer", "_sigmask", "_signal", "touched")
+    __slots__ = ("_alarm", "_getsignal", "_handlers", "_mask", "_next_reap", "_originals", "_setitimer", "_sigmask",
+                 "_signal", "touched")
 
     def __init__(self) -> None:
         self._signal: Callable[..., Any] = signal.signal
+        self._alarm: Callable[[int], int] = signal.alarm
         self._sigmask: Callable[..., Any] = signal.pthread_sigmask
         self._setitimer: Callable[..., Any] = signal.setitimer
         self._getsignal = _raw_getsignal
@@ -74,6 +79,7 @@ class SignalBaseline:
         self._mask = self._sigmask(signal.SIG_BLOCK, [])
         self._originals: dict[str, Any] = {}
         self.touched = False  # a call used one of the signal module's setters since the last reset
+        self._next_reap = 0.0  # monotonic time from which the next reset reaps
 
     def watch_setters(self) -> None:
         """Wrap the ``signal`` module's setters in this process so a call that uses them is known
@@ -95,12 +101,13 @@ class SignalBaseline:
         return watched
 
     def disarm_alarm(self) -> None:
-        """Cancel ``alarm()`` and the real-time interval timer (one system call)."""
-        self._setitimer(signal.ITIMER_REAL, 0)
+        """Cancel ``alarm()`` and the real-time interval timer (one system call: on Linux ``alarm(0)``
+        disarms an interval timer too, and costs less from Python than ``setitimer``)."""
+        self._alarm(0)
 
     def reset(self) -> None:
         """Put the signal state back and reap exited children (see the module docstring). What no
-        setter touched costs one system call to look at (the mask) and one to reap."""
+        setter touched costs one system call to look at (the mask), and a reap every ``REAP_EVERY_S``."""
         touched, self.touched = self.touched, False
         if touched:
             for timer in _TIMERS:
@@ -125,7 +132,10 @@ class SignalBaseline:
             self._sigmask(signal.SIG_SETMASK, self._mask)
         if touched:
             self._originals.get("set_wakeup_fd", signal.set_wakeup_fd)(-1)
-        reap_children()
+        now = time.monotonic()
+        if now >= self._next_reap:
+            self._next_reap = now + REAP_EVERY_S
+            reap_children()
 
 
 def reap_children() -> None:
@@ -141,4 +151,4 @@ def reap_children() -> None:
             return
 
 
-__all__ = ["SignalBaseline", "reap_children"]
+__all__ = ["REAP_EVERY_S", "SignalBaseline", "reap_children"]

@@ -89,7 +89,8 @@ class Channels:
             self.poller.register(fd, 0)  # no events asked for: only POLLNVAL, POLLHUP, POLLERR come back
 
     def damaged(self) -> list[str]:
-        """The channels a tool closed (empty when all are there)."""
+        """The channels a tool closed (empty when all are there). ``poller.poll(0)`` alone is the cheap
+        look: empty when nothing happened to them."""
         ready = self.poller.poll(0)
         if not ready:
             return []
@@ -190,7 +191,7 @@ def _serve(channels: Channels, tools: dict[str, Any], hooks: Hooks) -> None:
         frames.looks_large
     large = writer.large
     highest = pickle.HIGHEST_PROTOCOL
-    monotonic = time.monotonic
+    monotonic, getpid, look = time.monotonic, os.getpid, channels.poller.poll
     lock = writer.lock
     while True:
         msg = recv(call_fd, side, lock)
@@ -200,7 +201,10 @@ def _serve(channels: Channels, tools: dict[str, Any], hooks: Hooks) -> None:
 
             tools.update(dill.loads(msg[1]))
             continue
-        calls = msg[1] if kind == frames.CALLS else _lane_calls(msg[1], msg[2], msg[3], writer)
+        items = msg[1] if kind == frames.CALLS else msg[3]
+        last_id = items[-1][0] if items else None
+        calls = items if kind == frames.CALLS else _lane_calls(msg[1], msg[2], items, writer)
+        exposed = False  # a call ran since the real-time timer was last disarmed
         for call_id, name, arguments, timeout, context in calls:
             if baseline.touched:  # the call before it in this chunk used the signal module's setters
                 baseline.reset()
@@ -217,12 +221,19 @@ def _serve(channels: Channels, tools: dict[str, Any], hooks: Hooks) -> None:
                         deadline = None if timeout is None else monotonic() + timeout
                         runtime = WorkerRuntime(writer, call_id, name, deadline, context)
                     result = execute_call(tool, call_id, arguments, runtime, before, after, pid)
-                    if os.getpid() != pid:  # a copy the tool forked came back here: it must not answer
+                    if getpid() != pid:  # a copy the tool forked came back here: it must not answer
                         os._exit(0)
-                    baseline.disarm_alarm()
-                    gone = channels.damaged()
-                    if gone:
-                        _leave(writer, call_id, name, gone)
+                    # The real-time timer: disarmed before this result goes out when this call used a
+                    # setter or ends the frame (see fork_reset); otherwise at the frame's end.
+                    if call_id == last_id or baseline.touched:
+                        baseline.disarm_alarm()
+                        exposed = False
+                    else:
+                        exposed = True
+                    if look(0):  # one system call; the names only when something shows
+                        gone = channels.damaged()
+                        if gone:
+                            _leave(writer, call_id, name, gone)
             out = result_frame(call_id, result, encode)
             try:
                 if looks_large(out, large):  # pickled straight into a memory file: one copy, no pipe
@@ -241,6 +252,8 @@ def _serve(channels: Channels, tools: dict[str, Any], hooks: Hooks) -> None:
             except Exception as exc:
                 _check_sent(channels, writer, call_id, name, exc)
                 raise
+        if exposed:  # the frame's last call was not run (a lane line sent back): its predecessor's timer
+            baseline.disarm_alarm()
         baseline.reset()
 
 
