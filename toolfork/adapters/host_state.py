@@ -92,7 +92,8 @@ def holders(fn: Any) -> list[tuple[Path, Any]]:
     return found
 
 
-def _pickles(value: Any) -> bool:
+def pickles(value: Any) -> bool:
+    """Whether ``value`` can travel as it is (plain pickle: the relay's wire)."""
     try:
         pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
     except Exception:
@@ -105,7 +106,7 @@ def _held(fn: Any) -> list[tuple[Path, Any]]:
     found: list[tuple[Path, Any]] = [((("cell", i),), value) for i, value in _cells(fn) if mirrorable(value)]
     for path, obj in holders(fn):
         found.extend(((*path, ("attr", name)), value) for name, value in vars(obj).items() if mirrorable(value))
-    return [(path, value) for path, value in found if _pickles(value)]
+    return [(path, value) for path, value in found if pickles(value)]
 
 
 def host_containers(owners: Iterable[tuple[str, Any]], session: Session | Callable[[], Session]) -> list[Mirror]:
@@ -206,4 +207,4 @@ def apply_attribute_changes(fn: Any, changes: AttributeChanges | None, log: logg
 
 
 __all__ = ["AttributeChanges", "Mirror", "apply_attribute_changes", "attribute_changes", "attribute_state",
-           "holders", "host_containers", "mirrored", "reach"]
+           "holders", "host_containers", "mirrored", "pickles", "reach"]
