@@ -30,11 +30,21 @@ from typing import Any
 import dill
 
 from toolfork.adapters._common import attach, call_id, failure_reason
+from toolfork.adapters.host_state import (
+    AttributeChanges,
+    apply_attribute_changes,
+    attribute_changes,
+    attribute_state,
+    host_containers,
+    mirrored,
+)
+from toolfork.adapters.relay import Session
 from toolfork.executor import Executor, ToolCall, ToolResult
 from toolfork.tools.decorator import tool
 from toolfork.tools.output import ToolOutput
 
 RUNNER = "toolfork_callable"
+log = logging.getLogger("toolfork.adapters.callables")
 
 
 class NotShippable(Exception):
@@ -54,32 +64,43 @@ class UnsendableResult(RuntimeError):
     """The function ran in a worker but its return value (or exception) cannot be serialized back."""
 
 
-def _pack(kind: str, value: Any) -> bytes:
+def _sendable(value: Any) -> bool:
     try:
-        return bytes(dill.dumps((kind, value)))
+        dill.dumps(value)
+    except Exception:
+        return False
+    return True
+
+
+def _pack(kind: str, value: Any, changes: AttributeChanges | None) -> bytes:
+    try:
+        return bytes(dill.dumps((kind, value, changes)))
     except Exception as exc:
         what = "exception" if kind == "raised" else "return value"
         why = (f"the function's {what} of type {type(value).__qualname__} cannot be sent back from the worker "
                f"({type(exc).__name__}: {str(exc)[:200]}); return a picklable value, or run this tool in the host")
         if kind == "raised":
             why += f"; the exception was {type(value).__name__}: {value}"
-        return bytes(dill.dumps(("unsendable", why)))
+        return bytes(dill.dumps(("unsendable", why, changes)))
 
 
 @tool(name=RUNNER)
 def run_callable(payload: bytes) -> ToolOutput:
     """Call a serialized function with its arguments (the adapters' worker side); internal."""
-    fn, args, kwargs, awaits = dill.loads(payload)
-    try:
-        value = fn(*args, **kwargs)
-        kind = "ok"
-        if awaits:
-            value = asyncio.run(_wait(value))
-        elif inspect.isawaitable(value):  # a sync function that returns an awaitable: its value comes back
-            value, kind = asyncio.run(_wait(value)), "awaitable"  # as an awaitable of that value
-    except Exception as exc:
-        return ToolOutput(data=_pack("raised", exc))
-    return ToolOutput(data=_pack(kind, value))
+    fn, args, kwargs, awaits, mirrors = dill.loads(payload)
+    with mirrored(mirrors, lambda _owner: fn):  # the host's containers get the call's changes
+        before = attribute_state(fn)
+        try:
+            value = fn(*args, **kwargs)
+            kind = "ok"
+            if awaits:
+                value = asyncio.run(_wait(value))
+            elif inspect.isawaitable(value):  # a sync function that returns an awaitable: its value comes
+                value, kind = asyncio.run(_wait(value)), "awaitable"  # back as an awaitable of that value
+        except Exception as exc:
+            return ToolOutput(data=_pack("raised", exc, attribute_changes(fn, before, _sendable)))
+        changes = attribute_changes(fn, before, _sendable)
+    return ToolOutput(data=_pack(kind, value, changes))
 
 
 async def _wait(awaitable: Any) -> Any:
@@ -94,22 +115,30 @@ _attach_lock = threading.Lock()
 
 
 def _dispatch(executor: Executor, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any], awaits: bool,
-              hint: str | None) -> ToolCall:
+              hint: str | None) -> tuple[ToolCall, Session | None]:
+    sessions: list[Session] = []
+
+    def session() -> Session:  # made only for a function that holds host containers
+        sessions.append(Session())
+        return sessions[0]
+
+    mirrors = host_containers([("", fn)], session)
     try:
-        payload = bytes(dill.dumps((fn, args, kwargs, awaits), recurse=True))
+        payload = bytes(dill.dumps((fn, args, kwargs, awaits, mirrors), recurse=True))
     except Exception as exc:
         raise NotShippable(f"{type(exc).__name__}: {exc}") from exc
     if RUNNER not in executor.tools:
         with _attach_lock:  # the first calls of several threads (sync tools) race to add it
             if RUNNER not in executor.tools:
                 attach([run_callable], executor, {})
-    return ToolCall(call_id(hint), RUNNER, {"payload": payload})
+    return ToolCall(call_id(hint), RUNNER, {"payload": payload}), (sessions[0] if sessions else None)
 
 
-def _outcome(result: ToolResult) -> Any:
+def _outcome(result: ToolResult, fn: Any) -> Any:
     if result.status != "ok" or result.output is None or not isinstance(result.output.data, bytes):
         raise PoolCallFailed(result)
-    kind, value = dill.loads(result.output.data)
+    kind, value, changes = dill.loads(result.output.data)
+    apply_attribute_changes(fn, changes, log)
     if kind == "ok":
         return value
     if kind == "awaitable":
@@ -123,16 +152,20 @@ def pooled_call(executor: Executor, fn: Any, args: tuple[Any, ...], kwargs: dict
                 awaits: bool = False, hint: str | None = None) -> Any:
     """``fn(*args, **kwargs)`` in a worker, blocking this thread; raises what ``fn`` raised.
     ``awaits``: ``fn`` is a coroutine function (its coroutine is run to completion in the worker)."""
-    call = _dispatch(executor, fn, args, kwargs, awaits, hint)
-    return _outcome(executor.submit(call).result())
+    call, session = _dispatch(executor, fn, args, kwargs, awaits, hint)
+    if session is None:
+        return _outcome(executor.submit(call).result(), fn)
+    return _outcome(session.serve_until(lambda: executor.submit(call)), fn)
 
 
 async def apooled_call(executor: Executor, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any], *,
                        awaits: bool = False, hint: str | None = None) -> Any:
     """``pooled_call`` for asyncio hosts: cancelling the awaiting task stops the call (the worker is
     killed and replaced), so the framework's own timeouts end stuck calls for real."""
-    call = _dispatch(executor, fn, args, kwargs, awaits, hint)
-    return _outcome(await executor.acall(call))
+    call, session = _dispatch(executor, fn, args, kwargs, awaits, hint)
+    if session is None:
+        return _outcome(await executor.acall(call), fn)
+    return _outcome(await session.aserve_until(lambda: executor.acall(call)), fn)
 
 
 Args = tuple[Any, ...]

@@ -34,7 +34,8 @@ from langgraph.store.base import BaseStore
 from langgraph.types import Command
 
 from toolfork.adapters._common import carry_exception, rebuild_exception
-from toolfork.adapters.relay import Ref, RemoteObject, Session, mirror, mirrorable
+from toolfork.adapters.host_state import host_containers, mirrored, pickles
+from toolfork.adapters.relay import Ref, RemoteObject, Session
 from toolfork.tools.output import ToolOutput
 
 # Config keys that stay in the host: LangChain's callback managers (the host's tracing and streaming of
@@ -114,14 +115,6 @@ class _NodeTools:
 
 # ----------------------------------------------------------------------------- host: packing
 
-def _pickles(value: Any) -> bool:
-    try:
-        pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
-    except Exception:
-        return False
-    return True
-
-
 def _bound(value: Any) -> bool:
     """A callable that carries state of its own (a partial, a bound method, a callable object): even
     when it pickles, the copy would change the worker's state, not the host's (LangGraph's task
@@ -150,7 +143,7 @@ def portable(value: Any, session: Session) -> Any:
         return dataclasses.replace(value, **fields)
     if _bound(value):
         return RemoteObject(session.ref(value))
-    if _pickles(value):
+    if pickles(value):
         return value
     if type(value) is dict:
         return {k: portable(v, session) for k, v in value.items()}
@@ -159,7 +152,7 @@ def portable(value: Any, session: Session) -> Any:
     if isinstance(value, Runtime):  # a bundle of host objects and values: each as it can travel
         copy = dataclasses.replace(value, **{f.name: portable(getattr(value, f.name), session)
                                              for f in dataclasses.fields(value) if f.init})
-        if _pickles(copy):
+        if pickles(copy):
             return copy
     return RemoteObject(session.ref(value))
 
@@ -175,34 +168,15 @@ def portable_config(config: Mapping[str, Any] | None, session: Session) -> dict[
 
 
 def _functions(lc_tool: BaseTool) -> list[tuple[str, Any]]:
-    """The tool's own functions that close over something: ``func`` and ``coroutine``."""
-    found = []
-    for attr in ("func", "coroutine"):
-        fn = getattr(lc_tool, attr, None)
-        if getattr(fn, "__closure__", None):
-            found.append((attr, fn))
-    return found
-
-
-def closure_containers(lc_tool: BaseTool, session: Session) -> list[tuple[str, int, Ref, Any]]:
-    """The lists, dicts and sets the tool's function closes over, as (function, cell, reference, copy):
-    the worker's changes to them reach the host's (a tool that records what it saw)."""
-    found = []
-    for attr, fn in _functions(lc_tool):
-        for i, cell in enumerate(fn.__closure__):
-            try:
-                value = cell.cell_contents
-            except ValueError:  # an empty cell
-                continue
-            if mirrorable(value) and _pickles(value):
-                found.append((attr, i, session.ref(value), value))
-    return found
+    """The tool's own functions: ``func`` and ``coroutine`` (their closed-over containers are the host's,
+    ``host_state.py``)."""
+    return [(attr, fn) for attr in ("func", "coroutine") if (fn := getattr(lc_tool, attr, None)) is not None]
 
 
 def pack(call_args: Any, config: Any, session: Session, *, is_async: bool, lc_tool: BaseTool) -> str:
     """The one argument the worker's ``GraphToolCall`` takes: the call and its config, pickled."""
     payload = (portable(call_args, session), portable_config(config, session), is_async,
-               closure_containers(lc_tool, session))
+               host_containers(_functions(lc_tool), session))
     return base64.b64encode(pickle.dumps(payload, protocol=pickle.HIGHEST_PROTOCOL)).decode("ascii")
 
 
@@ -238,21 +212,14 @@ class GraphToolCall:
 
     def __call__(self, payload: str) -> ToolOutput:
         try:
-            call_args, config, is_async, containers = pickle.loads(base64.b64decode(payload))
+            call_args, config, is_async, mirrors = pickle.loads(base64.b64decode(payload))
             call_args = self._with_tools(call_args)
             config = self._with_tools(config)
-            cells = [(getattr(self.lc_tool, attr).__closure__[i], copy, ref) for attr, i, ref, copy in containers]
-            inherited = [cell.cell_contents for cell, _, _ in cells]
-            for cell, copy, ref in cells:
-                cell.cell_contents = mirror(copy, ref)
-            try:
+            with mirrored(mirrors, lambda attr: getattr(self.lc_tool, attr)):  # then the worker's own again
                 if is_async:
                     value = asyncio.run(self.lc_tool.ainvoke(call_args, config))
                 else:
                     value = self.lc_tool.invoke(call_args, config)
-            finally:
-                for (cell, _, _), own in zip(cells, inherited, strict=True):  # the worker keeps its own
-                    cell.cell_contents = own
             try:
                 body = ("value", pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL))
             except Exception as exc:
