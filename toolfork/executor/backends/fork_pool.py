@@ -302,12 +302,11 @@ class ForkBackend(Backend):
 
         blob = dill.dumps({t.name: t for t in tools})
         self._link.send_tools(blob)
-        with self._hub.cond:
-            self._tool_frames.append(framing.encode(frames.tools_frame(blob)))
+        frame = framing.encode(frames.tools_frame(blob))
+        self._hub.held(lambda: self._tool_frames.append(frame), wake=False)
         if self._hub.drive.acquire(blocking=False):
             try:
-                with self._hub.cond:
-                    self._ship_tools()
+                self._hub.held(self._ship_tools, wake=False)
             finally:
                 self._hub.drive.release()
         else:
@@ -347,16 +346,9 @@ class ForkBackend(Backend):
             raise RuntimeError("this executor is closed")
         if self._link.gone:
             raise TemplateGone()
-        hub = self._hub
-        with hub.cond:
-            if hub.requests:
-                self._settle()
-            if self._tool_frames:
-                self._ship_tools()
-            if self._start():  # their CallStarted events are news: deliver them now, wait next round
-                hub.cond.notify_all()
-                return
-            live = [b for b in tuple(hub.batches) if b.feed.waiting] if hub.batches else []
+        live = self._hub.held(self._begin_round, wake=False)
+        if live is None:
+            return
         timeout = self.next_deadline()
         if timeout is not None:
             timeout = max(0.0, timeout - time.monotonic())
@@ -382,6 +374,19 @@ class ForkBackend(Backend):
                 self._sel.unregister(fd)
         self._after_wait(ready)
 
+    def _begin_round(self) -> list[BatchState] | None:
+        """Settle, ship tools, start calls (inside ``Hub.held``). None if calls started (their
+        CallStarted events are news: delivered now, the wait is next round), else the live batches."""
+        hub = self._hub
+        if hub.pending:
+            self._settle()
+        if self._tool_frames:
+            self._ship_tools()
+        if self._start():
+            hub.wake_owners()
+            return None
+        return [b for b in tuple(hub.batches) if b.feed.waiting] if hub.batches else []
+
     def hub_tend(self) -> None:
         """The watcher's turn (``Hub.drive`` held, nobody else driving): what came, without waiting."""
         if self._closed or self._link.gone:
@@ -390,30 +395,28 @@ class ForkBackend(Backend):
 
     def _after_wait(self, ready: list[tuple[selectors.SelectorKey, int]]) -> None:
         """Route what happened: frames, deaths, the template's messages; then expire and settle."""
-        hub = self._hub
-        with hub.cond:
-            for key, _ in ready:
-                data = key.data
-                if data is None:
-                    self._link.handle()
-                elif data is _WAKE:
-                    self._wake.drain()
-                elif type(data) is BatchState:
-                    data.feed.drain_wakeup()
-                    data.poked = True
-                elif data.wid in self._workers:
-                    self._read(data)
-            if self._link.deaths:
-                self._bury()
-            self._expire()
-            if hub.requests:
-                self._settle()
-            hub.cond.notify_all()
+        self._hub.held(lambda: self._route_ready(ready))
+
+    def _route_ready(self, ready: list[tuple[selectors.SelectorKey, int]]) -> None:
+        for key, _ in ready:
+            data = key.data
+            if data is None:
+                self._link.handle()
+            elif data is _WAKE:
+                self._wake.drain()
+            elif type(data) is BatchState:
+                data.feed.drain_wakeup()
+                data.poked = True
+            elif data.wid in self._workers:
+                self._read(data)
+        if self._link.deaths:
+            self._bury()
+        self._expire()
+        if self._hub.pending:
+            self._settle()
 
     def hub_settle(self) -> None:
-        with self._hub.cond:
-            self._settle()
-            self._hub.cond.notify_all()
+        self._hub.held(self._settle)
 
     def _start(self) -> int:
         """Idle workers take calls from the batches in turn: one call, or one chunk of quick calls.
@@ -628,7 +631,7 @@ class ForkBackend(Backend):
         self._wake.wake()
 
     def _settle(self) -> None:
-        """Act on cancelled, stopped and abandoned batches (``cond`` held) by the Hub's rule: a worker
+        """Act on cancelled, stopped and abandoned batches (inside ``Hub.held``) by the Hub's rule: a worker
         running one of their calls is killed and replaced; calls not started are dropped."""
         self._hub.settle(self._placed, self._kill_running)
 
@@ -662,19 +665,8 @@ class ForkBackend(Backend):
         hub.unwatch()
         driving = hub.drive.acquire(timeout=self._kill_grace + 5.0)
         try:
-            with hub.cond:
-                if self._closed:
-                    return
-                self._closed = True
-                for w in list(self._workers.values()):
-                    for i, d in enumerate(list(w.inflight)):
-                        if type(d) is Dispatch:  # else a line of a lane cut short: nobody waits for it
-                            self._finish(d, cancelled(d, running=i == 0).result)
-                for b in list(hub.batches):
-                    for d in list(b.ready):
-                        self._finish(d, cancelled(d).result)
-                    b.ready.clear()
-                hub.cond.notify_all()
+            if not hub.held(self._cancel_everything):
+                return
             if driving:
                 self._shutdown()
             else:  # the driver never let go (a hook that calls close() from inside a wait): kill, close nothing
@@ -682,8 +674,23 @@ class ForkBackend(Backend):
         finally:
             if driving:
                 hub.drive.release()
-            with hub.cond:
-                hub.cond.notify_all()
+            hub.wake_owners()
+
+    def _cancel_everything(self) -> bool:
+        """Closing (inside ``Hub.held``): every call sent or ready is reported "cancelled". False if
+        another thread closed the pool first."""
+        if self._closed:
+            return False
+        self._closed = True
+        for w in list(self._workers.values()):
+            for i, d in enumerate(list(w.inflight)):
+                if type(d) is Dispatch:  # else a line of a lane cut short: nobody waits for it
+                    self._finish(d, cancelled(d, running=i == 0).result)
+        for b in list(self._hub.batches):
+            for d in list(b.ready):
+                self._finish(d, cancelled(d).result)
+            b.ready.clear()
+        return True
 
     def _shutdown(self) -> None:
         link = self._link
