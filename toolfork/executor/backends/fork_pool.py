@@ -265,13 +265,22 @@ class ForkBackend(Backend):
         out: list[Any] = []
         for key, _ in ready:
             data = key.data
-            if data is None:
-                self._link.handle()
-            elif data is _WAKE:
-                self._wake.drain()
-            elif data is extra or data.wid in self._workers:
+            if self._own_key(data):
+                continue
+            if data is extra or data.wid in self._workers:
                 out.append(data)
         return out
+
+    def _own_key(self, data: object) -> bool:
+        """Handle a ready selector key of the pool's own (the template's messages, a wake-up); False
+        for any other (a worker, a batch's or the lane's wake-up fd)."""
+        if data is None:
+            self._link.handle()
+        elif data is _WAKE:
+            self._wake.drain()
+        else:
+            return False
+        return True
 
     def _retire(self, w: Worker, *, kill: bool) -> None:
         """Forget a worker; if ``kill``, have the template stop its process group (with grace)."""
@@ -400,11 +409,9 @@ class ForkBackend(Backend):
     def _route_ready(self, ready: list[tuple[selectors.SelectorKey, int]]) -> None:
         for key, _ in ready:
             data = key.data
-            if data is None:
-                self._link.handle()
-            elif data is _WAKE:
-                self._wake.drain()
-            elif type(data) is BatchState:
+            if self._own_key(data):
+                continue
+            if type(data) is BatchState:
                 data.feed.drain_wakeup()
                 data.poked = True
             elif data.wid in self._workers:
