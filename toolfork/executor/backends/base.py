@@ -30,7 +30,7 @@ from abc import ABC, abstractmethod
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from toolfork.executor.types import CallFinished, CallStarted, ErrorInfo, Event, ToolCall, ToolResult
 from toolfork.executor.wire import drain
@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from toolfork.tools.tool import Tool
 
 Hook = Callable[[], Any]
+R = TypeVar("R")
 POLL_INTERVAL = 0.01  # how often a live source without a wake-up fd is asked again
 WATCH_RETRY_S = 0.1  # how soon the watcher looks again at a deadline an owner should have expired
 WATCHER = "toolfork-deadlines"  # the watcher thread's name
@@ -250,11 +251,11 @@ class Driven(Protocol):
     ``Hub.drive`` held."""
 
     def hub_round(self) -> None:
-        """Start what can start, wait once for something to happen, route the events (with ``cond``
-        held around what the owners share), settle the requests; return."""
+        """Start what can start, wait once for something to happen, route the events (what the owners
+        share, inside ``Hub.held`` steps), settle the requests; return."""
 
     def hub_settle(self) -> None:
-        """Act on ``Hub.requests`` (cancelled, stopped or abandoned batches) without waiting."""
+        """Act on the Hub's requests (cancelled, stopped or abandoned batches) without waiting."""
 
     def wake(self) -> None:
         """Interrupt the driver's wait (any thread)."""
@@ -270,9 +271,12 @@ class Driven(Protocol):
 class Hub:
     """The batches live on one backend, and the rule for who drives it.
 
-    ``cond`` guards every batch's ``ready``, ``events`` and ``poked`` and the ``requests``; ``drive`` is
+    The Hub's lock (``_cond``) guards every batch's ``ready``, ``events`` and ``poked`` and the
+    requests; only the Hub's methods take it: a backend runs the parts of its round that touch them
+    as a step of ``held`` (and ``settle`` takes it itself). ``drive`` is
     held by the one owner that runs the backend's rounds for everybody. An owner that needs progress
-    takes ``drive`` if it is free, else sleeps on ``cond`` until the driver routes it events or lets go.
+    takes ``drive`` if it is free, else sleeps on the lock's condition until the driver routes it events or
+    lets go.
     So one batch alone runs exactly as before (its own thread drives, no hand-off), and a batch started
     while another is being iterated, from the same thread or another, simply joins.
     """
@@ -280,13 +284,13 @@ class Hub:
     def __init__(self, backend: Driven) -> None:
         # Re-entrant: a batch abandoned without being closed (a generator in a reference cycle) is
         # finalized by the garbage collector, which can run inside any allocation, also one made while
-        # this thread holds ``cond``; its ``_leave`` then takes ``cond`` again. So everything that
-        # walks ``batches`` under ``cond`` walks a copy.
-        self.cond = threading.Condition(threading.RLock())
+        # this thread holds the lock; its ``_leave`` then takes it again. So everything that
+        # walks ``batches`` under the lock walks a copy.
+        self._cond = threading.Condition(threading.RLock())
         self.drive = threading.Lock()
         self.batches: list[BatchState] = []
         self.turn = 0  # round-robin position in ``batches``
-        self.requests: set[BatchState] = set()
+        self._requests: set[BatchState] = set()
         self._backend = backend
         self._watch: threading.Event | None = None  # set: the watcher looks again now
         self._watch_at = math.inf  # when the watcher looks next by itself
@@ -320,7 +324,7 @@ class Hub:
         backend = self._backend
         deadline = backend.next_deadline()
         now = time.monotonic()
-        if self.requests or (deadline is not None and deadline <= now):
+        if self._requests or (deadline is not None and deadline <= now):
             if not self.drive.acquire(blocking=False):
                 # An owner drives: it expires and settles in its own round and wakes us as it lets go.
                 # Looked at again soon all the same, in case that owner is held up.
@@ -341,7 +345,7 @@ class Hub:
     def execute(self, feed: Feed) -> Iterator[Event]:
         """The owner's loop: pull its feed, take its events, drive when nobody does."""
         b = BatchState(feed)
-        with self.cond:
+        with self._cond:
             self.batches.append(b)
         yielded = False
         try:
@@ -351,7 +355,7 @@ class Hub:
                     yield from feed.take_immediate()
                     yielded = True
                     continue
-                with self.cond:
+                with self._cond:
                     events, b.events = b.events, []
                     b.poked = False
                 if events:
@@ -373,8 +377,8 @@ class Hub:
                 else:
                     if pulled:
                         self._backend.wake()  # the driver is waiting: it has new calls to start
-                    with self.cond:
-                        self.cond.wait_for(lambda: b.events or b.poked or not self.drive.locked())
+                    with self._cond:
+                        self._cond.wait_for(lambda: b.events or b.poked or not self.drive.locked())
         finally:
             self._leave(b)
 
@@ -386,30 +390,30 @@ class Hub:
             pulled.append(d)
         if pulled:
             b.outstanding += len(pulled)
-            with self.cond:
+            with self._cond:
                 b.ready.extend(pulled)
         return len(pulled)
 
     def request(self, feed: Feed) -> None:
         """The batch of ``feed`` was cancelled, or asked to stop calls: tell the driver."""
-        with self.cond:
+        with self._cond:
             for b in tuple(self.batches):
                 if b.feed is feed:
-                    self.requests.add(b)
+                    self._requests.add(b)
                     b.poked = True  # its owner pulls again: calls not pulled yet come out cancelled
-            self.cond.notify_all()
+            self._cond.notify_all()
         self._backend.wake()
         if self._watch is not None:  # nobody may be driving: the watcher settles it then
             self._watch.set()
 
     def _leave(self, b: BatchState) -> None:
         """The owner is done, or stopped early: its calls still pulled are stopped, nothing is lost."""
-        with self.cond:
+        with self._cond:
             self.batches.remove(b)
             if not b.outstanding:
                 return
             b.abandoned = True
-            self.requests.add(b)
+            self._requests.add(b)
         if self.drive.acquire(blocking=False):
             try:
                 self._backend.hub_settle()
@@ -423,9 +427,9 @@ class Hub:
         while we drove) is settled now, so that no stopped call runs on until somebody drives again."""
         while True:
             self.drive.release()
-            with self.cond:
-                self.cond.notify_all()  # a follower may take over
-            if not self.requests or not self.drive.acquire(blocking=False):
+            with self._cond:
+                self._cond.notify_all()  # a follower may take over
+            if not self._requests or not self.drive.acquire(blocking=False):
                 watch = self._watch
                 if watch is not None and threading.current_thread().name != WATCHER:
                     deadline = self._backend.next_deadline()
@@ -438,13 +442,39 @@ class Hub:
                 self.drive.release()
                 raise
 
+    # ------------------------------------------------------------ the lock, for the backends
+
+    def held(self, step: Callable[[], R], *, wake: bool = True) -> R:
+        """Run ``step`` (a backend's part of a round that reads or changes what the owners share: the
+        batches' ``ready`` and ``events``, the requests) with the Hub's lock held; then, if ``wake``,
+        wake the owners so each sees its events. Returns what ``step`` returns."""
+        with self._cond:
+            out = step()
+            if wake:
+                self._cond.notify_all()
+        return out
+
+    def wake_owners(self) -> None:
+        """Wake every owner waiting for events (also from inside a ``held`` step: the lock is re-entrant)."""
+        with self._cond:
+            self._cond.notify_all()
+
+    @property
+    def pending(self) -> bool:
+        """Whether cancel or stop requests wait to be settled (read without the lock: a hint)."""
+        return bool(self._requests)
+
+    def drop_requests(self) -> None:
+        """Forget the requests (inside a ``held`` step): the backend ended every batch's calls."""
+        self._requests.clear()
+
     # ------------------------------------------------------------ the one settle/route rule
     # Every backend that runs several calls at once (the fork pool, Ray) routes and settles through
-    # these, with ``cond`` held: the lock belongs to the Hub, and so does the rule.
+    # these, inside a ``held`` step: the lock belongs to the Hub, and so does the rule.
 
     @staticmethod
     def route(d: Dispatch, event: Event) -> None:
-        """Hand an event to the batch of its call (``cond`` held), unless nobody wants it any more: the
+        """Hand an event to the batch of its call (inside a ``held`` step), unless nobody wants it any more: the
         call was stopped (its "cancelled" result went already) or its batch's owner left."""
         b = d.batch
         if not d.stopped and b is not None and not b.abandoned:
@@ -456,14 +486,19 @@ class Hub:
 
     def settle(self, placed: Callable[[BatchState], Iterable[tuple[Dispatch, bool]]],
                kill: Callable[[list[Dispatch]], None]) -> None:
-        """Act on ``requests`` (``cond`` held): for a cancelled or abandoned batch every call it has in
+        """Act on the requests (the Hub's lock taken here): for a cancelled or abandoned batch every call it has in
         the backend, for a batch asked to stop calls (cancelled futures) those calls, is reported
         "cancelled" and stopped, once. ``placed(b)`` lists the backend's dispatches of ``b`` (sent to a
         worker or a task), each with whether it is running; ``kill`` gets the running ones to stop
         (after their results went; a dispatch queued behind one of them that was not stopped is the
         backend's to run elsewhere). Calls not sent yet (``b.ready``) are dropped here."""
-        requests = list(self.requests)
-        self.requests.clear()
+        with self._cond:
+            self._settle(placed, kill)
+
+    def _settle(self, placed: Callable[[BatchState], Iterable[tuple[Dispatch, bool]]],
+                kill: Callable[[list[Dispatch]], None]) -> None:
+        requests = list(self._requests)
+        self._requests.clear()
         for b in requests:
             whole = b.abandoned or b.feed.cancelled
             stops = b.feed.take_stops()
@@ -489,7 +524,7 @@ class Hub:
                 kill(kills)
 
     def next_ready(self) -> BatchState | None:
-        """The next batch, in turn, with a call to start (``cond`` held): round-robin between batches."""
+        """The next batch, in turn, with a call to start (inside a ``held`` step): round-robin."""
         batches = tuple(self.batches)
         n = len(batches)
         for i in range(n):

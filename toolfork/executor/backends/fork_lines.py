@@ -35,7 +35,6 @@ from __future__ import annotations
 import math
 import os
 import pickle
-import selectors
 import time
 from collections import deque
 from collections.abc import Callable
@@ -45,10 +44,9 @@ from typing import TYPE_CHECKING, Any
 from toolfork.executor import framing
 from toolfork.executor.backends.base import POLL_INTERVAL
 from toolfork.executor.backends.fork_pool import (
-    _WAKE,
     MAX_CHUNK,
     MAX_REQUEUES,
-    QUICK_CALL_S,
+    TEMPLATE_CHECK_S,
     ForkBackend,
     TemplateGone,
     crashed_result,
@@ -73,7 +71,7 @@ LINE_SLACK = 96  # ... and per line (its id, name, timeout and line number)
 F_GETPIPE_SZ = 1032
 
 if TYPE_CHECKING:
-    from toolfork.executor.backends.fork_pool import _Worker
+    from toolfork.executor.backends.fork_pool import Worker
     from toolfork.tools.tool import Tool
 
 
@@ -124,9 +122,9 @@ class LineLane:
     # ------------------------------------------------------------------ the Job's side
 
     def __enter__(self) -> LineLane:
-        if self._b._closed:
+        if self._b.closed:
             raise RuntimeError("this executor is closed")
-        if not self._b._hub.drive.acquire(timeout=5.0):
+        if not self._b.drive.acquire(timeout=5.0):
             raise RuntimeError("the executor is busy with another batch; the line lane needs it alone")
         return self
 
@@ -135,26 +133,23 @@ class LineLane:
         pool is idle and whole again; lines never sent are dropped with the job."""
         b = self._b
         try:
-            if not b._closed and not b._template_gone:
-                for w in list(b._workers.values()):
+            if not b.closed and not b.template_gone:
+                for w in list(b.workers.values()):
                     if w.inflight:
                         w.inflight.clear()
                         self._forget(w)
-                        if w in b._idle:
-                            b._idle.remove(w)
-                        b._retire(w, kill=True)
-                        b._refill(w)
+                        b.drop(w, kill=True)
                     w.deadline = None
         except TemplateGone:
             pass  # the error that ended the job says so, or the next use of the executor will
         finally:
-            b._hub.drive.release()
+            b.drive.release()
             self.ready.clear()
 
     @property
     def inflight(self) -> int:
         """Lines sent to a worker and not settled."""
-        return sum(len(w.inflight) for w in self._b._workers.values())
+        return sum(len(w.inflight) for w in self._b.workers.values())
 
     @property
     def busy(self) -> bool:
@@ -166,7 +161,7 @@ class LineLane:
         wake-up pipe, watched too (and emptied when it fires); ``poll``: a live input without one,
         asked again soon."""
         b = self._b
-        if b._template_gone:
+        if b.template_gone:
             raise TemplateGone()
         self._start()
         timeout: float | None = 0.0
@@ -175,10 +170,11 @@ class LineLane:
             timeout = None if deadline is None else max(0.0, deadline - time.monotonic())
             if poll:
                 timeout = POLL_INTERVAL if timeout is None else min(timeout, POLL_INTERVAL)
-            if any(w.pid is None and w.inflight for w in b._workers.values()):
-                timeout = 0.5 if timeout is None else min(timeout, 0.5)  # see ForkBackend.hub_round
-                b._check_template()
-        if wait and self.inflight > 2 * len(b._workers):
+            if any(w.pid is None and w.inflight for w in b.workers.values()):
+                # see ForkBackend.hub_round
+                timeout = TEMPLATE_CHECK_S if timeout is None else min(timeout, TEMPLATE_CHECK_S)
+                b.check_template()
+        if wait and self.inflight > 2 * len(b.workers):
             # Chunks of quick lines are running: let their frames pile up a moment, so one wake-up of
             # the host takes many of them (a wake-up a line cost the host more than the rest of its
             # work). The workers have their next chunks already (see _start); a deadline still wins.
@@ -187,27 +183,16 @@ class LineLane:
                 time.sleep(pause)
                 if timeout is not None:
                     timeout = max(0.0, timeout - pause)
-        if wakeup_fd is not None:
-            b._sel.register(wakeup_fd, selectors.EVENT_READ, self)
-        try:
-            ready = b._sel.select(timeout)
-        finally:
-            if wakeup_fd is not None:
-                b._sel.unregister(wakeup_fd)
-        for key, _ in ready:
-            data = key.data
-            if data is None:
-                b._handle_ctrl()
-            elif data is _WAKE:
-                b._wake.drain()
-            elif data is self:
+        for data in b.select(timeout, wakeup_fd, self):
+            if data is self:
                 assert wakeup_fd is not None
                 os.set_blocking(wakeup_fd, False)
                 drain(wakeup_fd)
-            elif data.wid in b._workers:
+            elif data.wid in b.workers:  # still ours: a read before it may have replaced it
                 self._read(data)
-        if b._deaths:
-            self._bury()
+        dead = b.take_deaths()
+        if dead:
+            self._bury(dead)
         self._expire()
 
     # ------------------------------------------------------------------ workers
@@ -218,19 +203,19 @@ class LineLane:
         waits in its call pipe, and it is small enough to fit there whole (the worker has read the
         chunk it runs), so the host never blocks on a write while a line may need killing."""
         b = self._b
-        idle, ready = b._idle, self.ready
+        idle, ready = b.idle, self.ready
         while idle and ready:
             self._send(idle.popleft(), self._chunk(len(idle) + 1, None))
         if ready and self._is_quick(ready[0].name):
             chunks = self._chunks
-            for w in list(b._workers.values()):
+            for w in list(b.workers.values()):
                 if not ready:
                     break
                 sizes = chunks.get(w.wid)
                 if sizes is not None and len(sizes) == 1 and self._is_quick(w.inflight[-1].name):
-                    self._send(w, self._chunk(len(b._workers), self._pipe_room(w)))
+                    self._send(w, self._chunk(len(b.workers), self._pipe_room(w)))
 
-    def _pipe_room(self, w: _Worker) -> int:
+    def _pipe_room(self, w: Worker) -> int:
         """Bytes of a chunk that may wait in ``w``'s call pipe: half its capacity (a pipe can be as
         small as one page when the user has many), at most ``PREFETCH_BYTES``."""
         room = self._room.get(w.wid)
@@ -268,10 +253,10 @@ class LineLane:
                 chunk.append(ready.popleft())
         return chunk
 
-    def _send(self, w: _Worker, chunk: list[Line]) -> None:
+    def _send(self, w: Worker, chunk: list[Line]) -> None:
         if not chunk:
-            if not w.inflight and w not in self._b._idle:
-                self._b._idle.append(w)
+            if not w.inflight and w not in self._b.idle:
+                self._b.idle.append(w)
             return
         b = self._b
         try:
@@ -281,8 +266,7 @@ class LineLane:
             self.ready.extendleft(reversed(chunk))
             if not w.inflight:
                 self._forget(w)
-                b._retire(w, kill=False)
-                b._refill(w)
+                b.drop(w, kill=False)
             return
         busy = bool(w.inflight)
         w.inflight.extend(chunk)
@@ -292,21 +276,20 @@ class LineLane:
             w.started_at = now
             w.deadline = None if chunk[0].timeout is None else now + chunk[0].timeout
 
-    def _forget(self, w: _Worker) -> None:
+    def _forget(self, w: Worker) -> None:
         """``w`` leaves the pool (killed, crashed): drop what the lane knew of it."""
         self._chunks.pop(w.wid, None)
         self._room.pop(w.wid, None)
 
     def _is_quick(self, name: str) -> bool:
-        mean = self._b._ewma.get(name)
-        return mean is not None and mean < QUICK_CALL_S
+        return self._b.is_quick(name)
 
-    def _read(self, w: _Worker) -> None:
+    def _read(self, w: Worker) -> None:
         """The hot path: the frame of every line passes here once."""
         frames = w.reader.read()
         if frames:
             inflight = w.inflight
-            ewma = self._b._ewma
+            ewma = self._b.estimates
             pid = w.pid
             finished = False
             settled = 0
@@ -359,30 +342,26 @@ class LineLane:
                 w.deadline = None if timeout is None else now + timeout
             elif finished:
                 w.deadline = None
-                self._b._idle.append(w)
+                self._b.idle.append(w)
         if w.reader.eof:
             self._crashed(w)
 
-    def _bury(self) -> None:
+    def _bury(self, dead: set[int]) -> None:
         """See ``ForkBackend._bury``."""
         b = self._b
-        dead, b._deaths = set(b._deaths), []
-        for w in [w for w in b._workers.values() if w.pid in dead]:
+        for w in [w for w in b.workers.values() if w.pid in dead]:
             self._read(w)
-            if w.wid in b._workers:
+            if w.wid in b.workers:
                 self._crashed(w)
 
-    def _replace(self, w: _Worker) -> None:
+    def _replace(self, w: Worker) -> None:
         """See ``ForkBackend._replace``: the lines behind its current one go back, a fresh worker comes."""
         b = self._b
         self._requeue(w, died=False)
         self._forget(w)
-        if w in b._idle:
-            b._idle.remove(w)
-        b._retire(w, kill=True)
-        b._refill(w)
+        b.drop(w, kill=True)
 
-    def _crashed(self, w: _Worker) -> None:
+    def _crashed(self, w: Worker) -> None:
         b = self._b
         if w.reader.damaged is not None:  # see ForkBackend._crashed
             if w.inflight:
@@ -393,19 +372,16 @@ class LineLane:
             self._replace(w)
             return
         self._forget(w)
-        b._wait_pid(w)
-        b._retire(w, kill=False)
-        if w in b._idle:
-            b._idle.remove(w)
+        b.wait_pid(w)
+        b.drop(w, kill=False)
         if w.inflight:
             current: Line = w.inflight.popleft()
             current.raw = None
-            current.out = crashed_result(current.call_id, current.name, b._exit_description(w), w.pid,
+            current.out = crashed_result(current.call_id, current.name, b.exit_description(w), w.pid,
                                          time.monotonic() - w.started_at)
             self._requeue(w, died=True)
-        b._refill(w)
 
-    def _requeue(self, w: _Worker, *, died: bool) -> None:
+    def _requeue(self, w: Worker, *, died: bool) -> None:
         """See ``ForkBackend._requeue``: the lines behind a stopped worker's current one never started."""
         back: list[Line] = []
         for line in w.inflight:
@@ -422,18 +398,17 @@ class LineLane:
     def _expire(self) -> None:
         b = self._b
         now = time.monotonic()
-        for w in list(b._workers.values()):
+        for w in list(b.workers.values()):
             if w.deadline is None or now < w.deadline:
                 continue
             current: Line = w.inflight.popleft()
             elapsed = now - w.started_at
-            b._learn(current.name, elapsed)  # a tool that hangs is no longer sent in chunks
+            b.learn(current.name, elapsed)  # a tool that hangs is no longer sent in chunks
             current.raw = None
             current.out = timeout_result(current.call_id, current.name, current.timeout, w.pid, elapsed)
             self._requeue(w, died=False)
             self._forget(w)
-            b._retire(w, kill=True)
-            b._refill(w)
+            b.drop(w, kill=True)
 
 
 def effective_timeout(tool: Tool, default: float | None) -> float | None:

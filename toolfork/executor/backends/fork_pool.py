@@ -35,22 +35,22 @@ from __future__ import annotations
 import logging
 import math
 import os
-import pickle
-import select
 import selectors
 import signal
-import socket
+import threading
 import time
-import weakref
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
-
-import multiprocess
 
 from toolfork.executor import framing, oob
 from toolfork.executor.backends.base import POLL_INTERVAL, Backend, BatchState, Dispatch, Feed, Hooks, Hub, cancelled
-from toolfork.executor.backends.fork_template import MAX_MESSAGE, template_main
+from toolfork.executor.backends.fork.template_link import (
+    HOST_FDS,
+    TEMPLATE_CHECK_S,
+    TemplateGone,
+    TemplateLink,
+)
 from toolfork.executor.types import CallFinished, CallProgress, CallStarted, ErrorInfo, Event, ToolResult
 from toolfork.executor.wire import WakePipe, frames
 from toolfork.executor.wire.frames import LEAVING, PROGRESS, damaged_result, rebuilt_result, unreadable_result
@@ -61,31 +61,13 @@ if TYPE_CHECKING:
 QUICK_CALL_S = 0.0005  # tools whose recent calls took less than this are sent in chunks
 MAX_CHUNK = 64
 MAX_REQUEUES = 3  # a call whose worker died before starting it this many times fails instead
-SPAWN_ACK_TIMEOUT = 10.0
-TEMPLATE_CHECK_S = 0.5  # how often the template is looked at while the host waits for it
-PIPE_SIZE = 1 << 20
-F_SETPIPE_SZ = 1031
 
 _WAKE = object()  # selector key data of the wake-up pipe
 
-
-class TemplateGone(RuntimeError):
-    """The template process died (killed from outside, or by a tool): no worker can be started or
-    stopped any more. Forking a new one from a host that may run threads is not safe, so the executor
-    says so instead: close it and create a new one."""
-
-    def __init__(self) -> None:
-        super().__init__("the toolfork template process died (killed from outside or by a tool): this executor "
-                         "cannot start workers any more; close it and create a new one")
 log = logging.getLogger("toolfork.executor")
 
 
-# Host-side fds of every live pool in this process: a template forked later closes them, so it never
-# keeps another pool's pipes or control socket open (which would hide EOF from that pool's processes).
-_HOST_FDS: set[int] = set()
-
-
-class _Worker:
+class Worker:
     __slots__ = ("call_fd", "deadline", "inflight", "lender", "pid", "reader", "result_fd", "side", "spawned_at",
                  "started_at", "wid")
 
@@ -93,7 +75,7 @@ class _Worker:
         self.wid = wid
         # A one-shot worker (a fresh_process call) runs in the slot of this idle worker, which gets the
         # slot back when the one-shot is done.
-        self.lender: _Worker | None = None
+        self.lender: Worker | None = None
         self.spawned_at = time.monotonic()
         self.pid: int | None = None
         self.call_fd = call_fd
@@ -161,40 +143,23 @@ class ForkBackend(Backend):
         self._size = workers
         self._kill_grace = kill_grace
         self._closed = False
-        self._ctrl, template_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        ctx = multiprocess.get_context("fork")
-        self._template = ctx.Process(
-            target=_template_entry,
-            args=(template_end, self._ctrl.fileno(), tools, hooks),
-            name="toolfork-template",
-            daemon=True,
-        )
-        self._template.start()
-        template_end.close()
-        _HOST_FDS.add(self._ctrl.fileno())
+        self._workers: dict[int, Worker] = {}
+        self._link = TemplateLink(tools, hooks, kill_grace, self._workers)
         self._sel = selectors.DefaultSelector()
-        self._sel.register(self._ctrl, selectors.EVENT_READ, None)
+        self._sel.register(self._link.ctrl, selectors.EVENT_READ, None)
         self._wake = WakePipe()  # Executor.cancel() from another thread interrupts select
-        _HOST_FDS.update(self._wake.fds)
+        HOST_FDS.update(self._wake.fds)
         self._sel.register(self._wake.fd, selectors.EVENT_READ, _WAKE)
-        self._workers: dict[int, _Worker] = {}
-        self._exit_status: dict[int, int] = {}
-        # Pids the template reported dead. A worker's death is acted on when it is reported, not only
-        # at EOF of its result pipe: a process the tool started may hold a copy of that pipe.
-        self._deaths: list[int] = []
         self._next_wid = 0
         self._ewma: dict[str, float] = {}
         self._hub = Hub(self)
-        self._template_checked = 0.0
-        self._template_gone = False
         self._tool_frames: list[bytes] = []  # tools added later, for the workers (sent by the driver)
         self._owed_tools: dict[int, list[bytes]] = {}  # worker id -> tool frames it gets before its next call
         for _ in range(workers):
             self._spawn()
         for w in list(self._workers.values()):
             self._wait_pid(w)
-        self._idle: deque[_Worker] = deque(self._workers.values())
-        self._finalizer = weakref.finalize(self, _emergency_close, self._template, self._ctrl)
+        self._idle: deque[Worker] = deque(self._workers.values())
         self._hub.watch()  # deadlines and cancels are kept while no batch owner drives
 
     # ----------------------------------------------------------------- workers
@@ -208,84 +173,116 @@ class ForkBackend(Backend):
 
     @property
     def template_pid(self) -> int | None:
-        return self._template.pid
+        return self._link.pid
 
-    def _spawn(self) -> _Worker:
-        call_r, call_w = os.pipe()
-        result_r, result_w = os.pipe()
-        try:
-            import fcntl
-
-            fcntl.fcntl(result_r, F_SETPIPE_SZ, PIPE_SIZE)  # fewer wake-ups for large results
-        except OSError:
-            pass
-        side, side_worker = oob.side_socketpair()
+    def _spawn(self) -> Worker:
         wid = self._next_wid
         self._next_wid += 1
-        try:
-            socket.send_fds(self._ctrl, [pickle.dumps(("spawn", wid))], [call_r, result_w, side_worker.fileno()])
-        except OSError:
-            for fd in (call_w, result_r):
-                os.close(fd)
-            side.close()
-            self._template_gone = True
-            raise TemplateGone() from None
-        finally:
-            os.close(call_r)
-            os.close(result_w)
-            side_worker.close()
-        os.set_blocking(result_r, False)
-        w = _Worker(wid, call_w, result_r, oob.SidePort(side))
+        call_w, result_r, side = self._link.spawn(wid)
+        w = Worker(wid, call_w, result_r, oob.SidePort(side))
         self._workers[wid] = w
-        _HOST_FDS.update((call_w, result_r, side.fileno()))
         self._sel.register(result_r, selectors.EVENT_READ, w)
         return w
 
-    def _handle_ctrl(self) -> None:
-        """Read every message the template has sent (non-blocking)."""
-        while True:
-            try:
-                data = self._ctrl.recv(MAX_MESSAGE, socket.MSG_DONTWAIT)
-            except BlockingIOError:
-                return
-            if not data:
-                self._template_gone = True
-                raise TemplateGone()
-            msg = pickle.loads(data)
-            if msg[0] == "spawned":
-                w = self._workers.get(msg[1])
-                if w is not None:
-                    w.pid = msg[2]
-            elif msg[0] == "exited":
-                self._exit_status[msg[1]] = msg[2]
-                self._deaths.append(msg[1])
-                if len(self._exit_status) > 4096:  # only recent ones are ever asked for
-                    for pid in list(self._exit_status)[:2048]:
-                        del self._exit_status[pid]
+    def _wait_pid(self, w: Worker) -> int:
+        return self._link.wait_pid(w)
 
-    def _wait_ctrl(self, done: Any, timeout: float) -> None:
-        end = time.monotonic() + timeout
-        while not done():
-            left = end - time.monotonic()
-            if left <= 0:
-                return
-            ready = select.select([self._ctrl], [], [], min(left, TEMPLATE_CHECK_S))[0]
-            if ready:
-                self._handle_ctrl()
-            else:
-                self._check_template()
+    # ----------------------------------------------------------------- for the line lane
+    # The lane (fork_lines) runs its own items on these workers while it holds the driver lock; these
+    # are all it uses of the pool.
 
-    def _wait_pid(self, w: _Worker) -> int:
-        if w.pid is None:
-            self._wait_ctrl(lambda: w.pid is not None, SPAWN_ACK_TIMEOUT)
-            if w.pid is None:
-                if self._template_gone or not self._template.is_alive():
-                    self._template_gone = True
-                    raise TemplateGone()
-                raise RuntimeError("the toolfork template did not start a worker in time")
-        return w.pid
+    @property
+    def closed(self) -> bool:
+        return self._closed
 
-    def _retire(self, w: _Worker, *, kill: bool) -> None:
+    @property
+    def template_gone(self) -> bool:
+        return self._link.gone
+
+    @property
+    def drive(self) -> threading.Lock:
+        """The Hub's driver lock: whoever holds it runs the workers."""
+        return self._hub.drive
+
+    @property
+    def workers(self) -> Mapping[int, Worker]:
+        """Worker id -> live worker (the pool's own table: read it, never change it)."""
+        return self._workers
+
+    @property
+    def idle(self) -> deque[Worker]:
+        """Workers with nothing sent; a client that sends one work takes it out, and puts it back when
+        it is idle again."""
+        return self._idle
+
+    @property
+    def estimates(self) -> dict[str, float]:
+        """Tool name -> recent mean duration (s), which ``is_quick`` reads; updated by ``learn``."""
+        return self._ewma
+
+    def is_quick(self, name: str) -> bool:
+        return self._is_quick(name)
+
+    def learn(self, name: str, duration: float) -> None:
+        self._learn(name, duration)
+
+    def wait_pid(self, w: Worker) -> int:
+        """``w``'s pid, waiting for the template to report it."""
+        return self._link.wait_pid(w)
+
+    def exit_description(self, w: Worker) -> tuple[str, str]:
+        """(error type, message) for a dead worker's exit (waiting a moment for its status)."""
+        return self._exit_description(w)
+
+    def check_template(self) -> None:
+        """Continue a stopped template (looked at most every ``TEMPLATE_CHECK_S``)."""
+        self._link.check()
+
+    def take_deaths(self) -> set[int] | None:
+        """Pids the template reported dead since the last call, or None if none."""
+        return self._link.take_deaths() if self._link.deaths else None
+
+    def drop(self, w: Worker, *, kill: bool) -> None:
+        """``w`` leaves the pool (stopped by its template if ``kill``); a fresh worker takes its slot."""
+        if w in self._idle:
+            self._idle.remove(w)
+        self._retire(w, kill=kill)
+        self._refill(w)
+
+    def select(self, timeout: float | None, extra_fd: int | None = None,
+               extra: object = None) -> list[Any]:
+        """Wait up to ``timeout`` for the workers (and ``extra_fd``, whose key data is ``extra``); the
+        template's messages and wake-ups are handled here. Returns the workers with something to read
+        (still in the pool) and ``extra`` if its fd is ready."""
+        sel = self._sel
+        if extra_fd is not None:
+            sel.register(extra_fd, selectors.EVENT_READ, extra)
+        try:
+            ready = sel.select(timeout)
+        finally:
+            if extra_fd is not None:
+                sel.unregister(extra_fd)
+        out: list[Any] = []
+        for key, _ in ready:
+            data = key.data
+            if self._own_key(data):
+                continue
+            if data is extra or data.wid in self._workers:
+                out.append(data)
+        return out
+
+    def _own_key(self, data: object) -> bool:
+        """Handle a ready selector key of the pool's own (the template's messages, a wake-up); False
+        for any other (a worker, a batch's or the lane's wake-up fd)."""
+        if data is None:
+            self._link.handle()
+        elif data is _WAKE:
+            self._wake.drain()
+        else:
+            return False
+        return True
+
+    def _retire(self, w: Worker, *, kill: bool) -> None:
         """Forget a worker; if ``kill``, have the template stop its process group (with grace)."""
         pid = self._wait_pid(w) if kill else None  # while it is still ours: its "spawned" names it by wid
         self._workers.pop(w.wid, None)
@@ -294,25 +291,18 @@ class ForkBackend(Backend):
             self._sel.unregister(w.result_fd)
         except (KeyError, ValueError):
             pass
+        self._link.forget_fds((w.call_fd, w.result_fd, w.side.sock.fileno()))
         for fd in (w.call_fd, w.result_fd):
-            _HOST_FDS.discard(fd)
             try:
                 os.close(fd)
             except OSError:
                 pass
-        _HOST_FDS.discard(w.side.sock.fileno())
         w.side.close()  # a large frame still in flight on it is freed with it
         if pid is not None:
-            try:
-                self._ctrl.send(pickle.dumps(("term", pid, self._kill_grace)))
-            except OSError:  # the template is gone, and its workers with it (PR_SET_PDEATHSIG)
-                self._template_gone = True
+            self._link.term(pid)
 
-    def _exit_description(self, w: _Worker) -> tuple[str, str]:
-        pid = w.pid
-        if pid is not None:
-            self._wait_ctrl(lambda: pid in self._exit_status, 2.0)
-        return describe_exit(self._exit_status.pop(pid, None) if pid is not None else None)
+    def _exit_description(self, w: Worker) -> tuple[str, str]:
+        return describe_exit(self._link.exit_status(w.pid))
 
     def add_tools(self, tools: list[Tool]) -> None:
         """The template learns the tools at once (workers it forks from now on have them); live workers
@@ -320,20 +310,12 @@ class ForkBackend(Backend):
         import dill
 
         blob = dill.dumps({t.name: t for t in tools})
-        step = MAX_MESSAGE // 2  # the template reads messages of up to MAX_MESSAGE bytes
-        chunks = [blob[i : i + step] for i in range(0, len(blob), step)] or [b""]
-        try:
-            for i, chunk in enumerate(chunks):
-                self._ctrl.send(pickle.dumps(("tools", i, i == len(chunks) - 1, chunk)))
-        except OSError:
-            self._template_gone = True
-            raise TemplateGone() from None
-        with self._hub.cond:
-            self._tool_frames.append(framing.encode(frames.tools_frame(blob)))
+        self._link.send_tools(blob)
+        frame = framing.encode(frames.tools_frame(blob))
+        self._hub.held(lambda: self._tool_frames.append(frame), wake=False)
         if self._hub.drive.acquire(blocking=False):
             try:
-                with self._hub.cond:
-                    self._ship_tools()
+                self._hub.held(self._ship_tools, wake=False)
             finally:
                 self._hub.drive.release()
         else:
@@ -371,25 +353,18 @@ class ForkBackend(Backend):
         """One turn of the driver (``Hub.drive`` held): start calls, wait, route what happened."""
         if self._closed:
             raise RuntimeError("this executor is closed")
-        if self._template_gone:
+        if self._link.gone:
             raise TemplateGone()
-        hub = self._hub
-        with hub.cond:
-            if hub.requests:
-                self._settle()
-            if self._tool_frames:
-                self._ship_tools()
-            if self._start():  # their CallStarted events are news: deliver them now, wait next round
-                hub.cond.notify_all()
-                return
-            live = [b for b in tuple(hub.batches) if b.feed.waiting] if hub.batches else []
+        live = self._hub.held(self._begin_round, wake=False)
+        if live is None:
+            return
         timeout = self.next_deadline()
         if timeout is not None:
             timeout = max(0.0, timeout - time.monotonic())
         if any(w.pid is None and w.inflight for w in self._workers.values()):
             # Calls wait on a worker the template has not reported started: look at the template soon.
             timeout = TEMPLATE_CHECK_S if timeout is None else min(timeout, TEMPLATE_CHECK_S)
-            self._check_template()
+            self._link.check()
         watched = []
         for b in live:  # a live source with more to give wakes the driver too
             if b.feed.wakeup_fd is None:
@@ -408,38 +383,47 @@ class ForkBackend(Backend):
                 self._sel.unregister(fd)
         self._after_wait(ready)
 
+    def _begin_round(self) -> list[BatchState] | None:
+        """Settle, ship tools, start calls (inside ``Hub.held``). None if calls started (their
+        CallStarted events are news: delivered now, the wait is next round), else the live batches."""
+        hub = self._hub
+        if hub.pending:
+            self._settle()
+        if self._tool_frames:
+            self._ship_tools()
+        if self._start():
+            hub.wake_owners()
+            return None
+        return [b for b in tuple(hub.batches) if b.feed.waiting] if hub.batches else []
+
     def hub_tend(self) -> None:
         """The watcher's turn (``Hub.drive`` held, nobody else driving): what came, without waiting."""
-        if self._closed or self._template_gone:
+        if self._closed or self._link.gone:
             return
         self._after_wait(self._sel.select(0))
 
     def _after_wait(self, ready: list[tuple[selectors.SelectorKey, int]]) -> None:
         """Route what happened: frames, deaths, the template's messages; then expire and settle."""
-        hub = self._hub
-        with hub.cond:
-            for key, _ in ready:
-                data = key.data
-                if data is None:
-                    self._handle_ctrl()
-                elif data is _WAKE:
-                    self._wake.drain()
-                elif type(data) is BatchState:
-                    data.feed.drain_wakeup()
-                    data.poked = True
-                elif data.wid in self._workers:
-                    self._read(data)
-            if self._deaths:
-                self._bury()
-            self._expire()
-            if hub.requests:
-                self._settle()
-            hub.cond.notify_all()
+        self._hub.held(lambda: self._route_ready(ready))
+
+    def _route_ready(self, ready: list[tuple[selectors.SelectorKey, int]]) -> None:
+        for key, _ in ready:
+            data = key.data
+            if self._own_key(data):
+                continue
+            if type(data) is BatchState:
+                data.feed.drain_wakeup()
+                data.poked = True
+            elif data.wid in self._workers:
+                self._read(data)
+        if self._link.deaths:
+            self._bury()
+        self._expire()
+        if self._hub.pending:
+            self._settle()
 
     def hub_settle(self) -> None:
-        with self._hub.cond:
-            self._settle()
-            self._hub.cond.notify_all()
+        self._hub.held(self._settle)
 
     def _start(self) -> int:
         """Idle workers take calls from the batches in turn: one call, or one chunk of quick calls.
@@ -455,7 +439,7 @@ class ForkBackend(Backend):
             sent += 1
         return sent
 
-    def _send(self, b: BatchState, w: _Worker) -> None:
+    def _send(self, b: BatchState, w: Worker) -> None:
         ready = b.ready
         first = ready.popleft()
         chunk = [first]
@@ -497,7 +481,7 @@ class ForkBackend(Backend):
         prev = self._ewma.get(name)
         self._ewma[name] = duration if prev is None else 0.8 * prev + 0.2 * duration
 
-    def _read(self, w: _Worker) -> None:
+    def _read(self, w: Worker) -> None:
         """The hot path: every result frame of every call passes here once."""
         frames = w.reader.read()
         if frames:
@@ -550,23 +534,7 @@ class ForkBackend(Backend):
         if w.reader.eof:
             self._crashed(w)
 
-    def _check_template(self) -> None:
-        """A tool can SIGSTOP the template (its worker's parent): then no worker is started, reaped or
-        killed, and calls sent to a worker that does not exist yet would wait forever. Seen stopped,
-        it is continued (SIGCONT), and that is logged. Looked at most every TEMPLATE_CHECK_S."""
-        now = time.monotonic()
-        if now - self._template_checked < TEMPLATE_CHECK_S:
-            return
-        self._template_checked = now
-        pid = self._template.pid
-        if pid is not None and _is_stopped(pid):
-            log.warning("the toolfork template process %s was stopped (SIGSTOP from a tool?); continuing it", pid)
-            try:
-                os.kill(pid, signal.SIGCONT)
-            except OSError:
-                pass
-
-    def _refill(self, gone: _Worker) -> None:
+    def _refill(self, gone: Worker) -> None:
         """A worker left the pool: its slot goes to its lender (a one-shot's), else to a new worker. A
         lender that left while its slot is lent gets no replacement: the one-shot holds that slot, and
         finding its lender gone when it is done, hands the slot to a new worker then (one slot, one
@@ -583,7 +551,7 @@ class ForkBackend(Backend):
     def _bury(self) -> None:
         """Workers the template reported dead that we still count as ours: take what they wrote, then
         treat them as crashed (a worker never exits by itself while its call pipe is open)."""
-        dead, self._deaths = set(self._deaths), []
+        dead = self._link.take_deaths()
         for w in [w for w in self._workers.values() if w.pid in dead]:
             self._read(w)
             if w.wid in self._workers:
@@ -593,7 +561,7 @@ class ForkBackend(Backend):
     _route = staticmethod(Hub.route)
     _finish = staticmethod(Hub.finish)
 
-    def _replace(self, w: _Worker) -> None:
+    def _replace(self, w: Worker) -> None:
         """A worker that must not take another call (it said it leaves): the calls behind its current
         one never started and go back; it is stopped and a fresh worker takes the slot."""
         self._requeue(w, died=False)
@@ -602,7 +570,7 @@ class ForkBackend(Backend):
         self._retire(w, kill=True)
         self._refill(w)
 
-    def _crashed(self, w: _Worker) -> None:
+    def _crashed(self, w: Worker) -> None:
         if w.reader.damaged is not None:  # bytes that are not a frame: fail its call, replace it
             if w.inflight:
                 current = w.inflight.popleft()
@@ -626,7 +594,7 @@ class ForkBackend(Backend):
             self._requeue(w, died=True)
         self._refill(w)
 
-    def _requeue(self, w: _Worker, *, died: bool) -> None:
+    def _requeue(self, w: Worker, *, died: bool) -> None:
         """Calls queued behind a stopped worker's current call never started: run them elsewhere. Only
         a worker that died counts against them (a call that keeps killing workers fails instead)."""
         by_batch: dict[int, list[Dispatch]] = {}
@@ -670,7 +638,7 @@ class ForkBackend(Backend):
         self._wake.wake()
 
     def _settle(self) -> None:
-        """Act on cancelled, stopped and abandoned batches (``cond`` held) by the Hub's rule: a worker
+        """Act on cancelled, stopped and abandoned batches (inside ``Hub.held``) by the Hub's rule: a worker
         running one of their calls is killed and replaced; calls not started are dropped."""
         self._hub.settle(self._placed, self._kill_running)
 
@@ -704,19 +672,8 @@ class ForkBackend(Backend):
         hub.unwatch()
         driving = hub.drive.acquire(timeout=self._kill_grace + 5.0)
         try:
-            with hub.cond:
-                if self._closed:
-                    return
-                self._closed = True
-                for w in list(self._workers.values()):
-                    for i, d in enumerate(list(w.inflight)):
-                        if type(d) is Dispatch:  # else a line of a lane cut short: nobody waits for it
-                            self._finish(d, cancelled(d, running=i == 0).result)
-                for b in list(hub.batches):
-                    for d in list(b.ready):
-                        self._finish(d, cancelled(d).result)
-                    b.ready.clear()
-                hub.cond.notify_all()
+            if not hub.held(self._cancel_everything):
+                return
             if driving:
                 self._shutdown()
             else:  # the driver never let go (a hook that calls close() from inside a wait): kill, close nothing
@@ -724,77 +681,39 @@ class ForkBackend(Backend):
         finally:
             if driving:
                 hub.drive.release()
-            with hub.cond:
-                hub.cond.notify_all()
+            hub.wake_owners()
+
+    def _cancel_everything(self) -> bool:
+        """Closing (inside ``Hub.held``): every call sent or ready is reported "cancelled". False if
+        another thread closed the pool first."""
+        if self._closed:
+            return False
+        self._closed = True
+        for w in list(self._workers.values()):
+            for i, d in enumerate(list(w.inflight)):
+                if type(d) is Dispatch:  # else a line of a lane cut short: nobody waits for it
+                    self._finish(d, cancelled(d, running=i == 0).result)
+        for b in list(self._hub.batches):
+            for d in list(b.ready):
+                self._finish(d, cancelled(d).result)
+            b.ready.clear()
+        return True
 
     def _shutdown(self) -> None:
-        self._template_checked = 0.0
-        self._check_template()  # a stopped template could neither let its workers go nor kill them
+        link = self._link
+        link.check(now=True)  # a stopped template could neither let its workers go nor kill them
         pids = [w.pid for w in self._workers.values() if w.pid is not None]
         for w in list(self._workers.values()):
             self._retire(w, kill=bool(w.inflight))  # idle workers leave on EOF of their call pipe
         self._idle.clear()
-        try:
-            self._ctrl.send(pickle.dumps(("exit", self._kill_grace)))
-        except OSError:
-            pass
-        self._template.join(self._kill_grace + 2.0)
-        if self._template.is_alive():
-            self._template.kill()
-            self._template.join(2.0)
-            for pid in pids:
-                try:
-                    os.killpg(pid, signal.SIGKILL)
-                except OSError:
-                    pass
-        _HOST_FDS.discard(self._ctrl.fileno())
-        _HOST_FDS.difference_update(self._wake.fds)
+        link.shutdown(pids)
+        HOST_FDS.difference_update(self._wake.fds)
         self._wake.close()
         self._sel.close()
-        self._ctrl.close()
-        self._finalizer.detach()
 
     def _kill_everything(self) -> None:
-        for w in list(self._workers.values()):
-            if w.pid is not None:
-                try:
-                    os.killpg(w.pid, signal.SIGKILL)
-                except OSError:
-                    pass
-        self._template.kill()
+        self._link.kill([w.pid for w in list(self._workers.values()) if w.pid is not None])
 
 
-def _is_stopped(pid: int) -> bool:
-    """Whether a process is stopped (state T in /proc/PID/stat; Linux)."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            stat = f.read()
-    except OSError:
-        return False
-    state = stat[stat.rfind(b")") + 2 : stat.rfind(b")") + 3]
-    return state in (b"T", b"t")
-
-
-def _template_entry(ctrl: socket.socket, host_ctrl_fd: int, tools: dict[str, Any], hooks: Hooks) -> None:
-    for fd in [*list(_HOST_FDS), host_ctrl_fd]:
-        try:
-            os.close(fd)
-        except OSError:
-            pass
-    _HOST_FDS.clear()
-    template_main(ctrl, tools, hooks)
-
-
-def _emergency_close(template: Any, ctrl: socket.socket) -> None:
-    """Garbage-collected without close(): closing the socket makes the template kill its workers."""
-    try:
-        ctrl.close()
-    except OSError:
-        pass
-    try:
-        template.join(2.0)
-    except Exception:
-        pass
-
-
-__all__ = ["ForkBackend", "TemplateGone", "crashed_result", "describe_exit", "not_started_result", "timeout_result"]
+__all__ = ["TEMPLATE_CHECK_S", "ForkBackend", "TemplateGone", "Worker", "crashed_result", "describe_exit",
+           "not_started_result", "timeout_result"]

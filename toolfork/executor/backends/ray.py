@@ -185,17 +185,7 @@ class RayBackend(Backend):
         if self._closed:
             raise RuntimeError("this executor is closed")
         hub = self._hub
-        with hub.cond:
-            if self._closing:  # close() waits for the driver: end every batch's calls and let go
-                stops = self._cancel_all()
-                hub.cond.notify_all()
-                starts = None
-            else:
-                stops = self._settle() if hub.requests else []
-                starts = self._take_ready()
-                room = len(self._running) + len(starts) < self._size
-                live = [b for b in tuple(hub.batches) if b.feed.waiting] if room else []
-                shared = len(hub.batches) > 1
+        stops, starts, live, shared = hub.held(self._begin_round, wake=False)
         self._stop_all(stops)
         if starts is None:
             return
@@ -208,26 +198,40 @@ class RayBackend(Backend):
         for d in starts:
             self._submit(d, out)
         if out:  # their CallStarted events are news: deliver them now, do not wait for more
-            with hub.cond:
-                self._route(out)
-                hub.cond.notify_all()
+            hub.held(lambda: self._route(out))
             out.clear()
         # ray.wait watches neither a live source's wake-up fd nor the threads that pull, cancel or
         # close: wake() reaches it through the sink when there is one; else it polls.
         poll = 0.0 if starts else POLL_INTERVAL if live else CANCEL_POLL
         self._wait(out, poll)
-        with hub.cond:
-            self._route(out)
-            for b in live:
-                if b.feed.wakeup_fd is None or _readable(b.feed.wakeup_fd):
-                    with contextlib.suppress(OSError):
-                        b.feed.drain_wakeup()
-                    b.poked = True  # its owner asks the source again
-            stops = self._settle() if hub.requests else []
-            if self._closing:
-                stops += self._cancel_all()
-            hub.cond.notify_all()
-        self._stop_all(stops)
+        self._stop_all(hub.held(lambda: self._end_round(out, live)))
+
+    def _begin_round(self) -> tuple[list[Any], list[Dispatch] | None, list[BatchState], bool]:
+        """Inside ``Hub.held``: (tasks to stop, dispatches to start or None when closing, the live
+        batches, whether other owners share the Hub)."""
+        hub = self._hub
+        if self._closing:  # close() waits for the driver: end every batch's calls and let go
+            stops = self._cancel_all()
+            hub.wake_owners()
+            return stops, None, [], False
+        stops = self._settle() if hub.pending else []
+        starts = self._take_ready()
+        room = len(self._running) + len(starts) < self._size
+        live = [b for b in tuple(hub.batches) if b.feed.waiting] if room else []
+        return stops, starts, live, len(hub.batches) > 1
+
+    def _end_round(self, out: list[tuple[Dispatch, Event]], live: list[BatchState]) -> list[Any]:
+        """Inside ``Hub.held``: route what came, poke live batches, settle; the tasks to stop."""
+        self._route(out)
+        for b in live:
+            if b.feed.wakeup_fd is None or _readable(b.feed.wakeup_fd):
+                with contextlib.suppress(OSError):
+                    b.feed.drain_wakeup()
+                b.poked = True  # its owner asks the source again
+        stops = self._settle() if self._hub.pending else []
+        if self._closing:
+            stops += self._cancel_all()
+        return stops
 
     def next_deadline(self) -> float | None:
         """Not watched by the Hub: a Ray task keeps its own deadline where it runs (see ray_task)."""
@@ -237,13 +241,10 @@ class RayBackend(Backend):
         self.hub_settle()
 
     def hub_settle(self) -> None:
-        with self._hub.cond:
-            stops = self._settle()
-            self._hub.cond.notify_all()
-        self._stop_all(stops)
+        self._stop_all(self._hub.held(self._settle))
 
     def _take_ready(self) -> list[Dispatch]:
-        """Dispatches to start now, one per batch in turn while there is room (``cond`` held)."""
+        """Dispatches to start now, one per batch in turn while there is room (inside ``Hub.held``)."""
         starts: list[Dispatch] = []
         hub = self._hub
         while len(self._running) + len(starts) < self._size:
@@ -255,7 +256,7 @@ class RayBackend(Backend):
 
     @staticmethod
     def _route(out: list[tuple[Dispatch, Event]]) -> None:
-        """Hand events to their batches (``cond`` held), by the Hub's rule."""
+        """Hand events to their batches (inside ``Hub.held``), by the Hub's rule."""
         for d, event in out:
             Hub.route(d, event)
 
@@ -265,8 +266,8 @@ class RayBackend(Backend):
         return task
 
     def _settle(self) -> list[Any]:
-        """Act on cancelled, stopped and abandoned batches (``cond`` held) by the Hub's rule: their
-        running tasks are forgotten and returned, for the caller to stop once it let go of ``cond``."""
+        """Act on cancelled, stopped and abandoned batches (inside ``Hub.held``) by the Hub's rule: their
+        running tasks are forgotten and returned, for the caller to stop once the Hub's lock is let go."""
         stops: list[Any] = []
 
         def placed(b: BatchState) -> list[tuple[Dispatch, bool]]:
@@ -283,7 +284,7 @@ class RayBackend(Backend):
         return stops
 
     def _cancel_all(self) -> list[Any]:
-        """Closing (``cond`` held): every running task and every call not started of every live batch
+        """Closing (inside ``Hub.held``): every running task and every call not started of every live batch
         is reported "cancelled"; the running tasks are returned for the caller to stop."""
         hub = self._hub
         out: list[tuple[Dispatch, Event]] = [(t.dispatch, cancelled(t.dispatch, running=True))
@@ -294,7 +295,7 @@ class RayBackend(Backend):
         for b in tuple(hub.batches):
             out.extend((d, cancelled(d)) for d in b.ready)
             b.ready.clear()
-        hub.requests.clear()
+        hub.drop_requests()
         self._route(out)
         return stops
 
@@ -535,9 +536,7 @@ class RayBackend(Backend):
         hub = self._hub
         driving = hub.drive.acquire(timeout=self._kill_grace + 5.0)
         try:
-            with hub.cond:
-                stops = self._cancel_all()
-                hub.cond.notify_all()
+            stops = hub.held(self._cancel_all)
             with self._lock:
                 self._closed = True
                 dying = list(self._dying.items())
@@ -546,8 +545,7 @@ class RayBackend(Backend):
         finally:
             if driving:
                 hub.drive.release()
-            with hub.cond:
-                hub.cond.notify_all()
+            hub.wake_owners()
 
     def _shutdown(self, stops: list[Any], dying: list[tuple[Any, threading.Timer]]) -> None:
         ray = self._ray

@@ -1,0 +1,282 @@
+"""The host's link to the template process: start it, have it fork and stop workers, read what it
+reports (a worker's pid, a worker's death and wait status), keep it running, and end it.
+
+Why a class of its own: the template is the only process the host forks (see ``fork_template``), and
+everything the host says to it goes over one control socket. The scheduler (``fork_pool``) decides
+which worker to start or stop and when; this link only carries those decisions out and answers what
+the template said, so the control protocol and the template's liveness rules live in one place.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import pickle
+import select
+import signal
+import socket
+import time
+import weakref
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, Protocol
+
+import multiprocess
+
+from toolfork.executor import oob
+from toolfork.executor.backends.base import Hooks
+from toolfork.executor.backends.fork_template import MAX_MESSAGE, template_main
+
+SPAWN_ACK_TIMEOUT = 10.0
+TEMPLATE_CHECK_S = 0.5  # how often the template is looked at while the host waits for it
+PIPE_SIZE = 1 << 20
+F_SETPIPE_SZ = 1031
+
+log = logging.getLogger("toolfork.executor")
+
+# Host-side fds of every live pool in this process: a template forked later closes them, so it never
+# keeps another pool's pipes or control socket open (which would hide EOF from that pool's processes).
+HOST_FDS: set[int] = set()
+
+
+class TemplateGone(RuntimeError):
+    """The template process died (killed from outside, or by a tool): no worker can be started or
+    stopped any more. Forking a new one from a host that may run threads is not safe, so the executor
+    says so instead: close it and create a new one."""
+
+    def __init__(self) -> None:
+        super().__init__("the toolfork template process died (killed from outside or by a tool): this executor "
+                         "cannot start workers any more; close it and create a new one")
+
+
+class HasPid(Protocol):
+    pid: int | None
+
+
+class TemplateLink:
+    """One pool's template process and its control socket. ``workers`` (worker id -> worker) is the
+    pool's own table: the link sets a worker's ``pid`` when the template reports it forked."""
+
+    def __init__(self, tools: Mapping[str, Any], hooks: Hooks, kill_grace: float,
+                 workers: Mapping[int, HasPid]) -> None:
+        self._kill_grace = kill_grace
+        self._workers = workers
+        self.ctrl, template_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        ctx = multiprocess.get_context("fork")
+        self._template = ctx.Process(
+            target=_template_entry,
+            args=(template_end, self.ctrl.fileno(), tools, hooks),
+            name="toolfork-template",
+            daemon=True,
+        )
+        self._template.start()
+        template_end.close()
+        HOST_FDS.add(self.ctrl.fileno())
+        self._exit_status: dict[int, int] = {}
+        # Pids the template reported dead. A worker's death is acted on when it is reported, not only
+        # at EOF of its result pipe: a process the tool started may hold a copy of that pipe.
+        self.deaths: list[int] = []
+        self._checked = 0.0
+        self.gone = False
+        self._finalizer = weakref.finalize(self, _emergency_close, self._template, self.ctrl)
+
+    @property
+    def pid(self) -> int | None:
+        return self._template.pid
+
+    # ----------------------------------------------------------------- workers
+
+    def spawn(self, wid: int) -> tuple[int, int, socket.socket]:
+        """Have the template fork worker ``wid``; returns the host's ends (call write fd, result read fd
+        (non-blocking), side socket). Raises ``TemplateGone`` if the template cannot be told."""
+        call_r, call_w = os.pipe()
+        result_r, result_w = os.pipe()
+        try:
+            import fcntl
+
+            fcntl.fcntl(result_r, F_SETPIPE_SZ, PIPE_SIZE)  # fewer wake-ups for large results
+        except OSError:
+            pass
+        side, side_worker = oob.side_socketpair()
+        try:
+            socket.send_fds(self.ctrl, [pickle.dumps(("spawn", wid))], [call_r, result_w, side_worker.fileno()])
+        except OSError:
+            for fd in (call_w, result_r):
+                os.close(fd)
+            side.close()
+            self.gone = True
+            raise TemplateGone() from None
+        finally:
+            os.close(call_r)
+            os.close(result_w)
+            side_worker.close()
+        os.set_blocking(result_r, False)
+        HOST_FDS.update((call_w, result_r, side.fileno()))
+        return call_w, result_r, side
+
+    @staticmethod
+    def forget_fds(fds: Iterable[int]) -> None:
+        """The host's ends of a worker that left are closed (by its owner): forked templates need not
+        close them any more."""
+        HOST_FDS.difference_update(fds)
+
+    def term(self, pid: int) -> None:
+        """Have the template stop a worker's process group (SIGTERM, SIGKILL after the grace)."""
+        try:
+            self.ctrl.send(pickle.dumps(("term", pid, self._kill_grace)))
+        except OSError:  # the template is gone, and its workers with it (PR_SET_PDEATHSIG)
+            self.gone = True
+
+    def send_tools(self, blob: bytes) -> None:
+        """The template learns tools added later (dill bytes of {name: Tool}), in messages it can read."""
+        step = MAX_MESSAGE // 2  # the template reads messages of up to MAX_MESSAGE bytes
+        chunks = [blob[i : i + step] for i in range(0, len(blob), step)] or [b""]
+        try:
+            for i, chunk in enumerate(chunks):
+                self.ctrl.send(pickle.dumps(("tools", i, i == len(chunks) - 1, chunk)))
+        except OSError:
+            self.gone = True
+            raise TemplateGone() from None
+
+    # ----------------------------------------------------------------- what the template says
+
+    def handle(self) -> None:
+        """Read every message the template has sent (non-blocking)."""
+        while True:
+            try:
+                data = self.ctrl.recv(MAX_MESSAGE, socket.MSG_DONTWAIT)
+            except BlockingIOError:
+                return
+            if not data:
+                self.gone = True
+                raise TemplateGone()
+            msg = pickle.loads(data)
+            if msg[0] == "spawned":
+                w = self._workers.get(msg[1])
+                if w is not None:
+                    w.pid = msg[2]
+            elif msg[0] == "exited":
+                self._exit_status[msg[1]] = msg[2]
+                self.deaths.append(msg[1])
+                if len(self._exit_status) > 4096:  # only recent ones are ever asked for
+                    for pid in list(self._exit_status)[:2048]:
+                        del self._exit_status[pid]
+
+    def take_deaths(self) -> set[int]:
+        """Pids reported dead since the last call."""
+        dead, self.deaths = set(self.deaths), []
+        return dead
+
+    def wait(self, done: Callable[[], bool], timeout: float) -> None:
+        """Read the template's messages until ``done()`` or ``timeout``, keeping the template running."""
+        end = time.monotonic() + timeout
+        while not done():
+            left = end - time.monotonic()
+            if left <= 0:
+                return
+            ready = select.select([self.ctrl], [], [], min(left, TEMPLATE_CHECK_S))[0]
+            if ready:
+                self.handle()
+            else:
+                self.check()
+
+    def wait_pid(self, w: HasPid) -> int:
+        """``w``'s pid, waiting for the template to report it forked."""
+        if w.pid is None:
+            self.wait(lambda: w.pid is not None, SPAWN_ACK_TIMEOUT)
+            if w.pid is None:
+                if self.gone or not self._template.is_alive():
+                    self.gone = True
+                    raise TemplateGone()
+                raise RuntimeError("the toolfork template did not start a worker in time")
+        return w.pid
+
+    def exit_status(self, pid: int | None) -> int | None:
+        """The wait status of a dead worker (waiting a moment for the template's report), or None."""
+        if pid is None:
+            return None
+        self.wait(lambda: pid in self._exit_status, 2.0)
+        return self._exit_status.pop(pid, None)
+
+    def check(self, *, now: bool = False) -> None:
+        """A tool can SIGSTOP the template (its worker's parent): then no worker is started, reaped or
+        killed, and calls sent to a worker that does not exist yet would wait forever. Seen stopped,
+        it is continued (SIGCONT), and that is logged. Looked at most every TEMPLATE_CHECK_S, unless
+        ``now``."""
+        at = time.monotonic()
+        if not now and at - self._checked < TEMPLATE_CHECK_S:
+            return
+        self._checked = at
+        pid = self._template.pid
+        if pid is not None and _is_stopped(pid):
+            log.warning("the toolfork template process %s was stopped (SIGSTOP from a tool?); continuing it", pid)
+            try:
+                os.kill(pid, signal.SIGCONT)
+            except OSError:
+                pass
+
+    # ----------------------------------------------------------------- shutdown
+
+    def shutdown(self, pids: list[int]) -> None:
+        """End the template (its workers' ends were closed or stopped by the owner): it lets its
+        workers go and exits; if it does not in time, it and the workers ``pids`` are killed."""
+        try:
+            self.ctrl.send(pickle.dumps(("exit", self._kill_grace)))
+        except OSError:
+            pass
+        self._template.join(self._kill_grace + 2.0)
+        if self._template.is_alive():
+            self._template.kill()
+            self._template.join(2.0)
+            for pid in pids:
+                try:
+                    os.killpg(pid, signal.SIGKILL)
+                except OSError:
+                    pass
+        HOST_FDS.discard(self.ctrl.fileno())
+        self.ctrl.close()
+        self._finalizer.detach()
+
+    def kill(self, pids: Iterable[int]) -> None:
+        """Kill the workers ``pids`` and the template at once, closing nothing (see ``ForkBackend.close``)."""
+        for pid in pids:
+            try:
+                os.killpg(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        self._template.kill()
+
+
+def _is_stopped(pid: int) -> bool:
+    """Whether a process is stopped (state T in /proc/PID/stat; Linux)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+    except OSError:
+        return False
+    state = stat[stat.rfind(b")") + 2 : stat.rfind(b")") + 3]
+    return state in (b"T", b"t")
+
+
+def _template_entry(ctrl: socket.socket, host_ctrl_fd: int, tools: dict[str, Any], hooks: Hooks) -> None:
+    for fd in [*list(HOST_FDS), host_ctrl_fd]:
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+    HOST_FDS.clear()
+    template_main(ctrl, tools, hooks)
+
+
+def _emergency_close(template: Any, ctrl: socket.socket) -> None:
+    """Garbage-collected without close(): closing the socket makes the template kill its workers."""
+    try:
+        ctrl.close()
+    except OSError:
+        pass
+    try:
+        template.join(2.0)
+    except Exception:
+        pass
+
+
+__all__ = ["HOST_FDS", "SPAWN_ACK_TIMEOUT", "TEMPLATE_CHECK_S", "TemplateGone", "TemplateLink"]
