@@ -126,7 +126,7 @@ def test_code_that_never_returns_to_the_interpreter_meets_the_backstop_or_the_er
     privileged = has_capability(CAP_SYS_RESOURCE)
 
     def body() -> float:
-        rounds = _pbkdf2_rounds_for(10.0 if privileged else 3.0)
+        rounds = _pbkdf2_rounds_for(10.0 if privileged else 4.0)  # room for a rough estimate
         start = time.process_time()
         with applied(limits):
             try:
@@ -144,7 +144,7 @@ def test_code_that_never_returns_to_the_interpreter_meets_the_backstop_or_the_er
         assert classify(out.status, limits) is None  # a SIGKILL with no CPU figure is not called a limit
     else:  # no backstop without CAP_SYS_RESOURCE: the C loop runs to its end, then the error is raised
         assert out.raised is None and out.value is not None, out
-        assert out.value >= 2.0, out
+        assert out.value > 1.0, out  # raised only on return, once the loop had used more than the limit
 
 
 def test_a_100_mb_write_under_file_size_mb_8_fails_with_efbig_and_the_worker_lives(tmp_path: Path) -> None:
