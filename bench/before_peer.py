@@ -32,7 +32,7 @@ def payload_file(nbytes: int) -> Any:
 
 class BeforePeer(Peer):
     name = "toolfork-before"
-    description = "toolfork Executor, fork pool, before issue 16 (commit 759c435)"
+    description = "toolfork Executor, fork pool, at an earlier commit (759c435)"
     timeout_support = "kill"
     concurrent_callers = True
 

@@ -270,7 +270,8 @@ def test_the_readme_main_job_succeeds(tmp_path: Path) -> None:
     assert len(records) == len(inputs) and all(r["status"] == "ok" for r in records)
 
 
-USER_PAGES = [*PAGES, *sorted((ROOT / "bench" / "results").glob("*.md"))]
+RESULTS = ROOT / "bench" / "results"
+USER_PAGES = [*PAGES, *sorted(RESULTS.glob("*.md")), *sorted(RESULTS.glob("*.json"))]
 # What speaks to the tracker or to the history of the work rather than to the user.
 TRACKER = re.compile(r"\bissues? #?\d+|#\d+\b|\bred[- ]team\b|\bthis session\b", re.I)
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import os
 import socket
+import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -19,7 +20,7 @@ pytest.importorskip("agents")
 from agents import Agent, FunctionTool, RunConfig, RunContextWrapper, Runner, UserError
 from agents.models.openai_responses import OpenAIResponsesModel
 from agents.tool import invoke_function_tool
-from openai import AsyncOpenAI
+from openai import AsyncOpenAI, DefaultAsyncHttpxClient
 
 from tests.modelserver import ScriptedModelServer, ToolCallSpec, Turn
 from toolfork.adapters.openai_agents import function_tool, function_tools
@@ -63,7 +64,12 @@ def who(ctx: RunContextWrapper[LiveShop]) -> str:
 
 
 def model(srv: ScriptedModelServer) -> OpenAIResponsesModel:
-    client = AsyncOpenAI(api_key="test", base_url=srv.openai_base_url, max_retries=0)
+    # No kept-alive connection: Runner.run_sync leaves the client open on its loop, and an async client
+    # the garbage collector meets later schedules its close on whatever loop runs then (another test's),
+    # where a kept socket of a closed loop fails that other test.
+    limits = sys.modules[DefaultAsyncHttpxClient.__mro__[1].__module__.split(".")[0]].Limits  # httpx or httpx2
+    http = DefaultAsyncHttpxClient(limits=limits(max_connections=4, max_keepalive_connections=0))
+    client = AsyncOpenAI(api_key="test", base_url=srv.openai_base_url, max_retries=0, http_client=http)
     return OpenAIResponsesModel(model="gpt-test", openai_client=client)
 
 

@@ -225,7 +225,7 @@ def _cell_main(framework: str, variant: str, workload: str) -> None:
 def markdown(rows: dict[str, dict[str, dict[str, Any]]], took: float, load: tuple[float, float] | None = None) -> str:
     when = datetime.now(timezone.utc).replace(microsecond=0).isoformat()
     lines = [
-        "# toolfork benchmark: framework adapters (issue 15)",
+        "# toolfork benchmark: framework adapters",
         "",
         "Each framework's own tool execution (`default`: LangGraph's `ToolNode`, pydantic-ai's function tools, "
         "the Agents SDK's `function_tool`) against the toolfork adapter (`ToolforkToolNode`, `ToolforkToolset`, "

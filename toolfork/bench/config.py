@@ -70,7 +70,7 @@ class BenchConfig:
     # Executors that cannot finish the soak in this many seconds stop early (fork-per-call and Ray need
     # minutes for 100,000 calls here); the figures then cover the calls done, and the row says how many.
     soak_budget_s: float = 30.0
-    # Concurrent callers (issue 14): that many threads, released together by a barrier, each run a
+    # Concurrent callers: that many threads, released together by a barrier, each run a
     # batch of one call that sleeps callers_sleep_s, on one pool of callers_workers (enough for all).
     callers_counts: tuple[int, ...] = (4, 16)
     callers_workers: int = 16
@@ -80,13 +80,13 @@ class BenchConfig:
     # on a pool of `cores` workers, against one batch of as many calls on the same pool.
     singles_calls: int = 64
     singles_reps: int = 20
-    # fresh_process (issue 11): a trivial call on a warm worker against the same call in a process of
+    # fresh_process: a trivial call on a warm worker against the same call in a process of
     # its own, one call per batch and batches of fresh_batch_calls, on a pool of fresh_workers; the
     # warm and fresh repetitions alternate so that both see the same load.
     fresh_workers: int = 2
     fresh_batch_calls: int = 8
     fresh_reps: int = 100
-    # Large results (issue 16, opt-in "payloads" workload): str, file block and rows at these sizes.
+    # Large results (opt-in "payloads" workload): str, file block and rows at these sizes.
     payloads_sizes: tuple[int, ...] = (1 * MB, 10 * MB, 100 * MB)
     payloads_reps: tuple[int, ...] = (9, 5, 3)
     # Harness time limits (s): a cell that takes longer is recorded as "hung". They include pool

@@ -1,4 +1,4 @@
-"""MCP benchmark rows (issue 13): the round trip of a ``tools/call`` through ``toolfork mcp serve``
+"""MCP benchmark rows: the round trip of a ``tools/call`` through ``toolfork mcp serve``
 against the same tools served by the SDK's ``MCPServer``, and the client side (``MCPConnector``).
 
     python -m toolfork.bench.mcp_rows [--out bench/results/mcp.md] [--workers 4]
@@ -127,7 +127,7 @@ def render(toolfork: dict[str, float], sdk: dict[str, float], client: dict[str, 
            machine: dict[str, float], workers: int, took: float) -> str:
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     lines = [
-        "# MCP benchmark (issue 13)",
+        "# MCP benchmark",
         "",
         f"`python -m toolfork.bench.mcp_rows` on {datetime.now(timezone.utc).isoformat(timespec='seconds')}, "
         f"{os.cpu_count()} cores, load average {load:.1f} at the end, Python {platform.python_version()}; "

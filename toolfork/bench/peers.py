@@ -439,8 +439,8 @@ class ToolforkPeer(Peer):
     mode: ClassVar[str] = "fork"
     timeout_support = "kill"
     requires: ClassVar[tuple[str, ...]] = ("toolfork.executor",)
-    concurrent_callers = True  # any number of batches at once on one Executor (issue 14)
-    fresh_process: ClassVar[str | None] = "per tool"  # @tool(fresh_process=True), fork mode (issue 11)
+    concurrent_callers = True  # any number of batches at once on one Executor
+    fresh_process: ClassVar[str | None] = "per tool"  # @tool(fresh_process=True), fork mode
 
     @classmethod
     def version(cls) -> str | None:

@@ -1,4 +1,4 @@
-"""Throughput rows (issue 16): the frame reader's read size, and ``toolfork run`` against a plain loop.
+"""Throughput rows: the frame reader's read size, and ``toolfork run`` against a plain loop.
 
 ``python -m toolfork.bench.throughput [--lines N] [--out FILE]`` measures, in one run:
 

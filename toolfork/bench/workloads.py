@@ -345,7 +345,7 @@ def w_singles(ctx: Context) -> dict[str, Any]:
 
 
 def w_fresh(ctx: Context) -> dict[str, Any]:
-    """What a call in a process of its own costs (issue 11): a trivial call that returns its process id,
+    """What a call in a process of its own costs: a trivial call that returns its process id,
     on a warm worker and with ``fresh_process=True`` (forked from the pool's template for the call and
     gone after it), one call per batch and in batches of ``fresh_batch_calls``, per call. The warm and
     fresh repetitions alternate on the same pool. Every fresh call must have run in a process no other
