@@ -5,6 +5,7 @@ and the shared callables path pydantic-ai's toolset uses."""
 from __future__ import annotations
 
 import asyncio
+import collections
 import json
 import logging
 import os
@@ -52,6 +53,39 @@ def test_closed_over_list_dict_and_set_get_the_workers_changes(ex: Executor) -> 
     assert len(seen) == 2 and os.getpid() not in seen  # it ran in workers, and the host's list has it
     assert counts == {"host": 7, "a": 2}
     assert tags == {"a"}
+
+
+def test_dict_subclasses_removals_and_in_place_operators_reach_the_host(ex: Executor) -> None:
+    calls: collections.defaultdict[str, int] = collections.defaultdict(int)  # count by name, the usual way
+    tally: collections.Counter[str] = collections.Counter()
+    order: collections.OrderedDict[str, int] = collections.OrderedDict(a=1, b=2)
+    cache = {"old": 1, "keep": 2}
+    pending = {"x", "y"}
+    log = [1, 2, 3]
+
+    @function_tool(executor=ex, failure_error_function=None)
+    def work(name: str) -> str:
+        """Change every container another way."""
+        nonlocal log
+        calls[name] += 1
+        tally.update([name])
+        order.move_to_end("a")
+        cache.pop("old", None)
+        taken = pending.pop()  # the worker chooses which: the host must lose that one, not another
+        pending.add("x" if taken == "y" else "y")  # ... and the other comes back (one left removed)
+        log.pop(0)
+        log += [9]
+        return taken
+
+    taken = invoke(work, {"name": "t"})
+    assert calls == {"t": 1} and type(calls) is collections.defaultdict and calls["missing"] == 0
+    assert tally == collections.Counter({"t": 1})
+    assert list(order) == ["b", "a"]
+    assert cache == {"keep": 2}
+    assert pending == {"x", "y"} - {taken} | {"x" if taken == "y" else "y"}
+    assert log == [2, 3, 9]
+    invoke(work, {"name": "t"})
+    assert calls["t"] == 2 and tally["t"] == 2  # counting across calls, in the host's objects
 
 
 def test_calls_running_at_once_all_land_in_the_host_list(ex: Executor) -> None:

@@ -35,6 +35,7 @@ import socket
 import struct
 import tempfile
 import threading
+from collections import Counter, OrderedDict, defaultdict
 from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
@@ -237,7 +238,7 @@ class Session:
             if kind == "getattr":
                 return self._encode_attr(target)
             if request[0] == "listop":
-                return self._encode(target(*request[3][1:]))
+                return self._encode(target(*request[3][1:], **request[4]))
             obj, name = self.objects[request[1]], request[2]
             # An async caller uses the host object's coroutine twin where it has one (``batch`` ->
             # ``abatch``): an async store or checkpointer may refuse sync calls on the event loop.
@@ -378,45 +379,95 @@ class RemoteObject:
         return f"<host object {self._ref.slot} of a toolfork call>"
 
 
-def _mirroring(base: type, names: tuple[str, ...]) -> Any:
+# How a change made in the worker is made to the host's container, where the same call would not do
+# the same there: a removal the worker chose (``set.pop``, ``dict.popitem``) is named by what it removed,
+# and an in-place operator becomes the method it stands for. (method, args, its return value) -> the
+# host's (method, args).
+HostOp = Callable[[tuple[Any, ...], Any], tuple[str, tuple[Any, ...]]]
+_REMOVED_KEY: HostOp = lambda args, value: ("pop", (value[0], None))  # noqa: E731 - popitem -> (key, value)
+_POPPED_KEY: HostOp = lambda args, value: ("pop", (args[0], None))  # noqa: E731 - the key; gone: no error
+_DISCARDED: HostOp = lambda args, value: ("discard", (value,))  # noqa: E731 - set.pop -> the element
+
+
+def _as(method: str) -> HostOp:
+    return lambda args, value: (method, args)
+
+
+def _mirroring(base: type, names: tuple[str, ...], host_ops: dict[str, HostOp] | None = None,
+               init: Callable[[Any, Any], None] | None = None,
+               rebuild: Callable[[Any], tuple[Any, ...]] | None = None) -> Any:
     """A ``base`` subclass whose changing methods change the copy and, through the relay, the host's
     container too; reads see the copy (the host's contents when the call began, with the call's own
-    changes). Pickles as a plain ``base``."""
+    changes). Pickles as a plain ``base``. ``host_ops``: the changes the host makes another way (see
+    ``HostOp``); ``init``/``rebuild``: how a ``base`` is built from the host's copy and pickled, where
+    ``base(copy)`` would not (a defaultdict keeps its factory)."""
+    ops = host_ops or {}
 
     def make(name: str) -> Callable[..., Any]:
-        def method(self: Any, *args: Any) -> Any:
-            value = getattr(base, name)(self, *args)
+        def method(self: Any, *args: Any, **kwargs: Any) -> Any:
+            if self._ref is None or self._inside:  # filling the copy (an OrderedDict's __init__ calls
+                return getattr(base, name)(self, *args, **kwargs)  # update), or a step of a change relayed whole
+            self._inside = True  # Counter.update sets items one by one: the host gets the update alone
             try:
-                pickle.dumps(args, protocol=pickle.HIGHEST_PROTOCOL)
+                value = getattr(base, name)(self, *args, **kwargs)
+            finally:
+                self._inside = False
+            op, host_args = ops[name](args, value) if name in ops else (name, args)
+            try:
+                pickle.dumps((host_args, kwargs), protocol=pickle.HIGHEST_PROTOCOL)
             except Exception:
                 return value  # what cannot travel stays in the worker's copy (docs/adapters.md says so)
-            self._ref.request("listop", self._name, name, *args)
+            self._ref.request("listop", self._name, op, *host_args, **kwargs)
             return value
         method.__name__ = name
         return method
 
-    def init(self: Any, items: Any, ref: Ref, name: str | None) -> None:
-        base.__init__(self, items)  # type: ignore[misc]
-        self._ref, self._name = ref, name
+    def setup(self: Any, items: Any, ref: Ref, name: str | None) -> None:
+        self._ref, self._name, self._inside = None, name, False
+        if init is None:
+            base.__init__(self, items)  # type: ignore[misc]
+        else:
+            init(self, items)
+        self._ref = ref
 
     namespace: dict[str, Any] = {name: make(name) for name in names}
-    namespace["__init__"] = init
-    namespace["__reduce__"] = lambda self: (base, (base(self),))
+    namespace["__init__"] = setup
+    namespace["__reduce__"] = (lambda self: (base, (base(self),))) if rebuild is None else rebuild
     return namespace
 
 
-RemoteList = type("RemoteList", (list,), _mirroring(list, (
-    "append", "extend", "insert", "remove", "clear", "__setitem__", "__delitem__")))
+_LIST_OPS = ("append", "extend", "insert", "remove", "clear", "pop", "sort", "reverse", "__setitem__",
+             "__delitem__", "__iadd__")
+_DICT_OPS = ("__setitem__", "__delitem__", "update", "setdefault", "clear", "pop", "popitem", "__ior__")
+_DICT_HOST_OPS: dict[str, HostOp] = {"pop": _POPPED_KEY, "popitem": _REMOVED_KEY, "__ior__": _as("update")}
+_SET_OPS = ("add", "discard", "remove", "update", "clear", "pop", "difference_update", "intersection_update",
+            "symmetric_difference_update", "__ior__", "__iand__", "__isub__", "__ixor__")
+_SET_HOST_OPS: dict[str, HostOp] = {
+    "pop": _DISCARDED, "__ior__": _as("update"), "__iand__": _as("intersection_update"),
+    "__isub__": _as("difference_update"), "__ixor__": _as("symmetric_difference_update")}
+
+RemoteList = type("RemoteList", (list,), _mirroring(list, _LIST_OPS, {"__iadd__": _as("extend")}))
 RemoteList.__doc__ = """A host list, in a worker: read as a copy, changes also reach the host's list (LangGraph's
 interrupt appends the resume value it consumed; a tool appends to a list it closes over)."""
-RemoteDict = type("RemoteDict", (dict,), _mirroring(dict, (
-    "__setitem__", "__delitem__", "update", "setdefault", "clear")))
-RemoteSet = type("RemoteSet", (set,), _mirroring(set, ("add", "discard", "remove", "update", "clear")))
-_MIRRORS: dict[type, type] = {list: RemoteList, dict: RemoteDict, set: RemoteSet}
+RemoteDict = type("RemoteDict", (dict,), _mirroring(dict, _DICT_OPS, _DICT_HOST_OPS))
+RemoteSet = type("RemoteSet", (set,), _mirroring(set, _SET_OPS, _SET_HOST_OPS))
+# A defaultdict's missing key is filled through __setitem__, so counting in one (``calls[name] += 1``)
+# reaches the host too; the factory must pickle for the container to be mirrored at all.
+RemoteDefaultDict = type("RemoteDefaultDict", (defaultdict,), _mirroring(
+    defaultdict, _DICT_OPS, _DICT_HOST_OPS,
+    init=lambda self, items: defaultdict.__init__(self, items.default_factory, items),
+    rebuild=lambda self: (defaultdict, (self.default_factory, dict(self)))))
+RemoteOrderedDict = type("RemoteOrderedDict", (OrderedDict,), _mirroring(
+    OrderedDict, (*_DICT_OPS, "move_to_end"), _DICT_HOST_OPS))
+RemoteCounter = type("RemoteCounter", (Counter,), _mirroring(
+    Counter, (*_DICT_OPS, "subtract"), _DICT_HOST_OPS, rebuild=lambda self: (Counter, (dict(self),))))
+_MIRRORS: dict[type, type] = {list: RemoteList, dict: RemoteDict, set: RemoteSet, defaultdict: RemoteDefaultDict,
+                              OrderedDict: RemoteOrderedDict, Counter: RemoteCounter}
 
 
 def mirror(container: Any, ref: Ref) -> Any:
-    """The worker's stand-in for a host list, dict or set registered as ``ref``."""
+    """The worker's stand-in for a host list, dict (defaultdict, OrderedDict, Counter) or set registered
+    as ``ref``."""
     return _MIRRORS[type(container)](container, ref, None)
 
 
@@ -424,5 +475,5 @@ def mirrorable(value: Any) -> bool:
     return type(value) in _MIRRORS
 
 
-__all__ = ["READ_TIMEOUT_S", "Ref", "RelayError", "RemoteDict", "RemoteList", "RemoteObject", "RemoteSet", "Session",
-           "mirror", "mirrorable"]
+__all__ = ["READ_TIMEOUT_S", "Ref", "RelayError", "RemoteCounter", "RemoteDefaultDict", "RemoteDict", "RemoteList",
+           "RemoteObject", "RemoteOrderedDict", "RemoteSet", "Session", "mirror", "mirrorable"]
