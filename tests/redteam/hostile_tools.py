@@ -269,9 +269,10 @@ def hang_then_mark(path: str, hang: bool = True) -> str:
     try:
         while True:
             time.sleep(0.05)
-    finally:
-        with open(path, "w") as f:
+    finally:  # written whole, then renamed: a test polling for the file never reads it half-written
+        with open(path + ".part", "w") as f:
             f.write("finally ran")
+        os.replace(path + ".part", path)
 
 
 @tool

@@ -4,10 +4,11 @@ A tool that runs in a worker runs on a copy of what it closes over. Tools (and f
 record into a list, dict or set they close over, or count their calls on the callable object itself, and
 read that in the host afterwards. Two rules make those changes land on the host's objects:
 
-- Containers: each list, dict (defaultdict, OrderedDict, Counter) and set that a tool's function closes over (a closure cell), or that its
-  callable object holds as an attribute, is replaced in the worker, for the call, by a mirror
-  (``relay.mirror``). Reads see the copy; every change is made to the copy and, through the call's relay
-  session, to the host's container, as it happens and in order (calls running at once all land).
+- Containers: each list, dict (defaultdict, OrderedDict, Counter) and set that a tool's function closes over
+  (a closure cell), or that its callable object holds as an attribute, is replaced in the worker, for the
+  call, by a mirror (``relay.mirror``). Reads see the copy; every change is made to the copy and, through
+  the call's relay session, to the host's container, as it happens and in order (calls running at once all
+  land).
 - Attributes: an attribute of the callable object that the call rebinds, adds or deletes
   (``self.calls += 1``) is sent back with the result and set in the host's object ``__dict__`` after the
   call. Calls running at once each start from the value the host had when they began; the last to
