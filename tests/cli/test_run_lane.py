@@ -161,8 +161,8 @@ def test_a_job_that_stops_early_leaves_the_pool_idle_and_whole(tmp_path: Path) -
         finally:
             os.close(out.fd)
         backend = executor.backend
-        assert len(backend._workers) == 2 and all(not w.inflight for w in backend._workers.values())
-        assert not backend._hub.drive.locked()
+        assert len(backend.core.workers) == 2 and all(not w.inflight for w in backend.core.workers.values())
+        assert not backend.drive.locked()
         results = executor.run([ToolCall("after", "echo", {"text": "still here"})])
         assert results[0].status == "ok" and results[0].output.content[0].text == "still here"
 
@@ -258,7 +258,7 @@ def test_chunks_sent_ahead_fit_a_one_page_call_pipe_so_a_hang_is_still_killed(tm
     data = ("\n".join(lines) + "\n").encode()
     with Executor(cli_tools.LANE_TOOLS, mode="fork", workers=2, timeout=2.0) as executor:
         backend = executor.backend
-        for w in backend._workers.values():
+        for w in backend.core.workers.values():
             fcntl.fcntl(w.call_fd, 1031, 4096)  # F_SETPIPE_SZ
             assert fcntl.fcntl(w.call_fd, 1032) == 4096
         out_path = tmp_path / "out.jsonl"

@@ -57,6 +57,15 @@ class Dispatch:
     batch: BatchState | None = None  # the batch it belongs to, where a Hub routes its events
     stopped: bool = False  # its outcome is no longer wanted (a cancelled future): drop its result
 
+    # What the fork pool's worker core knows an item by (a line lane's Line has the same two).
+    @property
+    def call_id(self) -> str:
+        return self.call.id
+
+    @property
+    def name(self) -> str:
+        return self.call.name
+
 
 class Wait:
     """The type of ``WAIT``."""

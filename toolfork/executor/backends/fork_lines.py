@@ -17,13 +17,13 @@ set the pace of ``toolfork run``. The lane keeps the host to moving bytes::
                                        line.out = the encoded line (bytes), or a ToolResult the
                                        Job turns into its record (errors, timeouts, crashes)
 
-The rest is the fork pool's, with the same rules and messages: the host knows when each worker's
-current line began (the frame of the line before it arrived, or the chunk was sent), kills the worker
-at that line's deadline, and the lines behind it in its chunk go back to the front of ``ready``; EOF
-or the template's report of a worker's death fails the line it ran ("crashed") and sends the rest
-back; a frame the host cannot rebuild fails that line only. The lane borrows the backend's workers and
-its driver lock while it runs and gives them back idle: a batch that ends early (an exception, Ctrl-C)
-has its busy workers killed and replaced, so the executor stays usable.
+The rest is the worker core's (``fork.core``), the same rules the pool's calls get, because the lane
+is the core's other client: the core kills a worker at its running line's deadline and sends the lines
+behind it back to the front of ``ready``; EOF or the template's report of a worker's death fails the
+line it ran ("crashed") and sends the rest back; a frame the host cannot rebuild fails that line only.
+The lane borrows the pool's workers and its driver lock while it runs and gives them back idle: a batch
+that ends early (an exception, Ctrl-C) has its busy workers killed and replaced, so the executor stays
+usable.
 
 What a lane cannot do, the Job keeps off it (``LineLane.fits``): inline tools (they run in the host),
 ``fresh_process`` tools and tools that declare ``retries``; a job with one of those takes the general
@@ -41,37 +41,20 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from toolfork.executor import framing
 from toolfork.executor.backends.base import POLL_INTERVAL
-from toolfork.executor.backends.fork_pool import (
-    MAX_CHUNK,
-    MAX_REQUEUES,
-    TEMPLATE_CHECK_S,
-    ForkBackend,
-    TemplateGone,
-    crashed_result,
-    not_started_result,
-    timeout_result,
-)
+from toolfork.executor.backends.fork.core import MAX_CHUNK, Worker
+from toolfork.executor.backends.fork.template_link import TEMPLATE_CHECK_S, TemplateGone
+from toolfork.executor.backends.fork_pool import ForkBackend
+from toolfork.executor.types import ToolResult
 from toolfork.executor.wire import drain, frames
-from toolfork.executor.wire.frames import (
-    ENCODED,
-    LEAVING,
-    MISMATCH,
-    PROGRESS,
-    damaged_result,
-    rebuilt_result,
-    unreadable_result,
-)
+from toolfork.executor.wire.frames import ENCODED, MISMATCH, rebuilt_result
 
 BULK_PAUSE_S = 0.001
 PREFETCH_BYTES = 32 * 1024  # a chunk sent ahead to a busy worker: at most this, and half its call pipe
 FRAME_SLACK = 512  # a chunk frame's bytes besides its lines (an estimate with room to spare) ...
 LINE_SLACK = 96  # ... and per line (its id, name, timeout and line number)
-F_GETPIPE_SZ = 1032
 
 if TYPE_CHECKING:
-    from toolfork.executor.backends.fork_pool import Worker
     from toolfork.tools.tool import Tool
 
 
@@ -96,20 +79,19 @@ class Line:
 
 
 class LineLane:
-    """Runs ``Line`` items on a ``ForkBackend``'s workers; see the module docstring. Single-threaded:
-    the Job calls ``step`` between reading lines and writing records."""
+    """Runs ``Line`` items on a ``ForkBackend``'s workers, as a client of its worker core; see the
+    module docstring. Single-threaded: the Job calls ``step`` between reading lines and writing records."""
 
     def __init__(self, backend: ForkBackend, parse: Callable[[bytes, int], Any],
                  context: dict[str, Any] | None = None) -> None:
         self._b = backend
+        self._core = backend.core
         self._parse = parse
         self._context = context or None
         # What every chunk frame carries besides its lines (the parse function's name, the context).
         self._frame_bytes = len(pickle.dumps(frames.lines_frame(parse, self._context, []), pickle.HIGHEST_PROTOCOL))
         self.ready: deque[Line] = deque()  # lines to send, in input order (requeued ones at the front)
         self.mismatched: list[Line] = []  # lines a worker sent back: the Job reads them and decides again
-        self._chunks: dict[int, deque[int]] = {}  # worker id -> sizes of the chunks sent, oldest first
-        self._room: dict[int, int] = {}  # worker id -> bytes a chunk may take in its call pipe
 
     @staticmethod
     def fits(executor: Any) -> bool:
@@ -131,25 +113,25 @@ class LineLane:
     def __exit__(self, *exc: object) -> None:
         """Workers with lines still in flight (the job stopped early) are killed and replaced, so the
         pool is idle and whole again; lines never sent are dropped with the job."""
-        b = self._b
+        core = self._core
         try:
-            if not b.closed and not b.template_gone:
-                for w in list(b.workers.values()):
+            if not self._b.closed and not core.template_gone:
+                for w in list(core.workers.values()):
                     if w.inflight:
                         w.inflight.clear()
-                        self._forget(w)
-                        b.drop(w, kill=True)
+                        w.chunks.clear()
+                        core.drop(w, kill=True)
                     w.deadline = None
         except TemplateGone:
             pass  # the error that ended the job says so, or the next use of the executor will
         finally:
-            b.drive.release()
+            self._b.drive.release()
             self.ready.clear()
 
     @property
     def inflight(self) -> int:
         """Lines sent to a worker and not settled."""
-        return sum(len(w.inflight) for w in self._b.workers.values())
+        return sum(len(w.inflight) for w in self._core.workers.values())
 
     @property
     def busy(self) -> bool:
@@ -160,21 +142,20 @@ class LineLane:
         if ``wait`` (at most until the next deadline), else only look. ``wakeup_fd``: a live input's
         wake-up pipe, watched too (and emptied when it fires); ``poll``: a live input without one,
         asked again soon."""
-        b = self._b
-        if b.template_gone:
+        core = self._core
+        if core.template_gone:
             raise TemplateGone()
         self._start()
         timeout: float | None = 0.0
         if wait:
-            deadline = b.next_deadline()
+            deadline = core.next_deadline()
             timeout = None if deadline is None else max(0.0, deadline - time.monotonic())
             if poll:
                 timeout = POLL_INTERVAL if timeout is None else min(timeout, POLL_INTERVAL)
-            if any(w.pid is None and w.inflight for w in b.workers.values()):
-                # see ForkBackend.hub_round
+            if core.starting():  # lines wait on a worker the template has not reported started
                 timeout = TEMPLATE_CHECK_S if timeout is None else min(timeout, TEMPLATE_CHECK_S)
-                b.check_template()
-        if wait and self.inflight > 2 * len(b.workers):
+                core.check_template()
+        if wait and self.inflight > 2 * len(core.workers):
             # Chunks of quick lines are running: let their frames pile up a moment, so one wake-up of
             # the host takes many of them (a wake-up a line cost the host more than the rest of its
             # work). The workers have their next chunks already (see _start); a deadline still wins.
@@ -183,66 +164,51 @@ class LineLane:
                 time.sleep(pause)
                 if timeout is not None:
                     timeout = max(0.0, timeout - pause)
-        for data in b.select(timeout, wakeup_fd, self):
+        workers = core.workers
+        for data in core.select(timeout, () if wakeup_fd is None else ((wakeup_fd, self),)):
             if data is self:
                 assert wakeup_fd is not None
                 os.set_blocking(wakeup_fd, False)
                 drain(wakeup_fd)
-            elif data.wid in b.workers:  # still ours: a read before it may have replaced it
-                self._read(data)
-        dead = b.take_deaths()
-        if dead:
-            self._bury(dead)
-        self._expire()
+            elif data.wid in workers:  # still ours: a read before it may have replaced it
+                core.read(data, self)
+        core.bury(self)
+        core.expire(self)
 
-    # ------------------------------------------------------------------ workers
+    # ------------------------------------------------------------------ sending
 
     def _start(self) -> None:
         """Idle workers take a chunk of quick lines (or one line). A worker running a chunk of quick
         lines is sent its next chunk at once, so it never waits for the host; at most one such chunk
         waits in its call pipe, and it is small enough to fit there whole (the worker has read the
         chunk it runs), so the host never blocks on a write while a line may need killing."""
-        b = self._b
-        idle, ready = b.idle, self.ready
+        core = self._core
+        idle, ready = core.idle, self.ready
         while idle and ready:
             self._send(idle.popleft(), self._chunk(len(idle) + 1, None))
-        if ready and self._is_quick(ready[0].name):
-            chunks = self._chunks
-            for w in list(b.workers.values()):
+        if ready and core.is_quick(ready[0].name):
+            for w in list(core.workers.values()):
                 if not ready:
                     break
-                sizes = chunks.get(w.wid)
-                if sizes is not None and len(sizes) == 1 and self._is_quick(w.inflight[-1].name):
-                    self._send(w, self._chunk(len(b.workers), self._pipe_room(w)))
-
-    def _pipe_room(self, w: Worker) -> int:
-        """Bytes of a chunk that may wait in ``w``'s call pipe: half its capacity (a pipe can be as
-        small as one page when the user has many), at most ``PREFETCH_BYTES``."""
-        room = self._room.get(w.wid)
-        if room is None:
-            try:
-                import fcntl
-
-                room = min(PREFETCH_BYTES, fcntl.fcntl(w.call_fd, F_GETPIPE_SZ) // 2) - self._frame_bytes
-            except (ImportError, OSError):
-                room = 0
-            self._room[w.wid] = room
-        return room
+                if len(w.chunks) == 1 and core.is_quick(w.inflight[-1].name):
+                    self._send(w, self._chunk(len(core.workers),
+                                              core.pipe_room(w, PREFETCH_BYTES) - self._frame_bytes))
 
     def _chunk(self, share: int, max_bytes: int | None) -> list[Line]:
         """The next lines to send to one worker: one line, or (guided self-scheduling, as
         ``ForkBackend._send``) up to that worker's share of the quick lines ready. With ``max_bytes``,
         only raw lines (whose size is known) whose frame stays below it; maybe none."""
         ready = self.ready
+        is_quick = self._core.is_quick
         first = ready[0]
         if max_bytes is not None and (first.raw is None or len(first.raw) + FRAME_SLACK > max_bytes):
             return []
         ready.popleft()
         chunk = [first]
-        if self._is_quick(first.name):
+        if is_quick(first.name):
             limit = min(MAX_CHUNK, math.ceil((len(ready) + 1) / share))
             size = len(first.raw or b"") + FRAME_SLACK
-            while len(chunk) < limit and ready and self._is_quick(ready[0].name):
+            while len(chunk) < limit and ready and is_quick(ready[0].name):
                 if max_bytes is not None:
                     raw = ready[0].raw
                     if raw is None:
@@ -255,160 +221,41 @@ class LineLane:
 
     def _send(self, w: Worker, chunk: list[Line]) -> None:
         if not chunk:
-            if not w.inflight and w not in self._b.idle:
-                self._b.idle.append(w)
+            if not w.inflight and w not in self._core.idle:
+                self._core.idle.append(w)
             return
-        b = self._b
-        try:
-            framing.send(w.call_fd, frames.lines_frame(self._parse, self._context, [
-                (ln.call_id, ln.name, ln.raw, ln.arguments, ln.timeout, ln.lineno) for ln in chunk]), w.side)
-        except OSError:  # the worker died: these lines never started (its own are settled on its EOF)
-            self.ready.extendleft(reversed(chunk))
-            if not w.inflight:
-                self._forget(w)
-                b.drop(w, kill=False)
-            return
-        busy = bool(w.inflight)
-        w.inflight.extend(chunk)
-        self._chunks.setdefault(w.wid, deque()).append(len(chunk))
-        if not busy:
-            now = time.monotonic()
-            w.started_at = now
-            w.deadline = None if chunk[0].timeout is None else now + chunk[0].timeout
+        frame = frames.lines_frame(self._parse, self._context, [
+            (ln.call_id, ln.name, ln.raw, ln.arguments, ln.timeout, ln.lineno) for ln in chunk])
+        self._core.send(w, chunk, frame, self)
 
-    def _forget(self, w: Worker) -> None:
-        """``w`` leaves the pool (killed, crashed): drop what the lane knew of it."""
-        self._chunks.pop(w.wid, None)
-        self._room.pop(w.wid, None)
+    # ------------------------------------------------------------------ the core's client
 
-    def _is_quick(self, name: str) -> bool:
-        return self._b.is_quick(name)
+    def progress(self, line: Line, f: tuple[Any, ...]) -> None:
+        """A batch job has no progress events: dropped."""
 
-    def _read(self, w: Worker) -> None:
-        """The hot path: the frame of every line passes here once."""
-        frames = w.reader.read()
-        if frames:
-            inflight = w.inflight
-            ewma = self._b.estimates
-            pid = w.pid
-            finished = False
-            settled = 0
-            for f in frames:
-                if not inflight:
-                    continue
-                current: Line = inflight[0]
-                kind = f[0]
-                if kind == PROGRESS:
-                    continue
-                if kind == framing.BAD_FRAME:  # see ForkBackend._read
-                    inflight.popleft()
-                    settled += 1
-                    current.raw = None
-                    current.out = unreadable_result(current.call_id, current.name, f, pid,
-                                                    time.monotonic() - w.started_at)
-                    finished = True
-                    continue
-                cid = f[1]
-                if cid != current.call_id:  # a late result of a line settled by an unreadable frame
-                    continue
-                inflight.popleft()
-                settled += 1
-                finished = True
-                if kind == MISMATCH:
-                    self.mismatched.append(current)
-                    continue
-                current.raw = None
-                name = current.name
-                if kind == ENCODED:  # the common case: the output line itself, no result object
-                    duration = f[3]
-                    current.out = f[2]
-                else:
-                    current.out, duration = rebuilt_result(f, name, pid)
-                    if kind == LEAVING:  # its tool damaged the worker's channels: the worker goes
-                        self._replace(w)
-                        return
-                prev = ewma.get(name)
-                ewma[name] = duration if prev is None else 0.8 * prev + 0.2 * duration
-            sizes = self._chunks.get(w.wid)
-            while settled and sizes:  # which of the chunks sent to w are done
-                if sizes[0] > settled:
-                    sizes[0] -= settled
-                    break
-                settled -= sizes.popleft()
-            if finished and inflight:
-                now = time.monotonic()
-                w.started_at = now
-                timeout = inflight[0].timeout
-                w.deadline = None if timeout is None else now + timeout
-            elif finished:
-                w.deadline = None
-                self._b.idle.append(w)
-        if w.reader.eof:
-            self._crashed(w)
+    def finished(self, w: Worker, line: Line, f: tuple[Any, ...]) -> float | None:
+        kind = f[0]
+        if kind == MISMATCH:  # not the call the host took it for: the Job reads it and decides again
+            self.mismatched.append(line)
+            return None
+        line.raw = None
+        if kind == ENCODED:  # the common case: the output line itself, no result object
+            line.out = f[2]
+            return f[3]  # type: ignore[no-any-return]
+        line.out, duration = rebuilt_result(f, line.name, w.pid)
+        return duration
 
-    def _bury(self, dead: set[int]) -> None:
-        """See ``ForkBackend._bury``."""
-        b = self._b
-        for w in [w for w in b.workers.values() if w.pid in dead]:
-            self._read(w)
-            if w.wid in b.workers:
-                self._crashed(w)
+    @staticmethod
+    def fail(line: Line, result: ToolResult) -> None:
+        line.raw = None
+        line.out = result
 
-    def _replace(self, w: Worker) -> None:
-        """See ``ForkBackend._replace``: the lines behind its current one go back, a fresh worker comes."""
-        b = self._b
-        self._requeue(w, died=False)
-        self._forget(w)
-        b.drop(w, kill=True)
+    @staticmethod
+    def wanted(line: Line) -> bool:
+        return True  # a job stops whole (__exit__), never line by line
 
-    def _crashed(self, w: Worker) -> None:
-        b = self._b
-        if w.reader.damaged is not None:  # see ForkBackend._crashed
-            if w.inflight:
-                line: Line = w.inflight.popleft()
-                line.raw = None
-                line.out = damaged_result(line.call_id, line.name, w.reader.damaged, w.pid,
-                                          time.monotonic() - w.started_at)
-            self._replace(w)
-            return
-        self._forget(w)
-        b.wait_pid(w)
-        b.drop(w, kill=False)
-        if w.inflight:
-            current: Line = w.inflight.popleft()
-            current.raw = None
-            current.out = crashed_result(current.call_id, current.name, b.exit_description(w), w.pid,
-                                         time.monotonic() - w.started_at)
-            self._requeue(w, died=True)
-
-    def _requeue(self, w: Worker, *, died: bool) -> None:
-        """See ``ForkBackend._requeue``: the lines behind a stopped worker's current one never started."""
-        back: list[Line] = []
-        for line in w.inflight:
-            if died:
-                line.requeues += 1
-                if line.requeues > MAX_REQUEUES:
-                    line.raw = None
-                    line.out = not_started_result(line.call_id, line.name, line.requeues, w.pid)
-                    continue
-            back.append(line)
-        w.inflight.clear()
-        self.ready.extendleft(reversed(back))
-
-    def _expire(self) -> None:
-        b = self._b
-        now = time.monotonic()
-        for w in list(b.workers.values()):
-            if w.deadline is None or now < w.deadline:
-                continue
-            current: Line = w.inflight.popleft()
-            elapsed = now - w.started_at
-            b.learn(current.name, elapsed)  # a tool that hangs is no longer sent in chunks
-            current.raw = None
-            current.out = timeout_result(current.call_id, current.name, current.timeout, w.pid, elapsed)
-            self._requeue(w, died=False)
-            self._forget(w)
-            b.drop(w, kill=True)
+    def put_back(self, lines: list[Line]) -> None:
+        self.ready.extendleft(reversed(lines))
 
 
 def effective_timeout(tool: Tool, default: float | None) -> float | None:

@@ -1,0 +1,545 @@
+"""The worker core: the fork pool's workers and the rules for what can happen to them, once.
+
+Two clients run work on the same warm workers: the pool (``fork_pool.ForkBackend``, calls of any number
+of batches, through the ``Hub``) and the line lane (``fork_lines.LineLane``, the raw lines of one
+``toolfork run`` job). What a worker is sent differs (a Dispatch, or a Line); what can happen to a
+worker does not, and is decided here, for both:
+
+    client: which items, to which idle worker ──> WorkerCore.send(w, items, frame)
+                                                    │ call pipe (tools added meanwhile go first)
+    worker: one frame per result / progress  ──> WorkerCore.read(w, client)
+                                                    │ client.progress / client.finished / client.fail
+    the template: a worker's death          ──> WorkerCore.bury(client) -> crashed(w, client)
+    the clock: a running item's deadline    ──> WorkerCore.expire(client)
+
+The fault rules, with the results the host makes itself (``timeout_result``, ``crashed_result``,
+``not_started_result``; the ones a frame stands for are in ``wire.frames``):
+
+* timeout: the running item fails "timeout" at its deadline, the worker's process group is stopped by
+  the template (SIGTERM, then SIGKILL after the grace), and a fresh worker takes the slot;
+* crash: EOF on the result pipe, or the template's report of the worker's death, fails the running item
+  "crashed" with the wait status; bytes that are not a frame fail it as damaged;
+* a worker that says it leaves (its tool damaged its channels) is replaced after that result;
+* requeue: items queued behind a stopped worker's running one never started and go back to the client
+  (``client.put_back``); a worker that *died* counts against them, and one that has killed
+  ``MAX_REQUEUES`` workers before starting fails instead;
+* an idle worker found dead when sent work: the work goes back, the slot gets a fresh worker.
+
+The core also keeps the quick/slow estimate (a moving mean of each tool's durations), which both
+clients read to decide what to send in chunks, and the selector over the workers' result pipes, the
+template's control socket and the pool's wake-up pipe. It takes no lock: its client calls it from the
+thread that holds the Hub's driver lock (the pool inside ``Hub.held`` steps, the lane while it holds the
+driver lock for its job), so one thread at a time changes the workers.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import selectors
+import signal
+import time
+from collections import deque
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
+
+from toolfork.executor import framing, oob
+from toolfork.executor.backends.base import Hooks
+from toolfork.executor.backends.fork.template_link import HOST_FDS, TemplateLink
+from toolfork.executor.types import ErrorInfo, ToolResult
+from toolfork.executor.wire import WakePipe, frames
+from toolfork.executor.wire.frames import LEAVING, PROGRESS, damaged_result, unreadable_result
+
+if TYPE_CHECKING:
+    from toolfork.tools.tool import Tool
+
+QUICK_CALL_S = 0.0005  # tools whose recent calls took less than this are sent in chunks
+MAX_CHUNK = 64
+MAX_REQUEUES = 3  # an item whose worker died before starting it this many times fails instead
+F_GETPIPE_SZ = 1032
+
+_WAKE = object()  # selector key data of the wake-up pipe
+_TEMPLATE = object()  # ... and of the template's control socket
+
+log = logging.getLogger("toolfork.executor")
+
+
+class Item(Protocol):
+    """What a worker is sent: a pool's ``Dispatch`` or a lane's ``Line``."""
+
+    timeout: float | None
+    requeues: int
+
+    @property
+    def call_id(self) -> str: ...
+
+    @property
+    def name(self) -> str: ...
+
+
+class Client(Protocol):
+    """What the core asks of the code whose items the workers run."""
+
+    def progress(self, item: Any, frame: tuple[Any, ...]) -> None:
+        """A progress frame of the running ``item``."""
+
+    def finished(self, w: Worker, item: Any, frame: tuple[Any, ...]) -> float | None:
+        """``item``'s own result frame (taken off the worker): deliver it. Returns the call's duration
+        for the estimate, or None when the frame says nothing of it."""
+
+    def fail(self, item: Any, result: ToolResult) -> None:
+        """``item`` ends with a result the host made (timeout, crash, a frame it could not read)."""
+
+    def wanted(self, item: Any) -> bool:
+        """Whether an item that never started should still run (not stopped, its batch still there)."""
+
+    def put_back(self, items: list[Any]) -> None:
+        """Items that never started (their worker stopped), in order: they go to the front of their queue."""
+
+
+class Worker:
+    __slots__ = ("call_fd", "chunks", "deadline", "inflight", "lender", "pid", "reader", "result_fd", "room", "side",
+                 "spawned_at", "started_at", "wid")
+
+    def __init__(self, wid: int, call_fd: int, result_fd: int, side: oob.SidePort) -> None:
+        self.wid = wid
+        # A one-shot worker (a fresh_process call) runs in the slot of this idle worker, which gets the
+        # slot back when the one-shot is done.
+        self.lender: Worker | None = None
+        self.spawned_at = time.monotonic()
+        self.pid: int | None = None
+        self.call_fd = call_fd
+        self.result_fd = result_fd
+        self.side = side  # large frames, both ways, by memory file (see toolfork.executor.oob)
+        self.reader = framing.FrameReader(result_fd, side)
+        self.inflight: deque[Any] = deque()  # items sent, not finished; [0] is the running one
+        self.chunks: deque[int] = deque()  # sizes of the frames of items sent and not all finished, oldest first
+        self.room: int | None = None  # bytes a frame may take waiting in the call pipe (see WorkerCore.pipe_room)
+        self.started_at = 0.0
+        self.deadline: float | None = None
+
+    def start_next(self, now: float) -> None:
+        """The item at the front starts now: its clock, and its deadline."""
+        self.started_at = now
+        timeout = self.inflight[0].timeout if self.inflight else None
+        self.deadline = None if timeout is None else now + timeout
+
+
+def describe_exit(status: int | None) -> tuple[str, str]:
+    """(error type, message) for a worker's wait status."""
+    if status is None:
+        return "WorkerCrashed", "the worker process died (exit status unknown)"
+    said = frames.exit_description(os.WEXITSTATUS(status)) if os.WIFEXITED(status) else None
+    if said is not None:
+        return "WorkerCrashed", f"the worker process left: {said}"
+    if os.WIFSIGNALED(status):
+        sig = os.WTERMSIG(status)
+        try:
+            name = signal.Signals(sig).name
+        except ValueError:
+            name = f"signal {sig}"
+        hint = " (the OOM killer sends SIGKILL)" if sig == signal.SIGKILL else ""
+        return "WorkerCrashed", f"the worker process was killed by {name}{hint}"
+    return "WorkerCrashed", f"the worker process exited with code {os.WEXITSTATUS(status)}"
+
+
+def timeout_result(call_id: str, name: str, timeout: float | None, pid: int | None, duration: float) -> ToolResult:
+    return ToolResult(call_id, name, "timeout", duration_s=duration, worker_pid=pid, error=ErrorInfo(
+        "TimeoutError", f"tool '{name}' did not finish within its timeout of {timeout}s; its worker process "
+        "was killed"))
+
+
+def crashed_result(call_id: str, name: str, exit_description: tuple[str, str], pid: int | None,
+                   duration: float) -> ToolResult:
+    etype, message = exit_description
+    return ToolResult(call_id, name, "crashed", duration_s=duration, worker_pid=pid,
+                      error=ErrorInfo(etype, f"tool '{name}' crashed: {message}"))
+
+
+def not_started_result(call_id: str, name: str, requeues: int, pid: int | None) -> ToolResult:
+    """An item whose workers kept dying before they could start it (``MAX_REQUEUES``)."""
+    return ToolResult(call_id, name, "crashed", worker_pid=pid, error=ErrorInfo(
+        "WorkerCrashed", f"tool '{name}' was not run: {requeues - 1} workers died before they could start it"))
+
+
+class WorkerCore:
+    """A pool's workers: started warm from the template, kept at ``size``, replaced by the fault rules
+    (see the module docstring). One thread at a time calls it (the one holding the driver lock)."""
+
+    def __init__(self, tools: dict[str, Tool], size: int, hooks: Hooks, kill_grace: float) -> None:
+        if size < 1:
+            raise ValueError(f"workers must be at least 1, got {size}")
+        self.size = size
+        self._workers: dict[int, Worker] = {}
+        self._link = TemplateLink(tools, hooks, kill_grace, self._workers)
+        self._sel = selectors.DefaultSelector()
+        self._sel.register(self._link.ctrl, selectors.EVENT_READ, _TEMPLATE)
+        self._wake = WakePipe()  # a cancel or close from another thread interrupts the wait
+        HOST_FDS.update(self._wake.fds)
+        self._sel.register(self._wake.fd, selectors.EVENT_READ, _WAKE)
+        self._next_wid = 0
+        self._ewma: dict[str, float] = {}
+        self._owed_tools: dict[int, list[bytes]] = {}  # worker id -> tool frames it gets before its next work
+        for _ in range(size):
+            self._spawn()
+        for w in list(self._workers.values()):
+            self._link.wait_pid(w)
+        self.idle: deque[Worker] = deque(self._workers.values())
+
+    # ------------------------------------------------------------------ what clients read
+
+    @property
+    def workers(self) -> Mapping[int, Worker]:
+        """Worker id -> live worker (the core's own table: read it, never change it)."""
+        return self._workers
+
+    @property
+    def worker_pids(self) -> list[int]:
+        """Pids of the current workers (waiting for the template to report any being forked)."""
+        return [self._link.wait_pid(w) for w in list(self._workers.values())]
+
+    @property
+    def template_pid(self) -> int | None:
+        return self._link.pid
+
+    @property
+    def template_gone(self) -> bool:
+        return self._link.gone
+
+    def is_quick(self, name: str) -> bool:
+        mean = self._ewma.get(name)
+        return mean is not None and mean < QUICK_CALL_S
+
+    def learn(self, name: str, duration: float) -> None:
+        prev = self._ewma.get(name)
+        self._ewma[name] = duration if prev is None else 0.8 * prev + 0.2 * duration
+
+    def next_deadline(self) -> float | None:
+        """The earliest deadline of a running item, or None. Any thread: the Hub's watcher asks while
+        the driver may change the workers (a snapshot of them, taken in one step)."""
+        deadlines = [w.deadline for w in tuple(self._workers.values()) if w.deadline is not None]
+        return min(deadlines) if deadlines else None
+
+    def starting(self) -> bool:
+        """Whether work waits on a worker the template has not reported forked (look at it soon)."""
+        return any(w.pid is None and w.inflight for w in self._workers.values())
+
+    def check_template(self) -> None:
+        """Continue a stopped template (looked at most every ``TEMPLATE_CHECK_S``)."""
+        self._link.check()
+
+    def pipe_room(self, w: Worker, limit: int) -> int:
+        """Bytes of a frame that may wait in ``w``'s call pipe while it runs what it has: half the
+        pipe's capacity (a pipe can be as small as one page when the user has many), at most ``limit``."""
+        if w.room is None:
+            try:
+                import fcntl
+
+                w.room = min(limit, fcntl.fcntl(w.call_fd, F_GETPIPE_SZ) // 2)
+            except (ImportError, OSError):
+                w.room = 0
+        return w.room
+
+    # ------------------------------------------------------------------ sending
+
+    def send(self, w: Worker, items: Sequence[Any], frame: Any, client: Client) -> bool:
+        """Send ``frame`` (the message of ``items``) to ``w``, tools added meanwhile first. A worker that
+        is busy gets it queued behind its items. False if ``w`` was found dead: ``items`` went back to
+        the client, and an idle ``w`` left the pool (a busy one is settled by its EOF)."""
+        owed = self._owed_tools.pop(w.wid, None)
+        try:
+            if owed:
+                for tools in owed:
+                    framing.write_all(w.call_fd, tools)
+            framing.send(w.call_fd, frame, w.side)
+        except OSError:
+            client.put_back(list(items))
+            if not w.inflight:
+                self.drop(w, kill=False)
+            return False
+        busy = bool(w.inflight)
+        w.inflight.extend(items)
+        w.chunks.append(len(items))
+        if not busy:
+            w.start_next(time.monotonic())
+        return True
+
+    def one_shot(self, lender: Worker) -> Worker:
+        """A worker of its own for one item (a ``fresh_process`` tool), forked from the pristine
+        template into ``lender``'s slot; ``lender`` gets the slot back when the one-shot is gone."""
+        w = self._spawn()
+        w.lender = lender
+        return w
+
+    def teach_template(self, blob: bytes) -> None:
+        """The template learns tools at once (workers it forks from now on have them); ``blob`` is the
+        dill of a name -> tool dict. Live workers get them by ``ship_tools``."""
+        self._link.send_tools(blob)
+
+    def ship_tools(self, shipped: list[bytes]) -> None:
+        """Idle workers get tool frames now; a busy one, before its next work. Never written to a
+        busy worker: it does not read its call pipe while its tool runs (maybe hangs), a write could
+        fill that pipe and block the driver, and no deadline would be kept meanwhile."""
+        for w in list(self._workers.values()):
+            if w.inflight:
+                self._owed_tools.setdefault(w.wid, []).extend(shipped)
+                continue
+            try:  # an idle worker reads them at once
+                for frame in shipped:
+                    framing.write_all(w.call_fd, frame)
+            except OSError:  # it died: its replacement is forked from a template that has the tools
+                if w in self.idle:
+                    self.drop(w, kill=True)
+
+    # ------------------------------------------------------------------ waiting
+
+    def wake(self) -> None:
+        """Interrupt the driver's wait (any thread)."""
+        self._wake.wake()
+
+    def select(self, timeout: float | None, extras: Iterable[tuple[int, Any]] = ()) -> list[Any]:
+        """Wait up to ``timeout`` for the workers and the ``extras`` (fd, data): the template's messages
+        and wake-ups are handled here. Returns the workers with something to read (still in the pool)
+        and the data of each extra whose fd is ready."""
+        sel = self._sel
+        watched = []
+        for fd, data in extras:
+            try:
+                sel.register(fd, selectors.EVENT_READ, data)
+                watched.append(fd)
+            except (KeyError, ValueError):
+                pass
+        try:
+            ready = sel.select(timeout)
+        finally:
+            for fd in watched:
+                sel.unregister(fd)
+        out: list[Any] = []
+        workers = self._workers
+        for key, _ in ready:
+            data = key.data
+            if data is _TEMPLATE:
+                self._link.handle()
+            elif data is _WAKE:
+                self._wake.drain()
+            elif type(data) is not Worker or data.wid in workers:
+                out.append(data)
+        return out
+
+    # ------------------------------------------------------------------ the fault rules
+
+    def read(self, w: Worker, client: Client) -> None:
+        """The hot path: every frame of every item passes here once."""
+        frames_read = w.reader.read()
+        if frames_read:
+            inflight = w.inflight
+            settled = 0
+            for f in frames_read:
+                if not inflight:  # the result of an item already settled by an unreadable frame
+                    continue
+                current = inflight[0]
+                kind = f[0]
+                if kind == PROGRESS:
+                    if f[1] == current.call_id:
+                        client.progress(current, f)
+                    continue
+                if kind == framing.BAD_FRAME:
+                    # A frame the host could not rebuild (a value whose class cannot be unpickled here).
+                    # Progress is checked in the worker, so it was this item's result: fail it only.
+                    inflight.popleft()
+                    settled += 1
+                    client.fail(current, unreadable_result(current.call_id, current.name, f, w.pid,
+                                                           time.monotonic() - w.started_at))
+                    continue
+                if f[1] != current.call_id:  # a late result of an item settled by an unreadable frame
+                    continue
+                inflight.popleft()
+                settled += 1
+                duration = client.finished(w, current, f)
+                if kind == LEAVING:  # its tool damaged the worker's channels: the worker goes
+                    self.replace(w, client)
+                    return
+                if duration is not None:
+                    self.learn(current.name, duration)
+                if w.lender is not None:
+                    break
+            if settled:
+                self._count_settled(w, settled)
+                # A result starts the next item's clock; progress alone must not reset the running one's.
+                if inflight:
+                    w.start_next(time.monotonic())
+                else:
+                    w.deadline = None
+                    if w.lender is None:
+                        self.idle.append(w)
+                    else:  # a one-shot worker is done: it leaves (what it started dies with it)
+                        self._retire(w, kill=False)
+                        self._refill(w)
+        if w.reader.eof:
+            self.crashed(w, client)
+
+    @staticmethod
+    def _count_settled(w: Worker, settled: int) -> None:
+        """Which of the frames sent to ``w`` are done."""
+        chunks = w.chunks
+        while settled and chunks:
+            if chunks[0] > settled:
+                chunks[0] -= settled
+                return
+            settled -= chunks.popleft()
+
+    def bury(self, client: Client) -> None:
+        """Workers the template reported dead that are still ours: take what they wrote, then treat
+        them as crashed (a worker never exits by itself while its call pipe is open)."""
+        if not self._link.deaths:
+            return
+        dead = self._link.take_deaths()
+        for w in [w for w in self._workers.values() if w.pid in dead]:
+            self.read(w, client)
+            if w.wid in self._workers:
+                self.crashed(w, client)
+
+    def crashed(self, w: Worker, client: Client) -> None:
+        """``w`` died (EOF, a reported death) or wrote what is not a frame: its running item fails, the
+        items behind it go back, a fresh worker takes the slot."""
+        if w.reader.damaged is not None:  # bytes that are not a frame: fail its item, replace it
+            if w.inflight:
+                current = w.inflight.popleft()
+                log.warning("worker %s (tool %r, call %s): %s", w.pid, current.name, current.call_id,
+                            w.reader.damaged)
+                client.fail(current, damaged_result(current.call_id, current.name, w.reader.damaged, w.pid,
+                                                    time.monotonic() - w.started_at))
+            self.replace(w, client)
+            return
+        self._link.wait_pid(w)  # its exit status is reported by pid: learn the pid before forgetting the worker
+        self._retire(w, kill=False)
+        if w in self.idle:
+            self.idle.remove(w)
+        if w.inflight:
+            current = w.inflight.popleft()
+            described = describe_exit(self._link.exit_status(w.pid))
+            log.warning("worker %s died running tool %r (call %s): %s", w.pid, current.name, current.call_id,
+                        described[1])
+            client.fail(current, crashed_result(current.call_id, current.name, described, w.pid,
+                                                time.monotonic() - w.started_at))
+            self.requeue(w, client, died=True)
+        self._refill(w)
+
+    def replace(self, w: Worker, client: Client) -> None:
+        """A worker that must not take more work: the items behind its running one go back; it is
+        stopped and a fresh worker takes the slot."""
+        self.requeue(w, client, died=False)
+        self.drop(w, kill=True)
+
+    def requeue(self, w: Worker, client: Client, *, died: bool) -> None:
+        """Items queued behind a stopped worker's running one never started: back to the client. Only a
+        worker that died counts against them (an item that keeps killing workers fails instead)."""
+        back: list[Any] = []
+        for item in w.inflight:
+            if not client.wanted(item):
+                continue
+            if died:
+                item.requeues += 1
+                if item.requeues > MAX_REQUEUES:
+                    client.fail(item, not_started_result(item.call_id, item.name, item.requeues, w.pid))
+                    continue
+            back.append(item)
+        w.inflight.clear()
+        w.chunks.clear()
+        if back:
+            client.put_back(back)
+
+    def expire(self, client: Client) -> None:
+        """Running items past their deadline fail "timeout"; their workers are stopped and replaced."""
+        now = time.monotonic()
+        for w in list(self._workers.values()):
+            if w.deadline is None or now < w.deadline:
+                continue
+            current = w.inflight.popleft()
+            elapsed = now - w.started_at
+            self.learn(current.name, elapsed)  # a tool that hangs is no longer sent in chunks
+            log.warning("tool %r (call %s) passed its timeout of %ss; killing worker %s", current.name,
+                        current.call_id, current.timeout, w.pid)
+            client.fail(current, timeout_result(current.call_id, current.name, current.timeout, w.pid, elapsed))
+            self.stop(w, client)
+
+    def stop(self, w: Worker, client: Client) -> None:
+        """``w``'s running item is settled already (timed out, cancelled): the rest go back, the worker
+        is killed and replaced."""
+        self.requeue(w, client, died=False)
+        self.drop(w, kill=True)
+
+    def drop(self, w: Worker, *, kill: bool) -> None:
+        """``w`` leaves the pool (its process group stopped by the template if ``kill``); its slot goes
+        to a fresh worker (or back to the worker that lent it)."""
+        if w in self.idle:
+            self.idle.remove(w)
+        self._retire(w, kill=kill)
+        self._refill(w)
+
+    # ------------------------------------------------------------------ slots
+
+    def _spawn(self) -> Worker:
+        wid = self._next_wid
+        self._next_wid += 1
+        call_w, result_r, side = self._link.spawn(wid)
+        w = Worker(wid, call_w, result_r, oob.SidePort(side))
+        self._workers[wid] = w
+        self._sel.register(result_r, selectors.EVENT_READ, w)
+        return w
+
+    def _retire(self, w: Worker, *, kill: bool) -> None:
+        """Forget a worker; if ``kill``, have the template stop its process group (with grace)."""
+        pid = self._link.wait_pid(w) if kill else None  # while it is still ours: its "spawned" names it by wid
+        self._workers.pop(w.wid, None)
+        self._owed_tools.pop(w.wid, None)
+        try:
+            self._sel.unregister(w.result_fd)
+        except (KeyError, ValueError):
+            pass
+        self._link.forget_fds((w.call_fd, w.result_fd, w.side.sock.fileno()))
+        for fd in (w.call_fd, w.result_fd):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        w.side.close()  # a large frame still in flight on it is freed with it
+        if pid is not None:
+            self._link.term(pid)
+
+    def _refill(self, gone: Worker) -> None:
+        """A worker left: its slot goes to its lender (a one-shot's), else to a new worker. A lender that
+        left while its slot is lent gets no replacement: the one-shot holds that slot, and finding its
+        lender gone when it is done, hands the slot to a new worker then (one slot, one worker: the pool
+        never grows past its size)."""
+        if gone.lender is not None:
+            lender, gone.lender = gone.lender, None
+            if lender.wid in self._workers:
+                self.idle.append(lender)
+                return
+        elif any(w.lender is gone for w in tuple(self._workers.values())):
+            return
+        self.idle.append(self._spawn())
+
+    # ------------------------------------------------------------------ the end
+
+    def shutdown(self) -> None:
+        """Every worker goes (a busy one killed, an idle one on EOF of its call pipe), then the template."""
+        link = self._link
+        link.check(now=True)  # a stopped template could neither let its workers go nor kill them
+        pids = [w.pid for w in self._workers.values() if w.pid is not None]
+        for w in list(self._workers.values()):
+            self._retire(w, kill=bool(w.inflight))
+        self.idle.clear()
+        link.shutdown(pids)
+        HOST_FDS.difference_update(self._wake.fds)
+        self._wake.close()
+        self._sel.close()
+
+    def kill_everything(self) -> None:
+        """Kill every process and close nothing (the driver never let go: its fds may be in use)."""
+        self._link.kill([w.pid for w in list(self._workers.values()) if w.pid is not None])
+
+
+__all__ = ["MAX_CHUNK", "MAX_REQUEUES", "QUICK_CALL_S", "Client", "Item", "Worker", "WorkerCore", "crashed_result",
+           "describe_exit", "not_started_result", "timeout_result"]
