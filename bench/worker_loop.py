@@ -1,6 +1,6 @@
 r"""The warm worker's own per-call cost, timed inside the worker: no host, no other process in the way.
 
-A real worker (``fork_worker.worker_main``, forked from this process) finds every frame of calls
+A real worker (``fork.worker.worker_main``, forked from this process) finds every frame of calls
 already in its call pipe and writes its results into a pipe nobody reads until it is done, so what is
 timed is its loop alone: take a frame, run each trivial call, send its result, put its state back.
 The first and the last call of the run are a tool that returns ``time.monotonic()``, read in the
@@ -40,7 +40,7 @@ def measure(calls: int, chunk: int) -> float:
     from toolfork.bench.calls import stamp_call, trivial_call
     from toolfork.executor import framing
     from toolfork.executor.backends.base import Hooks
-    from toolfork.executor.backends.fork_worker import worker_main
+    from toolfork.executor.backends.fork.worker import worker_main
 
     try:
         from toolfork.executor.wire.frames import calls_frame

@@ -201,3 +201,60 @@ def test_the_graph_sees_every_kind_of_import(tmp_path: Path) -> None:
 def test_no_import_circle_in_toolfork() -> None:
     found = cycles(import_graph(find_modules(PACKAGE_DIR)))
     assert not found, f"{len(found)} import circle(s):\n" + "\n".join(" -> ".join(c) for c in found)
+
+
+# ----------------------------------------------------------------------------- private names
+# A module's private names (``_name``) are its own: another module of the package reaching them, by
+# importing one or by reading an attribute that only another module defines, is a seam a reader cannot
+# see. Found from the source: a module "defines" a private name it binds itself (a def or class, an
+# assignment at module or class level, ``self._x = ...``, a ``__slots__`` entry); an access is
+# ``obj._x`` on anything but ``self``/``cls``/``super()``, or ``from toolfork... import _x``.
+
+
+def private_definitions(tree: ast.AST) -> set[str]:
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            found.add(node.name)
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            found.add(node.id)
+        elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store):
+            found.add(node.attr)
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.isidentifier():
+            found.add(node.value)  # __slots__ entries, setattr names
+    return {name for name in found if name.startswith("_") and not name.startswith("__")}
+
+
+def private_accesses(tree: ast.AST) -> Iterator[tuple[int, str, str]]:
+    """(line, what, name) for every private name the module takes from elsewhere."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("toolfork"):
+            for alias in node.names:
+                if alias.name.startswith("_") and not alias.name.startswith("__"):
+                    yield node.lineno, f"from {node.module} import", alias.name
+        elif isinstance(node, ast.Attribute) and node.attr.startswith("_") and not node.attr.startswith("__"):
+            owner = node.value
+            if isinstance(owner, ast.Name) and owner.id in ("self", "cls"):
+                continue
+            if isinstance(owner, ast.Call) and isinstance(owner.func, ast.Name) and owner.func.id == "super":
+                continue
+            yield node.lineno, ast.unparse(owner), node.attr
+
+
+def test_no_module_reaches_into_another_modules_private_names() -> None:
+    modules = find_modules(PACKAGE_DIR)
+    trees = {name: ast.parse(path.read_text(), str(path)) for name, path in modules.items()}
+    defined = {name: private_definitions(tree) for name, tree in trees.items()}
+    elsewhere: dict[str, set[str]] = {}
+    for name, names in defined.items():
+        for private in names:
+            elsewhere.setdefault(private, set()).add(name)
+    found = []
+    for name, tree in trees.items():
+        for line, what, private in private_accesses(tree):
+            owners = elsewhere.get(private, set())
+            if what.startswith("from ") or (owners and name not in owners):
+                taken = f"{what} {private}" if what.startswith("from ") else f"{what}.{private}"
+                found.append(f"{modules[name].relative_to(PACKAGE_DIR.parent)}:{line}: {taken}"
+                             f" (defined in {', '.join(sorted(owners)) or 'no toolfork module'})")
+    assert not found, f"{len(found)} private name(s) used outside their module:\n" + "\n".join(found)

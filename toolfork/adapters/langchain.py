@@ -112,10 +112,12 @@ def to_langchain(tools: Iterable[Any] | Tool, executor: Executor, *,
         raise TypeError("to_langchain needs the Executor the calls run on: to_langchain(tools, executor)")
     items = [tools] if isinstance(tools, Tool) else list(tools)
     ex, _, by_name = attach(items, executor, {})
-    return [_wrap(t, ex, handle_tool_error) for t in by_name.values()]
+    return [wrap_tool(t, ex, handle_tool_error) for t in by_name.values()]
 
 
-def _wrap(t: Tool, executor: Executor, handle_tool_error: Any) -> ToolforkTool:
+def wrap_tool(t: Tool, executor: Executor, handle_tool_error: Any) -> ToolforkTool:
+    """One toolfork tool as a LangChain tool whose calls run on ``executor`` (``to_langchain`` for one;
+    the LangGraph node wraps its own tools with it)."""
     lc = ToolforkTool(name=t.name, description=t.description or t.name,
                       args_schema=t.to_json_schema(inline=True), handle_tool_error=handle_tool_error)
     lc._executor = executor
@@ -249,4 +251,5 @@ __all__ = [
     "from_langchain",
     "host_only_reason",
     "to_langchain",
+    "wrap_tool",
 ]

@@ -48,7 +48,7 @@ from langchain_core.tools import BaseTool  # noqa: E402
 from langchain_core.tools import tool as create_tool  # noqa: E402
 from langgraph.prebuilt import ToolNode  # noqa: E402
 
-from toolfork.adapters.langchain import ToolCallFailed, ToolforkTool, _wrap, failure  # noqa: E402
+from toolfork.adapters.langchain import ToolCallFailed, ToolforkTool, failure, wrap_tool  # noqa: E402
 from toolfork.adapters.langgraph_call import GraphToolCall, outcome, pack  # noqa: E402
 from toolfork.adapters.relay import Session  # noqa: E402
 
@@ -143,7 +143,7 @@ class ToolforkToolNode(ToolNode):
         self._executor = ex
         self._owns_executor = owned
         try:
-            final = [_wrap(by_name[t.name], ex, handle_tool_error=False) if isinstance(t, Tool) else t
+            final = [wrap_tool(by_name[t.name], ex, handle_tool_error=False) if isinstance(t, Tool) else t
                      for t in lc_tools]
             extra: dict[str, Any] = {}
             if handle_tool_errors is not _UNSET:

@@ -40,7 +40,7 @@ def supplied_output(tool: Any, value: Any) -> ToolOutput:
     """A result that did not come from running the tool (``on_tool_called``'s value, a submitted
     result), checked against the tool's ``output_model`` like a returned value would be."""
     if getattr(tool, "output_model", None) is not None:
-        return tool._checked_output(value)  # type: ignore[no-any-return]
+        return tool.checked_output(value)  # type: ignore[no-any-return]
     return ToolOutput.from_value(value)
 
 

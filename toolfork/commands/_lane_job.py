@@ -1,5 +1,5 @@
 """``toolfork run`` on the fork pool's line lane: the host moves raw lines and finished output bytes,
-the workers parse, validate, run and encode (see ``toolfork.executor.backends.fork_lines``).
+the workers parse, validate, run and encode (see ``toolfork.executor.backends.fork.lane``).
 
 Data flow (one thread; ``LineLane.step`` is where it waits)::
 
@@ -46,7 +46,7 @@ from toolfork.commands._loading import BadLine
 from toolfork.commands._output import OutFile, record_of
 from toolfork.commands._progress import Progress
 from toolfork.executor import WAIT
-from toolfork.executor.backends.fork_lines import Line, LineLane, effective_timeout
+from toolfork.executor.backends.fork.lane import Line, LineLane, effective_timeout
 
 # The plain line shape as ``json.dumps`` writes it, id and name without escapes or control characters.
 _PLAIN = re.compile(rb'\{"id": ?"([^"\\\x00-\x1f]*)", ?"name": ?"([^"\\\x00-\x1f]+)", ?"arguments": ?\{')

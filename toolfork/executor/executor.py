@@ -136,7 +136,7 @@ class Executor:
         self.workers = workers if workers is not None else default_workers()
         self._backend: Backend
         if self._mode == "fork":
-            from toolfork.executor.backends.fork_pool import ForkBackend
+            from toolfork.executor.backends.fork.pool import ForkBackend
 
             self._backend = ForkBackend(self._tools, self.workers, hooks, kill_grace)
         elif self._mode == "ray":
@@ -563,7 +563,7 @@ def _close_tool_resources(tools: Iterable[Tool]) -> None:
     """A tool whose function holds something in the host (an MCP connector's server process) says so
     with a ``__toolfork_close__`` method: closing the executor releases it."""
     for t in tools:
-        close = getattr(t._fn, "__toolfork_close__", None)
+        close = getattr(t.function, "__toolfork_close__", None)
         if close is not None:
             try:
                 close()

@@ -12,13 +12,14 @@ from toolfork.tools.toolkit import Toolkit
 
 def describe(t: Tool, toolkit: Toolkit | None = None) -> str:
     """Where a tool came from, for error messages that must tell two same-named tools apart."""
-    fn = t.__dict__.get("__wrapped__") or (t._spec if callable(t._spec) else None)
+    source, spec = t.defined_by
+    fn = t.__dict__.get("__wrapped__") or (spec if callable(spec) else None)
     if type(t) is not Tool:
         origin = f"class {type(t).__module__}.{type(t).__qualname__}"
     elif fn is not None:
         origin = f"function {getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', repr(fn))}"
     else:
-        origin = f"a {t._source}-defined Tool"
+        origin = f"a {source}-defined Tool"
     where = f" from toolkit {toolkit.toolkit_name}" if toolkit is not None else ""
     return f"tool '{t.name}' ({origin}){where}"
 

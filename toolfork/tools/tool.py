@@ -159,6 +159,18 @@ class Tool(ToolSettings):
         return self.__dict__.get("_fn")
 
     @property
+    def function(self) -> Callable[..., Any] | None:
+        """What runs a call: the decorated function, ``set_callable``'s, a subclass's bound ``__call__``,
+        or None (no callable yet, or a manual tool)."""
+        return self._fn_or_none()
+
+    @property
+    def defined_by(self) -> tuple[str, Any]:
+        """How the parameters were declared: ``("signature", fn)`` (fn None: the subclass's ``__call__``)
+        or ``("properties", [ToolProperty, ...])``; error messages use it to tell tools apart."""
+        return self._source, self._spec
+
+    @property
     def has_callable(self) -> bool:
         """Whether the tool can run: False for ``Tool.make(...)`` before ``set_callable`` and for manual tools."""
         return self._fn_or_none() is not None
@@ -339,10 +351,12 @@ class Tool(ToolSettings):
         elif kind is types.AsyncGeneratorType:
             result = _run_coroutine(_adrain(result, runtime))
         if self.output_model is not None:
-            return self._checked_output(result)
+            return self.checked_output(result)
         return ToolOutput.from_value(result)
 
-    def _checked_output(self, result: Any) -> ToolOutput:
+    def checked_output(self, result: Any) -> ToolOutput:
+        """``result`` as this tool's output, checked against its ``output_model`` (a value that did not
+        come from running the tool, a submitted result say, gets the same check as a returned one)."""
         model = self.output_model
         assert model is not None
         if isinstance(result, ToolOutput):

@@ -98,7 +98,7 @@ RESULT_KINDS = frozenset((RESULT, TEXT, ENCODED, LEAVING))
 _HIGHEST = pickle.HIGHEST_PROTOCOL
 
 
-# host -> worker: the worker decodes these by unpacking them in place (see fork_worker._serve).
+# host -> worker: the worker decodes these by unpacking them in place (see fork.worker._serve).
 
 def calls_frame(items: list[tuple[str, str, Any, float | None, dict[str, Any] | None]]) -> tuple[Any, ...]:
     return (CALLS, items)

@@ -1,7 +1,7 @@
 """The worker core: the fork pool's workers and the rules for what can happen to them, once.
 
-Two clients run work on the same warm workers: the pool (``fork_pool.ForkBackend``, calls of any number
-of batches, through the ``Hub``) and the line lane (``fork_lines.LineLane``, the raw lines of one
+Two clients run work on the same warm workers: the pool (``fork.pool.ForkBackend``, calls of any number
+of batches, through the ``Hub``) and the line lane (``fork.lane.LineLane``, the raw lines of one
 ``toolfork run`` job). What a worker is sent differs (a Dispatch, or a Line); what can happen to a
 worker does not, and is decided here, for both:
 

@@ -1,8 +1,8 @@
 """The host's link to the template process: start it, have it fork and stop workers, read what it
 reports (a worker's pid, a worker's death and wait status), keep it running, and end it.
 
-Why a class of its own: the template is the only process the host forks (see ``fork_template``), and
-everything the host says to it goes over one control socket. The scheduler (``fork_pool``) decides
+Why a class of its own: the template is the only process the host forks (see ``fork.template``), and
+everything the host says to it goes over one control socket. The scheduler (``fork.pool``) decides
 which worker to start or stop and when; this link only carries those decisions out and answers what
 the template said, so the control protocol and the template's liveness rules live in one place.
 """
@@ -24,7 +24,7 @@ import multiprocess
 
 from toolfork.executor import oob
 from toolfork.executor.backends.base import Hooks
-from toolfork.executor.backends.fork_template import MAX_MESSAGE, template_main
+from toolfork.executor.backends.fork.template import MAX_MESSAGE, template_main
 
 SPAWN_ACK_TIMEOUT = 10.0
 TEMPLATE_CHECK_S = 0.5  # how often the template is looked at while the host waits for it

@@ -20,7 +20,7 @@ Data flow (``ForkBackend.execute`` joins the ``Hub``; whichever batch owner need
 * Timeouts: the host knows when each worker's current call began (its previous result arrived, or it
   was sent); at the deadline it reports "timeout" at once and asks the template to SIGTERM the
   worker's process group and SIGKILL it after ``kill_grace`` (what the call started dies with the
-  worker: see ``fork_template``). The calls queued behind it in its chunk never started: they go back
+  worker: see ``fork.template``). The calls queued behind it in its chunk never started: they go back
   to the front of their batch. A fresh worker takes the slot.
 * Crashes: EOF on a result pipe, or the template's report of the worker's death (a process the tool
   started may hold a copy of the pipe), means the worker died; its wait status names the signal or exit

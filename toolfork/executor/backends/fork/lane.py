@@ -43,8 +43,8 @@ from typing import TYPE_CHECKING, Any
 
 from toolfork.executor.backends.base import POLL_INTERVAL
 from toolfork.executor.backends.fork.core import MAX_CHUNK, Worker
+from toolfork.executor.backends.fork.pool import ForkBackend
 from toolfork.executor.backends.fork.template_link import TEMPLATE_CHECK_S, TemplateGone
-from toolfork.executor.backends.fork_pool import ForkBackend
 from toolfork.executor.types import ToolResult
 from toolfork.executor.wire import drain, frames
 from toolfork.executor.wire.frames import ENCODED, MISMATCH, rebuilt_result

@@ -20,7 +20,7 @@ before the next one, the worker:
 
 A setter bound before the fork (``from signal import alarm`` in the host) is not seen by the wrapper,
 so whatever the calls did, at the end of each frame of calls (one call, or a chunk of quick calls, see
-``fork_pool``), the worker also disarms the real-time timer (before the last result is sent: an alarm
+``fork.pool``), the worker also disarms the real-time timer (before the last result is sent: an alarm
 must not go off while the next frame may already be on its way), and after that result is sent puts
 back SIGTERM's disposition, the mask and what was left pending (one system call when nothing
 changed: the mask). Between the calls of one chunk nothing is looked at for them; other dispositions

@@ -19,7 +19,7 @@ close them (a library that closes "every fd above 2"): after each call the worke
 gone it does not go on poisoned. It sends that call's result as a LEAVING frame (an error naming what
 happened) if its result pipe still works, else it exits with ``wire.EXIT_CHANNEL_DAMAGED``; either way
 the host fails that call alone and forks a replacement. Between calls it puts signal state back and
-reaps exited children (see ``fork_reset``).
+reaps exited children (see ``fork.reset``).
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from typing import Any
 
 from toolfork.executor import framing, oob
 from toolfork.executor.backends.base import Hooks
-from toolfork.executor.backends.fork_reset import SignalBaseline
+from toolfork.executor.backends.fork.reset import SignalBaseline
 from toolfork.executor.invoke import CallInterrupted, error_info, execute_call
 from toolfork.executor.types import ErrorInfo, ToolCall, ToolResult
 from toolfork.executor.wire import frames
@@ -154,7 +154,7 @@ def worker_main(call_fd: int, result_fd: int, side_fd: int, tools: dict[str, Any
     try:
         os.setpgid(0, 0)
         _die_with_parent()
-        become_subreaper()  # what its calls start stays below it, whatever they do (see fork_template)
+        become_subreaper()  # what its calls start stays below it, whatever they do (see fork.template)
         if os.getppid() != parent_pid:  # the template died between fork and prctl
             os._exit(1)
         signal.signal(signal.SIGTERM, _on_sigterm)
@@ -224,7 +224,7 @@ def _serve(channels: Channels, tools: dict[str, Any], hooks: Hooks) -> None:
                     if getpid() != pid:  # a copy the tool forked came back here: it must not answer
                         os._exit(0)
                     # The real-time timer: disarmed before this result goes out when this call used a
-                    # setter or ends the frame (see fork_reset); otherwise at the frame's end.
+                    # setter or ends the frame (see fork.reset); otherwise at the frame's end.
                     if call_id == last_id or baseline.touched:
                         baseline.disarm_alarm()
                         exposed = False

@@ -39,7 +39,7 @@ import time
 from typing import Any
 
 from toolfork.executor.backends.base import Hooks
-from toolfork.executor.backends.fork_worker import become_subreaper, worker_main
+from toolfork.executor.backends.fork.worker import become_subreaper, worker_main
 from toolfork.executor.wire import WakePipe
 
 MAX_MESSAGE = 1 << 16
