@@ -31,6 +31,7 @@ from toolfork.bench.base import Outcome, Peer, Task, exc_text
 from toolfork.bench.calls import FUNCTIONS, toolfork_tools
 from toolfork.bench.peer_mpire import MpirePeer
 from toolfork.bench.procs import exit_text
+from toolfork.executor.wire import write_all
 
 # The headline workloads (the executor's targets): what --quick keeps for slow-starting executors.
 QUICK_HEADLINE: tuple[str, ...] = ("io", "small", "tiny", "hang", "crash")
@@ -341,9 +342,7 @@ def _fork_call(task: Task) -> tuple[int, int]:
                 data = pickle.dumps(("ok", FUNCTIONS[task.fn](**task.kwargs)), pickle.HIGHEST_PROTOCOL)
             except BaseException as exc:
                 data = pickle.dumps(("error", exc_text(exc)), pickle.HIGHEST_PROTOCOL)
-            view = memoryview(data)
-            while view:
-                view = view[os.write(w, view) :]
+            write_all(w, data)
         except BaseException:
             code = 70
         finally:

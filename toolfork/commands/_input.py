@@ -34,6 +34,7 @@ from typing import IO, TYPE_CHECKING, Any
 from toolfork.commands._loading import BadLine, UsageError, parse_call
 from toolfork.commands._nesting import nested_deeper_than
 from toolfork.executor import WAIT
+from toolfork.executor.wire import WakePipe
 
 if TYPE_CHECKING:
     from toolfork.executor import Wait
@@ -65,8 +66,8 @@ class LineSource:
         if _is_regular(stream):
             return
         self._queue = queue.Queue(maxsize=READ_AHEAD_LINES)
-        self.wakeup_fd, self._wake_w = os.pipe()
-        os.set_blocking(self._wake_w, False)  # a full pipe is readable already: no byte is ever needed
+        self._wake = WakePipe()
+        self.wakeup_fd = self._wake.fd
         self._lock = threading.Lock()  # orders the thread's pipe writes against close()
         self._closed = self._reader_done = False
         threading.Thread(target=self._read, name="toolfork-input-reader", daemon=True).start()
@@ -78,10 +79,7 @@ class LineSource:
             return
         with self._lock:
             if not self._closed:
-                try:
-                    os.write(self._wake_w, b"\0")
-                except OSError:  # full (already readable) or closed
-                    pass
+                self._wake.wake()
 
     @property
     def live(self) -> bool:
@@ -132,7 +130,7 @@ class LineSource:
             with self._lock:
                 self._reader_done = True
                 if self._closed:
-                    os.close(self._wake_w)
+                    os.close(self._wake.write_fd)
 
     def _put(self, item: Any) -> bool:
         """Queue ``item`` and wake the executor up; False once the source is closed (nobody reads)."""
@@ -144,10 +142,7 @@ class LineSource:
                 continue
             with self._lock:
                 if not self._closed:
-                    try:
-                        os.write(self._wake_w, b"\0")
-                    except OSError:  # full: already readable
-                        pass
+                    self._wake.wake()
             return True
         return False
 
@@ -161,10 +156,9 @@ class LineSource:
             if self._closed:
                 return
             self._closed = True
-            assert self.wakeup_fd is not None
-            os.close(self.wakeup_fd)
+            os.close(self._wake.fd)
             if self._reader_done:
-                os.close(self._wake_w)
+                os.close(self._wake.write_fd)
 
 
 def _file_lines(stream: IO[bytes], limit: int | None = None) -> Iterator[bytes | LongLine]:

@@ -473,8 +473,16 @@ class Hub:
         """Whether cancel or stop requests wait to be settled (read without the lock: a hint)."""
         return bool(self._requests)
 
-    def drop_requests(self) -> None:
-        """Forget the requests (inside a ``held`` step): the backend ended every batch's calls."""
+    def cancel_everything(self, placed: Iterable[tuple[Dispatch, bool]]) -> None:
+        """Closing (inside a ``held`` step): every call the backend holds (``placed``, each with whether it
+        is running) and every call not sent yet, of every batch, is reported "cancelled"; the requests
+        are dropped (nothing is left for them to act on). The backend stops what ran."""
+        for d, running in placed:
+            self.finish(d, cancelled(d, running=running).result)
+        for b in tuple(self.batches):
+            for d in b.ready:
+                self.finish(d, cancelled(d).result)
+            b.ready.clear()
         self._requests.clear()
 
     # ------------------------------------------------------------ the one settle/route rule

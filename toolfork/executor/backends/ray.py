@@ -46,7 +46,6 @@ from toolfork.executor.backends.base import (
     Feed,
     Hooks,
     Hub,
-    cancelled,
 )
 from toolfork.executor.types import CallFinished, CallProgress, CallStarted, ErrorInfo, Event, ToolResult
 
@@ -286,17 +285,11 @@ class RayBackend(Backend):
     def _cancel_all(self) -> list[Any]:
         """Closing (inside ``Hub.held``): every running task and every call not started of every live batch
         is reported "cancelled"; the running tasks are returned for the caller to stop."""
-        hub = self._hub
-        out: list[tuple[Dispatch, Event]] = [(t.dispatch, cancelled(t.dispatch, running=True))
-                                             for t in self._running.values()]
+        placed = [(t.dispatch, True) for t in self._running.values()]
         stops = list(self._running)
         self._running.clear()
         self._by_token.clear()
-        for b in tuple(hub.batches):
-            out.extend((d, cancelled(d)) for d in b.ready)
-            b.ready.clear()
-        hub.drop_requests()
-        self._route(out)
+        self._hub.cancel_everything(placed)
         return stops
 
     def _stop_all(self, refs: list[Any]) -> None:

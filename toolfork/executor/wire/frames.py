@@ -126,15 +126,16 @@ def rebuilt_result(f: tuple[Any, ...], name: str, pid: int | None) -> tuple[Tool
     and of ``leaving_frame``)."""
     kind, cid = f[0], f[1]
     if kind == TEXT:
-        return ToolResult(cid, name, "ok", ToolOutput([ContentBlock("text", f[2])], False, f[3]), None, f[4],
-                          pid), f[4]
+        return ToolResult(cid, name, "ok", output=ToolOutput([ContentBlock("text", f[2])], False, f[3]),
+                          duration_s=f[4], worker_pid=pid), f[4]
     if kind == ENCODED:
-        return ToolResult(cid, name, "ok", None, None, f[3], pid, None, f[2]), f[3]
+        return ToolResult(cid, name, "ok", duration_s=f[3], worker_pid=pid, encoded=f[2]), f[3]
     if kind == LEAVING:
         return ToolResult(cid, name, "error", worker_pid=pid, error=ErrorInfo(
             "ChannelDamaged", f"tool '{name}' {f[2]}; its worker was replaced")), 0.0
     _, _, status, output, error, duration, ctx = f
-    return ToolResult(cid, name, status, output, error, duration, pid, ctx), duration
+    return ToolResult(cid, name, status, output=output, error=error, duration_s=duration, worker_pid=pid,
+                      context_updates=ctx), duration
 
 
 def leaving_frame(call_id: str, what: str) -> tuple[Any, ...]:

@@ -41,7 +41,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from toolfork.executor import framing
-from toolfork.executor.backends.base import POLL_INTERVAL, Backend, BatchState, Dispatch, Feed, Hooks, Hub, cancelled
+from toolfork.executor.backends.base import POLL_INTERVAL, Backend, BatchState, Dispatch, Feed, Hooks, Hub
 from toolfork.executor.backends.fork.core import MAX_CHUNK, Worker, WorkerCore
 from toolfork.executor.backends.fork.template_link import TEMPLATE_CHECK_S, TemplateGone
 from toolfork.executor.types import CallFinished, CallProgress, CallStarted, Event
@@ -298,14 +298,9 @@ class ForkBackend(Backend):
         if self._closed:
             return False
         self._closed = True
-        for w in list(self.core.workers.values()):
-            for i, d in enumerate(list(w.inflight)):
-                if type(d) is Dispatch:  # else a line of a lane cut short: nobody waits for it
-                    Hub.finish(d, cancelled(d, running=i == 0).result)
-        for b in list(self._hub.batches):
-            for d in list(b.ready):
-                Hub.finish(d, cancelled(d).result)
-            b.ready.clear()
+        self._hub.cancel_everything([(d, i == 0) for w in self.core.workers.values()
+                                     for i, d in enumerate(w.inflight)
+                                     if type(d) is Dispatch])  # else a line of a lane cut short: nobody waits
         return True
 
 
