@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from toolfork.bench.calls import FUNCTIONS
-from toolfork.bench.peers import Outcome, Peer, Task, _toolfork_outcome
+from toolfork.bench.peers import Outcome, Peer, Task, toolfork_outcome
 
 
 def payload_file(nbytes: int) -> Any:
@@ -49,7 +49,7 @@ class BeforePeer(Peer):
         from toolfork_before.executor import ToolCall
 
         calls = [ToolCall(id=f"c{i}", name=t.fn, arguments=t.kwargs, timeout=t.timeout) for i, t in enumerate(tasks)]
-        return [_toolfork_outcome(r) for r in self.ex.run(calls)]
+        return [toolfork_outcome(r) for r in self.ex.run(calls)]
 
     def close(self) -> None:
         self.ex.close()

@@ -128,7 +128,7 @@ def test_close_releases_the_wakeup_pipe_even_while_the_reader_is_blocked() -> No
     os.write(w, b"late line\n")  # the reader thread gives up on it: nobody reads any more
     os.close(w)
     deadline = time.monotonic() + 10
-    while _is_open(source._wake_w):  # ... and then closes the write end it owns
+    while _is_open(source._wake.write_fd):  # ... and then closes the write end it owns
         assert time.monotonic() < deadline, "the reader thread kept its end of the wake-up pipe"
         time.sleep(0.01)
 

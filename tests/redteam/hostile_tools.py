@@ -312,13 +312,23 @@ def use_outer(how: str) -> str:
     """Use the Executor the program built before this worker was forked.
 
     Args:
-        how: run | submit
+        how: run | submit | stream | imap | arun | acall
     """
+    import asyncio
+
     from toolfork.executor import ToolCall
 
     call = ToolCall("inner", "echo", {"text": "hi"})
     if how == "run":
         return str(OUTER.run([call])[0].status)
+    if how == "stream":
+        return str([type(e).__name__ for e in OUTER.stream([call])])
+    if how == "imap":
+        return str([r.status for r in OUTER.imap([call])])
+    if how == "arun":
+        return str(asyncio.run(OUTER.arun([call]))[0].status)
+    if how == "acall":
+        return str(asyncio.run(OUTER.acall(call)).status)
     return str(OUTER.submit(call).result(timeout=60).status)
 
 

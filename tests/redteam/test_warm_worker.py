@@ -255,7 +255,7 @@ def test_children_that_exited_are_reaped_between_calls():
 
 # ----------------------------------------------------------------------------- an Executor across a fork
 
-@pytest.mark.parametrize("how", ["run", "submit"])
+@pytest.mark.parametrize("how", ["run", "submit", "stream", "imap", "arun", "acall"])
 @pytest.mark.timeout(120)
 def test_an_executor_built_before_the_fork_fails_at_once_in_a_tool(how, monkeypatch):
     """A tool calls run/submit on an Executor its program built before the worker was forked: a
@@ -289,3 +289,48 @@ def test_an_executor_closed_in_a_forked_child_stays_open_in_its_creator(tmp_path
         assert (tmp_path / "closed").read_text() == "yes"
         [r] = ex.run([_call("e", "echo", text="still")])
         assert r.status == "ok" and r.output.content[0].text == "still"
+
+
+# ----------------------------------------------------------------------------- the same, on the line lane
+
+@pytest.mark.parametrize("attack", ["scribble", "close_channels"])
+@pytest.mark.timeout(120)
+def test_a_line_that_damages_its_workers_channels_fails_alone_on_the_line_lane(attack, tmp_path):
+    """``toolfork run``'s line lane gets the worker core's rules too: the damaging line fails naming
+    what happened, its worker is replaced, the lines around it (a large one included) are written."""
+    import io
+    import json
+
+    from tests.cli.conftest import read_jsonl
+    from toolfork.commands import _input
+    from toolfork.commands._idset import IdSet
+    from toolfork.commands._lane_job import LaneJob
+    from toolfork.commands._output import OutFile
+    from toolfork.commands._progress import Progress
+
+    skip = fd_inodes()  # before the executor: its pipes are the worker's too
+    hostile = {"where": "all", "skip": skip, **({"kinds": "pipes and sockets"} if attack == "close_channels" else {})}
+    lines = [{"id": "a", "name": "echo", "arguments": {"text": "x"}},
+             {"id": "s", "name": attack, "arguments": hostile},
+             {"id": "b", "name": "big_text", "arguments": {"n": BIG}},
+             {"id": "c", "name": "echo", "arguments": {"text": "y"}}]
+    data = b"".join(json.dumps(line).encode() + b"\n" for line in lines)
+    out_path = tmp_path / "out.jsonl"
+    with Executor(WARM_TOOLS, mode="fork", workers=1, timeout=60) as ex:
+        before = ex.backend.worker_pids
+        start = time.monotonic()
+        out = OutFile.open(str(out_path), append=False)
+        try:
+            LaneJob(ex, _input.LineSource(io.BytesIO(data)), out, Progress(None, None, 1.0), IdSet(), 64).run()
+        finally:
+            out.close()
+        assert time.monotonic() - start < 50  # long before the 60 s timeout: nothing waited for it
+        assert ex.backend.worker_pids != before
+        _healthy(ex, "after")
+    records = read_jsonl(out_path)
+    assert [r["id"] for r in records] == ["a", "s", "b", "c"]
+    bad = records[1]
+    assert bad["status"] in ("error", "crashed"), bad
+    assert ("not a toolfork frame" if attack == "scribble" else "closed or replaced") in bad["error"]["message"]
+    assert [r["status"] for r in records[::2]] == ["ok", "ok"] and records[3]["status"] == "ok"
+    assert len(records[2]["output"]["content"][0]["text"]) == BIG

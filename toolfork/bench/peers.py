@@ -460,19 +460,19 @@ class ToolforkPeer(Peer):
         return self.ex.submit(call)
 
     def result_one(self, handle: Any) -> Outcome:
-        return _toolfork_outcome(handle.result())
+        return toolfork_outcome(handle.result())
 
     def run(self, tasks: Sequence[Task]) -> list[Outcome]:
         from toolfork.executor import ToolCall
 
         calls = [ToolCall(id=f"c{i}", name=t.fn, arguments=t.kwargs, timeout=t.timeout) for i, t in enumerate(tasks)]
-        return [_toolfork_outcome(r) for r in self.ex.run(calls)]
+        return [toolfork_outcome(r) for r in self.ex.run(calls)]
 
     def close(self) -> None:
         self.ex.close()
 
 
-def _toolfork_outcome(r: Any) -> Outcome:
+def toolfork_outcome(r: Any) -> Outcome:
     """A ToolResult as an Outcome (the same conversion as ``ToolforkPeer.run``)."""
     value: Any = None
     out = r.output
