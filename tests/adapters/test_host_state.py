@@ -88,6 +88,31 @@ def test_dict_subclasses_removals_and_in_place_operators_reach_the_host(ex: Exec
     assert calls["t"] == 2 and tally["t"] == 2  # counting across calls, in the host's objects
 
 
+def test_a_tools_threads_changing_one_counter_at_once_all_reach_the_host(ex: Executor) -> None:
+    tally: collections.Counter[str] = collections.Counter()
+
+    @function_tool(executor=ex, failure_error_function=None)
+    def count(threads: int, each: int) -> int:
+        """Count distinct keys from several threads at once."""
+        import sys
+        import threading
+
+        sys.setswitchinterval(1e-6)  # switch threads inside every change, not only between them
+
+        def work(t: int) -> None:
+            for i in range(each):
+                tally.update([f"{t}-{i}"])  # a change made of steps, while the other threads change it too
+        workers = [threading.Thread(target=work, args=(t,)) for t in range(threads)]
+        for w in workers:
+            w.start()
+        for w in workers:
+            w.join()
+        return len(tally)
+
+    assert invoke(count, {"threads": 4, "each": 50}) == 200
+    assert len(tally) == 200 and set(tally.values()) == {1}  # each key once in the host: none lost, none twice
+
+
 def test_calls_running_at_once_all_land_in_the_host_list(ex: Executor) -> None:
     seen: list[int] = []
 

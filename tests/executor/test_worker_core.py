@@ -138,7 +138,9 @@ def test_an_item_that_keeps_killing_its_workers_before_it_starts_fails(core: Wor
 def test_work_sent_to_a_worker_that_died_idle_goes_back_and_the_slot_is_refilled(core: WorkerCore) -> None:
     client = Recorder()
     w = core.idle.popleft()
-    pid = core.worker_pids[list(core.workers).index(w.wid)]
+    assert len(core.worker_pids) == core.size  # waits until the template has reported every pid
+    pid = w.pid
+    assert pid is not None
     os.kill(pid, signal.SIGKILL)
     end = time.monotonic() + BOUND_S
     while psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
@@ -154,7 +156,9 @@ def test_work_sent_to_a_worker_that_died_idle_goes_back_and_the_slot_is_refilled
 def test_an_idle_worker_killed_from_outside_is_replaced_and_fails_nothing(core: WorkerCore) -> None:
     client = Recorder()
     w = core.idle[0]
-    pid = core.worker_pids[list(core.workers).index(w.wid)]
+    assert len(core.worker_pids) == core.size  # waits until the template has reported every pid
+    pid = w.pid
+    assert pid is not None
     os.kill(pid, signal.SIGKILL)
     drive(core, client, lambda: w.wid not in core.workers)
     assert client.results == {} and client.put_back_calls == []

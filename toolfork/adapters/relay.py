@@ -405,13 +405,16 @@ def _mirroring(base: type, names: tuple[str, ...], host_ops: dict[str, HostOp] |
 
     def make(name: str) -> Callable[..., Any]:
         def method(self: Any, *args: Any, **kwargs: Any) -> Any:
-            if self._ref is None or self._inside:  # filling the copy (an OrderedDict's __init__ calls
-                return getattr(base, name)(self, *args, **kwargs)  # update), or a step of a change relayed whole
-            self._inside = True  # Counter.update sets items one by one: the host gets the update alone
+            me = threading.get_ident()
+            if self._ref is None or me in self._inside:  # filling the copy (an OrderedDict's __init__
+                return getattr(base, name)(self, *args, **kwargs)  # calls update), or a step of a change
+            # relayed whole (Counter.update sets items one by one: the host gets the update alone). Per
+            # thread: another thread of the tool changing the container meanwhile is relayed as usual.
+            self._inside.add(me)
             try:
                 value = getattr(base, name)(self, *args, **kwargs)
             finally:
-                self._inside = False
+                self._inside.discard(me)
             op, host_args = ops[name](args, value) if name in ops else (name, args)
             try:
                 pickle.dumps((host_args, kwargs), protocol=pickle.HIGHEST_PROTOCOL)
@@ -423,7 +426,7 @@ def _mirroring(base: type, names: tuple[str, ...], host_ops: dict[str, HostOp] |
         return method
 
     def setup(self: Any, items: Any, ref: Ref, name: str | None) -> None:
-        self._ref, self._name, self._inside = None, name, False
+        self._ref, self._name, self._inside = None, name, set()
         if init is None:
             base.__init__(self, items)  # type: ignore[misc]
         else:

@@ -35,6 +35,7 @@ driver lock for its job), so one thread at a time changes the workers.
 from __future__ import annotations
 
 import logging
+import math
 import os
 import selectors
 import signal
@@ -64,21 +65,10 @@ _TEMPLATE = object()  # ... and of the template's control socket
 log = logging.getLogger("toolfork.executor")
 
 
-class Item(Protocol):
-    """What a worker is sent: a pool's ``Dispatch`` or a lane's ``Line``."""
-
-    timeout: float | None
-    requeues: int
-
-    @property
-    def call_id(self) -> str: ...
-
-    @property
-    def name(self) -> str: ...
-
-
 class Client(Protocol):
-    """What the core asks of the code whose items the workers run."""
+    """What the core asks of the code whose items the workers run. An item is a pool's ``Dispatch`` or
+    a lane's ``Line``: the core reads its ``call_id``, ``name`` and ``timeout`` and counts its
+    ``requeues``, and leaves the rest to the client."""
 
     def progress(self, item: Any, frame: tuple[Any, ...]) -> None:
         """A progress frame of the running ``item``."""
@@ -228,17 +218,25 @@ class WorkerCore:
         """Continue a stopped template (looked at most every ``TEMPLATE_CHECK_S``)."""
         self._link.check()
 
-    def pipe_room(self, w: Worker, limit: int) -> int:
+    @staticmethod
+    def pipe_room(w: Worker) -> int:
         """Bytes of a frame that may wait in ``w``'s call pipe while it runs what it has: half the
-        pipe's capacity (a pipe can be as small as one page when the user has many), at most ``limit``."""
+        pipe's capacity (a pipe can be as small as one page when the user has many)."""
         if w.room is None:
             try:
                 import fcntl
 
-                w.room = min(limit, fcntl.fcntl(w.call_fd, F_GETPIPE_SZ) // 2)
+                w.room = fcntl.fcntl(w.call_fd, F_GETPIPE_SZ) // 2
             except (ImportError, OSError):
                 w.room = 0
         return w.room
+
+    @staticmethod
+    def chunk_limit(waiting: int, share: int) -> int:
+        """How many quick items one worker takes at once, counting the one it starts with: guided
+        self-scheduling, never more than its ``share`` of the ``waiting`` items (shared with the workers
+        still idle), so an item slower than its tool's history suggests holds up at most that share."""
+        return min(MAX_CHUNK, math.ceil(waiting / share))
 
     # ------------------------------------------------------------------ sending
 
@@ -541,5 +539,5 @@ class WorkerCore:
         self._link.kill([w.pid for w in list(self._workers.values()) if w.pid is not None])
 
 
-__all__ = ["MAX_CHUNK", "MAX_REQUEUES", "QUICK_CALL_S", "Client", "Item", "Worker", "WorkerCore", "crashed_result",
+__all__ = ["MAX_CHUNK", "MAX_REQUEUES", "QUICK_CALL_S", "Client", "Worker", "WorkerCore", "crashed_result",
            "describe_exit", "not_started_result", "timeout_result"]

@@ -13,7 +13,7 @@ set the pace of ``toolfork run``. The lane keeps the host to moving bytes::
         ▲                                                    the call the host took it for, run it
         │ "m": not the call the host took it for             (hooks), encode its output line
         │      (the Job reads it and decides again)                      │ one frame per line
-        └──────────────────────────── LineLane._read <── FrameReader <───┘
+        └──────── WorkerCore.read, LineLane.finished <── FrameReader <───┘
                                        line.out = the encoded line (bytes), or a ToolResult the
                                        Job turns into its record (errors, timeouts, crashes)
 
@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from toolfork.executor.backends.base import POLL_INTERVAL
-from toolfork.executor.backends.fork.core import MAX_CHUNK, Worker
+from toolfork.executor.backends.fork.core import Worker
 from toolfork.executor.backends.fork.pool import ForkBackend
 from toolfork.executor.backends.fork.template_link import TEMPLATE_CHECK_S, TemplateGone
 from toolfork.executor.types import ToolResult
@@ -119,7 +119,6 @@ class LineLane:
                 for w in list(core.workers.values()):
                     if w.inflight:
                         w.inflight.clear()
-                        w.chunks.clear()
                         core.drop(w, kill=True)
                     w.deadline = None
         except TemplateGone:
@@ -191,22 +190,23 @@ class LineLane:
                 if not ready:
                     break
                 if len(w.chunks) == 1 and core.is_quick(w.inflight[-1].name):
-                    self._send(w, self._chunk(len(core.workers),
-                                              core.pipe_room(w, PREFETCH_BYTES) - self._frame_bytes))
+                    room = min(PREFETCH_BYTES, core.pipe_room(w)) - self._frame_bytes
+                    self._send(w, self._chunk(len(core.workers), room))
 
     def _chunk(self, share: int, max_bytes: int | None) -> list[Line]:
-        """The next lines to send to one worker: one line, or (guided self-scheduling, as
-        ``ForkBackend._send``) up to that worker's share of the quick lines ready. With ``max_bytes``,
-        only raw lines (whose size is known) whose frame stays below it; maybe none."""
+        """The next lines to send to one worker: one line, or up to that worker's share of the quick
+        lines ready (``WorkerCore.chunk_limit``). With ``max_bytes``, only raw lines (whose size is
+        known) whose frame stays below it; maybe none."""
         ready = self.ready
-        is_quick = self._core.is_quick
+        core = self._core
+        is_quick = core.is_quick
         first = ready[0]
         if max_bytes is not None and (first.raw is None or len(first.raw) + FRAME_SLACK > max_bytes):
             return []
         ready.popleft()
         chunk = [first]
         if is_quick(first.name):
-            limit = min(MAX_CHUNK, math.ceil((len(ready) + 1) / share))
+            limit = core.chunk_limit(len(ready) + 1, share)
             size = len(first.raw or b"") + FRAME_SLACK
             while len(chunk) < limit and ready and is_quick(ready[0].name):
                 if max_bytes is not None:

@@ -35,14 +35,14 @@ Data flow (``ForkBackend.execute`` joins the ``Hub``; whichever batch owner need
 
 from __future__ import annotations
 
-import math
+import threading
 import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from toolfork.executor import framing
 from toolfork.executor.backends.base import POLL_INTERVAL, Backend, BatchState, Dispatch, Feed, Hooks, Hub
-from toolfork.executor.backends.fork.core import MAX_CHUNK, Worker, WorkerCore
+from toolfork.executor.backends.fork.core import Worker, WorkerCore
 from toolfork.executor.backends.fork.template_link import TEMPLATE_CHECK_S, TemplateGone
 from toolfork.executor.types import CallFinished, CallProgress, CallStarted, Event
 from toolfork.executor.wire import frames
@@ -79,7 +79,7 @@ class ForkBackend(Backend):
         return self._closed
 
     @property
-    def drive(self) -> Any:
+    def drive(self) -> threading.Lock:
         """The Hub's driver lock: whoever holds it runs the workers (the line lane takes it for a job)."""
         return self._hub.drive
 
@@ -202,10 +202,7 @@ class ForkBackend(Backend):
         if first.tool.fresh_process:  # a process of its own, forked from the pristine template, in w's slot
             w = core.one_shot(w)
         elif core.is_quick(first.call.name):
-            # Guided self-scheduling: never more than this worker's share of what is left (shared with
-            # the workers still idle), so a call that is slower than its tool's history suggests cannot
-            # hold up more than that share.
-            limit = min(MAX_CHUNK, math.ceil((len(ready) + 1) / (len(core.idle) + 1)))
+            limit = core.chunk_limit(len(ready) + 1, len(core.idle) + 1)
             while len(chunk) < limit and ready and core.is_quick(ready[0].call.name) \
                     and not ready[0].tool.fresh_process:
                 chunk.append(ready.popleft())
@@ -233,13 +230,9 @@ class ForkBackend(Backend):
 
     @staticmethod
     def put_back(items: list[Dispatch]) -> None:
-        """Calls that never started go back to the front of their batch, in order (a worker's calls all
-        come from one batch, but a list may span several after a lane)."""
-        by_batch: dict[int, list[Dispatch]] = {}
-        for d in items:
-            by_batch.setdefault(id(d.batch), []).append(d)
-        for back in by_batch.values():
-            back[0].batch.ready.extendleft(reversed(back))  # type: ignore[union-attr]
+        """Calls that never started go back to the front of their batch, in order (the core puts back
+        what one worker was sent, and a worker only ever holds calls of one batch)."""
+        items[0].batch.ready.extendleft(reversed(items))  # type: ignore[union-attr]
 
     def next_deadline(self) -> float | None:
         return self.core.next_deadline()
