@@ -10,7 +10,10 @@ What each row times, per call (the median of 5 rounds, interleaved across rows, 
 - fresh fork / + netns / + Landlock: a new forked child per call, restricted before the call (what
   `fresh_process` or a key with no idle worker costs);
 - python -c, bwrap --unshare-net, firejail --net=none: a new interpreter per call, bare and inside each
-  sandbox (a sandbox tool starts a process; this is the per-call way to use one).
+  sandbox (a sandbox tool starts a process; this is the per-call way to use one);
+- Executor rows: the same tool through `Executor.run` (2 workers, batches of N calls), plain, under
+  rlimits (each call in its warm worker), with network=False and with read_paths/write_paths (each call
+  in a one-shot process forked from the template, which enters the restriction: what toolfork does).
 Usage: PYTHONPATH=. python bench/governance.py [N]. Prints a table of microseconds and ratios to the
 warm plain call; a row whose tool is missing or refuses to run here says why instead.
 """
@@ -26,7 +29,9 @@ import tempfile
 import time
 from collections.abc import Callable
 
+from toolfork.executor import Executor
 from toolfork.governance import Limits, applied, enter_no_network, landlock
+from toolfork.tools import Tool
 
 RLIMITS = Limits(memory_mb=256, cpu_s=2, file_size_mb=8, open_files=64)
 RLIMITS_AND_PROCESSES = RLIMITS.merged_over(Limits(processes=64))
@@ -34,6 +39,7 @@ SANDBOX_DIR = tempfile.mkdtemp(prefix="toolfork-gov-bench-")
 
 
 def tool() -> int:
+    """Sum a hundred numbers (the call being timed)."""
     return sum(range(100))
 
 
@@ -96,6 +102,21 @@ def _fresh(n: int, setup: Callable[[], None] | None) -> float:
     return (time.perf_counter() - start) / n
 
 
+def _executor(n: int, limits: Limits | None) -> float:
+    """Seconds per call of `tool` through an Executor (2 workers, one batch of `n` calls)."""
+    t = Tool("tool", fn=tool, limits=limits)
+    calls = [{"id": str(i), "name": "tool", "arguments": {}} for i in range(n)]
+    with Executor([t], mode="fork", workers=2) as ex:
+        ex.run(calls[:50])  # warm: the quick/slow estimate learns the tool
+        start = time.perf_counter()
+        results = ex.run(calls)
+        elapsed = time.perf_counter() - start
+    bad = [r for r in results if r.status != "ok"]
+    if bad:
+        raise RuntimeError(f"{len(bad)} calls failed: {bad[0].error}")
+    return elapsed / n
+
+
 def _command(n: int, argv: list[str]) -> float:
     first = subprocess.run(argv, capture_output=True, timeout=60)
     if first.returncode != 0:
@@ -140,6 +161,12 @@ def main() -> None:
         ("fresh fork + netns per call", lambda: _fresh(n // 10, enter_no_network)),
         ("fresh fork + Landlock per call", lambda: _fresh(n // 10, restrict_paths)),
         ("python -c per call", lambda: _command(max(n // 100, 5), snippet)),
+        ("Executor: plain", lambda: _executor(n, None)),
+        ("Executor: + rlimits (memory, cpu, file size, open files)", lambda: _executor(n, RLIMITS)),
+        ("Executor: network=False (one-shot process per call)", lambda: _executor(n // 10, Limits(network=False))),
+        ("Executor: read/write_paths (one-shot + Landlock)",
+         lambda: _executor(n // 10, Limits(read_paths=[sys.prefix, SANDBOX_DIR, "/usr", "/lib", "/etc"],
+                                          write_paths=[SANDBOX_DIR]))),
     ]
     bwrap, firejail = shutil.which("bwrap"), shutil.which("firejail")
     rows.append(("bwrap --unshare-net python -c per call",

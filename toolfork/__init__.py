@@ -1,5 +1,6 @@
 """toolfork: run the tool calls of LLM agents in parallel in forked worker processes."""
 
+from toolfork.governance import Limits, LimitsNotEnforceable
 from toolfork.tools import (
     ArrayProperty,
     ContentBlock,
@@ -26,6 +27,8 @@ __all__ = [
     "ArrayProperty",
     "ContentBlock",
     "DuplicateToolError",
+    "Limits",
+    "LimitsNotEnforceable",
     "MissingDescriptionWarning",
     "ObjectProperty",
     "PropertyType",

@@ -10,6 +10,7 @@ from typing import Any, get_type_hints
 import pytest
 from pydantic import BaseModel
 
+from toolfork.governance import Limits
 from toolfork.tools import Tool, ToolDefinitionError, tool
 from toolfork.tools import decorator as decorator_module
 from toolfork.tools.settings import DEFAULTS, NAMES, SettingKeywords, ToolSettings, check_settings, settings_of
@@ -24,10 +25,12 @@ GOOD: dict[str, Any] = {
     "timeout": 2, "max_runs": 3, "on_error": "return-to-model", "inline": True, "fresh_process": True,
     "retries": 1, "track_by_inputs": True, "approval_policy": True, "output_model": Answer,
     "max_output_chars": 50, "manual": False, "on_tool_called": print, "on_response_received": print,
+    "limits": Limits(memory_mb=64), "max_concurrency": 2, "concurrency_group": "db", "rate_limit": "10/s",
 }
 BAD: dict[str, Any] = {
     "timeout": -1, "max_runs": -1, "on_error": "explode", "retries": -2, "approval_policy": "yes",
     "output_model": dict, "max_output_chars": 0, "on_tool_called": 3, "on_response_received": "x",
+    "limits": {"memory_mb": -1}, "max_concurrency": 0, "concurrency_group": "", "rate_limit": "fast",
 }
 
 

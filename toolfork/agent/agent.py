@@ -154,6 +154,10 @@ class Agent:
         thread_id: str | None = None,
         approval_policy: Any = None,
         agent_id: str | None = None,
+        limits: Any = None,
+        concurrency: Mapping[str, int] | None = None,
+        max_calls_per_worker: int | None = None,
+        max_worker_memory_mb: int | None = None,
     ) -> None:
         if max_steps < 1:
             raise AgentConfigError(f"max_steps must be at least 1, got {max_steps}")
@@ -185,6 +189,10 @@ class Agent:
         self._after_child = after_child
         self._workers = workers
         self._thread_id = thread_id
+        # Resource governance for the agent's Executor (see docs/executor.md, "Limits"): passed as they are.
+        self._governance = {key: value for key, value in (
+            ("limits", limits), ("concurrency", concurrency), ("max_calls_per_worker", max_calls_per_worker),
+            ("max_worker_memory_mb", max_worker_memory_mb)) if value is not None}
 
         self._resolved_provider: Provider | None = None
         self._toolset: Toolset | None = None
@@ -321,6 +329,7 @@ class Agent:
             if self._parallel:
                 kwargs.update(before_child=self._before_child, after_child=self._after_child,
                               workers=self._workers)
+            kwargs.update(self._governance)
             self._executor = Executor(list(self._get_toolset().local.values()), **kwargs)
             self._finalizer = weakref.finalize(self, _close_quietly, self._executor)
         return self._executor

@@ -27,7 +27,7 @@ import math
 import os
 import threading
 import weakref
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
 from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
@@ -46,6 +46,7 @@ from toolfork.executor.types import (
 )
 
 if TYPE_CHECKING:
+    from toolfork.governance.limits import Limits
     from toolfork.tools.tool import Tool
 
 RETRYABLE = frozenset({"crashed", "timeout", "error"})
@@ -114,7 +115,12 @@ class Executor:
         address: str | None = None,
         ray_options: dict[str, Any] | None = None,
         encode_results: Callable[[ToolResult], bytes | None] | None = None,
+        limits: Limits | None = None,
+        concurrency: Mapping[str, int] | None = None,
+        max_calls_per_worker: int | None = None,
+        max_worker_memory_mb: int | None = None,
     ) -> None:
+        from toolfork.governance.policy import Governance
         from toolfork.tools.registry import collect_tools
 
         if timeout is not None and not timeout > 0:  # NaN included
@@ -132,20 +138,25 @@ class Executor:
         self._feeds: set[Feed] = set()  # the batches running now, for cancel() and close()
         self._singles: Singles | None = None  # submit()'s batch, started on first use
         self._mode, self._fallback_reason = resolve_mode(mode)
-        hooks = Hooks(before_child, after_child, on_worker_start, encode_results)
+        # Limits, caps, rate limits and recycling: checked before any process starts (fail closed).
+        self.governance = Governance(self._mode, limits=limits, concurrency=concurrency,
+                                     max_calls_per_worker=max_calls_per_worker,
+                                     max_worker_memory_mb=max_worker_memory_mb)
+        self.governance.register(self._tools.values())
+        hooks = Hooks(before_child, after_child, on_worker_start, encode_results, self.governance.default)
         self.workers = workers if workers is not None else default_workers()
         self._backend: Backend
         if self._mode == "fork":
             from toolfork.executor.backends.fork.pool import ForkBackend
 
-            self._backend = ForkBackend(self._tools, self.workers, hooks, kill_grace)
+            self._backend = ForkBackend(self._tools, self.workers, hooks, kill_grace, self.governance)
         elif self._mode == "ray":
             from toolfork.executor.backends.ray import RayBackend
 
             self._backend = RayBackend(self._tools, self.workers, hooks, kill_grace, address=address,
                                        options=ray_options)
         else:
-            self._backend = SequentialBackend()
+            self._backend = SequentialBackend(self.governance)
         _LIVE.add(self)
 
     # ----------------------------------------------------------------- properties
@@ -186,6 +197,7 @@ class Executor:
         with self._lock:
             self._check_open()
             if added:
+                self.governance.register(added)
                 self._backend.add_tools(added)
             self._tools = new
 
@@ -378,7 +390,10 @@ class Executor:
         """Feed the calls to the backend; retry what a tool's ``retries`` allows. ``on_feed`` gets the
         batch's ``Feed`` once it is known (a ``Batch`` handle, to cancel it)."""
         retriable: dict[str, Dispatch] = {}  # calls of tools that declare retries, until they finish
-        feed = Feed(self._dispatches(calls, retriable), room, wakeup_fd)
+        holder: list[Feed] = []  # the feed, for an inline call waiting for its cap or rate limit
+        feed = Feed(self._dispatches(calls, retriable, lambda: bool(holder) and holder[0].cancelled), room,
+                    wakeup_fd)
+        holder.append(feed)
         with self._lock:
             self._check_open()
             self._feeds.add(feed)
@@ -403,8 +418,8 @@ class Executor:
             with self._lock:
                 self._feeds.discard(feed)
 
-    def _dispatches(self, calls: Iterable[ToolCall | Wait],
-                    retriable: dict[str, Dispatch]) -> Iterator[Dispatch | list[Event] | Wait]:
+    def _dispatches(self, calls: Iterable[ToolCall | Wait], retriable: dict[str, Dispatch],
+                    stopped: Callable[[], bool]) -> Iterator[Dispatch | list[Event] | Wait]:
         """What the backend pulls: a Dispatch per call, or ready events for unknown and inline tools."""
         context = dict(self.context) if self.context else {}
         default_timeout = self._timeout
@@ -431,7 +446,8 @@ class Executor:
             d = Dispatch(call, tool, timeout, context)
             if tool.inline:
                 progress: list[Any] = []
-                result = run_in_host(d, lambda _cid, value, sink=progress: sink.append(value))
+                result = run_in_host(d, lambda _cid, value, sink=progress: sink.append(value), self.governance,
+                                     stopped)
                 yield [CallStarted(call.id, call.name), *(CallProgress(call.id, v) for v in progress),
                        CallFinished(call.id, result)]
                 continue

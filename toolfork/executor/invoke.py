@@ -71,9 +71,11 @@ def execute_call(
     before_child: Hook | None = None,
     after_child: Hook | None = None,
     worker_pid: int | None = None,
+    limit_hit: Callable[[BaseException], ErrorInfo | None] | None = None,
 ) -> ToolResult:
     """Run ``tool`` once with the hook rules above; never raises an ``Exception``, ``SystemExit`` or
-    ``GeneratorExit``.
+    ``GeneratorExit``. ``limit_hit`` (a call under ``Limits``) names the limit an exception of the
+    tool stands for (MemoryError, EFBIG...), which then is the call's error.
 
     ``CallInterrupted`` (and other BaseExceptions such as KeyboardInterrupt) propagate after
     ``after_child`` has run, so the caller decides what an interrupted call means.
@@ -98,7 +100,8 @@ def execute_call(
         output = tool.invoke(arguments, runtime) if tool.uses_runtime else tool.invoke(arguments)
         result = ToolResult(call_id, name, "ok", output=output)
     except CAUGHT as exc:
-        result = ToolResult(call_id, name, "error", error=error_info(exc))
+        hit = limit_hit(exc) if limit_hit is not None else None
+        result = ToolResult(call_id, name, "error", error=hit if hit is not None else error_info(exc))
     finally:
         if after_child is not None:
             try:

@@ -1,7 +1,9 @@
 """Resource governance: the mechanisms that keep one tool call from hurting the others.
 
-Draft of docs/governance.md (nothing here is wired into the Executor or exposed yet, so there is no
-user-facing page; this is what the page will say once it is).
+The user's view is docs/executor.md, "Limits". Where each part is used: `policy.Governance` is one
+Executor's rules (built from the tools' settings and the Executor's keywords); the fork pool's
+worker applies a call's limits (`toolfork.executor.backends.fork.limited`); the pool's driver admits
+calls through caps and rate limits (`Hub.next_admitted`); the worker core recycles workers.
 
 Limits inside a call (`Limits`, in `limits`): a frozen value, validated where it is written
 (`Limits(memory_mb=-1)` and unknown fields are refused naming the setting), `merged_over(default)`
@@ -50,6 +52,7 @@ from .enforceable import LimitsNotEnforceable, Unenforceable, check, unenforceab
 from .landlock import LandlockError
 from .limits import Limits, LimitsError
 from .netns import NetworkIsolationError, enter_no_network
+from .policy import Governance
 from .ratelimit import RateLimit, RateLimitError, TokenBucket
 from .rlimits import LimitExceeded, LimitExceededError, applied, classify
 from .verdict import Probe
@@ -57,6 +60,7 @@ from .verdict import Probe
 __all__ = [
     "CapError",
     "ConcurrencyCaps",
+    "Governance",
     "LandlockError",
     "LimitExceeded",
     "LimitExceededError",

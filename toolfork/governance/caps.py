@@ -56,6 +56,11 @@ class ConcurrencyCaps:
         self._running_group: dict[str, int] = dict.fromkeys(self._groups, 0)
         self._lock = threading.Lock()
 
+    @property
+    def groups(self) -> Mapping[str, int]:
+        """Group name -> its cap."""
+        return dict(self._groups)
+
     def register(self, tool: str, *, max_concurrency: int | None = None, concurrency_group: str | None = None) -> None:
         """Declare a tool's caps (call once per tool; a tool never registered is free)."""
         cap = None if max_concurrency is None else _check_cap(f"max_concurrency of tool {tool!r}", max_concurrency)

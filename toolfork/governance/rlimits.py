@@ -8,22 +8,27 @@ backstop below.
 Each budget is on top of what the worker holds when the call starts, because a forked worker inherits
 the host's heap, descriptors and CPU time, which the tool's author neither sees nor controls; an
 absolute cap would make the same tool pass or fail with the size of the host:
-- memory_mb: RLIMIT_DATA = the worker's VmData now + the budget. RLIMIT_DATA (Linux 4.7+) counts the
-  heap and private writable mappings, which is what allocating memory grows; RLIMIT_AS would also count
-  shared libraries, file mappings and address space reserved but never touched (malloc arenas, thread
-  stacks), so a small cap would fail in a worker that merely imported something large, and a cap loose
-  enough for that would not stop anything. Allocating past it gives the tool MemoryError.
-- cpu_s: RLIMIT_CPU = the worker's CPU time so far + the budget, rounded up to a whole second (the
-  kernel counts whole seconds), so the call gets between cpu_s and cpu_s + 1 s. The kernel sends
-  SIGXCPU; the handler installed for the call raises `LimitExceededError` in the tool once, and if the
-  call goes on, the next SIGXCPU (a second later) kills the worker with it. Code that never returns to
+- memory_mb: RLIMIT_DATA = the worker's data segment and stack now (/proc/self/statm) + the budget.
+  RLIMIT_DATA (Linux 4.7+) counts the heap and private writable mappings, which is what allocating
+  memory grows; RLIMIT_AS would also count shared libraries, file mappings and address space reserved
+  but never touched (malloc arenas, thread stacks), so a small cap would fail in a worker that merely
+  imported something large, and a cap loose enough for that would not stop anything. Allocating past it
+  gives the tool MemoryError.
+- cpu_s: on the main thread, a profiling timer (ITIMER_PROF: the process's CPU time, to the
+  millisecond) sends SIGPROF after cpu_s of CPU; its handler raises `LimitExceededError` in the tool
+  once. Behind it, RLIMIT_CPU = the worker's CPU time so far + the budget, rounded up to a whole second
+  (the kernel counts whole seconds) and at least a second past the timer: the kernel sends SIGXCPU
+  there, which raises the same error if the timer could not (another thread, the tool reset the
+  timer), and if the call goes on after being told, the next SIGXCPU (a second later) kills the
+  worker with it. Code that never returns to
   the interpreter cannot see a Python handler: where the process may raise its hard limit again
   (CAP_SYS_RESOURCE) the hard limit is set 2 s above the soft one for the call, so the kernel kills the
   worker; elsewhere the call's timeout is the backstop.
 - file_size_mb: RLIMIT_FSIZE, the largest file the call may write (not a budget: it is per file).
   SIGXFSZ is caught for the call, so the write fails with OSError(EFBIG) instead of killing the worker.
-- open_files: RLIMIT_NOFILE = the worker's highest open descriptor + 1 + the budget (it limits
-  descriptor numbers, so a call may get a few more than the budget where the worker has gaps).
+- open_files: RLIMIT_NOFILE = the descriptors the worker has open + the budget (it limits descriptor
+  numbers and a new one takes the lowest free number, so the call gets at least the budget, and a few
+  more where the worker's descriptors sit above that limit: its channels are kept high).
 - processes: RLIMIT_NPROC = the tasks (threads count) the user runs now + the budget. The kernel
   counts every process of the real user, so other workers of the same user share the headroom, and it
   does not apply to a privileged process (see `probe`).
@@ -36,6 +41,7 @@ the default action loses the worker to it, which `classify` names too.
 
 from __future__ import annotations
 
+import _signal
 import errno
 import math
 import os
@@ -104,20 +110,48 @@ def _exceeded(limits: Limits, limit: str) -> LimitExceeded:
     return LimitExceeded(limit, value, describe(limit, value))
 
 
-def _vm_data_bytes(status: bytes) -> int:
-    value = status_field(status, b"VmData")
-    if value is None:
-        raise OSError("no VmData in /proc/self/status")
-    return int(value) * 1024
+PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 
 
-def _highest_fd() -> int:
+def _data_bytes() -> int:
+    """The process's data segment and stack (/proc/self/statm's sixth field: what RLIMIT_DATA counts,
+    plus the stack; statm is read in half the time of /proc/self/status)."""
+    fd = os.open("/proc/self/statm", os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        return int(os.read(fd, 256).split()[5]) * PAGE
+    finally:
+        os.close(fd)
+
+
+def _open_fds() -> int:
+    """How many descriptors are open (RLIMIT_NOFILE bounds descriptor numbers, and a new descriptor
+    takes the lowest free number: a limit of open + budget leaves at least budget numbers free, however
+    the open ones are spread; the worker's channels sit high, where the highest number would say
+    nothing of how many a call may open)."""
     for where in ("/proc/self/fd", "/dev/fd"):
         try:
-            return max((int(n) for n in os.listdir(where)), default=2)
+            return len(os.listdir(where))
         except OSError:
             continue
-    return 2
+    return 3
+
+
+# The C setter: ``signal.signal`` wraps it in enum conversions that cost more than the call itself, and
+# a worker's own watch on the ``signal`` module's setters is for what a tool changes, not for this.
+_set_handler = _signal.signal
+SIGXCPU, SIGPROF, SIGXFSZ = (int(getattr(signal, n, 0)) for n in ("SIGXCPU", "SIGPROF", "SIGXFSZ"))
+
+_CAPS: dict[int, bool] = {}
+
+
+def _may_raise_hard_limits() -> bool:
+    """CAP_SYS_RESOURCE, looked at once per process (a worker's capabilities only ever shrink, and the
+    backstop it allows is only a backstop)."""
+    pid = os.getpid()
+    held = _CAPS.get(pid)
+    if held is None:
+        held = _CAPS[pid] = has_capability(CAP_SYS_RESOURCE)
+    return held
 
 
 def _user_tasks(uid: int) -> int:
@@ -157,6 +191,12 @@ class Applied:
         return classify(outcome, self.limits, tripped=frozenset(self.tripped), cpu_used_s=cpu_used_s)
 
     # Signal handlers, installed for the call from the main thread.
+    def _on_prof(self, signum: int, frame: FrameType | None) -> None:
+        if not self._in_call or "cpu_s" in self.tripped:
+            return
+        self.tripped.add("cpu_s")
+        raise LimitExceededError("cpu_s", describe("cpu_s", self.limits.cpu_s or 0))
+
     def _on_xcpu(self, signum: int, frame: FrameType | None) -> None:
         if not self._in_call:
             return
@@ -187,18 +227,17 @@ def _set_soft(applied: Applied, which: int, soft: int, hard: int | None = None) 
 
 def _apply(applied: Applied) -> None:
     limits = applied.limits
-    status = proc_status() if limits.memory_mb is not None or limits.cpu_s is not None else b""
     if limits.memory_mb is not None:
-        _set_soft(applied, resource.RLIMIT_DATA, _vm_data_bytes(status) + limits.memory_mb * MIB)
+        _set_soft(applied, resource.RLIMIT_DATA, _data_bytes() + limits.memory_mb * MIB)
     if limits.cpu_s is not None:
         applied.cpu_start_s = _cpu_used_s()
-        soft = math.ceil(applied.cpu_start_s + limits.cpu_s)
-        backstop = soft + CPU_BACKSTOP_S if has_capability(CAP_SYS_RESOURCE, status) else None
+        soft = math.ceil(applied.cpu_start_s + limits.cpu_s + (1 if SIGPROF in applied._handlers else 0))
+        backstop = soft + CPU_BACKSTOP_S if _may_raise_hard_limits() else None
         _set_soft(applied, resource.RLIMIT_CPU, soft, backstop)
     if limits.file_size_mb is not None:
         _set_soft(applied, resource.RLIMIT_FSIZE, limits.file_size_mb * MIB)
     if limits.open_files is not None:
-        _set_soft(applied, resource.RLIMIT_NOFILE, _highest_fd() + 1 + limits.open_files)
+        _set_soft(applied, resource.RLIMIT_NOFILE, _open_fds() + limits.open_files)
     if limits.processes is not None:
         _set_soft(applied, resource.RLIMIT_NPROC, _user_tasks(os.getuid()) + limits.processes)
 
@@ -231,19 +270,25 @@ def applied(limits: Limits) -> Iterator[Applied]:
         raise OSError("rlimits are not available on this platform")
     main = threading.get_ident() == threading.main_thread().ident
     if main and limits.cpu_s is not None:
-        state._handlers[signal.SIGXCPU] = signal.signal(signal.SIGXCPU, state._on_xcpu)
+        state._handlers[SIGXCPU] = _set_handler(SIGXCPU, state._on_xcpu)
+        state._handlers[SIGPROF] = _set_handler(SIGPROF, state._on_prof)
     if main and limits.file_size_mb is not None:
-        state._handlers[signal.SIGXFSZ] = signal.signal(signal.SIGXFSZ, state._on_xfsz)
+        state._handlers[SIGXFSZ] = _set_handler(SIGXFSZ, state._on_xfsz)
+    timer = SIGPROF in state._handlers
     try:
         _apply(state)
+        if timer:
+            signal.setitimer(signal.ITIMER_PROF, limits.cpu_s or 0)
         yield state
     finally:
         state._in_call = False  # a late SIGXCPU from here on only counts, it does not raise
+        if timer:
+            signal.setitimer(signal.ITIMER_PROF, 0)
         try:
             _restore(state)
         finally:
             for signum, old in state._handlers.items():
-                signal.signal(signum, old)
+                _set_handler(signum, old)
 
 
 def _chain(exc: BaseException) -> Iterator[BaseException]:

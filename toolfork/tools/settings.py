@@ -18,6 +18,7 @@ from typing import Annotated, Any, Literal, TypedDict, Union, get_args, get_orig
 
 from pydantic import BaseModel
 
+from toolfork.governance.limits import Limits
 from toolfork.tools.errors import ToolDefinitionError
 
 OnError = Literal["fail-run", "return-to-model"]
@@ -77,6 +78,41 @@ def model_class_or_none(where: str, key: str, value: Any) -> Any:
     return value
 
 
+def limits_or_none(where: str, key: str, value: Any) -> Any:
+    """A ``Limits`` (or a dict of its fields, made into one); bad fields are refused here, by name."""
+    from toolfork.governance.limits import Limits, LimitsError
+
+    if value is None or isinstance(value, Limits):
+        return value
+    if not isinstance(value, Mapping):
+        raise ToolDefinitionError(f"{where}: {key} must be a toolfork.Limits (or a dict of its fields), got {value!r}")
+    try:
+        return Limits(**value)
+    except LimitsError as exc:
+        raise ToolDefinitionError(f"{where}: {key} must be valid: {exc}") from None
+
+
+def group_name_or_none(where: str, key: str, value: Any) -> Any:
+    if value is not None and (not isinstance(value, str) or not value.strip()):
+        raise ToolDefinitionError(f"{where}: {key} must be a non-empty group name (its cap is given to the "
+                                  f"Executor: concurrency={{name: N}}), got {value!r}")
+    return value
+
+
+def rate_or_none(where: str, key: str, value: Any) -> Any:
+    """A rate such as "10/s", "30/min" or "100/h", checked here and kept as written."""
+    from toolfork.governance.ratelimit import RateLimit, RateLimitError
+
+    if value is None:
+        return None
+    try:
+        RateLimit.parse(value, setting=key)
+    except RateLimitError as exc:
+        raise ToolDefinitionError(f"{where}: {key} must be a rate such as '10/s', '30/min' or '100/h': {exc}") \
+            from None
+    return value
+
+
 def approval(where: str, key: str, value: Any) -> Any:
     if value is not None and not isinstance(value, bool) and not callable(value):
         raise ToolDefinitionError(f"{where}: {key} must be True (always ask), False (never ask), "
@@ -111,6 +147,15 @@ class ToolSettings:
     # ``output_model``; raising refuses the submission.
     on_tool_called: Annotated[Callable[[dict[str, Any]], Any] | None, callable_or_none] = None
     on_response_received: Annotated[Callable[[Any], Any] | None, callable_or_none] = None
+    # Resource governance (see docs/executor.md, "Limits"). ``limits``: what one call may use (rlimits,
+    # no network, Landlock paths), over the Executor's default limits, field by field.
+    limits: Annotated[Limits | None, limits_or_none] = None
+    # At most this many calls of the tool run at once, on one Executor (every batch, thread and task).
+    max_concurrency: Annotated[int | None, optional_positive_count] = None
+    # A cap shared with other tools: the group's cap is given to the Executor (``concurrency={"db": 5}``).
+    concurrency_group: Annotated[str | None, group_name_or_none] = None
+    # Calls start at most this often ("10/s", "30/min", "100/h"): a smooth token bucket per Executor.
+    rate_limit: Annotated[str | None, rate_or_none] = None
 
 
 class SettingKeywords(TypedDict, total=False):
@@ -129,16 +174,20 @@ class SettingKeywords(TypedDict, total=False):
     manual: bool
     on_tool_called: Callable[[dict[str, Any]], Any] | None
     on_response_received: Callable[[Any], Any] | None
+    limits: Limits | None
+    max_concurrency: int | None
+    concurrency_group: str | None
+    rate_limit: str | None
 
 
 def _declared() -> tuple[dict[str, Check], dict[str, Any]]:
-    hints = get_type_hints(ToolSettings, include_extras=True)
+    hints = get_type_hints(ToolSettings, include_extras=True, localns={"Limits": Limits})
     checks: dict[str, Check] = {}
     types: dict[str, Any] = {}
     for key, hint in hints.items():
         assert get_origin(hint) is Annotated, f"ToolSettings.{key} has no check"
         types[key], checks[key] = get_args(hint)[:2]
-    keywords = get_type_hints(SettingKeywords)
+    keywords = get_type_hints(SettingKeywords, localns={"Limits": Limits})
     if keywords != types:
         raise TypeError(f"SettingKeywords differs from ToolSettings: {keywords} != {types}")
     return checks, types

@@ -36,6 +36,7 @@ from toolfork.executor.types import CallFinished, CallStarted, ErrorInfo, Event,
 from toolfork.executor.wire import drain
 
 if TYPE_CHECKING:
+    from toolfork.governance.limits import Limits
     from toolfork.tools.tool import Tool
 
 Hook = Callable[[], Any]
@@ -56,6 +57,7 @@ class Dispatch:
     requeues: int = 0  # times a worker died before it could start this call
     batch: BatchState | None = None  # the batch it belongs to, where a Hub routes its events
     stopped: bool = False  # its outcome is no longer wanted (a cancelled future): drop its result
+    slot: Any = None  # its place under its tool's caps while sent (``Governance.admit``), else None
 
     # What the fork pool's worker core knows an item by (a line lane's Line has the same two).
     @property
@@ -244,11 +246,14 @@ def _settled(feed: Feed, yielded: bool) -> bool:
 class BatchState:
     """One ``execute`` call inside a ``Hub``: what its owner pulled, and what the driver routed to it."""
 
-    __slots__ = ("abandoned", "events", "feed", "outstanding", "poked", "ready")
+    __slots__ = ("abandoned", "events", "feed", "held", "outstanding", "poked", "ready")
 
     def __init__(self, feed: Feed) -> None:
         self.feed = feed
         self.ready: deque[Dispatch] = deque()  # pulled by the owner, not sent yet (requeued ones in front)
+        # Calls of gated tools that were refused a slot or a token, by tool, in call order: they wait
+        # here, off ``ready``, so the calls behind them go first (see ``Hub.next_admitted``).
+        self.held: dict[str, deque[Dispatch]] = {}
         self.events: list[Event] = []  # routed by the driver, taken by the owner
         self.outstanding = 0  # dispatches pulled whose CallFinished the owner has not taken yet
         self.poked = False  # the owner should look at its feed again (its live source has more)
@@ -480,9 +485,10 @@ class Hub:
         for d, running in placed:
             self.finish(d, cancelled(d, running=running).result)
         for b in tuple(self.batches):
-            for d in b.ready:
+            for d in (*b.ready, *(d for waiting in b.held.values() for d in waiting)):
                 self.finish(d, cancelled(d).result)
             b.ready.clear()
+            b.held.clear()
         self._requests.clear()
 
     # ------------------------------------------------------------ the one settle/route rule
@@ -537,6 +543,16 @@ class Hub:
                     keep.append(d)
             b.ready.clear()
             b.ready.extend(keep)
+            for name, waiting in list(b.held.items()):
+                kept = deque(d for d in waiting if not (whole or id(d.call) in stops))
+                for d in waiting:
+                    if whole or id(d.call) in stops:
+                        self.finish(d, cancelled(d).result)
+                        d.stopped = True
+                if kept:
+                    b.held[name] = kept
+                else:
+                    del b.held[name]
             if kills:
                 kill(kills)
 
@@ -549,6 +565,36 @@ class Hub:
             if b.ready:
                 self.turn = (self.turn + i + 1) % n
                 return b
+        return None
+
+
+    def next_admitted(self, admit: Callable[[Dispatch], bool]) -> tuple[BatchState, Dispatch] | None:
+        """``next_ready`` for an executor with gated tools (inside a ``held`` step): the next batch, in
+        turn, with a call ``admit`` lets start (it takes the call's slot and token), taken off its queue.
+        A call of a gated tool that is refused moves to its batch's ``held`` queue for its tool, so the
+        calls behind it are looked at (a waiting call delays nobody) and each call is looked at once
+        per refusal; held calls go first, in call order, when their tool is admitted again."""
+        batches = tuple(self.batches)
+        n = len(batches)
+        for i in range(n):
+            b = batches[(self.turn + i) % n]
+            found = None
+            for name, waiting in b.held.items():
+                if admit(waiting[0]):
+                    found = waiting.popleft()
+                    if not waiting:
+                        del b.held[name]
+                    break
+            ready = b.ready
+            while found is None and ready:
+                d = ready.popleft()
+                if admit(d):
+                    found = d
+                else:
+                    b.held.setdefault(d.call.name, deque()).append(d)
+            if found is not None:
+                self.turn = (self.turn + i + 1) % n
+                return b, found
         return None
 
 
@@ -575,6 +621,8 @@ class Hooks:
     on_worker_start: Hook | None = None
     # Executor(encode_results=...): run in the fork worker on each clean ok result (see ToolResult.encoded).
     encode_result: Callable[[ToolResult], bytes | None] | None = None
+    # Executor(limits=...): the default a tool's own limits go over, in the worker (Governance.default).
+    limits: Limits | None = None
 
 
 class Backend(ABC):

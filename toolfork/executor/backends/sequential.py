@@ -6,6 +6,11 @@ inside the tool) when the executor runs on the main thread; elsewhere Python off
 stop a running function, so the call runs to its end and only then reports "timeout" if it overran:
 with its real output attached and a message saying it ran to its end, so no caller mistakes it for a
 call that did not happen (the agent goes further and lifts such timeouts, see agent/timeouts.py).
+
+Caps and rate limits hold here too (several threads may run batches at once on one sequential
+Executor): a call of a gated tool waits in its caller's thread for a slot and a token
+(``Governance.acquire``) and gives the slot back when it ends. Limits cannot be applied to a call
+in the host; the Executor refused them at construction unless they said enforce="best-effort".
 """
 
 from __future__ import annotations
@@ -14,18 +19,24 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any
 
-from toolfork.executor.backends.base import Backend, Dispatch, Feed, run_batch
+from toolfork.executor.backends.base import Backend, Dispatch, Feed, cancelled, run_batch
 from toolfork.executor.invoke import CallInterrupted, execute_call
 from toolfork.executor.runtime import CallbackRuntime
 from toolfork.executor.types import CallFinished, CallProgress, CallStarted, ErrorInfo, Event, ToolResult
 from toolfork.tools.output import ToolOutput
 
+if TYPE_CHECKING:
+    from toolfork.governance.policy import Governance
+
 
 class SequentialBackend(Backend):
     mode = "sequential"
+
+    def __init__(self, governance: Governance | None = None) -> None:
+        self._governance = governance
 
     def execute(self, feed: Feed) -> Iterator[Event]:
         def submit(events: list[Event]) -> int:
@@ -33,7 +44,8 @@ class SequentialBackend(Backend):
             if d is None:
                 return 0
             progress: list[Any] = []
-            result = run_in_host(d, lambda _cid, value: progress.append(value))
+            result = run_in_host(d, lambda _cid, value: progress.append(value), self._governance,
+                                 lambda: feed.cancelled)
             events.append(CallStarted(d.call.id, d.call.name))
             events.extend(CallProgress(d.call.id, value) for value in progress)
             events.append(CallFinished(d.call.id, result))
@@ -45,8 +57,22 @@ class SequentialBackend(Backend):
         return run_batch(feed, submit, wait)
 
 
-def run_in_host(d: Dispatch, on_progress: Any) -> ToolResult:
-    """Run one dispatch in this process, with a SIGALRM deadline where that is possible."""
+def run_in_host(d: Dispatch, on_progress: Any, governance: Governance | None = None,
+                stopped: Callable[[], bool] = lambda: False) -> ToolResult:
+    """Run one dispatch in this process, with a SIGALRM deadline where that is possible; a gated tool's
+    call first waits for its slot and token (and comes back "cancelled" if ``stopped()`` while it waits)."""
+    if governance is None or not governance.gated(d.call.name):
+        return _run_in_host(d, on_progress)
+    slot = governance.acquire(d.call.name, stopped)
+    if slot is None:
+        return cancelled(d).result
+    try:
+        return _run_in_host(d, on_progress)
+    finally:
+        governance.release(slot)
+
+
+def _run_in_host(d: Dispatch, on_progress: Any) -> ToolResult:
     runtime = None
     if d.tool.uses_runtime:  # as in a fork worker: a tool that takes no runtime never sees one
         deadline = None if d.timeout is None else time.monotonic() + d.timeout

@@ -23,7 +23,12 @@ The fault rules, with the results the host makes itself (``timeout_result``, ``c
 * requeue: items queued behind a stopped worker's running one never started and go back to the client
   (``client.put_back``); a worker that *died* counts against them, and one that has killed
   ``MAX_REQUEUES`` workers before starting fails instead;
-* an idle worker found dead when sent work: the work goes back, the slot gets a fresh worker.
+* an idle worker found dead when sent work: the work goes back, the slot gets a fresh worker;
+* a limit (``Governance.limits_for``) a worker died of (SIGXCPU, SIGXFSZ) fails its item "error" with
+  ``LimitExceeded`` naming the limit, not "crashed";
+* recycling (``Executor(max_calls_per_worker=, max_worker_memory_mb=)``): a worker that has run its
+  number of items, or whose RSS is above the cap once its items are done, leaves between items (its
+  call pipe closed, so it ends by itself) and a fresh worker takes the slot; nothing fails.
 
 The core also keeps the quick/slow estimate (a moving mean of each tool's durations), which both
 clients read to decide what to send in chunks, and the selector over the workers' result pipes, the
@@ -50,8 +55,10 @@ from toolfork.executor.backends.fork.template_link import HOST_FDS, TemplateLink
 from toolfork.executor.types import ErrorInfo, ToolResult
 from toolfork.executor.wire import WakePipe, frames
 from toolfork.executor.wire.frames import LEAVING, PROGRESS, damaged_result, unreadable_result
+from toolfork.governance import rlimits
 
 if TYPE_CHECKING:
+    from toolfork.governance.policy import Governance
     from toolfork.tools.tool import Tool
 
 QUICK_CALL_S = 0.0005  # tools whose recent calls took less than this are sent in chunks
@@ -88,8 +95,8 @@ class Client(Protocol):
 
 
 class Worker:
-    __slots__ = ("call_fd", "chunks", "deadline", "inflight", "lender", "pid", "reader", "result_fd", "room", "side",
-                 "spawned_at", "started_at", "wid")
+    __slots__ = ("call_fd", "calls", "chunks", "deadline", "inflight", "lender", "pid", "reader", "result_fd", "room",
+                 "side", "spawned_at", "started_at", "wid")
 
     def __init__(self, wid: int, call_fd: int, result_fd: int, side: oob.SidePort) -> None:
         self.wid = wid
@@ -107,6 +114,7 @@ class Worker:
         self.room: int | None = None  # bytes a frame may take waiting in the call pipe (see WorkerCore.pipe_room)
         self.started_at = 0.0
         self.deadline: float | None = None
+        self.calls = 0  # items it settled (for max_calls_per_worker)
 
     def start_next(self, now: float) -> None:
         """The item at the front starts now: its clock, and its deadline."""
@@ -146,6 +154,24 @@ def crashed_result(call_id: str, name: str, exit_description: tuple[str, str], p
                       error=ErrorInfo(etype, f"tool '{name}' crashed: {message}"))
 
 
+def limit_result(call_id: str, name: str, hit: rlimits.LimitExceeded, exit_description: tuple[str, str],
+                 pid: int | None, duration: float) -> ToolResult:
+    """An item whose worker died of a limit it set (the kernel's SIGXCPU, SIGXFSZ)."""
+    return ToolResult(call_id, name, "error", duration_s=duration, worker_pid=pid, error=ErrorInfo(
+        hit.type, f"tool '{name}': {hit.message} ({exit_description[1]})"))
+
+
+def rss_mb(pid: int | None) -> float:
+    """A process's resident set in MiB (0 where it cannot be read: a worker gone is recycled anyway)."""
+    if pid is None:
+        return 0.0
+    try:
+        with open(f"/proc/{pid}/statm", "rb") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / (1024 * 1024)
+    except (OSError, ValueError, IndexError):
+        return 0.0
+
+
 def not_started_result(call_id: str, name: str, requeues: int, pid: int | None) -> ToolResult:
     """An item whose workers kept dying before they could start it (``MAX_REQUEUES``)."""
     return ToolResult(call_id, name, "crashed", worker_pid=pid, error=ErrorInfo(
@@ -156,10 +182,14 @@ class WorkerCore:
     """A pool's workers: started warm from the template, kept at ``size``, replaced by the fault rules
     (see the module docstring). One thread at a time calls it (the one holding the driver lock)."""
 
-    def __init__(self, tools: dict[str, Tool], size: int, hooks: Hooks, kill_grace: float) -> None:
+    def __init__(self, tools: dict[str, Tool], size: int, hooks: Hooks, kill_grace: float,
+                 governance: Governance | None = None) -> None:
         if size < 1:
             raise ValueError(f"workers must be at least 1, got {size}")
         self.size = size
+        self._governance = governance
+        self.max_calls = governance.max_calls_per_worker if governance is not None else None
+        self._max_rss_mb = governance.max_worker_memory_mb if governance is not None else None
         self._workers: dict[int, Worker] = {}
         self._link = TemplateLink(tools, hooks, kill_grace, self._workers)
         self._sel = selectors.DefaultSelector()
@@ -231,12 +261,15 @@ class WorkerCore:
                 w.room = 0
         return w.room
 
-    @staticmethod
-    def chunk_limit(waiting: int, share: int) -> int:
-        """How many quick items one worker takes at once, counting the one it starts with: guided
+    def chunk_limit(self, waiting: int, share: int, w: Worker) -> int:
+        """How many quick items worker ``w`` takes at once, counting the one it starts with: guided
         self-scheduling, never more than its ``share`` of the ``waiting`` items (shared with the workers
-        still idle), so an item slower than its tool's history suggests holds up at most that share."""
-        return min(MAX_CHUNK, math.ceil(waiting / share))
+        still idle), so an item slower than its tool's history suggests holds up at most that share;
+        and never past the items it has left before it is recycled (at least the one)."""
+        limit = min(MAX_CHUNK, math.ceil(waiting / share))
+        if self.max_calls is not None:
+            limit = max(1, min(limit, self.max_calls - w.calls - len(w.inflight)))
+        return limit
 
     # ------------------------------------------------------------------ sending
 
@@ -363,18 +396,28 @@ class WorkerCore:
                     break
             if settled:
                 self._count_settled(w, settled)
+                w.calls += settled
                 # A result starts the next item's clock; progress alone must not reset the running one's.
                 if inflight:
                     w.start_next(time.monotonic())
                 else:
                     w.deadline = None
                     if w.lender is None:
+                        if self._worn_out(w):
+                            self.drop(w, kill=False)  # its call pipe closes: it ends by itself
+                            return
                         self.idle.append(w)
                     else:  # a one-shot worker is done: it leaves (what it started dies with it)
                         self._retire(w, kill=False)
                         self._refill(w)
         if w.reader.eof:
             self.crashed(w, client)
+
+    def _worn_out(self, w: Worker) -> bool:
+        """Whether an idle worker is to be recycled (its number of items run, or its RSS over the cap)."""
+        if self.max_calls is not None and w.calls >= self.max_calls:
+            return True
+        return self._max_rss_mb is not None and rss_mb(w.pid) > self._max_rss_mb
 
     @staticmethod
     def _count_settled(w: Worker, settled: int) -> None:
@@ -415,11 +458,17 @@ class WorkerCore:
             self.idle.remove(w)
         if w.inflight:
             current = w.inflight.popleft()
-            described = describe_exit(self._link.exit_status(w.pid))
-            log.warning("worker %s died running tool %r (call %s): %s", w.pid, current.name, current.call_id,
-                        described[1])
-            client.fail(current, crashed_result(current.call_id, current.name, described, w.pid,
-                                                time.monotonic() - w.started_at))
+            status = self._link.exit_status(w.pid)
+            described = describe_exit(status)
+            duration = time.monotonic() - w.started_at
+            limits = None if self._governance is None else self._governance.limits_for(current.name)
+            hit = None if limits is None or status is None else rlimits.classify(status, limits)
+            if hit is not None:
+                client.fail(current, limit_result(current.call_id, current.name, hit, described, w.pid, duration))
+            else:
+                log.warning("worker %s died running tool %r (call %s): %s", w.pid, current.name, current.call_id,
+                            described[1])
+                client.fail(current, crashed_result(current.call_id, current.name, described, w.pid, duration))
             self.requeue(w, client, died=True)
         self._refill(w)
 
@@ -540,4 +589,4 @@ class WorkerCore:
 
 
 __all__ = ["MAX_CHUNK", "MAX_REQUEUES", "QUICK_CALL_S", "Client", "Worker", "WorkerCore", "crashed_result",
-           "describe_exit", "not_started_result", "timeout_result"]
+           "describe_exit", "limit_result", "not_started_result", "rss_mb", "timeout_result"]

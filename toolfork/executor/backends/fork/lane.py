@@ -25,9 +25,11 @@ The lane borrows the pool's workers and its driver lock while it runs and gives 
 that ends early (an exception, Ctrl-C) has its busy workers killed and replaced, so the executor stays
 usable.
 
-What a lane cannot do, the Job keeps off it (``LineLane.fits``): inline tools (they run in the host),
-``fresh_process`` tools and tools that declare ``retries``; a job with one of those takes the general
-path whole.
+Limits a call runs under (rlimits) and worker recycling hold on the lane as on the pool: the worker
+applies the limits, the core recycles. What a lane cannot do, the Job keeps off it (``LineLane.fits``):
+inline tools (they run in the host), ``fresh_process`` tools, tools that declare ``retries``, tools
+with a cap or a rate limit (their calls wait in the Hub's held queues) and tools whose limits carry a
+restriction (a process each); a job with one of those takes the general path whole.
 """
 
 from __future__ import annotations
@@ -99,7 +101,9 @@ class LineLane:
         general path (inline, fresh_process, retries)."""
         if not isinstance(getattr(executor, "backend", None), ForkBackend):
             return False
-        return all(not (t.inline or t.fresh_process or t.retries) for t in executor.tools.values())
+        governance = executor.governance
+        return all(not (t.inline or t.fresh_process or t.retries or governance.gated(t.name)
+                        or governance.restricted(t.name)) for t in executor.tools.values())
 
     # ------------------------------------------------------------------ the Job's side
 
@@ -184,16 +188,17 @@ class LineLane:
         core = self._core
         idle, ready = core.idle, self.ready
         while idle and ready:
-            self._send(idle.popleft(), self._chunk(len(idle) + 1, None))
-        if ready and core.is_quick(ready[0].name):
+            w = idle.popleft()
+            self._send(w, self._chunk(w, len(idle) + 1, None))
+        if ready and core.is_quick(ready[0].name) and core.max_calls is None:  # a recycled worker gets no more
             for w in list(core.workers.values()):
                 if not ready:
                     break
                 if len(w.chunks) == 1 and core.is_quick(w.inflight[-1].name):
                     room = min(PREFETCH_BYTES, core.pipe_room(w)) - self._frame_bytes
-                    self._send(w, self._chunk(len(core.workers), room))
+                    self._send(w, self._chunk(w, len(core.workers), room))
 
-    def _chunk(self, share: int, max_bytes: int | None) -> list[Line]:
+    def _chunk(self, w: Worker, share: int, max_bytes: int | None) -> list[Line]:
         """The next lines to send to one worker: one line, or up to that worker's share of the quick
         lines ready (``WorkerCore.chunk_limit``). With ``max_bytes``, only raw lines (whose size is
         known) whose frame stays below it; maybe none."""
@@ -206,7 +211,7 @@ class LineLane:
         ready.popleft()
         chunk = [first]
         if is_quick(first.name):
-            limit = core.chunk_limit(len(ready) + 1, share)
+            limit = core.chunk_limit(len(ready) + 1, share, w)
             size = len(first.raw or b"") + FRAME_SLACK
             while len(chunk) < limit and ready and is_quick(ready[0].name):
                 if max_bytes is not None:

@@ -30,7 +30,14 @@ Data flow (``ForkBackend.execute`` joins the ``Hub``; whichever batch owner need
   carries a header of length 0 in their place (see ``toolfork.executor.oob``). The reader takes the file
   where the header is, so order and the rest of this flow are unchanged.
 * ``fresh_process`` tools: the call goes to a one-shot worker forked for it, in an idle worker's slot,
-  which gets the slot back when the one-shot is gone.
+  which gets the slot back when the one-shot is gone. So does a call whose limits carry a restriction a
+  process cannot shed (``network=False``, ``read_paths``, ``write_paths``): the one-shot enters it
+  before the call and is gone after it, so no warm worker is ever restricted.
+* Caps and rate limits (``Governance``): with a gated tool on the Executor, calls are taken by
+  ``Hub.next_admitted``: a call refused a slot or a token waits in its batch's ``held`` queue, holding
+  no worker, and the calls behind it go first; its slot is handed back when it leaves its worker
+  (result, failure, cancel, or sent back unstarted). The driver's wait ends when the next token of a
+  waiting call is due.
 """
 
 from __future__ import annotations
@@ -49,6 +56,7 @@ from toolfork.executor.wire import frames
 from toolfork.executor.wire.frames import rebuilt_result
 
 if TYPE_CHECKING:
+    from toolfork.governance.policy import Governance
     from toolfork.tools.tool import Tool
 
 
@@ -57,10 +65,14 @@ class ForkBackend(Backend):
 
     mode = "fork"
 
-    def __init__(self, tools: dict[str, Tool], workers: int, hooks: Hooks, kill_grace: float = 1.0) -> None:
+    def __init__(self, tools: dict[str, Tool], workers: int, hooks: Hooks, kill_grace: float = 1.0,
+                 governance: Governance | None = None) -> None:
+        from toolfork.governance.policy import Governance
+
         self._kill_grace = kill_grace
         self._closed = False
-        self.core = WorkerCore(tools, workers, hooks, kill_grace)
+        self._governance = governance if governance is not None else Governance("fork")
+        self.core = WorkerCore(tools, workers, hooks, kill_grace, self._governance)
         self._hub = Hub(self)
         self._tool_frames: list[bytes] = []  # tools added later, for the workers (sent by the driver)
         self._hub.watch()  # deadlines and cancels are kept while no batch owner drives
@@ -131,6 +143,11 @@ class ForkBackend(Backend):
             # Calls wait on a worker the template has not reported started: look at the template soon.
             timeout = TEMPLATE_CHECK_S if timeout is None else min(timeout, TEMPLATE_CHECK_S)
             core.check_template()
+        if self._governance.any_gated:  # a call waiting for a token: look again when it is due
+            due = self._hub.held(self._token_due, wake=False)
+            if due is not None:
+                wait = max(0.0, due - time.monotonic())
+                timeout = wait if timeout is None else min(timeout, wait)
         watched = []
         for b in live:  # a live source with more to give wakes the driver too
             if b.feed.wakeup_fd is None:
@@ -152,6 +169,11 @@ class ForkBackend(Backend):
             hub.wake_owners()
             return None
         return [b for b in tuple(hub.batches) if b.feed.waiting] if hub.batches else []
+
+    def _token_due(self) -> float | None:
+        """When the next token of a held call's tool is due (inside ``Hub.held``); None: none waits for one."""
+        names = {name for b in self._hub.batches for name in b.held}
+        return self._governance.wake_at(names) if names else None
 
     def hub_tend(self) -> None:
         """The watcher's turn (``Hub.drive`` held, nobody else driving): what came, without waiting."""
@@ -185,26 +207,50 @@ class ForkBackend(Backend):
         Returns how many workers were given calls."""
         idle = self.core.idle
         hub = self._hub
+        gated = self._governance.any_gated
         sent = 0
         while idle:
-            b = hub.next_ready()
-            if b is None:
-                break
-            self._send(b, idle.popleft())
+            if gated:
+                taken = hub.next_admitted(self._admit)
+                if taken is None:
+                    break
+                b, first = taken
+            else:
+                turn = hub.next_ready()
+                if turn is None:
+                    break
+                b, first = turn, turn.ready.popleft()
+            self._send(b, first, idle.popleft())
             sent += 1
         return sent
 
-    def _send(self, b: BatchState, w: Worker) -> None:
+    def _admit(self, d: Dispatch) -> bool:
+        """Whether ``d`` may start now; a gated tool's call takes its slot and token here."""
+        governance = self._governance
+        if not governance.gated(d.call.name):
+            return True
+        d.slot = governance.admit(d.call.name)
+        return d.slot is not None
+
+    def _alone(self, d: Dispatch) -> bool:
+        """Whether ``d`` goes to a worker by itself: a process of its own, or a slot to hold."""
+        if d.tool.fresh_process:
+            return True
+        governance = self._governance
+        return governance.shapes_sending and (governance.restricted(d.call.name) or governance.gated(d.call.name))
+
+    def _send(self, b: BatchState, first: Dispatch, w: Worker) -> None:
         core = self.core
         ready = b.ready
-        first = ready.popleft()
         chunk = [first]
-        if first.tool.fresh_process:  # a process of its own, forked from the pristine template, in w's slot
-            w = core.one_shot(w)
-        elif core.is_quick(first.call.name):
-            limit = core.chunk_limit(len(ready) + 1, len(core.idle) + 1)
-            while len(chunk) < limit and ready and core.is_quick(ready[0].call.name) \
-                    and not ready[0].tool.fresh_process:
+        name = first.call.name
+        governance = self._governance
+        shaped = governance.shapes_sending
+        if first.tool.fresh_process or (shaped and governance.restricted(name)):
+            w = core.one_shot(w)  # a process of its own, forked from the pristine template, in w's slot
+        elif core.is_quick(name) and not (shaped and governance.gated(name)):
+            limit = core.chunk_limit(len(ready) + 1, len(core.idle) + 1, w)
+            while len(chunk) < limit and ready and core.is_quick(ready[0].call.name) and not self._alone(ready[0]):
                 chunk.append(ready.popleft())
         frame = frames.calls_frame([(d.call.id, d.call.name, d.call.arguments, d.timeout, d.context or None)
                                     for d in chunk])
@@ -217,22 +263,37 @@ class ForkBackend(Backend):
         Hub.route(d, CallProgress(f[1], f[2]))
 
     def finished(self, w: Worker, d: Dispatch, f: tuple[Any, ...]) -> float | None:
+        self._release(d)
         result, duration = rebuilt_result(f, d.call.name, w.pid)
         Hub.route(d, CallFinished(f[1], result))
         return duration
 
-    fail = staticmethod(Hub.finish)
+    def fail(self, d: Dispatch, result: Any) -> None:
+        self._release(d)
+        Hub.finish(d, result)
 
-    @staticmethod
-    def wanted(d: Dispatch) -> bool:
+    def wanted(self, d: Dispatch) -> bool:
+        """Whether a call that never started should still run; one that should not gives up its slot."""
         b = d.batch
-        return not d.stopped and b is not None and not b.abandoned
+        if not d.stopped and b is not None and not b.abandoned:
+            return True
+        self._release(d)
+        return False
 
-    @staticmethod
-    def put_back(items: list[Dispatch]) -> None:
+    def put_back(self, items: list[Dispatch]) -> None:
         """Calls that never started go back to the front of their batch, in order (the core puts back
-        what one worker was sent, and a worker only ever holds calls of one batch)."""
+        what one worker was sent, and a worker only ever holds calls of one batch); they give up their
+        slots and are admitted again when their turn comes."""
+        for d in items:
+            self._release(d)
         items[0].batch.ready.extendleft(reversed(items))  # type: ignore[union-attr]
+
+    def _release(self, d: Dispatch) -> None:
+        """``d`` left its worker: its slot (if it holds one) goes back to its tool's caps, once."""
+        slot = d.slot
+        if slot is not None:
+            d.slot = None
+            self._governance.release(slot)
 
     def next_deadline(self) -> float | None:
         return self.core.next_deadline()
@@ -259,7 +320,7 @@ class ForkBackend(Backend):
         ids = {id(d) for d in stopped}
         core = self.core
         for w in [w for w in core.workers.values() if w.inflight and id(w.inflight[0]) in ids]:
-            w.inflight.popleft()
+            self._release(w.inflight.popleft())
             core.stop(w, self)
 
     # ----------------------------------------------------------------- shutdown
@@ -291,9 +352,11 @@ class ForkBackend(Backend):
         if self._closed:
             return False
         self._closed = True
-        self._hub.cancel_everything([(d, i == 0) for w in self.core.workers.values()
-                                     for i, d in enumerate(w.inflight)
-                                     if type(d) is Dispatch])  # else a line of a lane cut short: nobody waits
+        placed = [(d, i == 0) for w in self.core.workers.values() for i, d in enumerate(w.inflight)
+                  if type(d) is Dispatch]  # else a line of a lane cut short: nobody waits
+        for d, _ in placed:
+            self._release(d)
+        self._hub.cancel_everything(placed)
         return True
 
 

@@ -19,11 +19,13 @@ close them (a library that closes "every fd above 2"): after each call the worke
 gone it does not go on poisoned. It sends that call's result as a LEAVING frame (an error naming what
 happened) if its result pipe still works, else it exits with ``wire.EXIT_CHANNEL_DAMAGED``; either way
 the host fails that call alone and forks a replacement. Between calls it puts signal state back and
-reaps exited children (see ``fork.reset``).
+reaps exited children (see ``fork.reset``). A call of a tool with ``Limits`` runs under them (see
+``fork.limited``).
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import pickle
 import signal
@@ -33,6 +35,7 @@ from typing import Any
 
 from toolfork.executor import framing, oob
 from toolfork.executor.backends.base import Hooks
+from toolfork.executor.backends.fork.limited import CallLimits
 from toolfork.executor.backends.fork.reset import SignalBaseline
 from toolfork.executor.invoke import CallInterrupted, error_info, execute_call
 from toolfork.executor.types import ErrorInfo, ToolCall, ToolResult
@@ -193,6 +196,8 @@ def _serve(channels: Channels, tools: dict[str, Any], hooks: Hooks) -> None:
     highest = pickle.HIGHEST_PROTOCOL
     monotonic, getpid, look = time.monotonic, os.getpid, channels.poller.poll
     lock = writer.lock
+    limited = CallLimits(hooks.limits)  # each tool's limits, worked out once (see fork.limited)
+    limits_of = limited.of
     while True:
         msg = recv(call_fd, side, lock)
         kind = msg[0]
@@ -200,6 +205,7 @@ def _serve(channels: Channels, tools: dict[str, Any], hooks: Hooks) -> None:
             import dill
 
             tools.update(dill.loads(msg[1]))
+            limited.forget()
             continue
         items = msg[1] if kind == frames.CALLS else msg[3]
         last_id = items[-1][0] if items else None
@@ -220,7 +226,12 @@ def _serve(channels: Channels, tools: dict[str, Any], hooks: Hooks) -> None:
                     if tool.uses_runtime:
                         deadline = None if timeout is None else monotonic() + timeout
                         runtime = WorkerRuntime(writer, call_id, name, deadline, context)
-                    result = execute_call(tool, call_id, arguments, runtime, before, after, pid)
+                    limits = limits_of(tool)
+                    if limits is None:
+                        result = execute_call(tool, call_id, arguments, runtime, before, after, pid)
+                    else:
+                        result = limited.run(limits, call_id, name, pid, functools.partial(
+                            execute_call, tool, call_id, arguments, runtime, before, after, pid))
                     if getpid() != pid:  # a copy the tool forked came back here: it must not answer
                         os._exit(0)
                     # The real-time timer: disarmed before this result goes out when this call used a

@@ -1,0 +1,97 @@
+"""What a worker does around a call that runs under ``Limits``: enter its restrictions, lower its
+rlimits for the call, and name the limit the call hit.
+
+Why in the worker, around ``execute_call``: the limits bind the process that runs the tool, and only
+the worker sees what the tool raised (MemoryError, OSError(EFBIG), the SIGXCPU it was sent). So:
+
+* rlimits (memory_mb, cpu_s, file_size_mb, open_files, processes) are the worker's soft limits for the
+  length of the call and restored after it (``governance.rlimits.applied``), so a warm worker serves
+  limited and unlimited tools alike; an exception that stands for a limit, or a limit signal the tool
+  swallowed, makes the call's result an error of type ``LimitExceeded`` naming the limit and its value.
+  A worker that dies of one (SIGXCPU past the first warning) is named the same way by the host
+  (``WorkerCore.crashed``).
+* restrictions (network=False, read_paths, write_paths) cannot be lifted inside a process. The pool
+  sends such a call to a one-shot worker forked for it from the single-threaded template (see
+  ``fork.pool``), which enters them here before the call and is gone after it. As a guard, a worker
+  that entered restrictions refuses any call whose restrictions differ, so no call ever runs with
+  restrictions it did not ask for, or without those it did.
+
+Each tool's effective limits (its own over the Executor's default) are worked out once per worker.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from toolfork.executor.types import ErrorInfo, ToolResult
+from toolfork.governance import landlock, netns, rlimits
+from toolfork.governance.limits import Limits
+
+RunCall = Callable[[Callable[[BaseException], ErrorInfo | None] | None], ToolResult]
+
+
+class CallLimits:
+    """One worker's view of limits: each tool's effective limits, and the restrictions it entered."""
+
+    __slots__ = ("_default", "_of", "entered")
+
+    def __init__(self, default: Limits | None) -> None:
+        self._default = default
+        self._of: dict[str, Limits | None] = {}
+        self.entered: Any = None  # the restriction key this process entered for good, or None
+
+    def forget(self) -> None:
+        """Tools were added or replaced: work their limits out again."""
+        self._of.clear()
+
+    def of(self, tool: Any) -> Limits | None:
+        """``tool``'s effective limits (None: none)."""
+        name = tool.name
+        if name in self._of:
+            return self._of[name]
+        own = getattr(tool, "limits", None)
+        limits = own.merged_over(self._default) if own is not None else self._default
+        if limits is not None and not (limits.set_fields().keys() - {"enforce"}):
+            limits = None
+        self._of[name] = limits
+        return limits
+
+    def run(self, limits: Limits, call_id: str, name: str, pid: int, run: RunCall) -> ToolResult:
+        """Run one call (``run(limit_hit)`` calls ``execute_call``) under ``limits``."""
+        key = limits.restriction_key
+        if key != self.entered:
+            if self.entered is not None:
+                return _refused(call_id, name, pid, "this worker process entered other restrictions for good "
+                                "(a routing error: the call was not run)")
+            try:
+                if limits.network is False:
+                    netns.enter_no_network()
+                landlock.restrict(limits.read_paths, limits.write_paths)
+            except OSError as exc:
+                return _refused(call_id, name, pid, f"its restrictions could not be entered: {exc}")
+            self.entered = key
+        state: rlimits.Applied | None = None
+        try:
+            with rlimits.applied(limits) as state:
+                result = run(lambda exc: _named(name, state.classify(exc) if state is not None else None))
+        except rlimits.LimitExceededError as exc:  # the signal came between the tool and its result
+            result = ToolResult(call_id, name, "error", worker_pid=pid,
+                                error=ErrorInfo("LimitExceeded", f"tool '{name}': {exc}"))
+        hit = state.classify(None) if state is not None else None  # a limit signal the tool caught
+        if hit is not None and (result.error is None or result.error.type != "LimitExceeded"):
+            result = ToolResult(call_id, name, "error", duration_s=result.duration_s, worker_pid=pid,
+                                error=ErrorInfo(hit.type, f"tool '{name}': {hit.message}"))
+        return result
+
+
+def _named(name: str, hit: rlimits.LimitExceeded | None) -> ErrorInfo | None:
+    return None if hit is None else ErrorInfo(hit.type, f"tool '{name}': {hit.message}")
+
+
+def _refused(call_id: str, name: str, pid: int, why: str) -> ToolResult:
+    return ToolResult(call_id, name, "error", worker_pid=pid,
+                      error=ErrorInfo("LimitsNotEnforceable", f"tool '{name}' was not run: {why}"))
+
+
+__all__ = ["CallLimits"]

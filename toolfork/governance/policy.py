@@ -1,0 +1,221 @@
+"""`Governance`: one Executor's limits, caps, rate limits and worker recycling, decided once.
+
+Why one object: every backend, `toolfork run`, `toolfork mcp serve`, the agent and the adapters reach
+tools through an Executor, so the rules live on the Executor and every path asks the same object:
+
+* which `Limits` a tool's calls run under (`limits_for`: the tool's own fields over the Executor's
+  default, field by field), and whether this mode can enforce them (`register` fails closed, naming the
+  tool, the field and why, unless the limits say enforce="best-effort", which logs instead);
+* whether a call may start now (`admit`: a slot under its tool's and its group's caps and a token of
+  its tool's rate limit, both or neither; never waits) and when to look again (`wake_at`), so the fork
+  pool's driver keeps a waiting call off the workers and keeps starting other calls; `acquire` is the
+  waiting form, for code that runs calls in its own thread (sequential mode, inline tools);
+* when a warm worker has done enough (`max_calls_per_worker`, `max_worker_memory_mb`), which the worker
+  core checks between calls.
+
+A tool with no governance setting and an Executor with no default limits cost nothing: `gated` is
+false for it and the pool takes its usual path.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from .caps import CapError, ConcurrencyCaps, Slot
+from .enforceable import LimitsNotEnforceable, Unenforceable, check
+from .limits import Limits
+from .ratelimit import TokenBucket
+
+if TYPE_CHECKING:
+    from toolfork.tools.tool import Tool
+
+log = logging.getLogger("toolfork.governance")
+
+WAIT_SLICE_S = 0.05  # how often a waiting `acquire` looks at its stop condition
+
+
+def _count(setting: str, value: Any) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{setting} must be a whole number of at least 1, or None; got {value!r}")
+    return value
+
+
+class Governance:
+    """The governance of one Executor (see the module docstring). Thread-safe."""
+
+    def __init__(self, mode: str, *, limits: Limits | None = None, concurrency: Mapping[str, int] | None = None,
+                 max_calls_per_worker: int | None = None, max_worker_memory_mb: int | None = None) -> None:
+        if limits is not None and not isinstance(limits, Limits):
+            raise TypeError(f"limits must be a toolfork.Limits or None, got {type(limits).__name__}")
+        self.mode = mode
+        self.default = limits if limits is not None and limits.set_fields() else None
+        try:
+            self.caps = ConcurrencyCaps(concurrency)
+        except CapError as exc:
+            raise ValueError(str(exc)) from None
+        self.max_calls_per_worker = _count("max_calls_per_worker", max_calls_per_worker)
+        self.max_worker_memory_mb = _count("max_worker_memory_mb", max_worker_memory_mb)
+        if mode == "ray" and (self.max_calls_per_worker or self.max_worker_memory_mb):
+            raise ValueError("max_calls_per_worker and max_worker_memory_mb recycle fork workers; Ray mode runs "
+                             "calls in Ray's own workers (use Ray's max_calls option in ray_options instead)")
+        if mode == "sequential" and (self.max_calls_per_worker or self.max_worker_memory_mb):
+            log.warning("max_calls_per_worker / max_worker_memory_mb: sequential mode has no workers to recycle")
+        self._limits: dict[str, Limits | None] = {}
+        self._buckets: dict[str, TokenBucket] = {}
+        self._gated: set[str] = set()
+        self._restricted: set[str] = set()
+        self._cond = threading.Condition()
+        self.skipped: list[Unenforceable] = []  # what enforce="best-effort" let through, for the curious
+
+    # ------------------------------------------------------------------ tools
+
+    def register(self, tools: Iterable[Tool]) -> None:
+        """Take each tool's settings; refuse (naming the tool and the setting) what cannot be honoured.
+        All or nothing: a refused tool leaves the governance as it was."""
+        tools = list(tools)
+        staged_limits = {t.name: self._effective(t) for t in tools}
+        for t in tools:
+            gated = t.max_concurrency is not None or t.concurrency_group is not None or t.rate_limit is not None
+            if gated and self.mode == "ray":
+                raise ValueError(f"tool {t.name!r}: max_concurrency, concurrency_group and rate_limit are not "
+                                 "enforced in Ray mode (Ray schedules the calls); use mode='fork'")
+            if t.concurrency_group is not None and t.concurrency_group not in self.caps_groups:
+                known = ", ".join(sorted(self.caps_groups)) or "none"
+                raise ValueError(f"tool {t.name!r}: concurrency_group={t.concurrency_group!r} has no cap: give "
+                                 f"it as Executor(concurrency={{{t.concurrency_group!r}: N}}) "
+                                 f"(groups with a cap: {known})")
+        for t in tools:
+            limits = staged_limits[t.name]
+            if limits is not None:
+                self.skipped.extend(self._check(t, limits))
+        for t in tools:
+            self._limits[t.name] = limits = staged_limits[t.name]
+            if limits is not None and limits.restriction_key is not None:
+                self._restricted.add(t.name)
+            else:
+                self._restricted.discard(t.name)
+            if t.max_concurrency is not None or t.concurrency_group is not None or t.rate_limit is not None:
+                self.caps.register(t.name, max_concurrency=t.max_concurrency, concurrency_group=t.concurrency_group)
+                if t.rate_limit is not None:
+                    self._buckets[t.name] = TokenBucket(t.rate_limit)
+                else:
+                    self._buckets.pop(t.name, None)
+                self._gated.add(t.name)
+            else:
+                self._gated.discard(t.name)
+
+    @property
+    def caps_groups(self) -> Mapping[str, int]:
+        return self.caps.groups
+
+    def _effective(self, t: Tool) -> Limits | None:
+        own = t.limits
+        limits = own.merged_over(self.default) if own is not None else self.default
+        return limits if limits is not None and limits.set_fields().keys() - {"enforce"} else None
+
+    def _check(self, t: Tool, limits: Limits) -> list[Unenforceable]:
+        where = f"tool {t.name!r}"
+        host_run = None
+        if t.inline:
+            host_run = "it is inline: its calls run in the host process, where a call cannot be limited"
+        elif self.mode == "sequential":
+            host_run = ("sequential mode runs every call in the host process, where a call cannot be limited "
+                        "(fork is unavailable or was turned off)")
+        elif self.mode == "ray":
+            host_run = "Ray mode runs calls in Ray's workers, which do not apply toolfork's Limits"
+        if host_run is None:
+            return check(limits, where=where)
+        missing = [Unenforceable(name, value, host_run) for name, value in limits.set_fields().items()
+                   if name != "enforce" and not (name == "network" and value is True)]
+        if missing and limits.strict:
+            raise LimitsNotEnforceable(where, missing)
+        for item in missing:
+            log.warning("%s: not applied (enforce='best-effort'): %s", where, item)
+        return missing
+
+    def limits_for(self, name: str) -> Limits | None:
+        """The limits a call of tool ``name`` runs under (None: none)."""
+        return self._limits.get(name)
+
+    def restricted(self, name: str) -> bool:
+        """Whether ``name``'s calls carry restrictions a process cannot shed (no network, Landlock paths):
+        each such call runs in a process of its own."""
+        return name in self._restricted
+
+    @property
+    def shapes_sending(self) -> bool:
+        """Whether any tool's calls are sent otherwise than the usual way (gated, or restricted)."""
+        return bool(self._gated or self._restricted)
+
+    def gated(self, name: str) -> bool:
+        """Whether ``name``'s calls wait for a cap or a rate limit before they start."""
+        return name in self._gated
+
+    @property
+    def any_gated(self) -> bool:
+        return bool(self._gated)
+
+    @property
+    def recycles(self) -> bool:
+        return self.max_calls_per_worker is not None or self.max_worker_memory_mb is not None
+
+    # ------------------------------------------------------------------ admission
+
+    def admit(self, name: str, now: float | None = None) -> Slot | None:
+        """A slot for one call of ``name`` if its caps have room and its rate limit a token, else None;
+        never waits. A tool that is not gated gets None too: ask ``gated`` first."""
+        with self._cond:
+            return self._admit(name, time.monotonic() if now is None else now)
+
+    def _admit(self, name: str, now: float) -> Slot | None:
+        if not self.caps.can_acquire(name):
+            return None
+        bucket = self._buckets.get(name)
+        if bucket is not None and not bucket.try_acquire(now):
+            return None
+        return self.caps.try_acquire(name)
+
+    def release(self, slot: Slot) -> None:
+        """A call that held a slot is done (finished, failed, cancelled, or sent back unstarted)."""
+        with self._cond:
+            self.caps.release(slot)
+            self._cond.notify_all()
+
+    def wake_at(self, names: Iterable[str]) -> float | None:
+        """When a call of one of ``names`` (all refused just now) could get a token: the earliest, among
+        those whose caps have room, of their buckets' next token. None: only a release can let one in."""
+        best: float | None = None
+        with self._cond:
+            for name in names:
+                bucket = self._buckets.get(name)
+                if bucket is None or not self.caps.can_acquire(name):
+                    continue
+                at = bucket.next_ready()
+                best = at if best is None else min(best, at)
+        return best
+
+    def acquire(self, name: str, stopped: Callable[[], bool] = lambda: False) -> Slot | None:
+        """``admit``, waiting as long as it takes (in this thread), or None once ``stopped()`` says so.
+        For calls that run in the caller's own thread (sequential mode, inline tools)."""
+        with self._cond:
+            while True:
+                now = time.monotonic()
+                slot = self._admit(name, now)
+                if slot is not None:
+                    return slot
+                if stopped():
+                    return None
+                bucket = self._buckets.get(name)
+                wait = WAIT_SLICE_S
+                if bucket is not None and self.caps.can_acquire(name):
+                    wait = min(wait, max(0.0, bucket.next_ready(now) - now))
+                self._cond.wait(wait)
+
+
+__all__ = ["Governance"]
