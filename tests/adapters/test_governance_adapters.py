@@ -10,6 +10,8 @@ import pytest
 
 pytest.importorskip("langchain_core")
 
+import itertools
+
 from langchain_core.messages import ToolMessage
 
 from tests.adapters.adapter_tools import nap
@@ -41,7 +43,7 @@ def test_langchain_calls_gathered_at_once_keep_the_tools_cap() -> None:
             return await asyncio.gather(*(lc_nap.ainvoke({"seconds": 0.3}) for _ in range(3)))
 
         spans = _spans(asyncio.run(three()))
-    for (_, end), (start, _) in zip(spans, spans[1:]):
+    for (_, end), (start, _) in itertools.pairwise(spans):
         assert start >= end - 0.05, f"two calls of a max_concurrency=1 tool overlapped: {spans}"
 
 

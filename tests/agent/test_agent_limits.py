@@ -4,6 +4,7 @@ model server."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import time
 from typing import Any
@@ -63,7 +64,7 @@ def test_parallel_calls_keep_a_tools_limit_and_cap(model_server: ScriptedModelSe
     seen = results_of(model_server, 1)
     assert "memory limit of 64 MB exceeded" in seen["h"]
     spans = sorted((json.loads(seen[f"s{i}"])["start"], json.loads(seen[f"s{i}"])["end"]) for i in range(3))
-    for (_, end), (start, _) in zip(spans, spans[1:]):
+    for (_, end), (start, _) in itertools.pairwise(spans):
         assert start >= end - 0.05, f"two calls of a max_concurrency=1 tool overlapped: {spans}"
 
 

@@ -144,7 +144,7 @@ def test_bad_recycling_settings_are_refused_naming_them(setting: str, value: obj
 
 
 def test_limits_must_be_a_limits_value() -> None:
-    with pytest.raises(TypeError, match="limits must be a toolfork.Limits"):
+    with pytest.raises(TypeError, match=r"limits must be a toolfork\.Limits"):
         Governance("fork", limits={"memory_mb": 5})  # type: ignore[arg-type]
 
 

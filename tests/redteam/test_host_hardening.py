@@ -57,7 +57,9 @@ def _make(made: list[Executor], tools: Any = None, **kwargs: Any) -> Executor:
 
 def test_a_new_call_with_a_cancelled_running_calls_id_gets_its_own_result(tmp_path: Path,
                                                                           executors: list[Executor]) -> None:
-    ex = _make(executors, mode="fork")
+    # The grace is long: on a loaded machine the worker may not run its SIGTERM handler (and so the
+    # tool's finally) within a second, and SIGKILL would then leave no mark although it was stopped.
+    ex = _make(executors, mode="fork", kill_grace=10.0)
     for round_ in range(5):
         started = tmp_path / f"started-{round_}"
         old = ex.submit(ToolCall("same", "hang", {"marker": str(tmp_path / f"m-{round_}"), "started": str(started)}))

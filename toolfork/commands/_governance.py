@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import copy
-from collections.abc import Callable
 from typing import Any
 
 from toolfork.commands._loading import UsageError
@@ -136,8 +135,8 @@ def govern(args: argparse.Namespace, tools: list[Any]) -> tuple[list[Any], dict[
     except ToolError as exc:
         raise UsageError(str(exc)) from exc
     known = ", ".join(sorted(by_name)) or "none"
-    for option, settings in (("--max-concurrency", caps), ("--rate-limit", rates)):
-        for name, value in settings.items():
+    for option, given in (("--max-concurrency", caps), ("--rate-limit", rates)):
+        for name, value in given.items():
             if name not in by_name:
                 raise UsageError(f"{option} {name}={value}: no tool is named {name!r} (the tools: {known})")
     tool_groups = {t.concurrency_group: t.name for t in by_name.values() if t.concurrency_group is not None}
@@ -167,15 +166,13 @@ def govern(args: argparse.Namespace, tools: list[Any]) -> tuple[list[Any], dict[
 
 
 def check_app(args: argparse.Namespace) -> None:
-    """``mcp serve --app``: the app's tools run through one pool tool, so per-tool settings have no
-    tool to go on; the Executor-wide ones (--limits, --concurrency for no group, recycling) apply."""
+    """``mcp serve --app``: the app's tools all run through one pool tool, so the settings of a tool or
+    group have nothing to go on; the Executor-wide ones (--limits, worker recycling) apply."""
     for option, given in (("--max-concurrency", args.max_concurrency), ("--rate-limit", args.rate_limit),
                           ("--concurrency", args.concurrency)):
         if given:
             raise UsageError(f"{option} sets tools of --tools/--toolkit; with --app the app's tools share one "
                              "pool (use --workers to bound how many run at once)")
 
-
-ToolsAndOptions = Callable[[argparse.Namespace, list[Any]], tuple[list[Any], dict[str, Any]]]
 
 __all__ = ["add_governance_arguments", "check_app", "govern", "limits_spec"]

@@ -144,10 +144,11 @@ def default_window(workers: int) -> int:
     return max(4 * workers, MIN_DEFAULT_WINDOW)
 
 
-def build_executor(args: argparse.Namespace, tools: list[Any]) -> Any:
-    """The Executor the options describe; any refusal (mode impossible here, Ray missing) is a usage
-    error because the user can fix it on the command line. Fork workers encode the ok results as
-    output lines themselves, so the host of a batch job only moves bytes."""
+def build_executor(args: argparse.Namespace, tools: list[Any], **governance: Any) -> Any:
+    """The Executor the options describe; any refusal (mode impossible here, Ray missing, a limit this
+    host cannot enforce) is a usage error because the user can fix it on the command line. Fork workers
+    encode the ok results as output lines themselves, so the host of a batch job only moves bytes.
+    ``governance``: the Executor's limits keywords (``_governance.govern``)."""
     from toolfork.commands._output import encode_ok_result
     from toolfork.executor import Executor
 
@@ -161,7 +162,7 @@ def build_executor(args: argparse.Namespace, tools: list[Any]) -> Any:
     try:
         return Executor(tools, mode=mode, workers=args.workers, timeout=args.timeout,
                         before_child=before, after_child=after, address=args.address,
-                        encode_results=encode_ok_result)
+                        encode_results=encode_ok_result, **governance)
     except (ValueError, RuntimeError, ImportError) as exc:
         raise UsageError(f"cannot start the executor: {exc}") from exc
 

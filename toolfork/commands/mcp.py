@@ -10,6 +10,7 @@ import argparse
 import sys
 from typing import Any
 
+from toolfork.commands._governance import add_governance_arguments, check_app, govern
 from toolfork.commands._loading import UsageError, load_all_tools, load_hook
 from toolfork.commands._options import EXIT_USAGE, add_tools_arguments, positive_float, positive_int
 
@@ -36,6 +37,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     serve.add_argument("--http", default=None, metavar="HOST:PORT",
                        help="serve streamable HTTP at http://HOST:PORT/mcp instead of stdio (port 0: any free "
                             "port; the URL is printed on stderr)")
+    add_governance_arguments(serve)
 
 
 # A served call's client is usually a model's agent loop, which has no way to kill a stuck worker: an
@@ -85,6 +87,9 @@ def _serve(args: argparse.Namespace, run: Any) -> int:
         if args.app:
             from toolfork.mcp.app import load_app, pool_app
 
+            check_app(args)
+            options.update(limits=args.limits, max_calls_per_worker=args.max_calls_per_worker,
+                           max_worker_memory_mb=args.max_worker_memory_mb)
             app = load_app(args.app)
             wire = Wire() if http is None else None  # before the pool forks: workers must not see the wire
             executor, callbacks = pool_app(app, **options)
@@ -92,11 +97,16 @@ def _serve(args: argparse.Namespace, run: Any) -> int:
             from toolfork.mcp.callback import CallbackServer, client_link
             from toolfork.tools.runtime import set_client_link
 
-            tools = load_all_tools(args.tools, args.toolkit)
+            tools, governance = govern(args, load_all_tools(args.tools, args.toolkit))
+            options.update(governance)
             wire = Wire() if http is None else None
             callbacks = CallbackServer()  # before the pool forks: workers reach their client through it
             set_client_link(client_link(callbacks.address))
-            executor = Executor(tools, **options)
+            try:
+                executor = Executor(tools, **options)  # refuses limits this host cannot enforce
+            except BaseException:
+                callbacks.remove()  # its private directory: nothing will serve on it
+                raise
     except (UsageError, ValueError, RuntimeError) as exc:
         print(f"toolfork mcp serve: error: {exc}", file=sys.stderr)
         return EXIT_USAGE

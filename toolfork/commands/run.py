@@ -18,6 +18,7 @@ import argparse
 import os
 import sys
 
+from toolfork.commands._governance import add_governance_arguments, govern
 from toolfork.commands._idset import IdSet
 from toolfork.commands._input import LineSource, count_lines, open_input
 from toolfork.commands._job import MAX_HELD_RECORDS, Job
@@ -50,6 +51,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="where result lines go ('-' = stdout, the default)")
     add_common_arguments(parser)
     add_mcp_arguments(parser)
+    add_governance_arguments(parser)
     parser.add_argument("--resume", action="store_true",
                         help="skip ids already in OUT (complete lines) and append the rest")
     parser.add_argument("--window", type=positive_int, default=None, metavar="N",
@@ -74,6 +76,7 @@ def main(args: argparse.Namespace) -> int:
         return error("run", f"-o {args.output!r} is the input file; it would be overwritten")
     try:
         tools, origin = resolve_tools(args, args.calls)
+        tools, governance = govern(args, tools)
         stream = open_input(args.calls)
     except UsageError as exc:
         return error("run", str(exc))
@@ -81,7 +84,7 @@ def main(args: argparse.Namespace) -> int:
     try:
         done, previous, previous_failed = scan_previous(args.output) if args.resume else (IdSet(), 0, 0)
         out = OutFile.open(args.output, append=args.resume, background=True)  # before the pool forks
-        executor = build_executor(args, tools)
+        executor = build_executor(args, tools, **governance)
     except UsageError as exc:
         if executor is not None:
             executor.close()

@@ -1,0 +1,59 @@
+"""Tools the tests of the resource-governance options load (``tests/cli/governance_tools.py``): each
+makes one limit matter on purpose, and says when it ran so the tests can check caps and rates from
+the calls' own timestamps (``time.monotonic()``: one clock for every process on the machine)."""
+
+from __future__ import annotations
+
+import os
+import time
+
+from toolfork import tool
+
+
+@tool
+def echo(text: str) -> str:
+    """Return the text unchanged.
+
+    Args:
+        text: what to return
+    """
+    return text
+
+
+@tool
+def hog(mb: int = 2048) -> int:
+    """Allocate ``mb`` MiB at once, as a tool that reads a huge file into memory does.
+
+    Args:
+        mb: how much to allocate, in MiB
+    """
+    return len(bytearray(mb * 1024 * 1024))
+
+
+@tool
+def slow(seconds: float = 0.0) -> dict[str, float]:
+    """Sleep, and say when the call started and ended.
+
+    Args:
+        seconds: how long to sleep
+    """
+    start = time.monotonic()
+    time.sleep(seconds)
+    return {"start": start, "end": time.monotonic(), "pid": os.getpid()}
+
+
+@tool(concurrency_group="db")
+def query(seconds: float = 0.0) -> dict[str, float]:
+    """``slow`` in the concurrency group "db" (whose cap the command line gives).
+
+    Args:
+        seconds: how long to sleep
+    """
+    start = time.monotonic()
+    time.sleep(seconds)
+    return {"start": start, "end": time.monotonic(), "pid": os.getpid()}
+
+
+TOOLS = [echo, hog, slow]
+# ``query`` needs a cap for its group (--concurrency db=N), so it is loaded only by the tests that give one.
+GROUPED = [echo, query]
