@@ -186,9 +186,13 @@ def pool_app(app: Any, executor_factory: Any = None, **executor_options: Any) ->
     from toolfork.executor import Executor
 
     callbacks = CallbackServer()
-    names = asyncio.run(pooled_tool_names(app))
-    tool = app_tool(app, callbacks)
-    executor = (executor_factory or Executor)([tool], **executor_options)
+    try:
+        names = asyncio.run(pooled_tool_names(app))
+        tool = app_tool(app, callbacks)
+        executor = (executor_factory or Executor)([tool], **executor_options)  # may refuse its limits
+    except BaseException:
+        callbacks.remove()  # its private directory: nothing will serve on it
+        raise
     install(app, executor, callbacks, names)
     return executor, callbacks
 

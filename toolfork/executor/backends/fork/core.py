@@ -363,6 +363,8 @@ class WorkerCore:
         """The hot path: every frame of every item passes here once."""
         frames_read = w.reader.read()
         if frames_read:
+            if w.pid is None:  # it answered before the template's report of it was read: read it now,
+                self._link.wait_pid(w)  # so its results name their worker (and recycling can look at it)
             inflight = w.inflight
             settled = 0
             for f in frames_read:

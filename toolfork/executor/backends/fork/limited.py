@@ -60,24 +60,29 @@ class CallLimits:
     def run(self, limits: Limits, call_id: str, name: str, pid: int, run: RunCall) -> ToolResult:
         """Run one call (``run(limit_hit)`` calls ``execute_call``) under ``limits``."""
         key = limits.restriction_key
-        if key != self.entered:
-            if self.entered is not None:
-                return _refused(call_id, name, pid, "this worker process entered other restrictions for good "
-                                "(a routing error: the call was not run)")
-            try:
-                if limits.network is False:
-                    netns.enter_no_network()
-                landlock.restrict(limits.read_paths, limits.write_paths)
-            except OSError as exc:
-                return _refused(call_id, name, pid, f"its restrictions could not be entered: {exc}")
-            self.entered = key
+        enter = key != self.entered
+        if enter and self.entered is not None:
+            return _refused(call_id, name, pid, "this worker process entered other restrictions for good "
+                            "(a routing error: the call was not run)")
         state: rlimits.Applied | None = None
         try:
+            # The rlimits first: their budgets count from what the worker holds, read from /proc, which
+            # Landlock hides once entered.
             with rlimits.applied(limits) as state:
+                if enter:
+                    try:
+                        if limits.network is False:
+                            netns.enter_no_network()
+                        landlock.restrict(limits.read_paths, limits.write_paths)
+                    except OSError as exc:
+                        return _refused(call_id, name, pid, f"its restrictions could not be entered: {exc}")
+                    self.entered = key
                 result = run(lambda exc: _named(name, state.classify(exc) if state is not None else None))
         except rlimits.LimitExceededError as exc:  # the signal came between the tool and its result
             result = ToolResult(call_id, name, "error", worker_pid=pid,
                                 error=ErrorInfo("LimitExceeded", f"tool '{name}': {exc}"))
+        except OSError as exc:  # the limits themselves could not be set (the tool's own errors are results)
+            return _refused(call_id, name, pid, f"its limits could not be applied: {exc}")
         hit = state.classify(None) if state is not None else None  # a limit signal the tool caught
         if hit is not None and (result.error is None or result.error.type != "LimitExceeded"):
             result = ToolResult(call_id, name, "error", duration_s=result.duration_s, worker_pid=pid,
