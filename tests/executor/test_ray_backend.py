@@ -6,6 +6,8 @@ is one xdist group so that instance is started in one xdist worker only.
 
 from __future__ import annotations
 
+import copy
+import itertools
 import json
 import os
 import socket
@@ -461,6 +463,42 @@ def test_stopping_a_stream_early_stops_the_running_task(make_executor, mode, tmp
     assert marker.read_text() == "finally ran"
     assert _pid_gone(int(child_file.read_text()))
     assert ex.run([ToolCall("a", "add", {"a": 2, "b": 3})])[0].output.data == 5
+
+
+# ----------------------------------------------------------------------------- caps and rate limits
+
+
+def _spans(results) -> list[tuple[float, float]]:
+    return sorted(tuple(float(x) for x in r.output.as_text().split()) for r in results)
+
+
+def test_a_cap_holds_across_the_ray_tasks_and_free_calls_are_not_held_behind_it(make_executor, mode):
+    capped = copy.copy(T.span).configure(max_concurrency=1)
+    ex = make_executor([capped, T.add], mode=mode, workers=4)
+    calls = [ToolCall(f"s{i}", "span", {"seconds": 0.4}) for i in range(3)]
+    calls += [ToolCall(f"a{i}", "add", {"a": i, "b": 1}) for i in range(3)]
+    results = ex.run(calls)
+    assert [r.call_id for r in results] == [c.id for c in calls] and all(r.ok for r in results), results
+    spans = _spans(results[:3])
+    for (_, end), (start, _) in itertools.pairwise(spans):
+        assert start >= end - 0.05, f"two calls of a max_concurrency=1 tool overlapped on Ray: {spans}"
+    assert [r.output.data for r in results[3:]] == [1, 2, 3]
+
+
+def test_a_rate_limit_spaces_the_ray_tasks(make_executor, mode):
+    rated = copy.copy(T.span).configure(rate_limit="5/s")
+    ex = make_executor([rated], mode=mode, workers=4)
+    results = ex.run([ToolCall(f"r{i}", "span", {"seconds": 0.0}) for i in range(6)])
+    starts = sorted(start for start, _ in _spans(results))
+    assert starts[-1] - starts[0] >= 0.8, starts  # six calls at 5/s: five intervals of 0.2 s
+
+
+def test_limits_are_refused_in_ray_mode_naming_why(mode):
+    from toolfork import Limits, LimitsNotEnforceable
+
+    limited = copy.copy(T.add).configure(limits=Limits(memory_mb=64))
+    with pytest.raises(LimitsNotEnforceable, match=r"tool 'add': memory_mb=64 cannot be enforced here: Ray mode"):
+        Executor([limited], mode=mode)
 
 
 def test_closing_leaves_a_ray_the_program_started_running(mode, ray_cluster):  # noqa: F811

@@ -29,6 +29,14 @@ def sleep_for(seconds: float, value: str = "") -> str:
 
 
 @tool
+def span(seconds: float) -> str:
+    """Sleep; return when the call started and ended ("start end", wall-clock seconds)."""
+    start = time.time()
+    time.sleep(seconds)
+    return f"{start:.4f} {time.time():.4f}"
+
+
+@tool
 def whoami() -> int:
     """The pid of the process the call ran in."""
     return os.getpid()

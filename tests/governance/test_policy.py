@@ -169,11 +169,12 @@ def test_an_inline_tool_cannot_be_limited_even_on_the_fork_pool() -> None:
         g.register([make("here", inline=True, limits=Limits(cpu_s=1))])
 
 
-def test_ray_mode_refuses_what_it_would_not_enforce() -> None:
-    with pytest.raises(LimitsNotEnforceable, match="Ray mode runs calls in Ray's workers"):
+def test_ray_mode_refuses_limits_and_recycling_and_takes_caps() -> None:
+    with pytest.raises(LimitsNotEnforceable, match="Ray mode runs calls in Ray's own worker processes"):
         Governance("ray").register([make("t", limits=Limits(file_size_mb=1))])
-    with pytest.raises(ValueError, match="not enforced in Ray mode"):
-        Governance("ray").register([make("t", rate_limit="1/s")])
+    ray = Governance("ray", concurrency={"db": 1})
+    ray.register([make("t", rate_limit="1/s", max_concurrency=2), make("q", concurrency_group="db")])
+    assert ray.gated("t") and ray.gated("q")  # caps and rate limits hold in Ray mode (the driver admits)
     with pytest.raises(ValueError, match="Ray mode runs calls in Ray's own workers"):
         Governance("ray", max_calls_per_worker=10)
 

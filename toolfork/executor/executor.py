@@ -154,7 +154,7 @@ class Executor:
             from toolfork.executor.backends.ray import RayBackend
 
             self._backend = RayBackend(self._tools, self.workers, hooks, kill_grace, address=address,
-                                       options=ray_options)
+                                       options=ray_options, governance=self.governance)
         else:
             self._backend = SequentialBackend(self.governance)
         _LIVE.add(self)

@@ -81,10 +81,6 @@ class Governance:
         tools = list(tools)
         staged_limits = {t.name: self._effective(t) for t in tools}
         for t in tools:
-            gated = t.max_concurrency is not None or t.concurrency_group is not None or t.rate_limit is not None
-            if gated and self.mode == "ray":
-                raise ValueError(f"tool {t.name!r}: max_concurrency, concurrency_group and rate_limit are not "
-                                 "enforced in Ray mode (Ray schedules the calls); use mode='fork'")
             if t.concurrency_group is not None and t.concurrency_group not in self.caps_groups:
                 known = ", ".join(sorted(self.caps_groups)) or "none"
                 raise ValueError(f"tool {t.name!r}: concurrency_group={t.concurrency_group!r} has no cap: give "
@@ -128,7 +124,9 @@ class Governance:
             host_run = ("sequential mode runs every call in the host process, where a call cannot be limited "
                         "(fork is unavailable or was turned off)")
         elif self.mode == "ray":
-            host_run = "Ray mode runs calls in Ray's workers, which do not apply toolfork's Limits"
+            host_run = ("Ray mode runs calls in Ray's own worker processes, which Ray's threads and other tasks "
+                        "share: a limit there would bind Ray too, and the CPU limit's signal would kill Ray's "
+                        "worker (use mode='fork' for limits)")
         if host_run is None:
             return check(limits, where=where)
         missing = [Unenforceable(name, value, host_run) for name, value in limits.set_fields().items()

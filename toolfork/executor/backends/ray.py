@@ -50,6 +50,7 @@ from toolfork.executor.backends.base import (
 from toolfork.executor.types import CallFinished, CallProgress, CallStarted, ErrorInfo, Event, ToolResult
 
 if TYPE_CHECKING:
+    from toolfork.governance.policy import Governance
     from toolfork.tools.tool import Tool
 
 CANCEL_POLL = 0.05  # how often the driver looks for new calls and cancel requests when wake() cannot reach it
@@ -81,9 +82,15 @@ class RayBackend(Backend):
     mode = "ray"
 
     def __init__(self, tools: dict[str, Tool], workers: int, hooks: Hooks, kill_grace: float = 1.0, *,
-                 address: str | None = None, options: dict[str, Any] | None = None) -> None:
+                 address: str | None = None, options: dict[str, Any] | None = None,
+                 governance: Governance | None = None) -> None:
+        from toolfork.governance.policy import Governance
+
         if workers < 1:
             raise ValueError(f"workers must be at least 1, got {workers}")
+        # Caps and rate limits: a call waits in its batch's held queue (Hub.next_admitted) until it may
+        # start, and its slot goes back when its task is forgotten (finished, timed out, stopped).
+        self._governance = governance if governance is not None else Governance("ray")
         ray = ray_session.import_ray()
         self._ray = ray
         self._size = workers
@@ -202,6 +209,8 @@ class RayBackend(Backend):
         # ray.wait watches neither a live source's wake-up fd nor the threads that pull, cancel or
         # close: wake() reaches it through the sink when there is one; else it polls.
         poll = 0.0 if starts else POLL_INTERVAL if live else CANCEL_POLL
+        if self._governance.any_gated:
+            poll = hub.held(lambda: self._token_wait(poll), wake=False)
         self._wait(out, poll)
         self._stop_all(hub.held(lambda: self._end_round(out, live)))
 
@@ -246,12 +255,40 @@ class RayBackend(Backend):
         """Dispatches to start now, one per batch in turn while there is room (inside ``Hub.held``)."""
         starts: list[Dispatch] = []
         hub = self._hub
+        gated = self._governance.any_gated
         while len(self._running) + len(starts) < self._size:
+            if gated:
+                taken = hub.next_admitted(self._admit)
+                if taken is None:
+                    break
+                starts.append(taken[1])
+                continue
             b = hub.next_ready()
             if b is None:
                 break
             starts.append(b.ready.popleft())
         return starts
+
+    def _admit(self, d: Dispatch) -> bool:
+        """Whether ``d`` may start now; a gated tool's call takes its slot and token here."""
+        governance = self._governance
+        if not governance.gated(d.call.name):
+            return True
+        d.slot = governance.admit(d.call.name)
+        return d.slot is not None
+
+    def _release(self, d: Dispatch) -> None:
+        """``d``'s task is over (or never went): its slot goes back to its tool's caps, once."""
+        slot = d.slot
+        if slot is not None:
+            d.slot = None
+            self._governance.release(slot)
+
+    def _token_wait(self, poll: float) -> float:
+        """``poll``, shortened to when the next token of a held call's tool is due (inside ``Hub.held``)."""
+        names = {name for b in self._hub.batches for name in b.held}
+        due = self._governance.wake_at(names) if names else None
+        return poll if due is None else min(poll, max(0.0, due - time.monotonic()))
 
     @staticmethod
     def _route(out: list[tuple[Dispatch, Event]]) -> None:
@@ -262,6 +299,7 @@ class RayBackend(Backend):
     def _forget(self, ref: Any) -> _Running:
         task = self._running.pop(ref)
         self._by_token.pop(task.token, None)
+        self._release(task.dispatch)
         return task
 
     def _settle(self) -> list[Any]:
@@ -286,6 +324,8 @@ class RayBackend(Backend):
         """Closing (inside ``Hub.held``): every running task and every call not started of every live batch
         is reported "cancelled"; the running tasks are returned for the caller to stop."""
         placed = [(t.dispatch, True) for t in self._running.values()]
+        for d, _ in placed:
+            self._release(d)
         stops = list(self._running)
         self._running.clear()
         self._by_token.clear()
@@ -308,6 +348,7 @@ class RayBackend(Backend):
             ref = self._task.remote(self._id, (name, self._tool_refs[name]), self._hooks_box, token, call.id,
                                     call.arguments, d.timeout, d.context or None, sink)
         except Exception as exc:
+            self._release(d)
             out.append((d, CallFinished(call.id, ToolResult(call.id, call.name, "error", error=ErrorInfo(
                 type(exc).__name__, f"call {call.id!r} of tool '{name}' could not be submitted to Ray: {exc}")))))
             return
@@ -359,6 +400,7 @@ class RayBackend(Backend):
                 for seq in sorted(task.early):  # only if a message was lost: yield what did arrive
                     out.append((d, CallProgress(d.call.id, task.early[seq])))
                 self._by_token.pop(task.token, None)
+                self._release(d)
                 out.append((d, CallFinished(d.call.id, result)))
         self._expire(out)
 

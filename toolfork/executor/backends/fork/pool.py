@@ -51,7 +51,7 @@ from toolfork.executor import framing
 from toolfork.executor.backends.base import POLL_INTERVAL, Backend, BatchState, Dispatch, Feed, Hooks, Hub
 from toolfork.executor.backends.fork.core import Worker, WorkerCore
 from toolfork.executor.backends.fork.template_link import TEMPLATE_CHECK_S, TemplateGone
-from toolfork.executor.types import CallFinished, CallProgress, CallStarted, Event
+from toolfork.executor.types import CallFinished, CallProgress, CallStarted, Event, ToolResult
 from toolfork.executor.wire import frames
 from toolfork.executor.wire.frames import rebuilt_result
 
@@ -268,7 +268,7 @@ class ForkBackend(Backend):
         Hub.route(d, CallFinished(f[1], result))
         return duration
 
-    def fail(self, d: Dispatch, result: Any) -> None:
+    def fail(self, d: Dispatch, result: ToolResult) -> None:
         self._release(d)
         Hub.finish(d, result)
 
