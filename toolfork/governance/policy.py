@@ -179,6 +179,24 @@ class Governance:
             return None
         return self.caps.try_acquire(name)
 
+    def admits(self, item: Any) -> bool:
+        """Whether a call may start now (``item`` has ``name`` and ``slot``: a backend's Dispatch); a
+        gated tool's call takes its slot and token here, into ``item.slot``. What a backend's scheduler
+        hands ``Hub.next_admitted``."""
+        name = item.name
+        if name not in self._gated:
+            return True
+        item.slot = self.admit(name)
+        return item.slot is not None
+
+    def give_back(self, item: Any) -> None:
+        """``item``'s call left where it ran (finished, failed, stopped, or sent back unstarted): its slot,
+        if it holds one, goes back to its tool's caps, once."""
+        slot = item.slot
+        if slot is not None:
+            item.slot = None
+            self.release(slot)
+
     def release(self, slot: Slot) -> None:
         """A call that held a slot is done (finished, failed, cancelled, or sent back unstarted)."""
         with self._cond:

@@ -568,6 +568,10 @@ class Hub:
         return None
 
 
+    def held_tools(self) -> set[str]:
+        """The tools whose calls wait in some batch's held queue (inside a ``held`` step)."""
+        return {name for b in self.batches for name in b.held}
+
     def next_admitted(self, admit: Callable[[Dispatch], bool]) -> tuple[BatchState, Dispatch] | None:
         """``next_ready`` for an executor with gated tools (inside a ``held`` step): the next batch, in
         turn, with a call ``admit`` lets start (it takes the call's slot and token), taken off its queue.

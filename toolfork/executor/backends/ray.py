@@ -258,7 +258,7 @@ class RayBackend(Backend):
         gated = self._governance.any_gated
         while len(self._running) + len(starts) < self._size:
             if gated:
-                taken = hub.next_admitted(self._admit)
+                taken = hub.next_admitted(self._governance.admits)
                 if taken is None:
                     break
                 starts.append(taken[1])
@@ -269,24 +269,9 @@ class RayBackend(Backend):
             starts.append(b.ready.popleft())
         return starts
 
-    def _admit(self, d: Dispatch) -> bool:
-        """Whether ``d`` may start now; a gated tool's call takes its slot and token here."""
-        governance = self._governance
-        if not governance.gated(d.call.name):
-            return True
-        d.slot = governance.admit(d.call.name)
-        return d.slot is not None
-
-    def _release(self, d: Dispatch) -> None:
-        """``d``'s task is over (or never went): its slot goes back to its tool's caps, once."""
-        slot = d.slot
-        if slot is not None:
-            d.slot = None
-            self._governance.release(slot)
-
     def _token_wait(self, poll: float) -> float:
         """``poll``, shortened to when the next token of a held call's tool is due (inside ``Hub.held``)."""
-        names = {name for b in self._hub.batches for name in b.held}
+        names = self._hub.held_tools()
         due = self._governance.wake_at(names) if names else None
         return poll if due is None else min(poll, max(0.0, due - time.monotonic()))
 
@@ -299,7 +284,7 @@ class RayBackend(Backend):
     def _forget(self, ref: Any) -> _Running:
         task = self._running.pop(ref)
         self._by_token.pop(task.token, None)
-        self._release(task.dispatch)
+        self._governance.give_back(task.dispatch)
         return task
 
     def _settle(self) -> list[Any]:
@@ -325,7 +310,7 @@ class RayBackend(Backend):
         is reported "cancelled"; the running tasks are returned for the caller to stop."""
         placed = [(t.dispatch, True) for t in self._running.values()]
         for d, _ in placed:
-            self._release(d)
+            self._governance.give_back(d)
         stops = list(self._running)
         self._running.clear()
         self._by_token.clear()
@@ -348,7 +333,7 @@ class RayBackend(Backend):
             ref = self._task.remote(self._id, (name, self._tool_refs[name]), self._hooks_box, token, call.id,
                                     call.arguments, d.timeout, d.context or None, sink)
         except Exception as exc:
-            self._release(d)
+            self._governance.give_back(d)
             out.append((d, CallFinished(call.id, ToolResult(call.id, call.name, "error", error=ErrorInfo(
                 type(exc).__name__, f"call {call.id!r} of tool '{name}' could not be submitted to Ray: {exc}")))))
             return
@@ -400,7 +385,7 @@ class RayBackend(Backend):
                 for seq in sorted(task.early):  # only if a message was lost: yield what did arrive
                     out.append((d, CallProgress(d.call.id, task.early[seq])))
                 self._by_token.pop(task.token, None)
-                self._release(d)
+                self._governance.give_back(d)
                 out.append((d, CallFinished(d.call.id, result)))
         self._expire(out)
 

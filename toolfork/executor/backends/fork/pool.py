@@ -172,7 +172,7 @@ class ForkBackend(Backend):
 
     def _token_due(self) -> float | None:
         """When the next token of a held call's tool is due (inside ``Hub.held``); None: none waits for one."""
-        names = {name for b in self._hub.batches for name in b.held}
+        names = self._hub.held_tools()
         return self._governance.wake_at(names) if names else None
 
     def hub_tend(self) -> None:
@@ -211,7 +211,7 @@ class ForkBackend(Backend):
         sent = 0
         while idle:
             if gated:
-                taken = hub.next_admitted(self._admit)
+                taken = hub.next_admitted(self._governance.admits)
                 if taken is None:
                     break
                 b, first = taken
@@ -223,14 +223,6 @@ class ForkBackend(Backend):
             self._send(b, first, idle.popleft())
             sent += 1
         return sent
-
-    def _admit(self, d: Dispatch) -> bool:
-        """Whether ``d`` may start now; a gated tool's call takes its slot and token here."""
-        governance = self._governance
-        if not governance.gated(d.call.name):
-            return True
-        d.slot = governance.admit(d.call.name)
-        return d.slot is not None
 
     def _alone(self, d: Dispatch) -> bool:
         """Whether ``d`` goes to a worker by itself: a process of its own, or a slot to hold."""
@@ -263,13 +255,13 @@ class ForkBackend(Backend):
         Hub.route(d, CallProgress(f[1], f[2]))
 
     def finished(self, w: Worker, d: Dispatch, f: tuple[Any, ...]) -> float | None:
-        self._release(d)
+        self._governance.give_back(d)
         result, duration = rebuilt_result(f, d.call.name, w.pid)
         Hub.route(d, CallFinished(f[1], result))
         return duration
 
     def fail(self, d: Dispatch, result: ToolResult) -> None:
-        self._release(d)
+        self._governance.give_back(d)
         Hub.finish(d, result)
 
     def wanted(self, d: Dispatch) -> bool:
@@ -277,7 +269,7 @@ class ForkBackend(Backend):
         b = d.batch
         if not d.stopped and b is not None and not b.abandoned:
             return True
-        self._release(d)
+        self._governance.give_back(d)
         return False
 
     def put_back(self, items: list[Dispatch]) -> None:
@@ -285,15 +277,8 @@ class ForkBackend(Backend):
         what one worker was sent, and a worker only ever holds calls of one batch); they give up their
         slots and are admitted again when their turn comes."""
         for d in items:
-            self._release(d)
+            self._governance.give_back(d)
         items[0].batch.ready.extendleft(reversed(items))  # type: ignore[union-attr]
-
-    def _release(self, d: Dispatch) -> None:
-        """``d`` left its worker: its slot (if it holds one) goes back to its tool's caps, once."""
-        slot = d.slot
-        if slot is not None:
-            d.slot = None
-            self._governance.release(slot)
 
     def next_deadline(self) -> float | None:
         return self.core.next_deadline()
@@ -320,7 +305,7 @@ class ForkBackend(Backend):
         ids = {id(d) for d in stopped}
         core = self.core
         for w in [w for w in core.workers.values() if w.inflight and id(w.inflight[0]) in ids]:
-            self._release(w.inflight.popleft())
+            self._governance.give_back(w.inflight.popleft())
             core.stop(w, self)
 
     # ----------------------------------------------------------------- shutdown
@@ -355,7 +340,7 @@ class ForkBackend(Backend):
         placed = [(d, i == 0) for w in self.core.workers.values() for i, d in enumerate(w.inflight)
                   if type(d) is Dispatch]  # else a line of a lane cut short: nobody waits
         for d, _ in placed:
-            self._release(d)
+            self._governance.give_back(d)
         self._hub.cancel_everything(placed)
         return True
 
