@@ -255,7 +255,8 @@ class ForkBackend(Backend):
         Hub.route(d, CallProgress(f[1], f[2]))
 
     def finished(self, w: Worker, d: Dispatch, f: tuple[Any, ...]) -> float | None:
-        self._governance.give_back(d)
+        if d.slot is not None:  # the hot path: most calls hold none
+            self._governance.give_back(d)
         result, duration = rebuilt_result(f, d.call.name, w.pid)
         Hub.route(d, CallFinished(f[1], result))
         return duration

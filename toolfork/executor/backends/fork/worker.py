@@ -197,6 +197,7 @@ def _serve(channels: Channels, tools: dict[str, Any], hooks: Hooks) -> None:
     monotonic, getpid, look = time.monotonic, os.getpid, channels.poller.poll
     lock = writer.lock
     limited = CallLimits(hooks.limits)  # each tool's limits, worked out once (see fork.limited)
+    default_limits = hooks.limits
     limits_of = limited.of
     while True:
         msg = recv(call_fd, side, lock)
@@ -226,7 +227,7 @@ def _serve(channels: Channels, tools: dict[str, Any], hooks: Hooks) -> None:
                     if tool.uses_runtime:
                         deadline = None if timeout is None else monotonic() + timeout
                         runtime = WorkerRuntime(writer, call_id, name, deadline, context)
-                    limits = limits_of(tool)
+                    limits = limits_of(tool) if default_limits is not None or tool.limits is not None else None
                     if limits is None:
                         result = execute_call(tool, call_id, arguments, runtime, before, after, pid)
                     else:
