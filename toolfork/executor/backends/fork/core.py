@@ -190,6 +190,7 @@ class WorkerCore:
         self._governance = governance
         self.max_calls = governance.max_calls_per_worker if governance is not None else None
         self._max_rss_mb = governance.max_worker_memory_mb if governance is not None else None
+        self.recycles = self.max_calls is not None or self._max_rss_mb is not None
         self._workers: dict[int, Worker] = {}
         self._link = TemplateLink(tools, hooks, kill_grace, self._workers)
         self._sel = selectors.DefaultSelector()
@@ -265,7 +266,10 @@ class WorkerCore:
         """How many quick items worker ``w`` takes at once, counting the one it starts with: guided
         self-scheduling, never more than its ``share`` of the ``waiting`` items (shared with the workers
         still idle), so an item slower than its tool's history suggests holds up at most that share;
-        and never past the items it has left before it is recycled (at least the one)."""
+        and never past the items it has left before it is recycled (at least the one). With a memory cap
+        on workers, one item: the cap is looked at between items, which a chunk would skip."""
+        if self._max_rss_mb is not None:  # its memory is looked at between calls: one call at a time
+            return 1
         limit = min(MAX_CHUNK, math.ceil(waiting / share))
         if self.max_calls is not None:
             limit = max(1, min(limit, self.max_calls - w.calls - len(w.inflight)))

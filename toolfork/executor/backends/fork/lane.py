@@ -190,7 +190,7 @@ class LineLane:
         while idle and ready:
             w = idle.popleft()
             self._send(w, self._chunk(w, len(idle) + 1, None))
-        if ready and core.is_quick(ready[0].name) and core.max_calls is None:  # a recycled worker gets no more
+        if ready and core.is_quick(ready[0].name) and not core.recycles:  # a recycled worker gets no more
             for w in list(core.workers.values()):
                 if not ready:
                     break
