@@ -7,17 +7,8 @@ from __future__ import annotations
 import os
 import time
 
+from tests.cli.cli_tools import echo
 from toolfork import tool
-
-
-@tool
-def echo(text: str) -> str:
-    """Return the text unchanged.
-
-    Args:
-        text: what to return
-    """
-    return text
 
 
 @tool
@@ -30,8 +21,7 @@ def hog(mb: int = 2048) -> int:
     return len(bytearray(mb * 1024 * 1024))
 
 
-@tool
-def slow(seconds: float = 0.0) -> dict[str, float]:
+def _timed(seconds: float = 0.0) -> dict[str, float]:
     """Sleep, and say when the call started and ended.
 
     Args:
@@ -42,16 +32,9 @@ def slow(seconds: float = 0.0) -> dict[str, float]:
     return {"start": start, "end": time.monotonic(), "pid": os.getpid()}
 
 
-@tool(concurrency_group="db")
-def query(seconds: float = 0.0) -> dict[str, float]:
-    """``slow`` in the concurrency group "db" (whose cap the command line gives).
-
-    Args:
-        seconds: how long to sleep
-    """
-    start = time.monotonic()
-    time.sleep(seconds)
-    return {"start": start, "end": time.monotonic(), "pid": os.getpid()}
+slow = tool(name="slow")(_timed)
+# The same in the concurrency group "db" (whose cap the command line gives).
+query = tool(name="query", concurrency_group="db")(_timed)
 
 
 TOOLS = [echo, hog, slow]

@@ -21,6 +21,7 @@ from toolfork.executor.backends.fork.core import MAX_REQUEUES, Worker, WorkerCor
 from toolfork.executor.types import ToolResult
 from toolfork.executor.wire import frames
 from toolfork.executor.wire.frames import rebuilt_result
+from toolfork.governance import Governance
 
 BOUND_S = 60.0  # a bound on each wait, not a timing
 
@@ -61,7 +62,7 @@ class Recorder:
 
 @pytest.fixture
 def core() -> Iterator[WorkerCore]:
-    c = WorkerCore({t.name: t for t in ALL}, 2, Hooks(), kill_grace=1.0)
+    c = WorkerCore({t.name: t for t in ALL}, 2, Hooks(), 1.0, Governance("fork"))
     try:
         yield c
     finally:

@@ -1,3 +1,22 @@
+"""The governance tests' shared fixtures, and the order they run in."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from tests.governance.executors import Executors
+
+
+@pytest.fixture
+def executors() -> Iterator[Executors]:
+    """Executors closed at the end of the test, with every process they had checked gone."""
+    made = Executors()
+    try:
+        yield made
+    finally:
+        made.close_all()
 
 
 def pytest_collection_modifyitems(items: list) -> None:

@@ -7,18 +7,43 @@ from __future__ import annotations
 import os
 import socket
 import threading
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Callable, Iterable
+from typing import Any, TypeVar
 
 from tests.procs import all_gone
 from toolfork.executor import Executor
 from toolfork.executor.types import ToolResult
 
 MIB = 1024 * 1024
+T = TypeVar("T")
 
 
 def call(i: object, name: str, **arguments: Any) -> dict[str, Any]:
     return {"id": str(i), "name": name, "arguments": arguments}
+
+
+def in_threads(work: Callable[[str], T], tags: Iterable[str], limit: float = 60.0) -> list[T]:
+    """``work(tag)`` for every tag at once, each in a thread of its own; what each returned, in tag order.
+    The first error a thread raised is raised here."""
+    tags = list(tags)
+    out: dict[str, T] = {}
+    errors: list[BaseException] = []
+
+    def run(tag: str) -> None:
+        try:
+            out[tag] = work(tag)
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run, args=(tag,)) for tag in tags]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(limit)
+    if errors:
+        raise errors[0]
+    assert len(out) == len(tags), f"threads still running after {limit} s: {set(tags) - set(out)}"
+    return [out[tag] for tag in tags]
 
 
 def text(r: ToolResult) -> str:

@@ -10,25 +10,13 @@ import itertools
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator
 from concurrent.futures import Future
 
-import pytest
-
-from tests.governance.executors import MIB, Executors, call, max_overlap, most_in_window, stamps, text
+from tests.governance.executors import MIB, Executors, call, in_threads, max_overlap, most_in_window, stamps, text
 from tests.procs import all_gone
 from toolfork import Limits, Tool
 from toolfork.executor.types import CallFinished, CallStarted, ToolResult
-
-
-@pytest.fixture
-def executors() -> Iterator[Executors]:
-    made = Executors()
-    try:
-        yield made
-    finally:
-        made.close_all()
-
+from toolfork.governance.verdict import STATM_RESIDENT, statm_bytes
 
 # ---------------------------------------------------------------- the tools (module level: forked workers have them)
 
@@ -57,9 +45,7 @@ def grow(mb: int) -> str:
     import os
 
     _HOARD.append(bytearray(mb * MIB))  # zero-filled: every page touched
-    with open(f"/proc/{os.getpid()}/statm") as f:
-        rss = int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") // MIB
-    return f"{os.getpid()} {rss}"
+    return f"{os.getpid()} {statm_bytes(STATM_RESIDENT) // MIB}"
 
 
 def make(name: str, fn: object = stamp, **settings: object) -> Tool:
@@ -104,42 +90,22 @@ def test_a_concurrency_group_caps_its_tools_together(executors: Executors) -> No
 def test_the_cap_is_shared_by_batches_running_at_once_from_two_threads(executors: Executors) -> None:
     ex = executors([make("capped", max_concurrency=2)], workers=6)
     barrier = threading.Barrier(2)
-    out: dict[str, list[ToolResult]] = {}
-    errors: list[BaseException] = []
 
-    def batch(tag: str) -> None:
-        try:
-            barrier.wait(10)
-            out[tag] = executors.run(ex, [call(f"{tag}{i}", "capped", seconds=0.3) for i in range(6)])
-        except BaseException as exc:
-            errors.append(exc)
+    def batch(tag: str) -> list[ToolResult]:
+        barrier.wait(10)
+        return executors.run(ex, [call(f"{tag}{i}", "capped", seconds=0.3) for i in range(6)])
 
-    threads = [threading.Thread(target=batch, args=(tag,)) for tag in "ab"]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(60)
-    assert not errors, errors
-    results = out["a"] + out["b"]
+    results = [r for rs in in_threads(batch, "ab") for r in rs]
     ok(results)
     assert max_overlap([stamps(r) for r in results]) <= 2
 
 
 def test_submit_futures_from_several_threads_respect_the_cap(executors: Executors) -> None:
     ex = executors([make("capped", max_concurrency=2), make("free")], workers=6)
-    futures: list[Future[ToolResult]] = []
-    lock = threading.Lock()
+    def submit(tag: str) -> list[Future[ToolResult]]:
+        return [ex.submit(call(f"{tag}{i}", "capped", seconds=0.25)) for i in range(4)]
 
-    def submit(tag: str) -> None:
-        mine = [ex.submit(call(f"{tag}{i}", "capped", seconds=0.25)) for i in range(4)]
-        with lock:
-            futures.extend(mine)
-
-    threads = [threading.Thread(target=submit, args=(tag,)) for tag in "abcd"]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(30)
+    futures = [f for fs in in_threads(submit, "abcd", limit=30) for f in fs]
     free = ex.submit(call("free", "free"))
     results = executors.note(ex, [f.result(timeout=60) for f in futures])
     ok(results)
@@ -209,19 +175,10 @@ def test_sequential_mode_honours_the_rate_limit(executors: Executors) -> None:
 
 def test_sequential_mode_caps_batches_from_several_threads(executors: Executors) -> None:
     ex = executors([make("capped", max_concurrency=1)], mode="sequential")
-    out: list[ToolResult] = []
-    lock = threading.Lock()
+    def batch(tag: str) -> list[ToolResult]:
+        return ex.run([call(f"{tag}{i}", "capped", seconds=0.1) for i in range(3)])
 
-    def batch(tag: str) -> None:
-        results = ex.run([call(f"{tag}{i}", "capped", seconds=0.1) for i in range(3)])
-        with lock:
-            out.extend(results)
-
-    threads = [threading.Thread(target=batch, args=(tag,)) for tag in "abc"]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(30)
+    out = [r for rs in in_threads(batch, "abc", limit=30) for r in rs]
     ok(out)
     assert len(out) == 9 and max_overlap([stamps(r) for r in out]) == 1
 

@@ -17,7 +17,6 @@ import socket
 import sys
 import sysconfig
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import psutil
@@ -29,16 +28,6 @@ from toolfork import Limits, LimitsNotEnforceable, Tool, tool
 from toolfork.governance import LimitExceededError, LimitsError
 from toolfork.governance.rlimits import probe as rlimit_probe
 from toolfork.tools.errors import ToolDefinitionError
-
-
-@pytest.fixture
-def executors() -> Iterator[Executors]:
-    made = Executors()
-    try:
-        yield made
-    finally:
-        made.close_all()
-
 
 # ---------------------------------------------------------------- the tools (module level: forked workers have them)
 

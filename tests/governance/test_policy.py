@@ -37,13 +37,13 @@ def test_only_restrictions_make_a_tool_restricted_and_only_caps_or_rates_make_it
     assert [n for n in ("net", "mem", "capped", "free", "net_on") if g.restricted(n)] == ["net"]
     assert [n for n in ("net", "mem", "capped", "grouped", "rated", "free") if g.gated(n)] == \
         ["capped", "grouped", "rated"]
-    assert g.shapes_sending
+    assert g.alone == {"net", "capped", "grouped", "rated"}
 
 
 def test_an_executor_with_no_governance_shapes_nothing() -> None:
     g = Governance("fork")
     g.register([make("a"), make("b", limits=Limits(enforce="best-effort"))])
-    assert not g.shapes_sending and not g.any_gated and not g.recycles
+    assert not g.alone and not g.any_gated and not g.recycles
     assert g.limits_for("b") is None  # enforce alone limits nothing
 
 
@@ -122,7 +122,7 @@ def test_acquire_waits_for_a_token_and_gives_up_when_stopped() -> None:
 
 def test_register_is_all_or_nothing_and_names_the_missing_group() -> None:
     g = Governance("fork", concurrency={"db": 2})
-    with pytest.raises(ValueError, match=r"tool 'q': concurrency_group='cache' has no cap.*groups with a cap: db"):
+    with pytest.raises(ValueError, match=r"concurrency_group='cache' of tool 'q' has no cap.*groups with a cap: db"):
         g.register([make("ok", max_concurrency=1), make("q", concurrency_group="cache")])
     assert not g.gated("ok")
 

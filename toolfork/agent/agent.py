@@ -48,6 +48,7 @@ from toolfork.agent.telemetry import available as telemetry_available
 from toolfork.agent.timeouts import can_preempt_in_host, lift_unenforceable, note_overrun
 from toolfork.agent.toolset import Toolset
 from toolfork.executor.types import CallProgress, CallStarted, Event, ToolCall, ToolResult
+from toolfork.governance.limits import Limits
 from toolfork.tools.output import ToolOutput
 from toolfork.tools.runtime import AGENT_CONTEXT_KEY, NEXT_TURN_KEY
 
@@ -154,7 +155,7 @@ class Agent:
         thread_id: str | None = None,
         approval_policy: Any = None,
         agent_id: str | None = None,
-        limits: Any = None,
+        limits: Limits | None = None,
         concurrency: Mapping[str, int] | None = None,
         max_calls_per_worker: int | None = None,
         max_worker_memory_mb: int | None = None,

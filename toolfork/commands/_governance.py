@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+from collections.abc import Callable
 from typing import Any
 
 from toolfork.commands._loading import UsageError
@@ -75,13 +76,22 @@ def _pair(text: str, what: str, example: str) -> tuple[str, str]:
     return name, value
 
 
-def _tool_count(text: str) -> tuple[str, int]:
-    name, value = _pair(text, "TOOL", "search=4")
-    try:
-        return name, _count(value)
-    except argparse.ArgumentTypeError:
-        raise argparse.ArgumentTypeError(
-            f"{name}={value}: the number of calls must be a whole number of at least 1") from None
+def _named_count(what: str, example: str, meaning: str) -> Callable[[str], tuple[str, int]]:
+    """The argparse type of ``WHAT=N`` (``--max-concurrency TOOL=N``, ``--concurrency GROUP=N``)."""
+
+    def read(text: str) -> tuple[str, int]:
+        name, value = _pair(text, what, example)
+        try:
+            return name, _count(value)
+        except argparse.ArgumentTypeError:
+            raise argparse.ArgumentTypeError(f"{name}={value}: {meaning} must be a whole number of at least 1") \
+                from None
+
+    return read
+
+
+_tool_count = _named_count("TOOL", "search=4", "the number of calls")
+_group_count = _named_count("GROUP", "db=5", "the group's cap")
 
 
 def _tool_rate(text: str) -> tuple[str, str]:
@@ -93,15 +103,6 @@ def _tool_rate(text: str) -> tuple[str, str]:
     except RateLimitError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
     return name, value
-
-
-def _group_count(text: str) -> tuple[str, int]:
-    name, value = _pair(text, "GROUP", "db=5")
-    try:
-        return name, _count(value)
-    except argparse.ArgumentTypeError:
-        raise argparse.ArgumentTypeError(
-            f"{name}={value}: the group's cap must be a whole number of at least 1") from None
 
 
 # ------------------------------------------------------------------ applying them

@@ -390,10 +390,9 @@ class Executor:
         """Feed the calls to the backend; retry what a tool's ``retries`` allows. ``on_feed`` gets the
         batch's ``Feed`` once it is known (a ``Batch`` handle, to cancel it)."""
         retriable: dict[str, Dispatch] = {}  # calls of tools that declare retries, until they finish
-        holder: list[Feed] = []  # the feed, for an inline call waiting for its cap or rate limit
-        feed = Feed(self._dispatches(calls, retriable, lambda: bool(holder) and holder[0].cancelled), room,
-                    wakeup_fd)
-        holder.append(feed)
+        # An inline call waiting for its cap or rate limit stops when the batch is cancelled (the source
+        # is first pulled by the feed, so ``feed`` is bound by then).
+        feed = Feed(self._dispatches(calls, retriable, lambda: feed.cancelled), room, wakeup_fd)
         with self._lock:
             self._check_open()
             self._feeds.add(feed)

@@ -3,7 +3,7 @@
 The user's view is docs/executor.md, "Limits". Where each part is used: `policy.Governance` is one
 Executor's rules (built from the tools' settings and the Executor's keywords); the fork pool's
 worker applies a call's limits (`toolfork.executor.backends.fork.limited`); the pool's driver admits
-calls through caps and rate limits (`Hub.next_admitted`); the worker core recycles workers.
+calls through caps and rate limits (`Hub.take_next`); the worker core recycles workers.
 
 Limits inside a call (`Limits`, in `limits`): a frozen value, validated where it is written
 (`Limits(memory_mb=-1)` and unknown fields are refused naming the setting), `merged_over(default)`

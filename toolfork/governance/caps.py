@@ -56,18 +56,20 @@ class ConcurrencyCaps:
         self._running_group: dict[str, int] = dict.fromkeys(self._groups, 0)
         self._lock = threading.Lock()
 
-    @property
-    def groups(self) -> Mapping[str, int]:
-        """Group name -> its cap."""
-        return dict(self._groups)
-
-    def register(self, tool: str, *, max_concurrency: int | None = None, concurrency_group: str | None = None) -> None:
-        """Declare a tool's caps (call once per tool; a tool never registered is free)."""
-        cap = None if max_concurrency is None else _check_cap(f"max_concurrency of tool {tool!r}", max_concurrency)
+    def validate(self, tool: str, *, max_concurrency: int | None = None,
+                 concurrency_group: str | None = None) -> None:
+        """Raise CapError, naming the setting, if ``register`` would refuse these caps (nothing changes)."""
+        if max_concurrency is not None:
+            _check_cap(f"max_concurrency of tool {tool!r}", max_concurrency)
         if concurrency_group is not None and concurrency_group not in self._groups:
             known = ", ".join(sorted(self._groups)) or "none"
             raise CapError(f"concurrency_group={concurrency_group!r} of tool {tool!r} has no cap: give it in "
                            f"concurrency={{...}} (groups with a cap: {known})")
+
+    def register(self, tool: str, *, max_concurrency: int | None = None, concurrency_group: str | None = None) -> None:
+        """Declare a tool's caps (call once per tool; a tool never registered is free)."""
+        self.validate(tool, max_concurrency=max_concurrency, concurrency_group=concurrency_group)
+        cap = max_concurrency
         with self._lock:
             self._rules[tool] = _Rule(cap, concurrency_group)
             self._running_tool.setdefault(tool, 0)

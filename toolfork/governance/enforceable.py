@@ -8,11 +8,14 @@ one. `network=True` asks for nothing and is always enforceable.
 
 from __future__ import annotations
 
+import functools
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from . import landlock, netns, rlimits
 from .limits import Limits
+from .verdict import Probe
 
 log = logging.getLogger("toolfork.governance")
 
@@ -38,32 +41,39 @@ class LimitsNotEnforceable(RuntimeError):
         super().__init__(f"{where}: {lines} (or pass enforce='best-effort' to run without them)")
 
 
-def unenforceable(limits: Limits) -> list[Unenforceable]:
-    """The fields of `limits` that cannot be enforced here, each with why (OS, permission, kernel)."""
+def unenforceable(limits: Limits, *, nowhere: str | None = None) -> list[Unenforceable]:
+    """The fields of `limits` that cannot be enforced here, each with why (OS, permission, kernel).
+    `nowhere`: the calls run where no mechanism applies (the host process, Ray's workers), and this
+    is why: every field that asks for something is unenforceable, nothing is probed."""
+
+    def verdict(probe: Callable[[], Probe]) -> Probe:
+        return Probe(False, nowhere) if nowhere is not None else probe()
+
     found = []
     for name in rlimits.RLIMIT_OF:
         value = getattr(limits, name)
         if value is not None:
-            verdict = rlimits.probe(name)
-            if not verdict.ok:
-                found.append(Unenforceable(name, value, verdict.reason))
+            said = verdict(functools.partial(rlimits.probe, name))
+            if not said.ok:
+                found.append(Unenforceable(name, value, said.reason))
     if limits.network is False:
-        verdict = netns.probe()
-        if not verdict.ok:
-            found.append(Unenforceable("network", False, verdict.reason))
+        said = verdict(netns.probe)
+        if not said.ok:
+            found.append(Unenforceable("network", False, said.reason))
     for name in ("read_paths", "write_paths"):
         value = getattr(limits, name)
         if value is not None:
-            verdict = landlock.probe()
-            if not verdict.ok:
-                found.append(Unenforceable(name, list(value), verdict.reason))
+            said = verdict(landlock.probe)
+            if not said.ok:
+                found.append(Unenforceable(name, list(value), said.reason))
     return found
 
 
-def check(limits: Limits, *, where: str = "Limits") -> list[Unenforceable]:
+def check(limits: Limits, *, where: str = "Limits", nowhere: str | None = None) -> list[Unenforceable]:
     """Fail closed: raise LimitsNotEnforceable if a strict limit cannot be enforced; under
-    enforce="best-effort" log each one at WARNING instead. Returns what will not be applied."""
-    missing = unenforceable(limits)
+    enforce="best-effort" log each one at WARNING instead. Returns what will not be applied.
+    `nowhere` as for `unenforceable`."""
+    missing = unenforceable(limits, nowhere=nowhere)
     if missing and limits.strict:
         raise LimitsNotEnforceable(where, missing)
     for item in missing:

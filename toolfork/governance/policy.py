@@ -25,8 +25,8 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from .caps import CapError, ConcurrencyCaps, Slot
-from .enforceable import LimitsNotEnforceable, Unenforceable, check
+from .caps import ConcurrencyCaps, Slot
+from .enforceable import Unenforceable, check
 from .limits import Limits
 from .ratelimit import TokenBucket
 
@@ -55,10 +55,7 @@ class Governance:
             raise TypeError(f"limits must be a toolfork.Limits or None, got {type(limits).__name__}")
         self.mode = mode
         self.default = limits if limits is not None and limits.set_fields() else None
-        try:
-            self.caps = ConcurrencyCaps(concurrency)
-        except CapError as exc:
-            raise ValueError(str(exc)) from None
+        self.caps = ConcurrencyCaps(concurrency)  # a bad cap: CapError, a ValueError naming it
         self.max_calls_per_worker = _count("max_calls_per_worker", max_calls_per_worker)
         self.max_worker_memory_mb = _count("max_worker_memory_mb", max_worker_memory_mb)
         if mode == "ray" and (self.max_calls_per_worker or self.max_worker_memory_mb):
@@ -69,7 +66,9 @@ class Governance:
         self._limits: dict[str, Limits | None] = {}
         self._buckets: dict[str, TokenBucket] = {}
         self._gated: set[str] = set()
-        self._restricted: set[str] = set()
+        # Tools whose calls each go to a worker alone, never in a chunk of quick calls: gated ones (each
+        # holds its own slot) and restricted ones (each runs in a process of its own).
+        self.alone: set[str] = set()
         self._cond = threading.Condition()
         self.skipped: list[Unenforceable] = []  # what enforce="best-effort" let through, for the curious
 
@@ -79,63 +78,41 @@ class Governance:
         """Take each tool's settings; refuse (naming the tool and the setting) what cannot be honoured.
         All or nothing: a refused tool leaves the governance as it was."""
         tools = list(tools)
-        staged_limits = {t.name: self._effective(t) for t in tools}
+        staged_limits = {t.name: Limits.effective(t.limits, self.default) for t in tools}
         for t in tools:
-            if t.concurrency_group is not None and t.concurrency_group not in self.caps_groups:
-                known = ", ".join(sorted(self.caps_groups)) or "none"
-                raise ValueError(f"tool {t.name!r}: concurrency_group={t.concurrency_group!r} has no cap: give "
-                                 f"it as Executor(concurrency={{{t.concurrency_group!r}: N}}) "
-                                 f"(groups with a cap: {known})")
-        for t in tools:
+            self.caps.validate(t.name, max_concurrency=t.max_concurrency, concurrency_group=t.concurrency_group)
             limits = staged_limits[t.name]
             if limits is not None:
                 self.skipped.extend(self._check(t, limits))
         for t in tools:
-            self._limits[t.name] = limits = staged_limits[t.name]
-            if limits is not None and limits.restriction_key is not None:
-                self._restricted.add(t.name)
+            name = t.name
+            self._limits[name] = staged_limits[name]
+            gated = t.max_concurrency is not None or t.concurrency_group is not None or t.rate_limit is not None
+            if gated:
+                self.caps.register(name, max_concurrency=t.max_concurrency, concurrency_group=t.concurrency_group)
+            if t.rate_limit is not None:
+                self._buckets[name] = TokenBucket(t.rate_limit)
             else:
-                self._restricted.discard(t.name)
-            if t.max_concurrency is not None or t.concurrency_group is not None or t.rate_limit is not None:
-                self.caps.register(t.name, max_concurrency=t.max_concurrency, concurrency_group=t.concurrency_group)
-                if t.rate_limit is not None:
-                    self._buckets[t.name] = TokenBucket(t.rate_limit)
+                self._buckets.pop(name, None)
+            for members, member in ((self._gated, gated), (self.alone, gated or self.restricted(name))):
+                if member:
+                    members.add(name)
                 else:
-                    self._buckets.pop(t.name, None)
-                self._gated.add(t.name)
-            else:
-                self._gated.discard(t.name)
-
-    @property
-    def caps_groups(self) -> Mapping[str, int]:
-        return self.caps.groups
-
-    def _effective(self, t: Tool) -> Limits | None:
-        own = t.limits
-        limits = own.merged_over(self.default) if own is not None else self.default
-        return limits if limits is not None and limits.set_fields().keys() - {"enforce"} else None
+                    members.discard(name)
 
     def _check(self, t: Tool, limits: Limits) -> list[Unenforceable]:
-        where = f"tool {t.name!r}"
-        host_run = None
+        """Fail closed (``enforceable.check``), where the calls run where nothing can limit them too."""
+        nowhere = None
         if t.inline:
-            host_run = "it is inline: its calls run in the host process, where a call cannot be limited"
+            nowhere = "it is inline: its calls run in the host process, where a call cannot be limited"
         elif self.mode == "sequential":
-            host_run = ("sequential mode runs every call in the host process, where a call cannot be limited "
-                        "(fork is unavailable or was turned off)")
+            nowhere = ("sequential mode runs every call in the host process, where a call cannot be limited "
+                       "(fork is unavailable or was turned off)")
         elif self.mode == "ray":
-            host_run = ("Ray mode runs calls in Ray's own worker processes, which Ray's threads and other tasks "
-                        "share: a limit there would bind Ray too, and the CPU limit's signal would kill Ray's "
-                        "worker (use mode='fork' for limits)")
-        if host_run is None:
-            return check(limits, where=where)
-        missing = [Unenforceable(name, value, host_run) for name, value in limits.set_fields().items()
-                   if name != "enforce" and not (name == "network" and value is True)]
-        if missing and limits.strict:
-            raise LimitsNotEnforceable(where, missing)
-        for item in missing:
-            log.warning("%s: not applied (enforce='best-effort'): %s", where, item)
-        return missing
+            nowhere = ("Ray mode runs calls in Ray's own worker processes, which Ray's threads and other tasks "
+                       "share: a limit there would bind Ray too, and the CPU limit's signal would kill Ray's "
+                       "worker (use mode='fork' for limits)")
+        return check(limits, where=f"tool {t.name!r}", nowhere=nowhere)
 
     def limits_for(self, name: str) -> Limits | None:
         """The limits a call of tool ``name`` runs under (None: none)."""
@@ -144,12 +121,8 @@ class Governance:
     def restricted(self, name: str) -> bool:
         """Whether ``name``'s calls carry restrictions a process cannot shed (no network, Landlock paths):
         each such call runs in a process of its own."""
-        return name in self._restricted
-
-    @property
-    def shapes_sending(self) -> bool:
-        """Whether any tool's calls are sent otherwise than the usual way (gated, or restricted)."""
-        return bool(self._gated or self._restricted)
+        limits = self._limits.get(name)
+        return limits is not None and limits.restriction_key is not None
 
     def gated(self, name: str) -> bool:
         """Whether ``name``'s calls wait for a cap or a rate limit before they start."""
@@ -182,7 +155,7 @@ class Governance:
     def admits(self, item: Any) -> bool:
         """Whether a call may start now (``item`` has ``name`` and ``slot``: a backend's Dispatch); a
         gated tool's call takes its slot and token here, into ``item.slot``. What a backend's scheduler
-        hands ``Hub.next_admitted``."""
+        hands ``Hub.take_next``."""
         name = item.name
         if name not in self._gated:
             return True

@@ -14,16 +14,15 @@ absolute cap would make the same tool pass or fail with the size of the host:
   but never touched (malloc arenas, thread stacks), so a small cap would fail in a worker that merely
   imported something large, and a cap loose enough for that would not stop anything. Allocating past it
   gives the tool MemoryError.
-- cpu_s: on the main thread, a profiling timer (ITIMER_PROF: the process's CPU time, to the
-  millisecond) sends SIGPROF after cpu_s of CPU; its handler raises `LimitExceededError` in the tool
-  once. Behind it, RLIMIT_CPU = the worker's CPU time so far + the budget, rounded up to a whole second
-  (the kernel counts whole seconds) and at least a second past the timer: the kernel sends SIGXCPU
-  there, which raises the same error if the timer could not (another thread, the tool reset the
-  timer), and if the call goes on after being told, the next SIGXCPU (a second later) kills the
-  worker with it. Code that never returns to
-  the interpreter cannot see a Python handler: where the process may raise its hard limit again
-  (CAP_SYS_RESOURCE) the hard limit is set 2 s above the soft one for the call, so the kernel kills the
-  worker; elsewhere the call's timeout is the backstop.
+- cpu_s: on the main thread, a profiling timer (ITIMER_PROF: the process's CPU time, to the millisecond)
+  sends SIGPROF after cpu_s of CPU; its handler raises `LimitExceededError` in the tool once. Behind it,
+  RLIMIT_CPU = the worker's CPU time so far + the budget, rounded up to a whole second (the kernel
+  counts whole seconds) and at least a second past the timer: the kernel sends SIGXCPU there, which
+  raises the same error if the timer could not (another thread, the tool reset the timer), and if the
+  call goes on after being told, the next SIGXCPU (a second later) kills the worker with it. Code that
+  never returns to the interpreter cannot see a Python handler: where the process may raise its hard
+  limit again (CAP_SYS_RESOURCE) the hard limit is set 2 s above the soft one for the call, so the
+  kernel kills the worker; elsewhere the call's timeout is the backstop.
 - file_size_mb: RLIMIT_FSIZE, the largest file the call may write (not a budget: it is per file).
   SIGXFSZ is caught for the call, so the write fails with OSError(EFBIG) instead of killing the worker.
 - open_files: RLIMIT_NOFILE = the descriptors the worker has open + the budget (it limits descriptor
@@ -55,7 +54,16 @@ from types import FrameType
 from typing import Any
 
 from .limits import Limits
-from .verdict import CAP_SYS_ADMIN, CAP_SYS_RESOURCE, Probe, has_capability, proc_status, status_field
+from .verdict import (
+    CAP_SYS_ADMIN,
+    CAP_SYS_RESOURCE,
+    STATM_DATA,
+    Probe,
+    has_capability,
+    proc_status,
+    statm_bytes,
+    status_field,
+)
 
 try:
     import resource
@@ -108,19 +116,6 @@ def describe(limit: str, value: float) -> str:
 def _exceeded(limits: Limits, limit: str) -> LimitExceeded:
     value = getattr(limits, limit)
     return LimitExceeded(limit, value, describe(limit, value))
-
-
-PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
-
-
-def _data_bytes() -> int:
-    """The process's data segment and stack (/proc/self/statm's sixth field: what RLIMIT_DATA counts,
-    plus the stack; statm is read in half the time of /proc/self/status)."""
-    fd = os.open("/proc/self/statm", os.O_RDONLY | os.O_CLOEXEC)
-    try:
-        return int(os.read(fd, 256).split()[5]) * PAGE
-    finally:
-        os.close(fd)
 
 
 def _open_fds() -> int:
@@ -228,7 +223,7 @@ def _set_soft(applied: Applied, which: int, soft: int, hard: int | None = None) 
 def _apply(applied: Applied) -> None:
     limits = applied.limits
     if limits.memory_mb is not None:
-        _set_soft(applied, resource.RLIMIT_DATA, _data_bytes() + limits.memory_mb * MIB)
+        _set_soft(applied, resource.RLIMIT_DATA, statm_bytes(STATM_DATA) + limits.memory_mb * MIB)
     if limits.cpu_s is not None:
         applied.cpu_start_s = _cpu_used_s()
         soft = math.ceil(applied.cpu_start_s + limits.cpu_s + (1 if SIGPROF in applied._handlers else 0))

@@ -35,6 +35,20 @@ def proc_status(pid: int | str = "self") -> bytes:
         os.close(fd)
 
 
+PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+STATM_RESIDENT, STATM_DATA = 1, 5  # fields of /proc/PID/statm: resident set; data segment and stack
+
+
+def statm_bytes(field: int, pid: int | str = "self") -> int:
+    """One field of /proc/PID/statm, in bytes (one small read: statm is made in half the time of
+    status). Raises OSError where there is none (not Linux, the process is gone, /proc is hidden)."""
+    fd = os.open(f"/proc/{pid}/statm", os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        return int(os.read(fd, 256).split()[field]) * PAGE
+    finally:
+        os.close(fd)
+
+
 def status_field(status: bytes, name: bytes) -> bytes | None:
     """The first word of field `name` (e.g. b"VmData") of a /proc/self/status text, or None."""
     start = status.find(b"\n" + name + b":")

@@ -18,7 +18,8 @@ from typing import Annotated, Any, Literal, TypedDict, Union, get_args, get_orig
 
 from pydantic import BaseModel
 
-from toolfork.governance.limits import Limits
+from toolfork.governance.limits import Limits, LimitsError
+from toolfork.governance.ratelimit import RateLimit, RateLimitError
 from toolfork.tools.errors import ToolDefinitionError
 
 OnError = Literal["fail-run", "return-to-model"]
@@ -80,8 +81,6 @@ def model_class_or_none(where: str, key: str, value: Any) -> Any:
 
 def limits_or_none(where: str, key: str, value: Any) -> Any:
     """A ``Limits`` (or a dict of its fields, made into one); bad fields are refused here, by name."""
-    from toolfork.governance.limits import Limits, LimitsError
-
     if value is None or isinstance(value, Limits):
         return value
     if not isinstance(value, Mapping):
@@ -101,8 +100,6 @@ def group_name_or_none(where: str, key: str, value: Any) -> Any:
 
 def rate_or_none(where: str, key: str, value: Any) -> Any:
     """A rate such as "10/s", "30/min" or "100/h", checked here and kept as written."""
-    from toolfork.governance.ratelimit import RateLimit, RateLimitError
-
     if value is None:
         return None
     try:
@@ -181,13 +178,13 @@ class SettingKeywords(TypedDict, total=False):
 
 
 def _declared() -> tuple[dict[str, Check], dict[str, Any]]:
-    hints = get_type_hints(ToolSettings, include_extras=True, localns={"Limits": Limits})
+    hints = get_type_hints(ToolSettings, include_extras=True)
     checks: dict[str, Check] = {}
     types: dict[str, Any] = {}
     for key, hint in hints.items():
         assert get_origin(hint) is Annotated, f"ToolSettings.{key} has no check"
         types[key], checks[key] = get_args(hint)[:2]
-    keywords = get_type_hints(SettingKeywords, localns={"Limits": Limits})
+    keywords = get_type_hints(SettingKeywords)
     if keywords != types:
         raise TypeError(f"SettingKeywords differs from ToolSettings: {keywords} != {types}")
     return checks, types

@@ -252,7 +252,7 @@ class BatchState:
         self.feed = feed
         self.ready: deque[Dispatch] = deque()  # pulled by the owner, not sent yet (requeued ones in front)
         # Calls of gated tools that were refused a slot or a token, by tool, in call order: they wait
-        # here, off ``ready``, so the calls behind them go first (see ``Hub.next_admitted``).
+        # here, off ``ready``, so the calls behind them go first (see ``Hub.take_next``).
         self.held: dict[str, deque[Dispatch]] = {}
         self.events: list[Event] = []  # routed by the driver, taken by the owner
         self.outstanding = 0  # dispatches pulled whose CallFinished the owner has not taken yet
@@ -534,71 +534,61 @@ class Hub:
                     d.stopped = True
                     if running:
                         kills.append(d)
-            keep: list[Dispatch] = []
-            for d in b.ready:
-                if whole or id(d.call) in stops:
-                    self.finish(d, cancelled(d).result)
-                    d.stopped = True
-                else:
-                    keep.append(d)
-            b.ready.clear()
-            b.ready.extend(keep)
-            for name, waiting in list(b.held.items()):
-                kept = deque(d for d in waiting if not (whole or id(d.call) in stops))
-                for d in waiting:
+            for queue in (b.ready, *b.held.values()):  # calls not sent yet
+                keep: list[Dispatch] = []
+                for d in queue:
                     if whole or id(d.call) in stops:
                         self.finish(d, cancelled(d).result)
                         d.stopped = True
-                if kept:
-                    b.held[name] = kept
-                else:
-                    del b.held[name]
+                    else:
+                        keep.append(d)
+                queue.clear()
+                queue.extend(keep)
+            for name in [name for name, waiting in b.held.items() if not waiting]:
+                del b.held[name]
             if kills:
                 kill(kills)
-
-    def next_ready(self) -> BatchState | None:
-        """The next batch, in turn, with a call to start (inside a ``held`` step): round-robin."""
-        batches = tuple(self.batches)
-        n = len(batches)
-        for i in range(n):
-            b = batches[(self.turn + i) % n]
-            if b.ready:
-                self.turn = (self.turn + i + 1) % n
-                return b
-        return None
-
 
     def held_tools(self) -> set[str]:
         """The tools whose calls wait in some batch's held queue (inside a ``held`` step)."""
         return {name for b in self.batches for name in b.held}
 
-    def next_admitted(self, admit: Callable[[Dispatch], bool]) -> tuple[BatchState, Dispatch] | None:
-        """``next_ready`` for an executor with gated tools (inside a ``held`` step): the next batch, in
-        turn, with a call ``admit`` lets start (it takes the call's slot and token), taken off its queue.
-        A call of a gated tool that is refused moves to its batch's ``held`` queue for its tool, so the
-        calls behind it are looked at (a waiting call delays nobody) and each call is looked at once
-        per refusal; held calls go first, in call order, when their tool is admitted again."""
+    def take_next(self, admit: Callable[[Dispatch], bool] | None = None) -> tuple[BatchState, Dispatch] | None:
+        """The next call to start, taken off its batch's queue (inside a ``held`` step): the batches
+        take turns (round-robin), one call each. With ``admit`` (an executor with gated tools), the
+        call is the batch's first that ``admit`` lets start (taking its slot and token; see
+        ``_first_admitted``)."""
         batches = tuple(self.batches)
         n = len(batches)
         for i in range(n):
             b = batches[(self.turn + i) % n]
-            found = None
-            for name, waiting in b.held.items():
-                if admit(waiting[0]):
-                    found = waiting.popleft()
-                    if not waiting:
-                        del b.held[name]
-                    break
-            ready = b.ready
-            while found is None and ready:
-                d = ready.popleft()
-                if admit(d):
-                    found = d
-                else:
-                    b.held.setdefault(d.call.name, deque()).append(d)
-            if found is not None:
+            if admit is not None:
+                d = self._first_admitted(b, admit)
+            else:
+                d = b.ready.popleft() if b.ready else None
+            if d is not None:
                 self.turn = (self.turn + i + 1) % n
-                return b, found
+                return b, d
+        return None
+
+    @staticmethod
+    def _first_admitted(b: BatchState, admit: Callable[[Dispatch], bool]) -> Dispatch | None:
+        """``b``'s first call that ``admit`` lets start. A call of a gated tool that is refused moves to
+        ``b.held`` for its tool, so the calls behind it are looked at (a waiting call delays nobody) and
+        each call is looked at once per refusal; held calls go first, in call order, when their tool is
+        admitted again."""
+        for name, waiting in b.held.items():
+            if admit(waiting[0]):
+                d = waiting.popleft()
+                if not waiting:
+                    del b.held[name]
+                return d
+        ready = b.ready
+        while ready:
+            d = ready.popleft()
+            if admit(d):
+                return d
+            b.held.setdefault(d.call.name, deque()).append(d)
         return None
 
 

@@ -88,7 +88,7 @@ class RayBackend(Backend):
 
         if workers < 1:
             raise ValueError(f"workers must be at least 1, got {workers}")
-        # Caps and rate limits: a call waits in its batch's held queue (Hub.next_admitted) until it may
+        # Caps and rate limits: a call waits in its batch's held queue (Hub.take_next) until it may
         # start, and its slot goes back when its task is forgotten (finished, timed out, stopped).
         self._governance = governance if governance is not None else Governance("ray")
         ray = ray_session.import_ray()
@@ -209,8 +209,10 @@ class RayBackend(Backend):
         # ray.wait watches neither a live source's wake-up fd nor the threads that pull, cancel or
         # close: wake() reaches it through the sink when there is one; else it polls.
         poll = 0.0 if starts else POLL_INTERVAL if live else CANCEL_POLL
-        if self._governance.any_gated:
-            poll = hub.held(lambda: self._token_wait(poll), wake=False)
+        if self._governance.any_gated:  # a call waiting for a token: look again when it is due
+            due = hub.held(lambda: self._governance.wake_at(hub.held_tools()), wake=False)
+            if due is not None:
+                poll = min(poll, max(0.0, due - time.monotonic()))
         self._wait(out, poll)
         self._stop_all(hub.held(lambda: self._end_round(out, live)))
 
@@ -254,26 +256,14 @@ class RayBackend(Backend):
     def _take_ready(self) -> list[Dispatch]:
         """Dispatches to start now, one per batch in turn while there is room (inside ``Hub.held``)."""
         starts: list[Dispatch] = []
-        hub = self._hub
-        gated = self._governance.any_gated
+        take = self._hub.take_next
+        admit = self._governance.admits if self._governance.any_gated else None
         while len(self._running) + len(starts) < self._size:
-            if gated:
-                taken = hub.next_admitted(self._governance.admits)
-                if taken is None:
-                    break
-                starts.append(taken[1])
-                continue
-            b = hub.next_ready()
-            if b is None:
+            taken = take(admit)
+            if taken is None:
                 break
-            starts.append(b.ready.popleft())
+            starts.append(taken[1])
         return starts
-
-    def _token_wait(self, poll: float) -> float:
-        """``poll``, shortened to when the next token of a held call's tool is due (inside ``Hub.held``)."""
-        names = self._hub.held_tools()
-        due = self._governance.wake_at(names) if names else None
-        return poll if due is None else min(poll, max(0.0, due - time.monotonic()))
 
     @staticmethod
     def _route(out: list[tuple[Dispatch, Event]]) -> None:

@@ -56,6 +56,7 @@ from toolfork.executor.types import ErrorInfo, ToolResult
 from toolfork.executor.wire import WakePipe, frames
 from toolfork.executor.wire.frames import LEAVING, PROGRESS, damaged_result, unreadable_result
 from toolfork.governance import rlimits
+from toolfork.governance.verdict import STATM_RESIDENT, statm_bytes
 
 if TYPE_CHECKING:
     from toolfork.governance.policy import Governance
@@ -166,8 +167,7 @@ def rss_mb(pid: int | None) -> float:
     if pid is None:
         return 0.0
     try:
-        with open(f"/proc/{pid}/statm", "rb") as f:
-            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / (1024 * 1024)
+        return statm_bytes(STATM_RESIDENT, pid) / (1024 * 1024)
     except (OSError, ValueError, IndexError):
         return 0.0
 
@@ -183,14 +183,11 @@ class WorkerCore:
     (see the module docstring). One thread at a time calls it (the one holding the driver lock)."""
 
     def __init__(self, tools: dict[str, Tool], size: int, hooks: Hooks, kill_grace: float,
-                 governance: Governance | None = None) -> None:
+                 governance: Governance) -> None:
         if size < 1:
             raise ValueError(f"workers must be at least 1, got {size}")
         self.size = size
-        self._governance = governance
-        self.max_calls = governance.max_calls_per_worker if governance is not None else None
-        self._max_rss_mb = governance.max_worker_memory_mb if governance is not None else None
-        self.recycles = self.max_calls is not None or self._max_rss_mb is not None
+        self.governance = governance  # the limits a worker died of, and when to recycle one
         self._workers: dict[int, Worker] = {}
         self._link = TemplateLink(tools, hooks, kill_grace, self._workers)
         self._sel = selectors.DefaultSelector()
@@ -268,11 +265,13 @@ class WorkerCore:
         still idle), so an item slower than its tool's history suggests holds up at most that share;
         and never past the items it has left before it is recycled (at least the one). With a memory cap
         on workers, one item: the cap is looked at between items, which a chunk would skip."""
-        if self._max_rss_mb is not None:  # its memory is looked at between calls: one call at a time
+        governance = self.governance
+        if governance.max_worker_memory_mb is not None:  # looked at between calls: one call at a time
             return 1
         limit = min(MAX_CHUNK, math.ceil(waiting / share))
-        if self.max_calls is not None:
-            limit = max(1, min(limit, self.max_calls - w.calls - len(w.inflight)))
+        most = governance.max_calls_per_worker
+        if most is not None:
+            limit = max(1, min(limit, most - w.calls - len(w.inflight)))
         return limit
 
     # ------------------------------------------------------------------ sending
@@ -421,9 +420,10 @@ class WorkerCore:
 
     def _worn_out(self, w: Worker) -> bool:
         """Whether an idle worker is to be recycled (its number of items run, or its RSS over the cap)."""
-        if self.max_calls is not None and w.calls >= self.max_calls:
+        most, cap_mb = self.governance.max_calls_per_worker, self.governance.max_worker_memory_mb
+        if most is not None and w.calls >= most:
             return True
-        return self._max_rss_mb is not None and rss_mb(w.pid) > self._max_rss_mb
+        return cap_mb is not None and rss_mb(w.pid) > cap_mb
 
     @staticmethod
     def _count_settled(w: Worker, settled: int) -> None:
@@ -467,7 +467,7 @@ class WorkerCore:
             status = self._link.exit_status(w.pid)
             described = describe_exit(status)
             duration = time.monotonic() - w.started_at
-            limits = None if self._governance is None else self._governance.limits_for(current.name)
+            limits = self.governance.limits_for(current.name)
             hit = None if limits is None or status is None else rlimits.classify(status, limits)
             if hit is not None:
                 client.fail(current, limit_result(current.call_id, current.name, hit, described, w.pid, duration))

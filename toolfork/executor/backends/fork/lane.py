@@ -101,9 +101,9 @@ class LineLane:
         general path (inline, fresh_process, retries)."""
         if not isinstance(getattr(executor, "backend", None), ForkBackend):
             return False
-        governance = executor.governance
-        return all(not (t.inline or t.fresh_process or t.retries or governance.gated(t.name)
-                        or governance.restricted(t.name)) for t in executor.tools.values())
+        alone = executor.governance.alone  # gated tools wait in the Hub, restricted ones need a process each
+        return all(not (t.inline or t.fresh_process or t.retries or t.name in alone)
+                   for t in executor.tools.values())
 
     # ------------------------------------------------------------------ the Job's side
 
@@ -190,7 +190,7 @@ class LineLane:
         while idle and ready:
             w = idle.popleft()
             self._send(w, self._chunk(w, len(idle) + 1, None))
-        if ready and core.is_quick(ready[0].name) and not core.recycles:  # a recycled worker gets no more
+        if ready and core.is_quick(ready[0].name) and not core.governance.recycles:  # recycled: no more
             for w in list(core.workers.values()):
                 if not ready:
                     break

@@ -50,11 +50,7 @@ class CallLimits:
         name = tool.name
         if name in self._of:
             return self._of[name]
-        own = getattr(tool, "limits", None)
-        limits = own.merged_over(self._default) if own is not None else self._default
-        if limits is not None and not (limits.set_fields().keys() - {"enforce"}):
-            limits = None
-        self._of[name] = limits
+        limits = self._of[name] = Limits.effective(tool.limits, self._default)
         return limits
 
     def run(self, limits: Limits, call_id: str, name: str, pid: int, run: RunCall) -> ToolResult:

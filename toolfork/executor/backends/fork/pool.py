@@ -34,7 +34,7 @@ Data flow (``ForkBackend.execute`` joins the ``Hub``; whichever batch owner need
   process cannot shed (``network=False``, ``read_paths``, ``write_paths``): the one-shot enters it
   before the call and is gone after it, so no warm worker is ever restricted.
 * Caps and rate limits (``Governance``): with a gated tool on the Executor, calls are taken by
-  ``Hub.next_admitted``: a call refused a slot or a token waits in its batch's ``held`` queue, holding
+  ``Hub.take_next``: a call refused a slot or a token waits in its batch's ``held`` queue, holding
   no worker, and the calls behind it go first; its slot is handed back when it leaves its worker
   (result, failure, cancel, or sent back unstarted). The driver's wait ends when the next token of a
   waiting call is due.
@@ -144,7 +144,7 @@ class ForkBackend(Backend):
             timeout = TEMPLATE_CHECK_S if timeout is None else min(timeout, TEMPLATE_CHECK_S)
             core.check_template()
         if self._governance.any_gated:  # a call waiting for a token: look again when it is due
-            due = self._hub.held(self._token_due, wake=False)
+            due = self._hub.held(lambda: self._governance.wake_at(self._hub.held_tools()), wake=False)
             if due is not None:
                 wait = max(0.0, due - time.monotonic())
                 timeout = wait if timeout is None else min(timeout, wait)
@@ -169,11 +169,6 @@ class ForkBackend(Backend):
             hub.wake_owners()
             return None
         return [b for b in tuple(hub.batches) if b.feed.waiting] if hub.batches else []
-
-    def _token_due(self) -> float | None:
-        """When the next token of a held call's tool is due (inside ``Hub.held``); None: none waits for one."""
-        names = self._hub.held_tools()
-        return self._governance.wake_at(names) if names else None
 
     def hub_tend(self) -> None:
         """The watcher's turn (``Hub.drive`` held, nobody else driving): what came, without waiting."""
@@ -206,43 +201,32 @@ class ForkBackend(Backend):
         """Idle workers take calls from the batches in turn: one call, or one chunk of quick calls.
         Returns how many workers were given calls."""
         idle = self.core.idle
-        hub = self._hub
-        gated = self._governance.any_gated
+        take = self._hub.take_next
+        admit = self._governance.admits if self._governance.any_gated else None
         sent = 0
         while idle:
-            if gated:
-                taken = hub.next_admitted(self._governance.admits)
-                if taken is None:
-                    break
-                b, first = taken
-            else:
-                turn = hub.next_ready()
-                if turn is None:
-                    break
-                b, first = turn, turn.ready.popleft()
-            self._send(b, first, idle.popleft())
+            taken = take(admit)
+            if taken is None:
+                break
+            self._send(taken[0], taken[1], idle.popleft())
             sent += 1
         return sent
 
-    def _alone(self, d: Dispatch) -> bool:
-        """Whether ``d`` goes to a worker by itself: a process of its own, or a slot to hold."""
-        if d.tool.fresh_process:
-            return True
-        governance = self._governance
-        return governance.shapes_sending and (governance.restricted(d.call.name) or governance.gated(d.call.name))
+    def _joins_chunk(self, d: Dispatch) -> bool:
+        """Whether ``d`` may ride in a chunk of quick calls: quick, and neither a process of its own
+        (``fresh_process``, a restriction) nor a slot of its own to hold (a cap, a rate limit)."""
+        name = d.call.name
+        return self.core.is_quick(name) and not d.tool.fresh_process and name not in self._governance.alone
 
     def _send(self, b: BatchState, first: Dispatch, w: Worker) -> None:
         core = self.core
         ready = b.ready
         chunk = [first]
-        name = first.call.name
-        governance = self._governance
-        shaped = governance.shapes_sending
-        if first.tool.fresh_process or (shaped and governance.restricted(name)):
+        if first.tool.fresh_process or self._governance.restricted(first.call.name):
             w = core.one_shot(w)  # a process of its own, forked from the pristine template, in w's slot
-        elif core.is_quick(name) and not (shaped and governance.gated(name)):
+        elif self._joins_chunk(first):
             limit = core.chunk_limit(len(ready) + 1, len(core.idle) + 1, w)
-            while len(chunk) < limit and ready and core.is_quick(ready[0].call.name) and not self._alone(ready[0]):
+            while len(chunk) < limit and ready and self._joins_chunk(ready[0]):
                 chunk.append(ready.popleft())
         frame = frames.calls_frame([(d.call.id, d.call.name, d.call.arguments, d.timeout, d.context or None)
                                     for d in chunk])
