@@ -80,10 +80,11 @@ def measure(calls: int, chunk: int) -> float:
     got: list[Any] = []
     while not reader.eof:
         got += reader.read()
-    stamps = {f[1]: f for f in got if f[1] in ("first", "last")}
+    ends = {"first": "first", "last": "last", 0: "first", len(items) - 1: "last"}  # by call id, or by seq
+    stamps = {ends[f[1]]: f for f in got if f[1] in ends}
     if len(got) != len(items) or len(stamps) != 2:
         raise SystemExit(f"{len(got)} results for {len(items)} calls")
-    first, last = (stamps[k][3] for k in ("first", "last"))  # a TEXT frame: ("o", call_id, text, data, duration)
+    first, last = (stamps[k][3] for k in ("first", "last"))  # a TEXT frame: ("o", seq, text, data, duration)
     return (last - first) / (calls + 1)
 
 

@@ -104,41 +104,75 @@ def test_frame_kinds_are_distinct_one_letter_names():
 
 
 def _roundtrip(f: tuple[Any, ...], name: str = "t") -> ToolResult:
-    result, duration = frames.rebuilt_result(pickle.loads(pickle.dumps(f)), name, 42)
+    msg = frames.decode(pickle.loads(pickle.dumps(f)))
+    assert msg is not None and msg.seq == f[1]
+    result, duration = msg.rebuilt("c1", name, 42)  # type: ignore[union-attr]
     assert result.duration_s == duration
     return result
 
 
 def test_each_result_encoder_has_its_decoder():
     text = ToolResult("c1", "t", "ok", ToolOutput([ContentBlock("text", "hello")], False, {"k": 1}), None, 0.5)
-    f = frames.result_frame("c1", text)
+    f = frames.result_frame(1, text)
     assert f[0] == frames.TEXT
     back = _roundtrip(f)
     assert (back.status, back.output.content[0].text, back.output.data, back.worker_pid) == ("ok", "hello", {"k": 1},
                                                                                              42)
 
     error = ToolResult("c2", "t", "error", None, ErrorInfo("ValueError", "bad"), 0.25, context_updates={"a": 1})
-    f = frames.result_frame("c2", error)
+    f = frames.result_frame(2, error)
     assert f[0] == frames.RESULT
     back = _roundtrip(f)
     assert (back.status, back.error.type, back.error.message, back.context_updates) == ("error", "ValueError", "bad",
                                                                                         {"a": 1})
 
-    f = frames.result_frame("c1", text, encode=lambda r: b'{"id": "c1"}\n')
+    f = frames.result_frame(1, text, encode=lambda r: b'{"id": "c1"}\n')
     assert f[0] == frames.ENCODED
     assert _roundtrip(f).encoded == b'{"id": "c1"}\n'
-    assert frames.result_frame("c1", text, encode=lambda r: None)[0] == frames.TEXT  # not encoded: as itself
+    assert frames.result_frame(1, text, encode=lambda r: None)[0] == frames.TEXT  # not encoded: as itself
 
-    back = _roundtrip(frames.leaving_frame("c3", "closed or replaced the worker's side socket"), "closer")
+    back = _roundtrip(frames.leaving_frame(3, "closed or replaced the worker's side socket"), "closer")
     assert back.status == "error" and back.error.type == "ChannelDamaged"
     assert "tool 'closer' closed or replaced the worker's side socket" in back.error.message
 
 
+@pytest.mark.parametrize("frame", [
+    ("o", 1, "text", None),  # a field short
+    ("o", "c1", "text", None, 0.1),  # a call id where the seq goes (the frames of before)
+    ("o", 1, b"not str", None, 0.1),
+    ("r", 1, "fine", None, None, 0.1, None),  # not a status
+    ("r", 1, ["ok"], None, None, 0.1, None),  # unhashable where the status goes
+    ("r", 1, "ok", "not an output", None, 0.1, None),
+    ("r", 1, "error", None, "not an ErrorInfo", 0.1, None),
+    ("r", 1, "ok", None, None, 0.1, ["not", "a", "dict"]),
+    ("e", 1, "str, not bytes", 0.1),
+    ("x", 1, 42),
+    ("p", 1),
+    ("m", 1, "extra"),
+    ("z", 1, "unknown kind"),
+    ([], 1),  # an unhashable kind
+    (True, 1),
+    ("o", True, "t", None, 0.1),  # a bool is not a seq
+    ("o", 1, "t", None, True),
+    "a string", None, 42, (), ("o",), ["o", 1, "t", None, 0.1],
+])
+def test_decode_refuses_every_frame_not_the_shape_of_a_message(frame: Any) -> None:
+    assert frames.decode(frame) is None
+    assert "wrong shape" in frames.describe_shape(frame)
+
+
+def test_decode_names_each_message() -> None:
+    assert frames.decode(("p", 3, {"v": 1})) == frames.Progress(3, {"v": 1})
+    assert frames.decode(("m", 4)) == frames.Mismatch(4)
+    assert type(frames.decode(("e", 5, b"line\n", 0.5))) is frames.EncodedResult
+    assert frames.decode(("x", 6, "closed it")) == frames.Leaving(6, "closed it")
+
+
 def test_looks_large_measures_text_and_data_without_pickling():
-    small = frames.result_frame("c", ToolResult("c", "t", "ok", ToolOutput([ContentBlock("text", "x" * 10)])))
-    big = frames.result_frame("c", ToolResult("c", "t", "ok", ToolOutput([ContentBlock("text", "x" * 100)])))
+    small = frames.result_frame(0, ToolResult("c", "t", "ok", ToolOutput([ContentBlock("text", "x" * 10)])))
+    big = frames.result_frame(0, ToolResult("c", "t", "ok", ToolOutput([ContentBlock("text", "x" * 100)])))
     assert not frames.looks_large(small, 100) and frames.looks_large(big, 100)
-    assert not frames.looks_large(frames.progress_frame("c", "x" * 1000), 100)
+    assert not frames.looks_large(frames.progress_frame(0, "x" * 1000), 100)
 
 
 # ----------------------------------------------------------------------------- the reader's checks

@@ -20,7 +20,6 @@ from toolfork.executor.backends.base import Hooks
 from toolfork.executor.backends.fork.core import MAX_REQUEUES, Worker, WorkerCore
 from toolfork.executor.types import ToolResult
 from toolfork.executor.wire import frames
-from toolfork.executor.wire.frames import rebuilt_result
 from toolfork.governance import Governance
 
 BOUND_S = 60.0  # a bound on each wait, not a timing
@@ -43,11 +42,11 @@ class Recorder:
     put_back_calls: list[list[str]] = field(default_factory=list)
     unwanted: set[str] = field(default_factory=set)
 
-    def progress(self, item: Item, f: tuple[Any, ...]) -> None:
+    def progress(self, item: Item, f: frames.Progress) -> None:
         pass
 
-    def finished(self, w: Worker, item: Item, f: tuple[Any, ...]) -> float | None:
-        self.results[item.call_id], duration = rebuilt_result(f, item.name, w.pid)
+    def finished(self, w: Worker, item: Item, f: frames.ResultMessage) -> float | None:
+        self.results[item.call_id], duration = f.rebuilt(item.call_id, item.name, w.pid)
         return duration
 
     def fail(self, item: Item, result: ToolResult) -> None:

@@ -187,7 +187,7 @@ class FrameReader:
                 try:
                     check_header(tag, length, bound)
                 except ChannelDamaged as exc:
-                    self._damage(str(exc))
+                    self.refuse(str(exc))
                 return b""
             start = pos + HEADER_SIZE
             if length == 0:
@@ -209,19 +209,20 @@ class FrameReader:
             return b""
         return data[pos:]
 
-    def _damage(self, reason: str) -> None:
+    def refuse(self, reason: str) -> None:
+        """Nothing more is read from this pipe: what came is damage (``reason``), as at bytes that are not a frame."""
         self.damaged = reason
         self.eof = True
         self._body = None
 
     def _take_oob(self) -> Any:
         if self.side is None:
-            self._damage("a large frame announced on a pipe without a side socket")
+            self.refuse("a large frame announced on a pipe without a side socket")
             return None
         try:
             return self.side.take(block=False, ack=True)
         except (OSError, EOFError) as exc:  # OobError included: the side socket is out of step
-            self._damage(f"a large frame that could not be received ({type(exc).__name__}: {exc})")
+            self.refuse(f"a large frame that could not be received ({type(exc).__name__}: {exc})")
             return None
 
     def _fill_body(self) -> bool:

@@ -14,16 +14,25 @@ The frames are tuples whose first item is their kind (one letter, cheap to pickl
                      LINES   ("l", parse, context, [(call_id, name, raw, arguments, timeout, lineno), ...])
                              the line lane: ``raw`` input lines the worker parses itself
                      TOOLS   ("t", dill bytes of {name: Tool})       tools added after start
-    worker -> host   RESULT  ("r", call_id, status, output, error, duration_s, context_updates)
-                     TEXT    ("o", call_id, text, data, duration_s)  an ok result of one plain text block
-                     ENCODED ("e", call_id, line, duration_s)        an ok result already encoded as bytes
-                     PROGRESS ("p", call_id, value)                  while the call runs
-                     MISMATCH ("m", call_id)                         a lane line that is not the call the
+    worker -> host   RESULT  ("r", seq, status, output, error, duration_s, context_updates)
+                     TEXT    ("o", seq, text, data, duration_s)      an ok result of one plain text block
+                     ENCODED ("e", seq, line, duration_s)            an ok result already encoded as bytes
+                     PROGRESS ("p", seq, value)                      while the call runs
+                     MISMATCH ("m", seq)                             a lane line that is not the call the
                                                                      host took it for (not run)
-                     LEAVING ("x", call_id, message)                 this call's result is an error: its
+                     LEAVING ("x", seq, message)                     this call's result is an error: its
                                                                      tool damaged the worker's channels,
                                                                      and the worker leaves after it
     in the host      BAD_FRAME ("!", type name, message)             a frame that could not be rebuilt
+
+Every frame a worker sends is bound to one call by ``seq``: the call's place among the calls that worker
+was sent (0 for its first; both sides count, so nothing is added to the calls' frames). The host takes a
+worker's frames with ``decode``, which checks each one's shape and returns one of the named messages
+below (``Progress``, ``Result``, ``TextResult``, ``EncodedResult``, ``Mismatch``, ``Leaving``), or None;
+the worker core then checks ``seq`` against the worker's calls in flight, in order (see
+``fork.core.WorkerCore.read``). The wire stays compact tuples: a named tuple would pickle its class's
+name into every frame. A tool can read its worker's memory, so nothing here is a secret: ``seq`` binds a
+frame to a call, it does not prove who wrote it.
 
 A worker that cannot even send LEAVING (its result pipe is gone) exits with ``EXIT_CHANNEL_DAMAGED``,
 which the host names in the call's "crashed" result.
@@ -33,9 +42,9 @@ from __future__ import annotations
 
 import pickle
 import struct
-from typing import Any
+from typing import Any, NamedTuple
 
-from toolfork.executor.types import ErrorInfo, ToolResult
+from toolfork.executor.types import STATUSES, ErrorInfo, ToolResult
 from toolfork.executor.wire.markers import BAD_FRAME
 from toolfork.tools.output import ContentBlock, ToolOutput
 
@@ -112,43 +121,154 @@ def tools_frame(blob: bytes) -> tuple[Any, ...]:
     return (TOOLS, blob)
 
 
-# worker -> host
+# worker -> host: the worker builds the compact tuples; the host decodes each into its named message.
 
-def result_frame(call_id: str, result: ToolResult, encode: Any = None) -> tuple[Any, ...]:
+def result_frame(seq: int, result: ToolResult, encode: Any = None) -> tuple[Any, ...]:
     """The frame of one finished call: ENCODED when ``encode`` made bytes of a clean ok result, TEXT for
     an ok result of one plain text block (half the pickling cost), else RESULT."""
-    return (encode is not None and _encoded(encode, call_id, result)) or _text(call_id, result) or (
-        RESULT, call_id, result.status, result.output, result.error, result.duration_s, result.context_updates)
+    return (encode is not None and _encoded(encode, seq, result)) or _text(seq, result) or (
+        RESULT, seq, result.status, result.output, result.error, result.duration_s, result.context_updates)
 
 
-def rebuilt_result(f: tuple[Any, ...], name: str, pid: int | None) -> tuple[ToolResult, float]:
-    """The result a worker's result frame stands for, and its duration (the decoder of ``result_frame``
-    and of ``leaving_frame``)."""
-    kind, cid = f[0], f[1]
-    if kind == TEXT:
-        return ToolResult(cid, name, "ok", output=ToolOutput([ContentBlock("text", f[2])], False, f[3]),
-                          duration_s=f[4], worker_pid=pid), f[4]
-    if kind == ENCODED:
-        return ToolResult(cid, name, "ok", duration_s=f[3], worker_pid=pid, encoded=f[2]), f[3]
-    if kind == LEAVING:
-        return ToolResult(cid, name, "error", worker_pid=pid, error=ErrorInfo(
-            "ChannelDamaged", f"tool '{name}' {f[2]}; its worker was replaced")), 0.0
-    _, _, status, output, error, duration, ctx = f
-    return ToolResult(cid, name, status, output=output, error=error, duration_s=duration, worker_pid=pid,
-                      context_updates=ctx), duration
-
-
-def leaving_frame(call_id: str, what: str) -> tuple[Any, ...]:
+def leaving_frame(seq: int, what: str) -> tuple[Any, ...]:
     """The last frame of a worker whose channels the call damaged: ``what`` the tool did."""
-    return (LEAVING, call_id, what)
+    return (LEAVING, seq, what)
 
 
-def progress_frame(call_id: str, value: Any) -> tuple[Any, ...]:
-    return (PROGRESS, call_id, value)
+def progress_frame(seq: int, value: Any) -> tuple[Any, ...]:
+    return (PROGRESS, seq, value)
 
 
-def mismatch_frame(call_id: str) -> tuple[Any, ...]:
-    return (MISMATCH, call_id)
+def mismatch_frame(seq: int) -> tuple[Any, ...]:
+    return (MISMATCH, seq)
+
+
+class Progress(NamedTuple):
+    """PROGRESS: a value the running call emitted."""
+
+    seq: int
+    value: Any
+
+
+class Result(NamedTuple):
+    """RESULT: a finished call's result, field by field."""
+
+    seq: int
+    status: str
+    output: ToolOutput | None
+    error: ErrorInfo | None
+    duration_s: float
+    context_updates: dict[str, Any] | None
+
+    def rebuilt(self, call_id: str, name: str, pid: int | None) -> tuple[ToolResult, float]:
+        return ToolResult(call_id, name, self.status, output=self.output, error=self.error,  # type: ignore[arg-type]
+                          duration_s=self.duration_s, worker_pid=pid, context_updates=self.context_updates), \
+            self.duration_s
+
+
+class TextResult(NamedTuple):
+    """TEXT: an ok result of one plain text block (and the output's data)."""
+
+    seq: int
+    text: str
+    data: Any
+    duration_s: float
+
+    def rebuilt(self, call_id: str, name: str, pid: int | None) -> tuple[ToolResult, float]:
+        return ToolResult(call_id, name, "ok", output=ToolOutput([ContentBlock("text", self.text)], False, self.data),
+                          duration_s=self.duration_s, worker_pid=pid), self.duration_s
+
+
+class EncodedResult(NamedTuple):
+    """ENCODED: an ok result the worker already encoded as an output line."""
+
+    seq: int
+    line: bytes
+    duration_s: float
+
+    def rebuilt(self, call_id: str, name: str, pid: int | None) -> tuple[ToolResult, float]:
+        return ToolResult(call_id, name, "ok", duration_s=self.duration_s, worker_pid=pid, encoded=self.line), \
+            self.duration_s
+
+
+class Mismatch(NamedTuple):
+    """MISMATCH: a lane line that is not the call the host took it for; it was not run."""
+
+    seq: int
+
+    def rebuilt(self, call_id: str, name: str, pid: int | None) -> tuple[ToolResult, float]:
+        """Only the line lane sends lines: to any other client this is a frame its call did not ask for."""
+        return ToolResult(call_id, name, "error", worker_pid=pid, error=ErrorInfo(
+            "ChannelDamaged", f"tool '{name}' failed: its worker answered that it was sent another call")), 0.0
+
+
+class Leaving(NamedTuple):
+    """LEAVING: the call's result is an error (its tool damaged the worker's channels); the worker goes."""
+
+    seq: int
+    message: str
+
+    def rebuilt(self, call_id: str, name: str, pid: int | None) -> tuple[ToolResult, float]:
+        return ToolResult(call_id, name, "error", worker_pid=pid, error=ErrorInfo(
+            "ChannelDamaged", f"tool '{name}' {self.message}; its worker was replaced")), 0.0
+
+
+Message = Progress | Result | TextResult | EncodedResult | Mismatch | Leaving
+ResultMessage = Result | TextResult | EncodedResult | Mismatch | Leaving
+_NUMBER = (float, int)
+_STATUSES = frozenset(STATUSES)
+
+
+def _result(f: tuple[Any, ...]) -> Result | None:
+    if len(f) == 7 and type(f[2]) is str and f[2] in _STATUSES and (f[3] is None or isinstance(f[3], ToolOutput)) \
+            and (f[4] is None or isinstance(f[4], ErrorInfo)) and type(f[5]) in _NUMBER \
+            and (f[6] is None or type(f[6]) is dict):
+        return Result(f[1], f[2], f[3], f[4], f[5], f[6])
+    return None
+
+
+def _text_result(f: tuple[Any, ...]) -> TextResult | None:
+    if len(f) == 5 and type(f[2]) is str and type(f[4]) in _NUMBER:
+        return TextResult(f[1], f[2], f[3], f[4])
+    return None
+
+
+def _encoded_result(f: tuple[Any, ...]) -> EncodedResult | None:
+    if len(f) == 4 and type(f[2]) is bytes and type(f[3]) in _NUMBER:
+        return EncodedResult(f[1], f[2], f[3])
+    return None
+
+
+def _progress(f: tuple[Any, ...]) -> Progress | None:
+    return Progress(f[1], f[2]) if len(f) == 3 else None
+
+
+def _mismatch(f: tuple[Any, ...]) -> Mismatch | None:
+    return Mismatch(f[1]) if len(f) == 2 else None
+
+
+def _leaving(f: tuple[Any, ...]) -> Leaving | None:
+    return Leaving(f[1], f[2]) if len(f) == 3 and type(f[2]) is str else None
+
+
+_DECODERS: dict[str, Any] = {RESULT: _result, TEXT: _text_result, ENCODED: _encoded_result, PROGRESS: _progress,
+                             MISMATCH: _mismatch, LEAVING: _leaving}
+
+
+def decode(f: Any) -> Message | None:
+    """The named message a worker's frame stands for, or None when it is not the shape of one (not a
+    tuple, an unknown kind, a field of the wrong type or number): one decoder per kind, each checking
+    the fields it reads."""
+    if type(f) is not tuple or len(f) < 2 or type(f[1]) is not int or type(f[0]) is not str:
+        return None
+    decoder = _DECODERS.get(f[0])
+    return None if decoder is None else decoder(f)  # type: ignore[no-any-return]
+
+
+def describe_shape(f: Any) -> str:
+    """A short description of a frame ``decode`` refused (for the error it becomes)."""
+    text = repr(f)
+    return f"a frame of the wrong shape ({text[:80] + '...' if len(text) > 80 else text})"
 
 
 def unreadable_result(call_id: str, name: str, f: tuple[Any, ...], pid: int | None, duration: float) -> ToolResult:
@@ -164,7 +284,7 @@ def damaged_result(call_id: str, name: str, reason: str, pid: int | None, durati
         "was replaced"))
 
 
-def _encoded(encode: Any, call_id: str, result: ToolResult) -> tuple[Any, ...] | None:
+def _encoded(encode: Any, seq: int, result: ToolResult) -> tuple[Any, ...] | None:
     """The ENCODED frame of a clean ok result (no error output, no context updates) that ``encode``
     turned into bytes, else None: the other results, and any whose encoding failed, cross as themselves."""
     out = result.output
@@ -176,10 +296,10 @@ def _encoded(encode: Any, call_id: str, result: ToolResult) -> tuple[Any, ...] |
         return None
     if type(line) is not bytes:
         return None
-    return (ENCODED, call_id, line, result.duration_s)
+    return (ENCODED, seq, line, result.duration_s)
 
 
-def _text(call_id: str, result: ToolResult) -> tuple[Any, ...] | None:
+def _text(seq: int, result: ToolResult) -> tuple[Any, ...] | None:
     """The TEXT frame for an ok result with one plain text block and nothing else, else None."""
     out = result.output
     if result.status != "ok" or out is None or out.is_error or result.context_updates or len(out.content) != 1:
@@ -188,7 +308,7 @@ def _text(call_id: str, result: ToolResult) -> tuple[Any, ...] | None:
     if block.type != "text" or block.data is not None or block.url is not None or block.media_type is not None \
             or block.name is not None:
         return None
-    return (TEXT, call_id, block.text, out.data, result.duration_s)
+    return (TEXT, seq, block.text, out.data, result.duration_s)
 
 
 def looks_large(out: tuple[Any, ...], large: int) -> bool:
@@ -210,6 +330,7 @@ def looks_large(out: tuple[Any, ...], large: int) -> bool:
 
 __all__ = ["BAD_FRAME", "CALLS", "ENCODED", "EXIT_CHANNEL_DAMAGED", "HEADER", "HEADER_SIZE", "LEAVING", "LINES",
            "MAGIC", "MAX_FRAME", "MISMATCH", "OOB_HEADER", "PROGRESS", "RESULT", "RESULT_KINDS", "TEXT", "TOOLS",
-           "ChannelDamaged", "FrameTooLarge", "calls_frame", "check_header", "damaged_result", "exit_description",
-           "frame", "leaving_frame", "lines_frame", "looks_large", "mismatch_frame", "progress_frame",
-           "rebuilt_result", "result_frame", "tools_frame", "unreadable_result"]
+           "ChannelDamaged", "EncodedResult", "FrameTooLarge", "Leaving", "Message", "Mismatch", "Progress", "Result",
+           "ResultMessage", "TextResult", "calls_frame", "check_header", "damaged_result", "decode", "describe_shape",
+           "exit_description", "frame", "leaving_frame", "lines_frame", "looks_large", "mismatch_frame",
+           "progress_frame", "result_frame", "tools_frame", "unreadable_result"]

@@ -54,7 +54,7 @@ from toolfork.executor.backends.base import Hooks
 from toolfork.executor.backends.fork.template_link import HOST_FDS, TemplateLink
 from toolfork.executor.types import ErrorInfo, ToolResult
 from toolfork.executor.wire import WakePipe, frames
-from toolfork.executor.wire.frames import LEAVING, PROGRESS, damaged_result, unreadable_result
+from toolfork.executor.wire.frames import Leaving, Progress, ResultMessage, damaged_result, unreadable_result
 from toolfork.governance import rlimits
 from toolfork.governance.verdict import STATM_RESIDENT, statm_bytes
 
@@ -78,11 +78,11 @@ class Client(Protocol):
     a lane's ``Line``: the core reads its ``call_id``, ``name`` and ``timeout`` and counts its
     ``requeues``, and leaves the rest to the client."""
 
-    def progress(self, item: Any, frame: tuple[Any, ...]) -> None:
-        """A progress frame of the running ``item``."""
+    def progress(self, item: Any, msg: Progress) -> None:
+        """A progress message of the running ``item``."""
 
-    def finished(self, w: Worker, item: Any, frame: tuple[Any, ...]) -> float | None:
-        """``item``'s own result frame (taken off the worker): deliver it. Returns the call's duration
+    def finished(self, w: Worker, item: Any, msg: ResultMessage) -> float | None:
+        """``item``'s own result message (taken off the worker): deliver it. Returns the call's duration
         for the estimate, or None when the frame says nothing of it."""
 
     def fail(self, item: Any, result: ToolResult) -> None:
@@ -170,6 +170,15 @@ def rss_mb(pid: int | None) -> float:
         return statm_bytes(STATM_RESIDENT, pid) / (1024 * 1024)
     except (OSError, ValueError, IndexError):
         return 0.0
+
+
+def _out_of_place(seq: int, expected: int, inflight: int) -> str:
+    """What was wrong with a well-formed frame that is not the running item's (see ``WorkerCore.read``)."""
+    if not inflight:
+        return f"a frame for call #{seq} of this worker while it had no call to run"
+    if seq < expected:
+        return f"a second result for call #{seq} of this worker (call #{expected} was running)"
+    return f"a frame for call #{seq} of this worker while call #{expected} was running"
 
 
 def not_started_result(call_id: str, name: str, requeues: int, pid: int | None) -> ToolResult:
@@ -363,36 +372,50 @@ class WorkerCore:
     # ------------------------------------------------------------------ the fault rules
 
     def read(self, w: Worker, client: Client) -> None:
-        """The hot path: every frame of every item passes here once."""
+        """The hot path: every frame of every item passes here once. A frame must be the shape of a
+        message (``frames.decode``) and name, by its ``seq``, the item running on ``w``: a result
+        settles it, progress is routed to it. A progress of an item already settled is dropped (a
+        thread of a finished call may still emit). Anything else (a wrong shape, a frame for an item
+        not running, a second result for one) is damage to ``w``'s channel: its running item fails
+        ``ChannelDamaged`` and ``w`` is replaced; no other worker's items are touched."""
         frames_read = w.reader.read()
         if frames_read:
             if w.pid is None:  # it answered before the template's report of it was read: read it now,
                 self._link.wait_pid(w)  # so its results name their worker (and recycling can look at it)
             inflight = w.inflight
             settled = 0
+            expected = w.calls  # the seq of the running item: the items this worker settled so far
+            decode = frames.decode
             for f in frames_read:
-                if not inflight:  # the result of an item already settled by an unreadable frame
-                    continue
+                msg = decode(f)
+                if msg is None:
+                    if type(f) is tuple and f and f[0] == framing.BAD_FRAME and inflight:
+                        # A frame the host could not rebuild (a value whose class cannot be unpickled
+                        # here). Progress is checked in the worker, so it was this item's result: fail it only.
+                        current = inflight.popleft()
+                        settled += 1
+                        expected += 1
+                        client.fail(current, unreadable_result(current.call_id, current.name, f, w.pid,
+                                                               time.monotonic() - w.started_at))
+                        continue
+                    w.reader.refuse(frames.describe_shape(f))
+                    break
+                seq = msg.seq
+                if seq != expected or not inflight:
+                    if seq < expected and type(msg) is Progress:  # a late progress of an item settled here
+                        continue
+                    w.reader.refuse(_out_of_place(seq, expected, len(inflight)))
+                    break
                 current = inflight[0]
-                kind = f[0]
-                if kind == PROGRESS:
-                    if f[1] == current.call_id:
-                        client.progress(current, f)
-                    continue
-                if kind == framing.BAD_FRAME:
-                    # A frame the host could not rebuild (a value whose class cannot be unpickled here).
-                    # Progress is checked in the worker, so it was this item's result: fail it only.
-                    inflight.popleft()
-                    settled += 1
-                    client.fail(current, unreadable_result(current.call_id, current.name, f, w.pid,
-                                                           time.monotonic() - w.started_at))
-                    continue
-                if f[1] != current.call_id:  # a late result of an item settled by an unreadable frame
+                if isinstance(msg, Progress):
+                    client.progress(current, msg)
                     continue
                 inflight.popleft()
                 settled += 1
-                duration = client.finished(w, current, f)
-                if kind == LEAVING:  # its tool damaged the worker's channels: the worker goes
+                expected += 1
+                duration = client.finished(w, current, msg)
+                if type(msg) is Leaving:  # its tool damaged the worker's channels: the worker goes
+                    w.calls = expected
                     self.replace(w, client)
                     return
                 if duration is not None:
@@ -407,14 +430,16 @@ class WorkerCore:
                     w.start_next(time.monotonic())
                 else:
                     w.deadline = None
-                    if w.lender is None:
-                        if self._worn_out(w):
-                            self.drop(w, kill=False)  # its call pipe closes: it ends by itself
+                    if w.reader.damaged is None:
+                        if w.lender is None:
+                            if self._worn_out(w):
+                                self.drop(w, kill=False)  # its call pipe closes: it ends by itself
+                                return
+                            self.idle.append(w)
+                        else:  # a one-shot worker is done: it leaves (what it started dies with it)
+                            self._retire(w, kill=False)
+                            self._refill(w)
                             return
-                        self.idle.append(w)
-                    else:  # a one-shot worker is done: it leaves (what it started dies with it)
-                        self._retire(w, kill=False)
-                        self._refill(w)
         if w.reader.eof:
             self.crashed(w, client)
 

@@ -49,7 +49,7 @@ from toolfork.executor.backends.fork.pool import ForkBackend
 from toolfork.executor.backends.fork.template_link import TEMPLATE_CHECK_S, TemplateGone
 from toolfork.executor.types import ToolResult
 from toolfork.executor.wire import drain, frames
-from toolfork.executor.wire.frames import ENCODED, MISMATCH, rebuilt_result
+from toolfork.executor.wire.frames import EncodedResult, Mismatch, Progress, ResultMessage
 
 BULK_PAUSE_S = 0.001
 PREFETCH_BYTES = 32 * 1024  # a chunk sent ahead to a busy worker: at most this, and half its call pipe
@@ -235,19 +235,19 @@ class LineLane:
 
     # ------------------------------------------------------------------ the core's client
 
-    def progress(self, line: Line, f: tuple[Any, ...]) -> None:
+    def progress(self, line: Line, msg: Progress) -> None:
         """A batch job has no progress events: dropped."""
 
-    def finished(self, w: Worker, line: Line, f: tuple[Any, ...]) -> float | None:
-        kind = f[0]
-        if kind == MISMATCH:  # not the call the host took it for: the Job reads it and decides again
+    def finished(self, w: Worker, line: Line, msg: ResultMessage) -> float | None:
+        kind = type(msg)
+        if kind is Mismatch:  # not the call the host took it for: the Job reads it and decides again
             self.mismatched.append(line)
             return None
         line.raw = None
-        if kind == ENCODED:  # the common case: the output line itself, no result object
-            line.out = f[2]
-            return f[3]  # type: ignore[no-any-return]
-        line.out, duration = rebuilt_result(f, line.name, w.pid)
+        if kind is EncodedResult:  # the common case: the output line itself, no result object
+            line.out = msg.line  # type: ignore[union-attr]
+            return msg.duration_s  # type: ignore[union-attr]
+        line.out, duration = msg.rebuilt(line.call_id, line.name, w.pid)
         return duration
 
     @staticmethod

@@ -53,7 +53,7 @@ from toolfork.executor.backends.fork.core import Worker, WorkerCore
 from toolfork.executor.backends.fork.template_link import TEMPLATE_CHECK_S, TemplateGone
 from toolfork.executor.types import CallFinished, CallProgress, CallStarted, Event, ToolResult
 from toolfork.executor.wire import frames
-from toolfork.executor.wire.frames import rebuilt_result
+from toolfork.executor.wire.frames import Progress, ResultMessage
 
 if TYPE_CHECKING:
     from toolfork.governance.policy import Governance
@@ -235,14 +235,15 @@ class ForkBackend(Backend):
 
     # ----------------------------------------------------------------- the core's client
 
-    def progress(self, d: Dispatch, f: tuple[Any, ...]) -> None:
-        Hub.route(d, CallProgress(f[1], f[2]))
+    def progress(self, d: Dispatch, msg: Progress) -> None:
+        Hub.route(d, CallProgress(d.call.id, msg.value))
 
-    def finished(self, w: Worker, d: Dispatch, f: tuple[Any, ...]) -> float | None:
+    def finished(self, w: Worker, d: Dispatch, msg: ResultMessage) -> float | None:
         if d.slot is not None:  # the hot path: most calls hold none
             self._governance.give_back(d)
-        result, duration = rebuilt_result(f, d.call.name, w.pid)
-        Hub.route(d, CallFinished(f[1], result))
+        call_id = d.call.id
+        result, duration = msg.rebuilt(call_id, d.call.name, w.pid)
+        Hub.route(d, CallFinished(call_id, result))
         return duration
 
     def fail(self, d: Dispatch, result: ToolResult) -> None:

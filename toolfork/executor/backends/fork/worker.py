@@ -49,12 +49,13 @@ CHANNEL_FD_HEADROOM = 64  # the channels go this far below the descriptor limit 
 class WorkerRuntime(ToolRuntime):
     """Progress goes straight onto the result pipe so the host sees it while the call runs."""
 
-    __slots__ = ("_writer",)
+    __slots__ = ("_seq", "_writer")
 
-    def __init__(self, writer: framing.FrameWriter, call_id: str, tool_name: str, deadline: float | None,
+    def __init__(self, writer: framing.FrameWriter, seq: int, call_id: str, tool_name: str, deadline: float | None,
                  context: dict[str, Any] | None) -> None:
         super().__init__(call_id, tool_name, deadline, context)
         self._writer = writer
+        self._seq = seq  # the call's place among this worker's calls: what binds its frames to it
 
     def emit_progress(self, value: Any) -> None:
         """Progress must be rebuilt by the host: it is checked here (progress is rare, a round trip is
@@ -62,7 +63,7 @@ class WorkerRuntime(ToolRuntime):
         side can only ever be a result frame (see ``ForkBackend._read``). Any thread may call it; a
         large value goes by memory file, as a large result does."""
         try:
-            payload = pickle.dumps(frames.progress_frame(self.call_id, value), pickle.HIGHEST_PROTOCOL)
+            payload = pickle.dumps(frames.progress_frame(self._seq, value), pickle.HIGHEST_PROTOCOL)
             pickle.loads(payload)
         except BaseException as exc:
             if isinstance(exc, KeyboardInterrupt | CallInterrupted):
@@ -199,6 +200,7 @@ def _serve(channels: Channels, tools: dict[str, Any], hooks: Hooks) -> None:
     limited = CallLimits(hooks.limits)  # each tool's limits, worked out once (see fork.limited)
     default_limits = hooks.limits
     limits_of = limited.of
+    next_seq = 0  # the place of the next call among those this worker was sent (see wire.frames: seq)
     while True:
         msg = recv(call_fd, side, lock)
         kind = msg[0]
@@ -210,9 +212,11 @@ def _serve(channels: Channels, tools: dict[str, Any], hooks: Hooks) -> None:
             continue
         items = msg[1] if kind == frames.CALLS else msg[3]
         last_id = items[-1][0] if items else None
-        calls = items if kind == frames.CALLS else _lane_calls(msg[1], msg[2], items, writer)
+        calls = enumerate(items, next_seq) if kind == frames.CALLS else _lane_calls(
+            msg[1], msg[2], items, writer, next_seq)
+        next_seq += len(items)
         exposed = False  # a call ran since the real-time timer was last disarmed
-        for call_id, name, arguments, timeout, context in calls:
+        for seq, (call_id, name, arguments, timeout, context) in calls:
             if baseline.touched:  # the call before it in this chunk used the signal module's setters
                 baseline.reset()
             if start_error is not None:
@@ -226,7 +230,7 @@ def _serve(channels: Channels, tools: dict[str, Any], hooks: Hooks) -> None:
                     runtime = None
                     if tool.uses_runtime:
                         deadline = None if timeout is None else monotonic() + timeout
-                        runtime = WorkerRuntime(writer, call_id, name, deadline, context)
+                        runtime = WorkerRuntime(writer, seq, call_id, name, deadline, context)
                     limits = limits_of(tool) if default_limits is not None or tool.limits is not None else None
                     if limits is None:
                         result = execute_call(tool, call_id, arguments, runtime, before, after, pid)
@@ -245,8 +249,8 @@ def _serve(channels: Channels, tools: dict[str, Any], hooks: Hooks) -> None:
                     if look(0):  # one system call; the names only when something shows
                         gone = channels.damaged()
                         if gone:
-                            _leave(writer, call_id, name, gone)
-            out = result_frame(call_id, result, encode)
+                            _leave(writer, seq, gone)
+            out = result_frame(seq, result, encode)
             try:
                 if looks_large(out, large):  # pickled straight into a memory file: one copy, no pipe
                     writer.dump(out)
@@ -255,28 +259,27 @@ def _serve(channels: Channels, tools: dict[str, Any], hooks: Hooks) -> None:
             except (EOFError, BrokenPipeError):
                 raise
             except Exception as exc:  # the value's fault, unless a channel is what failed
-                _check_sent(channels, writer, call_id, name, exc)
-                payload = dumps(_unserializable(call_id, name, result, exc), highest)
+                _check_sent(channels, writer, seq, exc)
+                payload = dumps(_unserializable(seq, name, result, exc), highest)
             try:
                 writer.send_payload(payload)
             except (EOFError, BrokenPipeError):
                 raise
             except Exception as exc:
-                _check_sent(channels, writer, call_id, name, exc)
+                _check_sent(channels, writer, seq, exc)
                 raise
         if exposed:  # the frame's last call was not run (a lane line sent back): its predecessor's timer
             baseline.disarm_alarm()
         baseline.reset()
 
 
-def _unserializable(call_id: str, name: str, result: ToolResult, exc: BaseException) -> tuple[Any, ...]:
-    return (frames.RESULT, call_id, "error", None, error_info(
+def _unserializable(seq: int, name: str, result: ToolResult, exc: BaseException) -> tuple[Any, ...]:
+    return (frames.RESULT, seq, "error", None, error_info(
         exc, prefix=f"the result of tool '{name}' could not be serialized to send it to the host"),
         result.duration_s, None)
 
 
-def _check_sent(channels: Channels, writer: framing.FrameWriter, call_id: str, name: str,
-                exc: BaseException) -> None:
+def _check_sent(channels: Channels, writer: framing.FrameWriter, seq: int, exc: BaseException) -> None:
     """A result could not be sent: if that is because a channel is gone (or is no longer what it
     was: a closed socket's number now names something else), leave; otherwise it was the value's fault."""
     import errno
@@ -285,17 +288,17 @@ def _check_sent(channels: Channels, writer: framing.FrameWriter, call_id: str, n
     if not gone and isinstance(exc, OSError) and exc.errno in (errno.EBADF, errno.ENOTSOCK, errno.ENOTCONN):
         gone = ["channels"]
     if gone:
-        _leave(writer, call_id, name, gone)
+        _leave(writer, seq, gone)
 
 
-def _leave(writer: framing.FrameWriter, call_id: str, name: str, gone: list[str]) -> None:
+def _leave(writer: framing.FrameWriter, seq: int, gone: list[str]) -> None:
     """This call damaged the worker's channels: say so as its result if the result pipe still works,
     then leave (raises ``_Leave``)."""
     what = f"closed or replaced the worker's {' and '.join(gone)} (descriptors it talks to the host through)"
     if "result pipe" not in gone:
         try:
             with writer.lock:
-                framing.write_all(writer.fd, frames.frame(pickle.dumps(frames.leaving_frame(call_id, what),
+                framing.write_all(writer.fd, frames.frame(pickle.dumps(frames.leaving_frame(seq, what),
                                                                        pickle.HIGHEST_PROTOCOL)))
         except OSError:
             pass
@@ -303,19 +306,19 @@ def _leave(writer: framing.FrameWriter, call_id: str, name: str, gone: list[str]
 
 
 def _lane_calls(parse: Any, context: dict[str, Any] | None, items: list[tuple[Any, ...]],
-                writer: framing.FrameWriter) -> Any:
+                writer: framing.FrameWriter, first_seq: int) -> Any:
     """The calls of a chunk of the line lane. A raw line is parsed here, where the host would pay for it
     per line; the host took its id and tool name from a strict pattern, so a line that parses to
     anything else (another id, a per-line timeout, a bad line) is not run: a MISMATCH frame sends it
     back to the host, in its place in the stream, and the next line starts."""
-    for call_id, name, raw, arguments, timeout, lineno in items:
+    for seq, (call_id, name, raw, arguments, timeout, lineno) in enumerate(items, first_seq):
         if raw is not None:
             call = parse(raw, lineno)
             if type(call) is not ToolCall or call.id != call_id or call.name != name or call.timeout is not None:
-                writer.send(frames.mismatch_frame(call_id))
+                writer.send(frames.mismatch_frame(seq))
                 continue
             arguments = call.arguments
-        yield call_id, name, arguments, timeout, context
+        yield seq, (call_id, name, arguments, timeout, context)
 
 
 __all__ = ["Channels", "WorkerRuntime", "become_subreaper", "worker_main"]
