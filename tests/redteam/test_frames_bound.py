@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from tests.redteam.hostile_tools import big_text, echo
 from toolfork import tool
 from toolfork.executor import Executor, ToolCall, ToolResult
 from toolfork.executor.wire import HEADER, MAGIC
@@ -77,26 +78,6 @@ def forge_on_side_socket(claims: str) -> str:
     sock.detach()
     os.close(fd)
     return "sent"
-
-
-@tool
-def echo(text: str) -> str:
-    """Return the text.
-
-    Args:
-        text: what to return
-    """
-    return text
-
-
-@tool
-def big_text(n: int) -> str:
-    """A text of n characters.
-
-    Args:
-        n: how many
-    """
-    return "b" * n
 
 
 TOOLS = [write_frame, forge_on_side_socket, echo, big_text]
