@@ -334,3 +334,33 @@ def use_outer(how: str) -> str:
 
 WARM_TOOLS = [echo, scribble, close_channels, big_text, progress_from_threads, mess_signals, hang_then_mark, busy,
               leave_zombie, use_outer]
+
+
+# ----------------------------------------------------------------------------- the worker's parent
+
+@tool
+def signal_parent(sig: str) -> str:
+    """Send a signal to this worker's parent (the template that forked it), then return.
+
+    Args:
+        sig: the signal's name (SIGKILL, SIGSTOP, SIGTERM)
+    """
+    os.kill(os.getppid(), getattr(signal, sig))
+    if sig != "SIGSTOP":
+        time.sleep(0.5)  # a killed template takes its workers with it: this call ends here
+    return "sent"
+
+
+@tool
+def nap(seconds: float, text: str) -> str:
+    """Sleep, then return the text.
+
+    Args:
+        seconds: how long
+        text: what to return
+    """
+    time.sleep(seconds)
+    return text
+
+
+PARENT_TOOLS = [echo, signal_parent, nap]

@@ -55,7 +55,7 @@ a timeout or crash in one batch vs. another batch
 #3 quick tool that starts hanging (timeouts != deaths)
     -> tests/redteam/test_containment.py::test_a_timeout_is_not_counted_as_a_worker_death
 #8 tool SIGSTOPs the template
-    -> tests/redteam/test_containment.py::test_a_stopped_template_is_continued_and_the_next_batch_returns
+    -> tests/redteam/test_containment.py::test_a_stopped_template_is_replaced_and_the_next_batch_returns
 #4 sys.exit() in a tool / in before_child / in the CLI
     -> tests/redteam/test_exit_and_fallback.py::test_sys_exit_in_a_tool_is_an_error_naming_systemexit_and_its_code
     -> tests/redteam/test_exit_and_fallback.py::test_sys_exit_in_before_child_is_an_error_naming_the_hook

@@ -51,7 +51,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from toolfork.executor import framing, oob
 from toolfork.executor.backends.base import Hooks
-from toolfork.executor.backends.fork.template_link import HOST_FDS, TemplateLink
+from toolfork.executor.backends.fork.template_link import HOST_FDS, TEMPLATE_CHECK_S, TemplateGone, TemplateLink
 from toolfork.executor.types import ErrorInfo, ToolResult
 from toolfork.executor.wire import WakePipe, frames
 from toolfork.executor.wire.frames import Leaving, Progress, ResultMessage, damaged_result, unreadable_result
@@ -122,6 +122,14 @@ class Worker:
         self.started_at = now
         timeout = self.inflight[0].timeout if self.inflight else None
         self.deadline = None if timeout is None else now + timeout
+
+
+def _killpg(pid: int, sig: int) -> None:
+    """Signal a worker's process group from the host (its template cannot: it is gone)."""
+    try:
+        os.killpg(pid, sig)
+    except OSError:
+        pass
 
 
 def describe_exit(status: int | None) -> tuple[str, str]:
@@ -198,6 +206,8 @@ class WorkerCore:
         self.size = size
         self.governance = governance  # the limits a worker died of, and when to recycle one
         self._workers: dict[int, Worker] = {}
+        # What a replacement template is forked with: every tool the pool has (added ones included).
+        self._tools, self._hooks, self._kill_grace = dict(tools), hooks, kill_grace
         self._link = TemplateLink(tools, hooks, kill_grace, self._workers)
         self._sel = selectors.DefaultSelector()
         self._sel.register(self._link.ctrl, selectors.EVENT_READ, _TEMPLATE)
@@ -211,6 +221,10 @@ class WorkerCore:
             self._spawn()
         for w in list(self._workers.values()):
             self._link.wait_pid(w)
+        if self._link.broken is not None:
+            cause = self._link.broken
+            self.shutdown()
+            raise TemplateGone(cause)
         self.idle: deque[Worker] = deque(self._workers.values())
 
     # ------------------------------------------------------------------ what clients read
@@ -223,7 +237,7 @@ class WorkerCore:
     @property
     def worker_pids(self) -> list[int]:
         """Pids of the current workers (waiting for the template to report any being forked)."""
-        return [self._link.wait_pid(w) for w in list(self._workers.values())]
+        return [pid for w in list(self._workers.values()) if (pid := self._link.wait_pid(w)) is not None]
 
     @property
     def template_pid(self) -> int | None:
@@ -251,9 +265,62 @@ class WorkerCore:
         """Whether work waits on a worker the template has not reported forked (look at it soon)."""
         return any(w.pid is None and w.inflight for w in self._workers.values())
 
-    def check_template(self) -> None:
-        """Continue a stopped template (looked at most every ``TEMPLATE_CHECK_S``)."""
-        self._link.check()
+    def next_check(self) -> float:
+        """When the template is to be looked at next (``time.monotonic``): a driver's wait ends by then."""
+        return self._link.checked_at + TEMPLATE_CHECK_S
+
+    def supervise(self, client: Client) -> bool:
+        """Look at the template (at most every ``TEMPLATE_CHECK_S``; its death is also seen at once on
+        its control socket): one that died or was stopped is replaced (see ``_replace_template``).
+        Returns whether it was."""
+        link = self._link
+        if link.broken is None:
+            link.check()
+            if link.broken is None:
+                return False
+        self._replace_template(client)
+        return True
+
+    def _replace_template(self, client: Client) -> None:
+        """The template died or was stopped (a tool can signal its worker's parent): its workers are
+        killed with it; what they sent is taken, their running items fail "crashed" naming the template,
+        the items queued behind them go back; a new template is forked from the host (the same fork as
+        at the pool's start, with the same hazard if the host runs threads) and starts every worker."""
+        old = self._link
+        cause = old.broken or "died"
+        log.warning("the toolfork template process %s %s; its workers are ended with it and a new template is "
+                    "forked from this process", old.pid, cause)
+        workers = list(self._workers.values())
+        for w in workers:  # in its process group: the worker and what its call started
+            if w.pid is not None and w.pid > 0:
+                _killpg(w.pid, signal.SIGKILL)
+        try:
+            self._sel.unregister(old.ctrl)
+        except (KeyError, ValueError):
+            pass
+        old.abandon()  # workers it started and the host never heard of die with it (PR_SET_PDEATHSIG)
+        for w in workers:
+            if w.wid in self._workers:
+                self.read(w, client)  # results written before the end are theirs
+            if w.wid in self._workers:
+                self._retire(w, kill=False)
+                if w.inflight:
+                    current = w.inflight.popleft()
+                    client.fail(current, crashed_result(current.call_id, current.name, self._template_death(),
+                                                        w.pid, time.monotonic() - w.started_at))
+                self.requeue(w, client, died=False)
+        self._workers.clear()
+        self._owed_tools.clear()
+        self.idle.clear()
+        self._link = TemplateLink(self._tools, self._hooks, self._kill_grace, self._workers)
+        self._sel.register(self._link.ctrl, selectors.EVENT_READ, _TEMPLATE)
+        for _ in range(self.size):
+            self.idle.append(self._spawn())
+
+    def _template_death(self) -> tuple[str, str]:
+        """(error type, message) of an item whose worker ended with its template."""
+        return "WorkerCrashed", (f"the toolfork template process (which starts and watches the workers) "
+                                 f"{self._link.broken or 'died'}, and the worker was ended with it")
 
     @staticmethod
     def pipe_room(w: Worker) -> int:
@@ -314,9 +381,10 @@ class WorkerCore:
         w.lender = lender
         return w
 
-    def teach_template(self, blob: bytes) -> None:
-        """The template learns tools at once (workers it forks from now on have them); ``blob`` is the
-        dill of a name -> tool dict. Live workers get them by ``ship_tools``."""
+    def teach_template(self, blob: bytes, tools: Mapping[str, Tool]) -> None:
+        """The template learns ``tools`` at once (workers it forks from now on have them); ``blob`` is
+        their dill. Live workers get them by ``ship_tools``; a replacement template is forked with them."""
+        self._tools.update(tools)
         self._link.send_tools(blob)
 
     def ship_tools(self, shipped: list[bytes]) -> None:
@@ -490,7 +558,7 @@ class WorkerCore:
         if w.inflight:
             current = w.inflight.popleft()
             status = self._link.exit_status(w.pid)
-            described = describe_exit(status)
+            described = self._template_death() if self._link.gone else describe_exit(status)
             duration = time.monotonic() - w.started_at
             limits = self.governance.limits_for(current.name)
             hit = None if limits is None or status is None else rlimits.classify(status, limits)
@@ -597,6 +665,8 @@ class WorkerCore:
                 return
         elif any(w.lender is gone for w in tuple(self._workers.values())):
             return
+        if self._link.gone:  # the template's replacement starts every worker
+            return
         self.idle.append(self._spawn())
 
     # ------------------------------------------------------------------ the end
@@ -606,10 +676,16 @@ class WorkerCore:
         link = self._link
         link.check(now=True)  # a stopped template could neither let its workers go nor kill them
         pids = [w.pid for w in self._workers.values() if w.pid is not None]
+        if link.gone:
+            for pid in pids:
+                _killpg(pid, signal.SIGKILL)
         for w in list(self._workers.values()):
-            self._retire(w, kill=bool(w.inflight))
+            self._retire(w, kill=bool(w.inflight) and not link.gone)
         self.idle.clear()
-        link.shutdown(pids)
+        if link.gone:
+            link.abandon()
+        else:
+            link.shutdown(pids)
         HOST_FDS.difference_update(self._wake.fds)
         self._wake.close()
         self._sel.close()

@@ -46,7 +46,7 @@ from typing import TYPE_CHECKING, Any
 from toolfork.executor.backends.base import POLL_INTERVAL
 from toolfork.executor.backends.fork.core import Worker
 from toolfork.executor.backends.fork.pool import ForkBackend
-from toolfork.executor.backends.fork.template_link import TEMPLATE_CHECK_S, TemplateGone
+from toolfork.executor.backends.fork.template_link import TemplateGone
 from toolfork.executor.types import ToolResult
 from toolfork.executor.wire import drain, frames
 from toolfork.executor.wire.frames import EncodedResult, Mismatch, Progress, ResultMessage
@@ -146,29 +146,28 @@ class LineLane:
         wake-up pipe, watched too (and emptied when it fires); ``poll``: a live input without one,
         asked again soon."""
         core = self._core
-        if core.template_gone:
-            raise TemplateGone()
+        core.supervise(self)  # a template that died or was stopped is replaced (its lines fail or go back)
         self._start()
-        timeout: float | None = 0.0
+        timeout = 0.0
         if wait:
+            # At most until the next deadline, and until the template is to be looked at again.
             deadline = core.next_deadline()
-            timeout = None if deadline is None else max(0.0, deadline - time.monotonic())
+            check = core.next_check()
+            timeout = max(0.0, (check if deadline is None or check < deadline else deadline) - time.monotonic())
             if poll:
-                timeout = POLL_INTERVAL if timeout is None else min(timeout, POLL_INTERVAL)
-            if core.starting():  # lines wait on a worker the template has not reported started
-                timeout = TEMPLATE_CHECK_S if timeout is None else min(timeout, TEMPLATE_CHECK_S)
-                core.check_template()
+                timeout = min(timeout, POLL_INTERVAL)
         if wait and self.inflight > 2 * len(core.workers):
             # Chunks of quick lines are running: let their frames pile up a moment, so one wake-up of
             # the host takes many of them (a wake-up a line cost the host more than the rest of its
             # work). The workers have their next chunks already (see _start); a deadline still wins.
-            pause = BULK_PAUSE_S if timeout is None else min(BULK_PAUSE_S, timeout)
+            pause = min(BULK_PAUSE_S, timeout)
             if pause > 0:
                 time.sleep(pause)
-                if timeout is not None:
-                    timeout = max(0.0, timeout - pause)
+                timeout = max(0.0, timeout - pause)
+        ready = core.select(timeout, () if wakeup_fd is None else ((wakeup_fd, self),))
+        core.supervise(self)  # before anything is read: a dead template's workers are ended with it
         workers = core.workers
-        for data in core.select(timeout, () if wakeup_fd is None else ((wakeup_fd, self),)):
+        for data in ready:
             if data is self:
                 assert wakeup_fd is not None
                 os.set_blocking(wakeup_fd, False)

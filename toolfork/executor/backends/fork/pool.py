@@ -50,7 +50,7 @@ from typing import TYPE_CHECKING, Any
 from toolfork.executor import framing
 from toolfork.executor.backends.base import POLL_INTERVAL, Backend, BatchState, Dispatch, Feed, Hooks, Hub
 from toolfork.executor.backends.fork.core import Worker, WorkerCore
-from toolfork.executor.backends.fork.template_link import TEMPLATE_CHECK_S, TemplateGone
+from toolfork.executor.backends.fork.template_link import TemplateGone
 from toolfork.executor.types import CallFinished, CallProgress, CallStarted, Event, ToolResult
 from toolfork.executor.wire import frames
 from toolfork.executor.wire.frames import Progress, ResultMessage
@@ -100,8 +100,9 @@ class ForkBackend(Backend):
         get them from the driver before it starts another call, so no frame interleaves with a call's."""
         import dill
 
-        blob = dill.dumps({t.name: t for t in tools})
-        self.core.teach_template(blob)
+        named = {t.name: t for t in tools}
+        blob = dill.dumps(named)
+        self.core.teach_template(blob, named)
         frame = framing.encode(frames.tools_frame(blob))
         self._hub.held(lambda: self._tool_frames.append(frame), wake=False)
         if self._hub.drive.acquire(blocking=False):
@@ -131,27 +132,19 @@ class ForkBackend(Backend):
         if self._closed:
             raise RuntimeError("this executor is closed")
         core = self.core
-        if core.template_gone:
-            raise TemplateGone()
         live = self._hub.held(self._begin_round, wake=False)
         if live is None:
             return
-        timeout = core.next_deadline()
-        if timeout is not None:
-            timeout = max(0.0, timeout - time.monotonic())
-        if core.starting():
-            # Calls wait on a worker the template has not reported started: look at the template soon.
-            timeout = TEMPLATE_CHECK_S if timeout is None else min(timeout, TEMPLATE_CHECK_S)
-            core.check_template()
+        # The wait ends at the next deadline, and when the template is to be looked at (supervise).
+        timeout = max(0.0, self.next_deadline() - time.monotonic())
         if self._governance.any_gated:  # a call waiting for a token: look again when it is due
             due = self._hub.held(lambda: self._governance.wake_at(self._hub.held_tools()), wake=False)
             if due is not None:
-                wait = max(0.0, due - time.monotonic())
-                timeout = wait if timeout is None else min(timeout, wait)
+                timeout = min(timeout, max(0.0, due - time.monotonic()))
         watched = []
         for b in live:  # a live source with more to give wakes the driver too
             if b.feed.wakeup_fd is None:
-                timeout = POLL_INTERVAL if timeout is None else min(timeout, POLL_INTERVAL)
+                timeout = min(timeout, POLL_INTERVAL)
                 b.poked = True  # its owner asks the source again after this wait
             else:
                 watched.append((b.feed.wakeup_fd, b))
@@ -161,6 +154,7 @@ class ForkBackend(Backend):
         """Settle, ship tools, start calls (inside ``Hub.held``). None if calls started (their
         CallStarted events are news: delivered now, the wait is next round), else the live batches."""
         hub = self._hub
+        self.core.supervise(self)
         if hub.pending:
             self._settle()
         if self._tool_frames:
@@ -172,7 +166,7 @@ class ForkBackend(Backend):
 
     def hub_tend(self) -> None:
         """The watcher's turn (``Hub.drive`` held, nobody else driving): what came, without waiting."""
-        if self._closed or self.core.template_gone:
+        if self._closed:
             return
         self._after_wait(self.core.select(0))
 
@@ -182,6 +176,7 @@ class ForkBackend(Backend):
 
     def _route_ready(self, ready: list[Any]) -> None:
         core = self.core
+        core.supervise(self)  # a template that died or was stopped is replaced before anything is read
         workers = core.workers
         for data in ready:
             if type(data) is BatchState:
@@ -266,8 +261,13 @@ class ForkBackend(Backend):
             self._governance.give_back(d)
         items[0].batch.ready.extendleft(reversed(items))  # type: ignore[union-attr]
 
-    def next_deadline(self) -> float | None:
-        return self.core.next_deadline()
+    def next_deadline(self) -> float:
+        """The earliest deadline of a running call, or the next look at the template (always one: the
+        template is looked at even while no batch runs, by the Hub's watcher)."""
+        core = self.core
+        deadline = core.next_deadline()
+        check = core.next_check()
+        return check if deadline is None or check < deadline else deadline
 
     def wake(self) -> None:
         self.core.wake()

@@ -39,13 +39,11 @@ HOST_FDS: set[int] = set()
 
 
 class TemplateGone(RuntimeError):
-    """The template process died (killed from outside, or by a tool): no worker can be started or
-    stopped any more. Forking a new one from a host that may run threads is not safe, so the executor
-    says so instead: close it and create a new one."""
+    """The template process could not be started again after it died or was stopped (the worker core
+    replaces it; see ``WorkerCore.supervise``)."""
 
-    def __init__(self) -> None:
-        super().__init__("the toolfork template process died (killed from outside or by a tool): this executor "
-                         "cannot start workers any more; close it and create a new one")
+    def __init__(self, cause: str = "died") -> None:
+        super().__init__(f"the toolfork template process {cause}, and no new one could be started")
 
 
 class HasPid(Protocol):
@@ -75,19 +73,30 @@ class TemplateLink:
         # Pids the template reported dead. A worker's death is acted on when it is reported, not only
         # at EOF of its result pipe: a process the tool started may hold a copy of that pipe.
         self.deaths: list[int] = []
-        self._checked = 0.0
-        self.gone = False
+        self.checked_at = time.monotonic()
+        # Why this template can no longer be used (it died, or was stopped), or None while it serves.
+        # Set by what notices it; the worker core then replaces the template (``WorkerCore.supervise``).
+        self.broken: str | None = None
         self._finalizer = weakref.finalize(self, _emergency_close, self._template, self.ctrl)
 
     @property
     def pid(self) -> int | None:
         return self._template.pid
 
+    @property
+    def gone(self) -> bool:
+        return self.broken is not None
+
+    def _break(self, cause: str) -> None:
+        if self.broken is None:
+            self.broken = cause
+
     # ----------------------------------------------------------------- workers
 
     def spawn(self, wid: int) -> tuple[int, int, socket.socket]:
         """Have the template fork worker ``wid``; returns the host's ends (call write fd, result read fd
-        (non-blocking), side socket). Raises ``TemplateGone`` if the template cannot be told."""
+        (non-blocking), side socket). A template that cannot be told is marked broken (the worker then
+        never starts: its pipes are at EOF, and the core replaces the template)."""
         call_r, call_w = os.pipe()
         result_r, result_w = os.pipe()
         try:
@@ -100,11 +109,7 @@ class TemplateLink:
         try:
             socket.send_fds(self.ctrl, [pickle.dumps(("spawn", wid))], [call_r, result_w, side_worker.fileno()])
         except OSError:
-            for fd in (call_w, result_r):
-                os.close(fd)
-            side.close()
-            self.gone = True
-            raise TemplateGone() from None
+            self._break("died (its control socket is closed)")
         finally:
             os.close(call_r)
             os.close(result_w)
@@ -124,18 +129,18 @@ class TemplateLink:
         try:
             self.ctrl.send(pickle.dumps(("term", pid, self._kill_grace)))
         except OSError:  # the template is gone, and its workers with it (PR_SET_PDEATHSIG)
-            self.gone = True
+            self._break("died (its control socket is closed)")
 
     def send_tools(self, blob: bytes) -> None:
-        """The template learns tools added later (dill bytes of {name: Tool}), in messages it can read."""
+        """The template learns tools added later (dill bytes of {name: Tool}), in messages it can read.
+        A template that cannot be told is marked broken: its replacement is forked with every tool."""
         step = MAX_MESSAGE // 2  # the template reads messages of up to MAX_MESSAGE bytes
         chunks = [blob[i : i + step] for i in range(0, len(blob), step)] or [b""]
         try:
             for i, chunk in enumerate(chunks):
                 self.ctrl.send(pickle.dumps(("tools", i, i == len(chunks) - 1, chunk)))
         except OSError:
-            self.gone = True
-            raise TemplateGone() from None
+            self._break("died (its control socket is closed)")
 
     # ----------------------------------------------------------------- what the template says
 
@@ -146,9 +151,11 @@ class TemplateLink:
                 data = self.ctrl.recv(MAX_MESSAGE, socket.MSG_DONTWAIT)
             except BlockingIOError:
                 return
+            except OSError:
+                data = b""
             if not data:
-                self.gone = True
-                raise TemplateGone()
+                self._break("died")
+                return
             msg = pickle.loads(data)
             if msg[0] == "spawned":
                 w = self._workers.get(msg[1])
@@ -169,7 +176,7 @@ class TemplateLink:
     def wait(self, done: Callable[[], bool], timeout: float) -> None:
         """Read the template's messages until ``done()`` or ``timeout``, keeping the template running."""
         end = time.monotonic() + timeout
-        while not done():
+        while not done() and self.broken is None:
             left = end - time.monotonic()
             if left <= 0:
                 return
@@ -179,15 +186,14 @@ class TemplateLink:
             else:
                 self.check()
 
-    def wait_pid(self, w: HasPid) -> int:
-        """``w``'s pid, waiting for the template to report it forked."""
+    def wait_pid(self, w: HasPid) -> int | None:
+        """``w``'s pid, waiting for the template to report it forked; None if the template broke first
+        (died, stopped, or too slow to answer: it is replaced then)."""
         if w.pid is None:
             self.wait(lambda: w.pid is not None, SPAWN_ACK_TIMEOUT)
             if w.pid is None:
-                if self.gone or not self._template.is_alive():
-                    self.gone = True
-                    raise TemplateGone()
-                raise RuntimeError("the toolfork template did not start a worker in time")
+                self._break("did not report a worker it was asked to start within "
+                            f"{SPAWN_ACK_TIMEOUT:g}s" if self._template.is_alive() else "died")
         return w.pid
 
     def exit_status(self, pid: int | None) -> int | None:
@@ -198,21 +204,30 @@ class TemplateLink:
         return self._exit_status.pop(pid, None)
 
     def check(self, *, now: bool = False) -> None:
-        """A tool can SIGSTOP the template (its worker's parent): then no worker is started, reaped or
-        killed, and calls sent to a worker that does not exist yet would wait forever. Seen stopped,
-        it is continued (SIGCONT), and that is logged. Looked at most every TEMPLATE_CHECK_S, unless
-        ``now``."""
+        """Whether the template still serves: a tool can SIGSTOP it (its worker's parent), and then no
+        worker is started, reaped or killed; or kill it. Seen stopped or dead, it is marked broken (the
+        core replaces it). Looked at most every TEMPLATE_CHECK_S, unless ``now``; one read of
+        /proc/PID/stat (a dead template's EOF on the control socket is noticed at once besides)."""
         at = time.monotonic()
-        if not now and at - self._checked < TEMPLATE_CHECK_S:
+        if self.broken is not None or (not now and at < self.checked_at + TEMPLATE_CHECK_S):
             return
-        self._checked = at
+        self.checked_at = at
         pid = self._template.pid
-        if pid is not None and _is_stopped(pid):
-            log.warning("the toolfork template process %s was stopped (SIGSTOP from a tool?); continuing it", pid)
-            try:
-                os.kill(pid, signal.SIGCONT)
-            except OSError:
-                pass
+        if pid is None:
+            return
+        state = _state(pid)
+        if state in (b"T", b"t"):
+            self._break("was stopped (SIGSTOP, from a tool or from outside)")
+        elif state in (None, b"Z", b"X"):
+            self._break("died")
+
+    def abandon(self) -> None:
+        """A broken template is killed, reaped and let go (its workers die with it: PR_SET_PDEATHSIG)."""
+        self._template.kill()
+        self._template.join(5.0)
+        HOST_FDS.discard(self.ctrl.fileno())
+        self.ctrl.close()
+        self._finalizer.detach()
 
     # ----------------------------------------------------------------- shutdown
 
@@ -246,15 +261,15 @@ class TemplateLink:
         self._template.kill()
 
 
-def _is_stopped(pid: int) -> bool:
-    """Whether a process is stopped (state T in /proc/PID/stat; Linux)."""
+def _state(pid: int) -> bytes | None:
+    """A process's state letter in /proc/PID/stat (Linux): T stopped, Z a zombie...; None when there is
+    no such process."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as f:
             stat = f.read()
     except OSError:
-        return False
-    state = stat[stat.rfind(b")") + 2 : stat.rfind(b")") + 3]
-    return state in (b"T", b"t")
+        return None
+    return stat[stat.rfind(b")") + 2 : stat.rfind(b")") + 3]
 
 
 def _template_entry(ctrl: socket.socket, host_ctrl_fd: int, tools: dict[str, Any], hooks: Hooks) -> None:
