@@ -27,7 +27,8 @@ The fault rules, with the results the host makes itself (``timeout_result``, ``c
 * a limit (``Governance.limits_for``) a worker died of (SIGXCPU, SIGXFSZ) fails its item "error" with
   ``LimitExceeded`` naming the limit, not "crashed";
 * recycling (``Executor(max_calls_per_worker=, max_worker_memory_mb=)``): a worker that has run its
-  number of items, or whose RSS is above the cap once its items are done, leaves between items (its
+  number of items, or whose own memory (its resident set beyond the template's: not the pages it shares
+  with the host) is above the cap once its items are done, leaves between items (its
   call pipe closed, so it ends by itself) and a fresh worker takes the slot; nothing fails.
 
 The core also keeps the quick/slow estimate (a moving mean of each tool's durations), which both
@@ -512,11 +513,19 @@ class WorkerCore:
             self.crashed(w, client)
 
     def _worn_out(self, w: Worker) -> bool:
-        """Whether an idle worker is to be recycled (its number of items run, or its RSS over the cap)."""
+        """Whether an idle worker is to be recycled: it ran its number of items, or its own memory is over
+        the cap. Its own memory is what its resident set has beyond the template's: a worker starts
+        sharing every page of the template (forked from it), and only what it adds is its own. (Measured:
+        the exact count, /proc/PID/smaps_rollup's private pages, walks every mapping: 60 ms between two
+        calls with a host of 400 MB, against two reads of /proc/PID/statm here.) The template is read
+        only when the worker's own resident set is over the cap."""
         most, cap_mb = self.governance.max_calls_per_worker, self.governance.max_worker_memory_mb
         if most is not None and w.calls >= most:
             return True
-        return cap_mb is not None and rss_mb(w.pid) > cap_mb
+        if cap_mb is None:
+            return False
+        rss = rss_mb(w.pid)
+        return rss > cap_mb and rss - rss_mb(self._link.pid) > cap_mb
 
     @staticmethod
     def _count_settled(w: Worker, settled: int) -> None:
