@@ -187,3 +187,27 @@ def test_the_commands_survive_a_tool_that_kills_the_template(command: str, tmp_p
         r = by_id[f"e{i}"]
         assert r["status"] == "ok" or "template" in r["error"]["message"], proc.stderr
     assert sum(by_id[f"e{i}"]["status"] == "ok" for i in range(20)) >= 10
+
+
+@pytest.mark.timeout(180)
+def test_mcp_serve_answers_after_a_tool_kills_the_template() -> None:
+    """``toolfork mcp serve``: the killer's call is an error naming the template; the next calls answer."""
+    import sys
+
+    from tests.mcp.conftest import http_server
+
+    serve = [sys.executable, "-m", "toolfork", "mcp", "serve", "--tools", HOSTILE.replace(":TOOLS", ":PARENT_TOOLS"),
+             "--http", "127.0.0.1:0", "--workers", "2"]
+
+    async def go(url: str) -> tuple[Any, list[Any]]:
+        from mcp import Client
+
+        async with Client(url, mode="legacy") as client:
+            killed = await client.session.call_tool("signal_parent", {"sig": "SIGKILL"})
+            after = [await client.session.call_tool("echo", {"text": f"e{i}"}) for i in range(6)]
+            return killed, after
+
+    with http_server(serve) as (_, url):
+        killed, after = asyncio.run(go(url))
+    assert killed.is_error and "template" in killed.content[0].text, killed
+    assert [(r.is_error, r.content[0].text) for r in after] == [(False, f"e{i}") for i in range(6)]

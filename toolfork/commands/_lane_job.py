@@ -73,7 +73,7 @@ class LaneJob(Job):
         return LineLane.fits(executor)
 
     def run(self) -> None:
-        lane, held, out, window = self.lane, self.owed, self.out, self.window
+        lane, owed, out, window = self.lane, self.owed, self.out, self.window
         items = self.source.items()
         wakeup_fd = self.source.wakeup_fd
         refill = max(1, window // 4)
@@ -89,7 +89,7 @@ class LaneJob(Job):
                     raise out.error
                 stalled = out.full()
                 waiting = False
-                while len(held) < window:
+                while len(owed) < window:
                     if pushback is not None:
                         item, pushback = pushback, None
                     else:
@@ -105,13 +105,13 @@ class LaneJob(Job):
                         break
                 if lane.mismatched:
                     self._reread()
-                if held and held[0].out is not None and not stalled:
+                if owed and owed[0].out is not None and not stalled:
                     self._emit()
-                if eof and not held:
+                if eof and not owed:
                     break
                 # Read on only once a quarter of the window is free: refilling it line by line would
                 # wake the host for every line that finishes.
-                can_read = not eof and not waiting and pushback is None and len(held) <= window - refill
+                can_read = not eof and not waiting and pushback is None and len(owed) <= window - refill
                 if can_read and not lane.ready:
                     continue
                 lane.step(wait=stalled or (not can_read and (lane.busy or waiting)),
@@ -239,11 +239,11 @@ class LaneJob(Job):
     # ------------------------------------------------------------------ writing records
 
     def _emit(self) -> None:
-        held, pending, seen, out, progress = self.owed, self.pending, self.seen, self.out, self.progress
+        owed, pending, seen, out, progress = self.owed, self.pending, self.seen, self.out, self.progress
         run: list[bytes] = []
         last = 0
-        while held and held[0].out is not None:
-            line = held.popleft()
+        while owed and owed[0].out is not None:
+            line = owed.popleft()
             if pending.get(line.call_id) is line:
                 del pending[line.call_id]
                 seen.add(line.call_id)

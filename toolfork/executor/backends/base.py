@@ -266,7 +266,7 @@ class Driven(Protocol):
 
     def hub_round(self) -> None:
         """Start what can start, wait once for something to happen, route the events (what the owners
-        share, inside ``Hub.held`` steps), settle the requests; return."""
+        share, inside ``Hub.locked`` steps), settle the requests; return."""
 
     def hub_settle(self) -> None:
         """Act on the Hub's requests (cancelled, stopped or abandoned batches) without waiting."""
@@ -287,7 +287,7 @@ class Hub:
 
     The Hub's lock (``_cond``) guards every batch's ``ready``, ``events`` and ``poked`` and the
     requests; only the Hub's methods take it: a backend runs the parts of its round that touch them
-    as a step of ``held`` (and ``settle`` takes it itself). ``drive`` is
+    as a step of ``locked`` (and ``settle`` takes it itself). ``drive`` is
     held by the one owner that runs the backend's rounds for everybody. An owner that needs progress
     takes ``drive`` if it is free, else sleeps on the lock's condition until the driver routes it events or
     lets go.
@@ -458,7 +458,7 @@ class Hub:
 
     # ------------------------------------------------------------ the lock, for the backends
 
-    def held(self, step: Callable[[], R], *, wake: bool = True) -> R:
+    def locked(self, step: Callable[[], R], *, wake: bool = True) -> R:
         """Run ``step`` (a backend's part of a round that reads or changes what the owners share: the
         batches' ``ready`` and ``events``, the requests) with the Hub's lock held; then, if ``wake``,
         wake the owners so each sees its events. Returns what ``step`` returns."""
@@ -469,7 +469,7 @@ class Hub:
         return out
 
     def wake_owners(self) -> None:
-        """Wake every owner waiting for events (also from inside a ``held`` step: the lock is re-entrant)."""
+        """Wake every owner waiting for events (also from inside a ``locked`` step: the lock is re-entrant)."""
         with self._cond:
             self._cond.notify_all()
 
@@ -479,7 +479,7 @@ class Hub:
         return bool(self._requests)
 
     def cancel_everything(self, placed: Iterable[tuple[Dispatch, bool]]) -> None:
-        """Closing (inside a ``held`` step): every call the backend holds (``placed``, each with whether it
+        """Closing (inside a ``locked`` step): every call the backend holds (``placed``, each with whether it
         is running) and every call not sent yet, of every batch, is reported "cancelled"; the requests
         are dropped (nothing is left for them to act on). The backend stops what ran."""
         for d, running in placed:
@@ -493,11 +493,11 @@ class Hub:
 
     # ------------------------------------------------------------ the one settle/route rule
     # Every backend that runs several calls at once (the fork pool, Ray) routes and settles through
-    # these, inside a ``held`` step: the lock belongs to the Hub, and so does the rule.
+    # these, inside a ``locked`` step: the lock belongs to the Hub, and so does the rule.
 
     @staticmethod
     def route(d: Dispatch, event: Event) -> None:
-        """Hand an event to the batch of its call (inside a ``held`` step), unless nobody wants it any more: the
+        """Hand an event to the batch of its call (inside a ``locked`` step), unless nobody wants it any more: the
         call was stopped (its "cancelled" result went already) or its batch's owner left."""
         b = d.batch
         if not d.stopped and b is not None and not b.abandoned:
@@ -550,11 +550,11 @@ class Hub:
                 kill(kills)
 
     def held_tools(self) -> set[str]:
-        """The tools whose calls wait in some batch's held queue (inside a ``held`` step)."""
+        """The tools whose calls wait in some batch's held queue (inside a ``locked`` step)."""
         return {name for b in self.batches for name in b.held}
 
     def take_next(self, admit: Callable[[Dispatch], bool] | None = None) -> tuple[BatchState, Dispatch] | None:
-        """The next call to start, taken off its batch's queue (inside a ``held`` step): the batches
+        """The next call to start, taken off its batch's queue (inside a ``locked`` step): the batches
         take turns (round-robin), one call each. With ``admit`` (an executor with gated tools), the
         call is the batch's first that ``admit`` lets start (taking its slot and token; see
         ``_first_admitted``)."""

@@ -191,7 +191,7 @@ class RayBackend(Backend):
         if self._closed:
             raise RuntimeError("this executor is closed")
         hub = self._hub
-        stops, starts, live, shared = hub.held(self._begin_round, wake=False)
+        stops, starts, live, shared = hub.locked(self._begin_round, wake=False)
         self._stop_all(stops)
         if starts is None:
             return
@@ -204,20 +204,20 @@ class RayBackend(Backend):
         for d in starts:
             self._submit(d, out)
         if out:  # their CallStarted events are news: deliver them now, do not wait for more
-            hub.held(lambda: self._route(out))
+            hub.locked(lambda: self._route(out))
             out.clear()
         # ray.wait watches neither a live source's wake-up fd nor the threads that pull, cancel or
         # close: wake() reaches it through the sink when there is one; else it polls.
         poll = 0.0 if starts else POLL_INTERVAL if live else CANCEL_POLL
         if self._governance.any_gated:  # a call waiting for a token: look again when it is due
-            due = hub.held(lambda: self._governance.wake_at(hub.held_tools()), wake=False)
+            due = hub.locked(lambda: self._governance.wake_at(hub.held_tools()), wake=False)
             if due is not None:
                 poll = min(poll, max(0.0, due - time.monotonic()))
         self._wait(out, poll)
-        self._stop_all(hub.held(lambda: self._end_round(out, live)))
+        self._stop_all(hub.locked(lambda: self._end_round(out, live)))
 
     def _begin_round(self) -> tuple[list[Any], list[Dispatch] | None, list[BatchState], bool]:
-        """Inside ``Hub.held``: (tasks to stop, dispatches to start or None when closing, the live
+        """Inside ``Hub.locked``: (tasks to stop, dispatches to start or None when closing, the live
         batches, whether other owners share the Hub)."""
         hub = self._hub
         if self._closing:  # close() waits for the driver: end every batch's calls and let go
@@ -231,7 +231,7 @@ class RayBackend(Backend):
         return stops, starts, live, len(hub.batches) > 1
 
     def _end_round(self, out: list[tuple[Dispatch, Event]], live: list[BatchState]) -> list[Any]:
-        """Inside ``Hub.held``: route what came, poke live batches, settle; the tasks to stop."""
+        """Inside ``Hub.locked``: route what came, poke live batches, settle; the tasks to stop."""
         self._route(out)
         for b in live:
             if b.feed.wakeup_fd is None or _readable(b.feed.wakeup_fd):
@@ -251,10 +251,10 @@ class RayBackend(Backend):
         self.hub_settle()
 
     def hub_settle(self) -> None:
-        self._stop_all(self._hub.held(self._settle))
+        self._stop_all(self._hub.locked(self._settle))
 
     def _take_ready(self) -> list[Dispatch]:
-        """Dispatches to start now, one per batch in turn while there is room (inside ``Hub.held``)."""
+        """Dispatches to start now, one per batch in turn while there is room (inside ``Hub.locked``)."""
         starts: list[Dispatch] = []
         take = self._hub.take_next
         admit = self._governance.admits if self._governance.any_gated else None
@@ -267,7 +267,7 @@ class RayBackend(Backend):
 
     @staticmethod
     def _route(out: list[tuple[Dispatch, Event]]) -> None:
-        """Hand events to their batches (inside ``Hub.held``), by the Hub's rule."""
+        """Hand events to their batches (inside ``Hub.locked``), by the Hub's rule."""
         for d, event in out:
             Hub.route(d, event)
 
@@ -278,7 +278,7 @@ class RayBackend(Backend):
         return task
 
     def _settle(self) -> list[Any]:
-        """Act on cancelled, stopped and abandoned batches (inside ``Hub.held``) by the Hub's rule: their
+        """Act on cancelled, stopped and abandoned batches (inside ``Hub.locked``) by the Hub's rule: their
         running tasks are forgotten and returned, for the caller to stop once the Hub's lock is let go."""
         stops: list[Any] = []
 
@@ -296,7 +296,7 @@ class RayBackend(Backend):
         return stops
 
     def _cancel_all(self) -> list[Any]:
-        """Closing (inside ``Hub.held``): every running task and every call not started of every live batch
+        """Closing (inside ``Hub.locked``): every running task and every call not started of every live batch
         is reported "cancelled"; the running tasks are returned for the caller to stop."""
         placed = [(t.dispatch, True) for t in self._running.values()]
         for d, _ in placed:
@@ -546,7 +546,7 @@ class RayBackend(Backend):
         hub = self._hub
         driving = hub.drive.acquire(timeout=self._kill_grace + 5.0)
         try:
-            stops = hub.held(self._cancel_all)
+            stops = hub.locked(self._cancel_all)
             with self._lock:
                 self._closed = True
                 dying = list(self._dying.items())

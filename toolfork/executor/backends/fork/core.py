@@ -18,7 +18,12 @@ The fault rules, with the results the host makes itself (``timeout_result``, ``c
 * timeout: the running item fails "timeout" at its deadline, the worker's process group is stopped by
   the template (SIGTERM, then SIGKILL after the grace), and a fresh worker takes the slot;
 * crash: EOF on the result pipe, or the template's report of the worker's death, fails the running item
-  "crashed" with the wait status; bytes that are not a frame fail it as damaged;
+  "crashed" with the wait status; bytes that are not a frame fail it as damaged, and so does a frame
+  that is not the running item's (a wrong shape, another call's ``seq``: see ``read``);
+* the template died or was stopped (a tool can signal its worker's parent): noticed at once on its
+  control socket, else by ``supervise`` within ``TEMPLATE_CHECK_S``; every worker is ended with it, their
+  running items fail "crashed" naming the template, the rest go back, and a new template is forked from
+  the host (``_replace_template``);
 * a worker that says it leaves (its tool damaged its channels) is replaced after that result;
 * requeue: items queued behind a stopped worker's running one never started and go back to the client
   (``client.put_back``); a worker that *died* counts against them, and one that has killed
@@ -34,7 +39,7 @@ The fault rules, with the results the host makes itself (``timeout_result``, ``c
 The core also keeps the quick/slow estimate (a moving mean of each tool's durations), which both
 clients read to decide what to send in chunks, and the selector over the workers' result pipes, the
 template's control socket and the pool's wake-up pipe. It takes no lock: its client calls it from the
-thread that holds the Hub's driver lock (the pool inside ``Hub.held`` steps, the lane while it holds the
+thread that holds the Hub's driver lock (the pool inside ``Hub.locked`` steps, the lane while it holds the
 driver lock for its job), so one thread at a time changes the workers.
 """
 

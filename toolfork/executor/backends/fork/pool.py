@@ -104,10 +104,10 @@ class ForkBackend(Backend):
         blob = dill.dumps(named)
         self.core.teach_template(blob, named)
         frame = framing.encode(frames.tools_frame(blob))
-        self._hub.held(lambda: self._tool_frames.append(frame), wake=False)
+        self._hub.locked(lambda: self._tool_frames.append(frame), wake=False)
         if self._hub.drive.acquire(blocking=False):
             try:
-                self._hub.held(self._ship_tools, wake=False)
+                self._hub.locked(self._ship_tools, wake=False)
             finally:
                 self._hub.drive.release()
         else:
@@ -132,13 +132,13 @@ class ForkBackend(Backend):
         if self._closed:
             raise RuntimeError("this executor is closed")
         core = self.core
-        live = self._hub.held(self._begin_round, wake=False)
+        live = self._hub.locked(self._begin_round, wake=False)
         if live is None:
             return
         # The wait ends at the next deadline, and when the template is to be looked at (supervise).
         timeout = max(0.0, self.next_deadline() - time.monotonic())
         if self._governance.any_gated:  # a call waiting for a token: look again when it is due
-            due = self._hub.held(lambda: self._governance.wake_at(self._hub.held_tools()), wake=False)
+            due = self._hub.locked(lambda: self._governance.wake_at(self._hub.held_tools()), wake=False)
             if due is not None:
                 timeout = min(timeout, max(0.0, due - time.monotonic()))
         watched = []
@@ -151,7 +151,7 @@ class ForkBackend(Backend):
         self._after_wait(core.select(timeout, watched))
 
     def _begin_round(self) -> list[BatchState] | None:
-        """Settle, ship tools, start calls (inside ``Hub.held``). None if calls started (their
+        """Settle, ship tools, start calls (inside ``Hub.locked``). None if calls started (their
         CallStarted events are news: delivered now, the wait is next round), else the live batches."""
         hub = self._hub
         self.core.supervise(self)
@@ -171,8 +171,8 @@ class ForkBackend(Backend):
         self._after_wait(self.core.select(0))
 
     def _after_wait(self, ready: list[Any]) -> None:
-        """Route what happened: frames, deaths; then expire and settle (inside ``Hub.held``)."""
-        self._hub.held(lambda: self._route_ready(ready))
+        """Route what happened: frames, deaths; then expire and settle (inside ``Hub.locked``)."""
+        self._hub.locked(lambda: self._route_ready(ready))
 
     def _route_ready(self, ready: list[Any]) -> None:
         core = self.core
@@ -190,7 +190,7 @@ class ForkBackend(Backend):
             self._settle()
 
     def hub_settle(self) -> None:
-        self._hub.held(self._settle)
+        self._hub.locked(self._settle)
 
     def _start(self) -> int:
         """Idle workers take calls from the batches in turn: one call, or one chunk of quick calls.
@@ -273,7 +273,7 @@ class ForkBackend(Backend):
         self.core.wake()
 
     def _settle(self) -> None:
-        """Act on cancelled, stopped and abandoned batches (inside ``Hub.held``) by the Hub's rule: a worker
+        """Act on cancelled, stopped and abandoned batches (inside ``Hub.locked``) by the Hub's rule: a worker
         running one of their calls is killed and replaced; calls not started are dropped."""
         self._hub.settle(self._placed, self._kill_running)
 
@@ -306,7 +306,7 @@ class ForkBackend(Backend):
         hub.unwatch()
         driving = hub.drive.acquire(timeout=self._kill_grace + 5.0)
         try:
-            if not hub.held(self._cancel_everything):
+            if not hub.locked(self._cancel_everything):
                 return
             if driving:
                 self.core.shutdown()
@@ -318,7 +318,7 @@ class ForkBackend(Backend):
             hub.wake_owners()
 
     def _cancel_everything(self) -> bool:
-        """Closing (inside ``Hub.held``): every call sent or ready is reported "cancelled". False if
+        """Closing (inside ``Hub.locked``): every call sent or ready is reported "cancelled". False if
         another thread closed the pool first."""
         if self._closed:
             return False
