@@ -14,12 +14,13 @@ import pickle
 import socket
 import stat
 import threading
+import time
 from typing import Any
 
 import pytest
 
 from tests.redteam.hostile_tools import big_text, echo
-from toolfork import tool
+from toolfork import ToolRuntime, tool
 from toolfork.executor import Executor, ToolCall, ToolResult
 from toolfork.executor.wire import HEADER, MAGIC
 
@@ -80,7 +81,19 @@ def forge_on_side_socket(claims: str) -> str:
     return "sent"
 
 
-TOOLS = [write_frame, forge_on_side_socket, echo, big_text]
+@tool
+def progress_later(runtime: ToolRuntime) -> str:
+    """Return at once, leaving a thread that emits progress for this (finished) call a while longer."""
+    def later() -> None:
+        for i in range(40):
+            time.sleep(0.005)
+            runtime.emit_progress(i)
+
+    threading.Thread(target=later, daemon=True).start()
+    return "returned"
+
+
+TOOLS = [write_frame, forge_on_side_socket, echo, big_text, progress_later]
 
 
 def _in_threads(*batches: list[ToolCall], ex: Executor) -> list[list[ToolResult]]:
@@ -143,3 +156,18 @@ def test_a_forged_frame_on_the_side_socket_never_becomes_a_result() -> None:
         assert b[1].status == "ok" and b[1].output.content[0].text == "b" * (BIG + 1)
         after = ex.run([ToolCall(f"c-{i}", "big_text", {"n": BIG + i}) for i in range(3)])
         assert [r.output.content[0].text for r in after] == ["b" * (BIG + i) for i in range(3)]
+
+
+@pytest.mark.timeout(120)
+def test_a_late_progress_of_a_finished_call_is_dropped_not_damage() -> None:
+    """Progress a finished call's thread still emits belongs to that call: it is dropped, and the calls
+    that run on the same worker meanwhile are not touched."""
+    with Executor(TOOLS, mode="fork", workers=1, timeout=30) as ex:
+        [r] = ex.run([ToolCall("p", "progress_later")])
+        assert r.status == "ok"
+        pid = r.worker_pid
+        end = time.monotonic() + 1.0  # past the late thread's 40 values, 5 ms apart
+        while time.monotonic() < end:
+            after = ex.run([ToolCall(f"e{i}", "echo", {"text": f"e{i}"}) for i in range(20)])
+            _all_echoed(after, "e")
+            assert {r.worker_pid for r in after} == {pid}  # the same worker: nothing was damaged
