@@ -92,7 +92,7 @@ def test_bad_settings_and_turns_name_what_was_wrong() -> None:
             pytest.raises(ProviderError, match=r"call_tools names \['nope'\].*it offers \['add'\]"):
         agent.chat("go")
     with Agent(provider=TestModel(turns=[42]), tools=[add]) as agent, \
-            pytest.raises(ProviderError, match="a turn must be a str .* got int: 42"):
+            pytest.raises(ProviderError, match=r"a turn must be a str .* got int: 42"):
         agent.chat("go")
     with pytest.raises(TypeError, match="FunctionModel takes a function"):
         FunctionModel("not a function")  # type: ignore[arg-type]

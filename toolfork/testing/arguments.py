@@ -13,7 +13,8 @@ import math
 from typing import Any
 
 _STRING_FORMATS = {"date": "2026-01-01", "date-time": "2026-01-01T00:00:00Z", "time": "00:00:00",
-                   "email": "a@example.com", "uri": "https://example.com", "uuid": "00000000-0000-4000-8000-000000000000"}
+                   "email": "a@example.com", "uri": "https://example.com",
+                   "uuid": "00000000-0000-4000-8000-000000000000"}
 
 
 def arguments_for(schema: dict[str, Any]) -> dict[str, Any]:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Union
+from typing import Any
 
 from toolfork.agent.errors import ProviderError
 from toolfork.agent.messages import AssistantMessage, Message, ToolCallRequest, ToolResultMessage
@@ -21,7 +21,7 @@ from toolfork.agent.providers.base import ModelRequest, Provider
 from toolfork.agent.special_tools import FrontendTool
 from toolfork.testing.arguments import arguments_for
 
-Turn = Union[str, Sequence[ToolCallRequest], AssistantMessage]
+Turn = str | Sequence[ToolCallRequest] | AssistantMessage
 
 
 @dataclass(frozen=True)
