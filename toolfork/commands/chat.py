@@ -14,7 +14,7 @@ import sys
 from typing import Any, TextIO
 
 from toolfork._extras import import_optional
-from toolfork.commands._options import add_tools_arguments
+from toolfork.commands._options import add_tools_arguments, interrupted_once
 
 PROVIDERS = ("anthropic", "openai", "openai-compatible", "test")
 # provider -> (the SDK module it needs, how the missing-extra message names the provider)
@@ -207,8 +207,8 @@ def main(args: argparse.Namespace) -> int:
                   max_steps=args.max_steps, tool_timeout=args.tool_timeout, callbacks=[printer])
     if args.parallel:
         agent.parallel_tool_calls(True)
-    try:
-        with agent:
+    with interrupted_once() as stop, agent:
+        try:
             while True:
                 if interactive:
                     out.write("> ")
@@ -222,9 +222,9 @@ def main(args: argparse.Namespace) -> int:
                 if message in ("/exit", "/quit"):
                     return 0
                 run_turn(agent, message, printer, sys.stdin, out)
-    except KeyboardInterrupt:
-        out.write("\n")
-        return 130
+        except KeyboardInterrupt:
+            out.write("\n")
+            return stop.exit_code
 
 
 __all__ = ["add_arguments", "main"]
