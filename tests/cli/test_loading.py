@@ -89,7 +89,8 @@ def test_bad_tools_specs_name_the_problem(spec: str, message: str) -> None:
 def test_module_that_fails_to_import_is_a_usage_error(tmp_path: Path) -> None:
     broken = tmp_path / "broken.py"
     broken.write_text("import os\nraise RuntimeError('config missing')\n")
-    with pytest.raises(UsageError, match=r"failed to import: RuntimeError: config missing"):
+    with pytest.raises(UsageError, match=r"failed to import:\nTraceback[^\0]*broken.py\", line 2[^\0]*"
+                                         r"RuntimeError: config missing"):
         load_tools_spec(f"{broken}:TOOLS")
     empty = tmp_path / "empty.py"
     empty.write_text("X = 1\n")

@@ -67,11 +67,13 @@ def test_from_value_normalises(value: object, text: str, data: object) -> None:
 def test_structured_values_always_become_valid_json() -> None:
     import json
 
-    out = ToolOutput.from_value({"raw": b"\xff\x00", "nan": float("nan"), "obj": object()})
+    out = ToolOutput.from_value({"raw": b"\xff\x00", "nan": float("nan")})
     parsed = json.loads(out.as_text())  # strict JSON: no NaN, no undecodable bytes
     assert parsed["raw"] == base64.urlsafe_b64encode(b"\xff\x00").decode() and parsed["nan"] is None
-    assert parsed["obj"].startswith("<object object")
     assert out.data == parsed
+    # something inside that is not data is refused, naming its type (not sent as "<object at 0x...>")
+    with pytest.raises(TypeError, match=r"a dict holding something that is not data .*<class 'object'>"):
+        ToolOutput.from_value({"obj": object()})
 
 
 def test_from_value_keeps_tool_outputs_and_blocks() -> None:

@@ -5,10 +5,13 @@ Every command that takes ``--tools`` (run, worker, chat, tools) goes through ``l
 spec means the same everywhere: ``MODULE:ATTR``, ``MODULE``, ``path/to/file.py`` or
 ``path/to/file.py:ATTR``. Without ``:ATTR`` the module's ``TOOLS`` list is used, else every Tool and
 Toolkit it defines. A file is imported under a name that is the same in every process: its dotted path
-relative to the current directory when that works, else a digest of its absolute path.
+relative to the current directory when that works, else a digest of its absolute path. Its directory
+goes on ``sys.path`` first, as ``python file.py`` does, so it imports the modules beside it.
 
 Every failure here is a usage error, raised as ``UsageError`` with a message that names the spec the
-user typed and what was wrong with it, so a command can print it and exit 2 instead of a traceback.
+user typed and what was wrong with it, so a command can print it and exit 2. A module that fails to
+import is the one exception to "no traceback": the message carries the user's own traceback (their
+file and line, not the import machinery's), in one block.
 
 A spec's module part is either a dotted module name (``examples.tools``) or a path to a ``.py`` file
 (``examples/tools.py``); both are resolved against the current directory, because the console script's
@@ -26,10 +29,11 @@ import math
 import os
 import re
 import sys
+import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from types import ModuleType
+from types import ModuleType, TracebackType
 from typing import Any
 
 from toolfork.commands._nesting import MAX_JSON_DEPTH, nested_deeper_than
@@ -112,12 +116,13 @@ def import_module(module: str) -> ModuleType:
         if spec is None or spec.loader is None:
             raise UsageError(f"{module!r}: cannot be loaded as a Python module")
         mod = importlib.util.module_from_spec(spec)
+        _put_on_path(path.parent)
         sys.modules[name] = mod
         try:
             spec.loader.exec_module(mod)
         except Exception as exc:
             sys.modules.pop(name, None)
-            raise UsageError(f"{module!r} failed to import: {_describe(exc)}") from exc
+            raise UsageError(f"{module!r} failed to import:\n{_describe(exc)}") from exc
         return mod
     cwd = os.getcwd()
     if cwd not in sys.path and "" not in sys.path:
@@ -127,16 +132,36 @@ def import_module(module: str) -> ModuleType:
     except ModuleNotFoundError as exc:
         if exc.name and module.startswith(exc.name):
             raise UsageError(f"{module!r}: no such module (looked in {cwd} and sys.path)") from exc
-        raise UsageError(f"{module!r} failed to import: {_describe(exc)}") from exc
+        raise UsageError(f"{module!r} failed to import:\n{_describe(exc)}") from exc
     except Exception as exc:
-        raise UsageError(f"{module!r} failed to import: {_describe(exc)}") from exc
+        raise UsageError(f"{module!r} failed to import:\n{_describe(exc)}") from exc
+
+
+def _put_on_path(directory: Path) -> None:
+    """A file's own directory goes first on ``sys.path`` while it imports, as ``python file.py`` puts it:
+    a ``tools.py`` that does ``from helpers import double`` finds the ``helpers.py`` beside it. It stays
+    there, so workers forked later import the same way."""
+    entry = str(directory)
+    if entry not in sys.path:
+        sys.path.insert(0, entry)
+
+
+def _user_frames(tb: TracebackType | None) -> TracebackType | None:
+    """The traceback from the first frame of the user's code: the import machinery's frames and ours
+    say nothing about where their module went wrong."""
+    ours = (__file__, importlib.__file__)
+    while tb is not None and (tb.tb_frame.f_code.co_filename.startswith("<frozen")
+                              or tb.tb_frame.f_code.co_filename in ours):
+        tb = tb.tb_next
+    return tb
 
 
 def _describe(exc: BaseException) -> str:
-    """``Type: message``, plus the extra to install when an optional package of ours is missing."""
+    """The user's traceback (file, line, code) ending in ``Type: message``, as Python prints it, plus
+    the extra to install when an optional package of ours is missing."""
     from toolfork._extras import missing_extra_message
 
-    text = f"{type(exc).__name__}: {exc}"
+    text = "".join(traceback.format_exception(type(exc), exc, _user_frames(exc.__traceback__))).rstrip("\n")
     hint = missing_extra_message(exc)
     return f"{text} ({hint})" if hint and hint != str(exc) else text
 

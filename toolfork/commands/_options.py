@@ -25,33 +25,46 @@ EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 MIN_DEFAULT_WINDOW = 256
 
 
-@contextmanager
-def interrupted_once() -> Iterator[None]:
-    """Ctrl-C from a terminal reaches the whole process group, often twice in quick succession. The
-    first one stops the job (``KeyboardInterrupt``, exit 130); from then on SIGINT is ignored until
-    the command exits, so a second one cannot cut the clean-up short (the pool half closed, a
-    traceback instead of 130, lines never written that ``--resume`` would then run again)."""
-    if threading.current_thread() is not threading.main_thread() or \
-            signal.getsignal(signal.SIGINT) is signal.SIG_IGN:  # started with Ctrl-C ignored: keep it so
-        yield
-        return
+class Interruption:
+    """What stopped a command: its exit status is 130 after Ctrl-C (SIGINT), 143 after SIGTERM, as a shell
+    reports a process those signals ended."""
 
+    exit_code = EXIT_INTERRUPTED
+
+
+@contextmanager
+def interrupted_once() -> Iterator[Interruption]:
+    """Ctrl-C from a terminal reaches the whole process group, often twice in quick succession; a
+    supervisor (systemd, Kubernetes, ``timeout``) sends SIGTERM. The first of either stops the job
+    (``KeyboardInterrupt``: the command closes its pool and writes what it has, then exits with
+    ``exit_code``); from then on both are ignored until the command exits, so a second one cannot cut
+    the clean-up short (the pool half closed, a traceback instead of the exit status, lines never
+    written that ``--resume`` would then run again)."""
+    stop = Interruption()
+    if threading.current_thread() is not threading.main_thread():
+        yield stop
+        return
+    # Started with Ctrl-C ignored (a background job of a shell): keep it so.
+    signals = [s for s in (signal.SIGINT, signal.SIGTERM) if signal.getsignal(s) is not signal.SIG_IGN]
     interrupted = False
 
     def first(signum: int, frame: Any) -> None:
         nonlocal interrupted
         interrupted = True
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        stop.exit_code = 128 + signum
+        for s in signals:
+            signal.signal(s, signal.SIG_IGN)
         raise KeyboardInterrupt
 
-    previous = signal.signal(signal.SIGINT, first)
+    previous = {s: signal.signal(s, first) for s in signals}
     try:
-        yield
+        yield stop
     finally:
-        # After an interrupt the command is on its way out with 130: a second Ctrl-C that comes after a
-        # quick clean-up must not turn that exit into death by SIGINT, so SIGINT stays ignored.
+        # After an interrupt the command is on its way out with its status: a second signal that comes
+        # after a quick clean-up must not turn that exit into death by the signal, so they stay ignored.
         if not interrupted:
-            signal.signal(signal.SIGINT, previous)
+            for s, handler in previous.items():
+                signal.signal(s, handler)
 
 
 def add_common_arguments(parser: argparse.ArgumentParser) -> None:

@@ -2,7 +2,8 @@
 
 Reads one message per line from stdin (``/exit`` or end of input stops), streams the answer, and
 prints a line when a tool call starts and when it finishes. Without an API key for the chosen
-provider it stops at once with a message naming the environment variable (exit status 2).
+provider it stops at once with a message naming the environment variable (exit status 2); ``--provider
+test`` needs no key (``toolfork.testing.TestModel``, scripted with ``--script``).
 """
 
 from __future__ import annotations
@@ -13,9 +14,9 @@ import sys
 from typing import Any, TextIO
 
 from toolfork._extras import import_optional
-from toolfork.commands._options import add_tools_arguments
+from toolfork.commands._options import add_tools_arguments, interrupted_once
 
-PROVIDERS = ("anthropic", "openai", "openai-compatible")
+PROVIDERS = ("anthropic", "openai", "openai-compatible", "test")
 # provider -> (the SDK module it needs, how the missing-extra message names the provider)
 SDKS = {"anthropic": ("anthropic", "the Anthropic provider"), "openai": ("openai", "the OpenAI provider"),
         "openai-compatible": ("openai", "the OpenAI-compatible provider")}
@@ -23,7 +24,11 @@ SDKS = {"anthropic": ("anthropic", "the Anthropic provider"), "openai": ("openai
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--provider", choices=PROVIDERS, default="anthropic",
-                        help="model API (default: anthropic); keys from ANTHROPIC_API_KEY / OPENAI_API_KEY")
+                        help="model API (default: anthropic); keys from ANTHROPIC_API_KEY / OPENAI_API_KEY; "
+                             "'test' needs no key: it calls every tool once, then answers with the results")
+    parser.add_argument("--script", metavar="PATH",
+                        help="with --provider test: a JSON list of turns the model plays in order, each the "
+                             'answer text or a list of calls [{"name": ..., "arguments": {...}}]')
     parser.add_argument("--model", help="model name (default: the provider's default)")
     parser.add_argument("--base-url", help="API base URL (default: the provider's, or ANTHROPIC_BASE_URL / "
                                            "OPENAI_BASE_URL; Ollama's for openai-compatible)")
@@ -42,6 +47,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def build_provider(args: argparse.Namespace) -> Any:
     from toolfork.agent.providers import Anthropic, OpenAI, OpenAICompatible
 
+    if args.provider == "test":
+        return _test_model(args.script)
+    if args.script:
+        raise ValueError("--script goes with --provider test")
     options: dict[str, Any] = {"base_url": args.base_url}
     if args.model:
         options["model"] = args.model
@@ -52,6 +61,33 @@ def build_provider(args: argparse.Namespace) -> Any:
     if not args.model:
         raise ValueError("--provider openai-compatible needs --model (the name the server knows the model by)")
     return OpenAICompatible(api=args.api, **options)
+
+
+def _test_model(script: str | None) -> Any:
+    """``TestModel()``, or one playing the turns of a JSON script file."""
+    from toolfork.testing import TestModel, call
+
+    if script is None:
+        return TestModel()
+    try:
+        with open(script, encoding="utf-8") as f:
+            turns = json.load(f)
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"--script {script!r}: {exc}") from None
+    if not isinstance(turns, list):
+        raise ValueError(f"--script {script!r}: expected a JSON list of turns, got {type(turns).__name__}")
+    played: list[Any] = []
+    for n, turn in enumerate(turns, 1):
+        if isinstance(turn, str):
+            played.append(turn)
+        elif isinstance(turn, list) and all(
+                isinstance(c, dict) and isinstance(c.get("name"), str) and isinstance(c.get("arguments", {}), dict)
+                for c in turn):
+            played.append([call(c["name"], **c.get("arguments", {})) for c in turn])
+        else:
+            raise ValueError(f"--script {script!r}: turn {n} must be the answer text or a list of "
+                             f'{{"name": ..., "arguments": {{...}}}} calls, got {json.dumps(turn)[:80]}')
+    return TestModel(turns=played)
 
 
 def _short(value: Any, limit: int = 120) -> str:
@@ -144,7 +180,8 @@ def main(args: argparse.Namespace) -> int:
     err = sys.stderr
     # Before anything else: without the SDK nothing below can work, and the providers import it only
     # at the first model call. Missing, this raises MissingExtraError; the CLI prints it, exit 2.
-    import_optional(*SDKS[args.provider])
+    if args.provider in SDKS:
+        import_optional(*SDKS[args.provider])
     try:
         provider = build_provider(args)
     except MissingAPIKeyError as exc:
@@ -170,8 +207,8 @@ def main(args: argparse.Namespace) -> int:
                   max_steps=args.max_steps, tool_timeout=args.tool_timeout, callbacks=[printer])
     if args.parallel:
         agent.parallel_tool_calls(True)
-    try:
-        with agent:
+    with interrupted_once() as stop, agent:
+        try:
             while True:
                 if interactive:
                     out.write("> ")
@@ -185,9 +222,9 @@ def main(args: argparse.Namespace) -> int:
                 if message in ("/exit", "/quit"):
                     return 0
                 run_turn(agent, message, printer, sys.stdin, out)
-    except KeyboardInterrupt:
-        out.write("\n")
-        return 130
+        except KeyboardInterrupt:
+            out.write("\n")
+            return stop.exit_code
 
 
 __all__ = ["add_arguments", "main"]

@@ -26,7 +26,6 @@ from toolfork.commands._lane_job import LaneJob
 from toolfork.commands._loading import UsageError
 from toolfork.commands._options import (
     EXIT_FAILED,
-    EXIT_INTERRUPTED,
     EXIT_OK,
     MIN_DEFAULT_WINDOW,
     add_common_arguments,
@@ -105,12 +104,12 @@ def main(args: argparse.Namespace) -> int:
     lane = LaneJob.fits(executor) and os.environ.get("TOOLFORK_LINE_LANE", "1") != "0"
     job = (LaneJob if lane else Job)(executor, source, out, progress, done, window)
     code = EXIT_OK
-    with interrupted_once():
+    with interrupted_once() as stop:
         try:
             job.run()
         except KeyboardInterrupt:
             progress.finish("interrupted; rerun with --resume to continue")
-            code = EXIT_INTERRUPTED
+            code = stop.exit_code
         except BrokenPipeError:
             code = EXIT_FAILED  # the reader of our output went away: nothing left to do
         except OSError as exc:

@@ -23,7 +23,6 @@ from typing import Any
 from toolfork.commands._input import LineSource, read_call
 from toolfork.commands._loading import BadLine, UsageError
 from toolfork.commands._options import (
-    EXIT_INTERRUPTED,
     EXIT_OK,
     MIN_DEFAULT_WINDOW,
     add_common_arguments,
@@ -82,11 +81,11 @@ def main(args: argparse.Namespace) -> int:
     print(f"toolfork worker: {len(executor.tools)} tools from {origin}; {executor.mode} mode, "
           f"{executor.workers} workers; reading calls on stdin", file=sys.stderr, flush=True)
     source = LineSource(sys.stdin.buffer)  # after the executor: its pool must not inherit the wake-up pipe
-    with interrupted_once():
+    with interrupted_once() as stop:
         try:
             serve(executor, source, out, args.window or default_window(executor.workers))
         except KeyboardInterrupt:
-            return EXIT_INTERRUPTED
+            return stop.exit_code
         except BrokenPipeError:
             pass  # the client went away: nothing left to answer
         except OSError as exc:  # stdin could not be read

@@ -197,7 +197,8 @@ class ClientOps:
         wanted = self._log_level(self.ctx)  # logging/setLevel of a handshake session (2026-07-28: the SDK's opt-in)
         if wanted in LOG_LEVELS and LOG_LEVELS.index(level) < LOG_LEVELS.index(wanted):
             return
-        await self.ctx.session.send_log_message(level, data, logger, related_request_id=self.ctx.request_id)
+        await _handshake_era(self.ctx.session.send_log_message, level, data, logger,
+                             related_request_id=self.ctx.request_id)
 
     async def elicit(self, message: str, schema: dict[str, Any]) -> dict[str, Any]:
         import mcp_types as types
@@ -216,8 +217,9 @@ class ClientOps:
 
         sampling = [types.SamplingMessage.model_validate(m) for m in messages]
         if self._ask is None:
-            result = await self.ctx.session.create_message(messages=sampling, max_tokens=max_tokens,
-                                                           related_request_id=self.ctx.request_id, **options)
+            result = await _handshake_era(self.ctx.session.create_message, messages=sampling,
+                                          max_tokens=max_tokens, related_request_id=self.ctx.request_id,
+                                          **options)
         else:
             self._require("sampling")
             params = types.CreateMessageRequestParams(messages=sampling, max_tokens=max_tokens, **options)
@@ -236,6 +238,19 @@ class ClientOps:
         if declared is not None and getattr(declared, capability, None) is None:
             raise ClientUnavailable(f"{'elicit' if capability == 'elicitation' else 'sample'}: the client of this "
                                     f"call did not declare the {capability} capability")
+
+
+def _handshake_era(method: Callable[..., Awaitable[Any]], *args: Any, **kwargs: Any) -> Awaitable[Any]:
+    """Call an SDK session method the 2026-07-28 protocol deprecated (logging, sampling mid-call): on a
+    handshake-era session it is still the protocol, so its MCPDeprecationWarning says nothing a user can
+    act on. The warning is raised when the method is called, before the coroutine runs: no await here."""
+    import warnings
+
+    from mcp import MCPDeprecationWarning
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", MCPDeprecationWarning)
+        return method(*args, **kwargs)
 
 
 def _answer(kind: Any, what: str, response: Any) -> Any:

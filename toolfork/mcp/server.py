@@ -157,9 +157,14 @@ def build_server(executor: Executor, name: str = "toolfork", callbacks: Callback
     async def list_prompts(ctx: Any, params: Any) -> types.ListPromptsResult:
         return types.ListPromptsResult(prompts=[])
 
-    return Server(name, version=__version__, on_list_tools=list_tools, on_call_tool=call_tool,
-                  on_set_logging_level=set_logging_level, on_list_resources=list_resources,
-                  on_list_resource_templates=list_resource_templates, on_list_prompts=list_prompts)
+    server = Server(name, version=__version__, on_list_tools=list_tools, on_call_tool=call_tool,
+                    on_list_resources=list_resources, on_list_resource_templates=list_resource_templates,
+                    on_list_prompts=list_prompts)
+    # logging/setLevel is how a handshake-era client picks its log level. The SDK's constructor keyword for
+    # it warns (the 2026-07-28 protocol dropped the capability) on every start, whatever the client speaks;
+    # the plain handler table serves the older clients that still send it, without that warning.
+    server.add_request_handler("logging/setLevel", types.SetLevelRequestParams, set_logging_level)
+    return server
 
 
 def _session_key(ctx: Any) -> str:
@@ -345,6 +350,12 @@ async def serve_http(executor: Executor, host: str, port: int,
         bound = web.servers[0].sockets[0].getsockname()
         announce(f"http://{host}:{bound[1]}/mcp")
     await serving
+    # force_exit also skips the app's lifespan shutdown; the loop would then cancel the lifespan task, and
+    # Starlette reports that cancellation as a failed shutdown (a CancelledError traceback on every
+    # SIGTERM). Ending the lifespan here shuts the SDK's session manager down in order instead.
+    lifespan = getattr(web, "lifespan", None)
+    if web.force_exit and lifespan is not None:
+        await lifespan.shutdown()
 
 
 EXIT_BACKSTOP_S = 10.0  # seconds an HTTP server gets to shut down on SIGTERM before it is made to

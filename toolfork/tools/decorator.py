@@ -3,18 +3,27 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, overload
+from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar, overload
 
 from toolfork.tools.errors import ToolDefinitionError
 from toolfork.tools.settings import SettingKeywords
 from toolfork.tools.tool import Tool
 
+P = ParamSpec("P")
+R = TypeVar("R")
+
 if TYPE_CHECKING:
     from typing_extensions import Unpack
 
+    class FunctionTool(Tool, Generic[P, R]):
+        """What type checkers see ``@tool`` return: a ``Tool`` that is also callable with the function's
+        own signature (``add(1, 2)`` is an ``int``). At run time it is a plain ``Tool``."""
+
+        def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R: ...  # type: ignore[override]
+
 
 @overload
-def tool(fn: Callable[..., Any], /) -> Tool: ...
+def tool(fn: Callable[P, R], /) -> FunctionTool[P, R]: ...
 
 
 @overload
@@ -26,7 +35,7 @@ def tool(
     description: str | None = None,
     visible: bool = True,
     **settings: Unpack[SettingKeywords],
-) -> Callable[[Callable[..., Any]], Tool]: ...
+) -> Callable[[Callable[P, R]], FunctionTool[P, R]]: ...
 
 
 def tool(fn_or_name: Any = None, /, *, name: str | None = None, **settings: Any) -> Any:

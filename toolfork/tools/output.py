@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import dataclasses
 import json
+from collections.abc import AsyncIterator, Awaitable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -81,15 +82,44 @@ def _media(
     return ToolOutput(content=[block])
 
 
+RETURN_DATA = ("return data instead: a JSON-like value (dict, list, str, number, bool, None), a pydantic model, "
+               "a dataclass, a ToolOutput, or a str of what the model should read")
+
+
+def not_data(value: Any, why: str = "") -> TypeError:
+    """The error for a result that is not data: it names the type and says what to return instead."""
+    kind = type(value)
+    name = kind.__qualname__ if kind.__module__ == "builtins" else f"{kind.__module__}.{kind.__qualname__}"
+    return TypeError(f"the tool returned a {name} object, which is not data"
+                     f"{why}; {RETURN_DATA}")
+
+
 def _to_jsonable(value: Any) -> Any:
+    """A structured result as JSON values. Something inside it that is not data (a lock, a socket, a
+    client) fails the call naming its type, rather than reaching the model as ``<object at 0x...>``."""
     # Imported lazily: pydantic_core is already loaded by the tool model, but output.py stays usable alone.
-    from pydantic_core import to_jsonable_python
+    from pydantic_core import PydanticSerializationError, to_jsonable_python
 
     try:
-        # Bytes as base64 (not every byte string is UTF-8); NaN/inf as null (JSON has neither).
-        return to_jsonable_python(value, fallback=str, bytes_mode="base64", inf_nan_mode="null")
-    except TypeError:  # an older pydantic-core without these options
-        return to_jsonable_python(value, fallback=str)
+        try:
+            # Bytes as base64 (not every byte string is UTF-8); NaN/inf as null (JSON has neither).
+            return to_jsonable_python(value, bytes_mode="base64", inf_nan_mode="null")
+        except TypeError:  # an older pydantic-core without these options
+            return to_jsonable_python(value)
+    except PydanticSerializationError as exc:
+        raise TypeError(f"the tool returned a {type(value).__name__} holding something that is not data "
+                        f"({exc}); {RETURN_DATA}") from None
+
+
+def _is_scalar(value: Any) -> bool:
+    """A value with a faithful text form that pydantic knows as data: datetime, Decimal, UUID, Path, Enum..."""
+    from pydantic_core import PydanticSerializationError, to_jsonable_python
+
+    try:
+        to_jsonable_python(value)
+    except PydanticSerializationError:
+        return False
+    return True
 
 
 @dataclass(slots=True)
@@ -144,7 +174,8 @@ class ToolOutput:
 
     @classmethod
     def from_value(cls, value: Any) -> ToolOutput:
-        """Normalise whatever a tool returned. Order matters: bool is an int, str is checked first."""
+        """Normalise whatever a tool returned. Order matters: bool is an int, str is checked first. A value
+        that is not data (a lock, a client, an iterator) raises ``TypeError`` naming its type."""
         # Exact-type fast paths first: this runs once per call on the executor's hot path.
         kind = type(value)
         if kind is ToolOutput:
@@ -173,6 +204,10 @@ class ToolOutput:
             data = _to_jsonable(value)
             text = json.dumps(data, ensure_ascii=False)
             return cls(content=[ContentBlock(type="text", text=text)], data=data)
+        if isinstance(value, (Iterator, AsyncIterator, Awaitable)):
+            raise not_data(value, " (an iterator is read once and may never end; return list(...) of its items)")
+        if not _is_scalar(value):
+            raise not_data(value)
         return cls(content=[ContentBlock(type="text", text=str(value))])
 
     # -- views --------------------------------------------------------------------------------------

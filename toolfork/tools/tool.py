@@ -255,9 +255,11 @@ class Tool(ToolSettings):
             else runtime_parameter(fn)
         self._is_async = inspect.iscoroutinefunction(fn) or (
             not inspect.isroutine(fn) and inspect.iscoroutinefunction(type(fn).__call__))
-        target = fn if inspect.isroutine(fn) else type(fn).__call__
-        # Generator tools report each yield as progress; they need a runtime wherever they run.
-        self._is_generator = inspect.isgeneratorfunction(target) or inspect.isasyncgenfunction(target)
+        # Generator tools report each yield as progress; they need a runtime wherever they run. A plain
+        # function that returns a generator has a result that is not data (see ToolOutput.from_value).
+        # A generator function behind functools.wraps, a partial or a __call__ is a generator tool too.
+        self._is_generator = any(inspect.isgeneratorfunction(t) or inspect.isasyncgenfunction(t)
+                                 for t in (fn, inspect.unwrap(fn), type(fn).__call__))
         self._check_callable_accepts()
 
     def _check_callable_accepts(self) -> None:
@@ -346,9 +348,9 @@ class Tool(ToolSettings):
         kind = type(result)
         if self._is_async or kind is types.CoroutineType:
             result = _run_coroutine(result)
-        elif kind is types.GeneratorType:
+        elif kind is types.GeneratorType and self._is_generator:
             result = _drain(result, runtime)
-        elif kind is types.AsyncGeneratorType:
+        elif kind is types.AsyncGeneratorType and self._is_generator:
             result = _run_coroutine(_adrain(result, runtime))
         if self.output_model is not None:
             return self.checked_output(result)
