@@ -9,11 +9,18 @@ session fixture starts on purpose (PostgreSQL, MariaDB, Ray) register themselves
 from __future__ import annotations
 
 import os
+import signal
 import time
 from collections.abc import Iterator
 
 import psutil
 import pytest
+
+# A suite started in the background of a script (`./scripts/test.sh &`, nohup, some CI runners) inherits
+# SIGINT ignored, and an ignored signal stays ignored across exec: every command a test starts would then
+# shrug off the Ctrl-C the test sends it. The suite runs as if from a terminal.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 _ALLOWED: set[int] = set()
 _ALLOWED_NAMES = ("postgres", "mariadbd", "mysqld", "raylet", "gcs_server", "ray::", "ray_", "dashboard",

@@ -17,8 +17,15 @@ rendered page, plain to whoever edits it):
 * ``bash`` / ``console`` / ``sh`` blocks are not run (they install packages or start long jobs):
   they must be valid shell (``bash -n``; for ``console`` the ``$ `` lines), and every ``toolfork``
   command in them must be accepted by the CLI's own argument parser.
-* ``json`` blocks must parse. Blocks without a language (or ``text``) are prose: not checked. Any
-  other language fails the test, so a new kind of block gets a rule before it gets in.
+* ``json`` blocks must parse; in ``jsonl`` blocks, every line must. Blocks without a language (or
+  ``text``) are prose: not checked. Any other language fails the test, so a new kind of block gets a
+  rule before it gets in.
+* ``<!-- docs: file NAME -->``: the block is the content of a file the reader saves as NAME (it is
+  not run on its own). ``<!-- docs: run -->`` on a ``console`` block: its ``$ `` commands run for
+  real. A page with either runs as a walkthrough, the way a reader types it: its ``file`` blocks are
+  written and its ``run`` blocks run, in page order, in one empty directory; each command must exit
+  0 (``run: exit N``: N) and print the lines shown under it, if any: its stdout exactly, then its
+  stderr, whose numbers may differ (times, pids).
 """
 
 from __future__ import annotations
@@ -81,7 +88,7 @@ class Block:
 
     def mark(self, name: str) -> str | None:
         for m in self.marks:
-            if m == name or m.startswith(name + ":") or m.startswith(name + "\n"):
+            if m == name or m.startswith((name + ":", name + "\n", name + " ")):
                 return m[len(name):].lstrip(":").strip()
         return None
 
@@ -131,7 +138,7 @@ def sequences() -> list[list[Block]]:
     for page in PAGES:
         current: list[Block] | None = None
         for b in blocks(page):
-            if b.lang != "python" or b.mark("not run") is not None:
+            if b.lang != "python" or b.mark("not run") is not None or b.mark("file") is not None:
                 continue
             if b.mark("continues") is not None and current is not None:
                 current.append(b)
@@ -235,6 +242,9 @@ def test_every_block_has_a_rule_and_keeps_it(b: Block) -> None:
                     pytest.fail(f"{b.where}: `toolfork {shlex.join(argv)}` is refused by the CLI ({exc})")
     elif b.lang == "json":
         json.loads(b.code)
+    elif b.lang == "jsonl":
+        for line in b.code.splitlines():
+            assert not line.strip() or isinstance(json.loads(line), dict), f"{b.where}: {line}"
     else:
         assert b.lang in PROSE, f"{b.where}: no rule for ```{b.lang} blocks; add one to tests/test_docs.py"
 
@@ -253,6 +263,68 @@ def test_the_conventions_are_understood() -> None:
     assert expected_output("x = 1  # no print\n") is None
     assert _toolfork_invocations("pip install -e . && toolfork run a.jsonl -o b.jsonl  # c") == [
         ["run", "a.jsonl", "-o", "b.jsonl"]]
+
+
+WALKTHROUGHS = [page for page in PAGES if any(b.mark("file") is not None or b.mark("run") is not None
+                                               for b in blocks(page))]
+NUMBER = re.compile(r"\d+(\.\d+)?")
+
+
+def _console_steps(b: Block) -> list[tuple[str, list[str]]]:
+    """A ``console`` block's commands, each with the lines shown under it."""
+    steps: list[tuple[str, list[str]]] = []
+    for line in b.code.splitlines():
+        if line.startswith("$ "):
+            steps.append((line[2:], []))
+        elif steps and line.strip():
+            steps[-1][1].append(line)
+    return steps
+
+
+@pytest.mark.parametrize("page", WALKTHROUGHS, ids=[str(p.relative_to(ROOT)) for p in WALKTHROUGHS])
+def test_walkthrough_runs_as_a_reader_types_it(page: Path, tmp_path: Path) -> None:
+    env = {**os.environ, "PYTHONPATH": str(ROOT),
+           "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])}
+    ran = 0
+    for b in blocks(page):
+        name = b.mark("file")
+        if name:
+            (tmp_path / name).write_text(b.code)
+        elif b.lang == "console" and b.mark("run") is not None:
+            for command, shown in _console_steps(b):
+                out = subprocess.run(["bash", "-c", command], capture_output=True, text=True, timeout=120,
+                                     cwd=tmp_path, env=env)
+                expected = int((b.mark("run") or "").removeprefix("exit") or 0)
+                assert out.returncode == expected, f"{b.where}: `{command}` exited {out.returncode}:\n{out.stderr}"
+                # stdout exactly; stderr (progress lines, times, pids) with its numbers left open
+                stdout, stderr = out.stdout.splitlines(), [NUMBER.sub("N", line) for line in out.stderr.splitlines()]
+                expected_lines = shown[:len(stdout)] + [NUMBER.sub("N", line) for line in shown[len(stdout):]]
+                assert not shown or stdout + stderr == expected_lines, (
+                    f"{b.where}: `{command}` printed:\n{out.stdout}{out.stderr}")
+                ran += 1
+    assert ran, f"{page.relative_to(ROOT)}: a walkthrough with no command to run"
+
+
+def test_the_quickstart_is_short_first_and_right(tmp_path: Path) -> None:
+    """The quickstart is linked first from the README, is at most 600 words, and its batch job gives the
+    statuses its text promises (the walkthrough test checks only what is printed)."""
+    page = ROOT / "docs" / "quickstart.md"
+    assert page in WALKTHROUGHS
+    text = page.read_text()
+    assert len(MARK.sub("", text).split()) <= 600
+    readme_links = re.findall(r"\]\((docs/[\w-]+\.md)\)", (ROOT / "README.md").read_text())
+    assert readme_links[0] == "docs/quickstart.md", readme_links[:3]
+    files = {b.mark("file"): b.code for b in blocks(page) if b.mark("file")}
+    for name in ("tools.py", "calls.jsonl"):
+        (tmp_path / name).write_text(files[name])
+    out = subprocess.run([sys.executable, "-m", "toolfork.cli", "run", "calls.jsonl", "-o", "results.jsonl"],
+                         capture_output=True, text=True, timeout=60, cwd=tmp_path,
+                         env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert out.returncode == 1, out.stderr  # some calls failed, as the page says
+    records = [json.loads(line) for line in (tmp_path / "results.jsonl").read_text().splitlines()]
+    assert [(r["id"], r["status"]) for r in records] == [("1", "ok"), ("2", "ok"), ("3", "error"), ("4", "timeout")]
+    assert [r["output"]["data"] for r in records[:2]] == [6, 49]
+    assert "'x'" in records[2]["error"]["message"] or "x:" in records[2]["error"]["message"]
 
 
 def test_the_readme_main_job_succeeds(tmp_path: Path) -> None:

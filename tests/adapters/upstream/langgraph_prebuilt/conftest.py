@@ -41,11 +41,17 @@ STOCK = os.environ.get("TOOLFORK_UPSTREAM_STOCK") == "1"
 
 
 class _ClosedAfterTest(ToolforkToolNode):
-    """``ToolforkToolNode`` that remembers itself so the fixture below can close it after the test."""
+    """``ToolforkToolNode`` that remembers itself so the fixture below can close it after the test.
+
+    Its own pool has 2 workers unless a test asks otherwise: the upstream tests build a node per test
+    (several, some of them), run a call or a few at a time and never wait for two calls to meet, so the
+    default pool (4 per CPU, at least 4) would only fork workers that never get a call."""
 
     built: list[ToolforkToolNode] = []
 
     def __init__(self, *args, **kwargs) -> None:  # type: ignore[no-untyped-def]
+        if kwargs.get("executor") is None and len(args) < 2:
+            kwargs.setdefault("workers", 2)
         super().__init__(*args, **kwargs)
         _ClosedAfterTest.built.append(self)
 
