@@ -12,24 +12,99 @@ and waits for the answer:
 Requests are made and answered one at a time per call, so whatever the tool sent reaches the client
 before the tool's result does. Each wait is bounded by the call's deadline (the worker is killed at it
 anyway); a worker that dies mid-request closes its socket, which cancels the request's work in the
-server. Frames are pickles: both ends are this program (the socket is reachable by its user only), and
-the SDK's pydantic models cross as they are.
+server.
+
+What a worker sends is data, never a pickle: the tool in the worker may be code nobody reviewed (under
+``--limits network=off`` or ``--sandbox``), and the server must not run any of it. A request is
+msgpack (``toolfork.executor.wire.dataonly``: plain values, bytes, toolfork's own types) plus one more
+kind, a reference to a class of the served app by module and name (an elicitation schema), resolved
+only in the modules the server was told are the app's (``allow_module``). The answers go the other way
+pickled (the server is trusted; the SDK's pydantic models cross as they are).
+
+Each call reaches only its own client's session: the server makes an unguessable capability for every
+call it runs (``new_call_id``: the call's id carries 128 random bits) and knows the call only by it
+while the call is in flight. A request that names no live call (a guess, another client's finished
+call, a call id without its capability) is dropped and logged at WARNING; it reaches nobody.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
+import logging
 import os
 import pickle
+import secrets
 import shutil
 import socket
 import struct
+import sys
 import tempfile
 from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
+import msgpack
+
+from toolfork.executor.wire import dataonly
+
+_counter = itertools.count(1)
 _LEN = struct.Struct("<Q")
+MAX_REQUEST = 64 << 20  # bytes of one request a worker may send (a bound, not a budget)
+_CLASS_REF = 3  # msgpack extension type: (module, qualname) of a class of the served app
+log = logging.getLogger("toolfork.mcp")
+_allowed_modules: set[str] = set()
+
+
+def allow_module(name: str) -> None:
+    """Let requests refer to classes of module ``name`` (the served app's module: its elicitation
+    schemas). Set in the server before the pool forks."""
+    _allowed_modules.add(name)
+
+
+def new_call_id() -> str:
+    """A call id that is also the call's capability on the callback socket: a counter for people to
+    read, and 128 random bits nobody else can guess."""
+    return f"mcp-{next(_counter)}-{secrets.token_urlsafe(16)}"
+
+
+def _pack_default(obj: Any) -> Any:
+    if isinstance(obj, type):
+        return msgpack.ExtType(_CLASS_REF, dataonly.encode((obj.__module__, obj.__qualname__)))
+    return dataonly.default(obj)
+
+
+def encode_request(request: tuple[Any, ...]) -> bytes:
+    """A worker's request as data (``dataonly.NotData``, a TypeError naming the type, for anything else)."""
+    try:
+        return msgpack.packb(request, default=_pack_default, strict_types=True, use_bin_type=True)
+    except (OverflowError, ValueError) as exc:
+        raise dataonly.NotData(f"a value that is not data: {exc}") from None
+
+
+def _ext(code: int, data: bytes) -> Any:
+    if code != _CLASS_REF:
+        return dataonly.ext_hook(code, data)
+    module, qualname = dataonly.decode(data)
+    if module not in _allowed_modules or not isinstance(qualname, str):
+        raise ValueError(f"a class reference to {module!r:.80}.{qualname!r:.80}, outside the served app")
+    obj: Any = sys.modules.get(module)
+    for part in qualname.split("."):
+        if part.startswith("_") or obj is None:
+            raise ValueError(f"a class reference to {module}.{qualname:.80}, which is not reachable")
+        obj = getattr(obj, part, None)
+    if not isinstance(obj, type):
+        raise ValueError(f"{module}.{qualname:.80} is not a class")
+    return obj
+
+
+def decode_request(data: bytes) -> tuple[str, str, tuple[Any, ...], dict[str, Any]]:
+    """The server's reading of a request: (call id, path, args, kwargs); ValueError if it is not one."""
+    value = msgpack.unpackb(data, ext_hook=_ext, raw=False, strict_map_key=True, use_list=True)
+    if (type(value) is not tuple or len(value) != 4 or not all(type(v) is str for v in value[:2])
+            or type(value[2]) is not tuple or type(value[3]) is not dict):
+        raise ValueError("not a (call id, path, args, kwargs) request")
+    return value
 
 
 class CallbackError(RuntimeError):
@@ -70,7 +145,18 @@ class CallbackServer:
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
             head = await reader.readexactly(_LEN.size)
-            call_id, path, args, kwargs = pickle.loads(await reader.readexactly(_LEN.unpack(head)[0]))
+            size = _LEN.unpack(head)[0]
+            if size > MAX_REQUEST:
+                log.warning("callback socket: a request of %d bytes was dropped (over %d)", size, MAX_REQUEST)
+                return
+            try:
+                call_id, path, args, kwargs = decode_request(await reader.readexactly(size))
+            except (ValueError, TypeError, msgpack.UnpackException) as exc:
+                log.warning("callback socket: a request that is not data was dropped: %s", exc)
+                return
+            if call_id not in self._targets:
+                log.warning("callback socket: a request for no live call was dropped (%s %.40r)", path, call_id)
+                return
             work = asyncio.ensure_future(self._perform(call_id, path, args, kwargs))
             gone = asyncio.ensure_future(reader.read(1))  # EOF: the worker died or gave up
             try:
@@ -132,7 +218,10 @@ def request(address: str, call_id: str, path: str, args: tuple[Any, ...], kwargs
     awaited there). An exception raised there is raised here."""
     from toolfork.mcp.relay import READ_TIMEOUT_SLACK_S
 
-    data = pickle.dumps((call_id, path, args, kwargs))
+    try:
+        data = encode_request((call_id, path, tuple(args), kwargs))
+    except TypeError as exc:
+        raise CallbackError(f"{path}: {exc}") from None
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         # The executor's deadline wins the race (it kills the worker: the call is "timeout"); this wait

@@ -1,0 +1,149 @@
+"""The data-only codec: what a sandboxed call sends to the host, decoded without running its code.
+
+Why not pickle here: unpickling runs code the sender chose (``__reduce__`` may name ``os.system``, any
+importable callable, any class's ``__setstate__``), so a sandboxed call's result, progress or context
+that the host unpickled would run that code in the host, outside every restriction. A worker that ran a
+sandboxed call (``Limits.sandboxed``) therefore encodes every frame it sends with this codec, and the
+host decodes that worker's frames, small and large (memory files included), with this codec only::
+
+    sandboxed worker                                       host
+    frame tuple ──encode──> msgpack bytes ──pipe / memfd──> decode ──> frame tuple (plain values)
+                  │                                           │
+                  └ a value that is not data: TypeError,      └ anything else (an unknown ext type,
+                    naming its type (the call's result          a registered class with the wrong
+                    becomes an error saying so)                 fields): the BAD_FRAME marker
+
+What is data: None, bool, int (64-bit), float, str, bytes, lists, tuples, dicts with str keys, and the
+classes registered here (``ToolOutput``, ``ContentBlock``, ``ErrorInfo``, ``ToolResult``), each sent as
+its name and its fields in order and rebuilt by calling the class with them: a class is only ever
+rebuilt from this registry, never looked up by a name the sender picks. ``register`` adds a class
+(toolfork's own message types).
+
+Why msgpack: it is a small, well-kept C library whose decoder only makes plain values (extension types
+come to ``ext_hook``, which knows two codes), it carries bytes as bytes and keeps str apart from bytes,
+and it is several times quicker than json plus a tagged form for bytes (measured in bench/dataonly.py).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any
+
+import msgpack
+
+from toolfork.executor.types import STATUSES, ErrorInfo, ToolResult
+from toolfork.executor.wire.frames import ENCODED, LEAVING, MISMATCH, PROGRESS, RESULT, TEXT
+from toolfork.executor.wire.markers import BAD_FRAME
+from toolfork.tools.output import ContentBlock, ToolOutput
+
+_TUPLE = 1
+_OBJECT = 2
+
+
+class NotData(TypeError):
+    """A value a sandboxed call tried to send that is not data (names its type)."""
+
+
+_BY_TYPE: dict[type, tuple[str, tuple[str, ...]]] = {}
+_BY_NAME: dict[str, tuple[Callable[..., Any], tuple[str, ...]]] = {}
+
+
+def register(cls: type, name: str | None = None, fields: tuple[str, ...] | None = None) -> None:
+    """Let instances of ``cls`` (a trusted toolfork class) cross: sent as ``name`` and the values of
+    ``fields`` (default: its dataclass fields, in order), rebuilt as ``cls(*values)``."""
+    if fields is None:
+        if not dataclasses.is_dataclass(cls):
+            raise TypeError(f"register {cls.__name__}: give its fields (it is not a dataclass)")
+        fields = tuple(f.name for f in dataclasses.fields(cls))
+    key = name or f"{cls.__module__}.{cls.__qualname__}"
+    _BY_TYPE[cls] = (key, fields)
+    _BY_NAME[key] = (cls, fields)
+
+
+for _cls in (ContentBlock, ToolOutput, ErrorInfo, ToolResult):
+    register(_cls, _cls.__name__)
+
+
+def default(obj: Any) -> Any:
+    kind = type(obj)
+    if kind is tuple:
+        return msgpack.ExtType(_TUPLE, _pack(list(obj)))
+    known = _BY_TYPE.get(kind)
+    if known is not None:
+        name, fields = known
+        return msgpack.ExtType(_OBJECT, _pack([name, [getattr(obj, f) for f in fields]]))
+    if kind is bytearray or kind is memoryview:
+        return bytes(obj)
+    raise NotData(f"a value of type {kind.__module__}.{kind.__qualname__} is not data (a sandboxed call may "
+                  "send None, bool, int, float, str, bytes, lists, tuples, dicts with str keys and toolfork's "
+                  "own output types)")
+
+
+def _pack(obj: Any) -> bytes:
+    return msgpack.packb(obj, default=default, strict_types=True, use_bin_type=True)
+
+
+def encode(obj: Any) -> bytes:
+    """``obj`` as data-only bytes; raises ``NotData`` (a TypeError naming the type) for anything else,
+    and for ints past 64 bits and dicts with keys that are not str."""
+    try:
+        return _pack(obj)
+    except (OverflowError, ValueError) as exc:
+        raise NotData(f"a value that is not data: {exc}") from None
+
+
+def ext_hook(code: int, data: bytes) -> Any:
+    if code == _TUPLE:
+        return tuple(_unpack(data))
+    if code == _OBJECT:
+        name, values = _unpack(data)
+        known = _BY_NAME.get(name) if type(name) is str else None
+        if known is None or type(values) is not list or len(values) != len(known[1]):
+            raise ValueError(f"an object of unknown type {str(name)[:80]!r} or with the wrong fields")
+        return known[0](*values)
+    raise ValueError(f"unknown extension type {code}")
+
+
+def _unpack(data: bytes | bytearray | memoryview) -> Any:
+    # strict_map_key: dict keys must be str (or bytes); no size is trusted beyond the data itself.
+    return msgpack.unpackb(data, ext_hook=ext_hook, raw=False, strict_map_key=True, use_list=True)
+
+
+def decode(data: bytes | bytearray | memoryview) -> Any:
+    """The value ``encode`` made; raises ValueError (or msgpack's errors) for anything else. Never runs
+    code of the sender: only plain values and the registered classes' constructors are made."""
+    return _unpack(data)
+
+
+_NUMBER = (int, float)
+_OPTIONAL_DICT = (dict, type(None))
+# The frames a worker sends (see wire.frames), by kind: the type of each item after the kind. A sandboxed
+# worker is not trusted to send the right shape, so its frames are checked before the host reads them.
+_SHAPES: dict[str, tuple[tuple[type, ...], ...]] = {
+    RESULT: ((str,), (str,), (ToolOutput, type(None)), (ErrorInfo, type(None)), _NUMBER, _OPTIONAL_DICT),
+    TEXT: ((str,), (str,), (object,), _NUMBER),
+    ENCODED: ((str,), (bytes,), _NUMBER),
+    PROGRESS: ((str,), (object,)),
+    MISMATCH: ((str,),),
+    LEAVING: ((str,), (str,)),
+}
+
+
+def decode_or_marker(data: bytes | bytearray | memoryview) -> Any:
+    """The worker -> host frame in ``data``, or the marker ``("!", type name, message)`` if the bytes
+    are not data or not a frame of the right shape."""
+    try:
+        out = decode(data)
+    except Exception as exc:
+        return (BAD_FRAME, type(exc).__name__, f"a frame from a sandboxed call that is not data: {exc}")
+    shape = _SHAPES.get(out[0]) if type(out) is tuple and out and type(out[0]) is str else None
+    if shape is None or len(out) != len(shape) + 1 or not all(
+            isinstance(v, kinds) for v, kinds in zip(out[1:], shape, strict=True)):
+        return (BAD_FRAME, "ValueError", "a frame from a sandboxed call that is not a frame the host knows")
+    if out[0] == RESULT and out[2] not in STATUSES:
+        return (BAD_FRAME, "ValueError", f"a result from a sandboxed call with an unknown status {out[2]!r:.40}")
+    return out
+
+
+__all__ = ["NotData", "decode", "decode_or_marker", "default", "encode", "ext_hook", "register"]
