@@ -7,9 +7,9 @@ import pickle
 import socket
 import struct
 import time
-from pathlib import Path
 from typing import Any
 
+from tests.planted import Planted
 from toolfork import tool
 from toolfork.mcp.callback import CallbackError, request
 from toolfork.tools import runtime as runtime_module
@@ -26,19 +26,6 @@ def wait_here(seconds: float, runtime: ToolRuntime) -> str:
 def _address() -> str:
     link: Any = runtime_module._client_link[0]
     return str(next(c.cell_contents for c in link.__closure__ if isinstance(c.cell_contents, str)))
-
-
-def plant(marker: str) -> None:
-    """What the pickle wants run in the server."""
-    Path(marker).write_text("ran in the server")
-
-
-class Planted:
-    def __init__(self, marker: str) -> None:
-        self.marker = marker
-
-    def __reduce__(self) -> Any:
-        return (plant, (self.marker,))
 
 
 @tool

@@ -48,7 +48,7 @@ and `firejail --net=none`).
 """
 
 from .caps import CapError, ConcurrencyCaps, Slot
-from .enforceable import LimitsNotEnforceable, Unenforceable, check, unenforceable
+from .enforceable import LimitsNotEnforceable, SandboxUnavailable, Unenforceable, check, unenforceable
 from .landlock import LandlockError
 from .limits import Limits, LimitsError
 from .netns import NetworkIsolationError, enter_no_network
@@ -71,6 +71,7 @@ __all__ = [
     "Probe",
     "RateLimit",
     "RateLimitError",
+    "SandboxUnavailable",
     "Slot",
     "TokenBucket",
     "Unenforceable",

@@ -16,10 +16,12 @@ server.
 
 What a worker sends is data, never a pickle: the tool in the worker may be code nobody reviewed (under
 ``--limits network=off`` or ``--sandbox``), and the server must not run any of it. A request is
-msgpack (``toolfork.executor.wire.dataonly``: plain values, bytes, toolfork's own types) plus one more
-kind, a reference to a class of the served app by module and name (an elicitation schema), resolved
-only in the modules the server was told are the app's (``allow_module``). The answers go the other way
-pickled (the server is trusted; the SDK's pydantic models cross as they are).
+msgpack (``toolfork.executor.wire.dataonly``: plain values, bytes, toolfork's own types) plus pydantic
+models of the served app and of the SDK: a model class (an elicitation schema) by module and name, a
+model (a ``SamplingMessage``) as that and its fields, validated again by the class. Names are resolved
+only in the SDK's modules and those the server was told are the app's (``allow_module``), and only to
+pydantic model classes: nothing else is looked up, nothing is called but the class's validation. The
+answers go the other way pickled (the server is trusted; the SDK's pydantic models cross as they are).
 
 Each call reaches only its own client's session: the server makes an unguessable capability for every
 call it runs (``new_call_id``: the call's id carries 128 random bits) and knows the call only by it
@@ -51,7 +53,9 @@ from toolfork.executor.wire import dataonly
 _counter = itertools.count(1)
 _LEN = struct.Struct("<Q")
 MAX_REQUEST = 64 << 20  # bytes of one request a worker may send (a bound, not a budget)
-_CLASS_REF = 3  # msgpack extension type: (module, qualname) of a class of the served app
+_CLASS_REF = 16  # msgpack extension type: (module, qualname) of a pydantic model class (an elicitation schema)
+_MODEL = 17  # (module, qualname, fields) of a pydantic model (an SDK type, a SamplingMessage), validated again
+_SDK_MODULES = frozenset({"mcp", "mcp_types"})  # the SDK's own models may cross too
 log = logging.getLogger("toolfork.mcp")
 _allowed_modules: set[str] = set()
 
@@ -68,39 +72,56 @@ def new_call_id() -> str:
     return f"mcp-{next(_counter)}-{secrets.token_urlsafe(16)}"
 
 
-def _pack_default(obj: Any) -> Any:
-    if isinstance(obj, type):
-        return msgpack.ExtType(_CLASS_REF, dataonly.encode((obj.__module__, obj.__qualname__)))
-    return dataonly.default(obj)
+def _reference(module: str, qualname: str) -> Any:
+    """A pydantic model class of the served app or of the SDK's types, by name; ValueError for any other."""
+    from pydantic import BaseModel
+
+    if not isinstance(module, str) or not isinstance(qualname, str) or not (
+            module in _allowed_modules or module.split(".")[0] in _SDK_MODULES):
+        raise ValueError(f"a reference to {str(module)[:80]}.{str(qualname)[:80]}, outside the served app")
+    obj: Any = sys.modules.get(module)
+    for part in qualname.split("."):
+        if part.startswith("_") or obj is None:
+            raise ValueError(f"a reference to {module}.{qualname[:80]}, which is not reachable")
+        obj = getattr(obj, part, None)
+    if not (isinstance(obj, type) and issubclass(obj, BaseModel)):
+        raise ValueError(f"{module}.{qualname[:80]} is not a pydantic model class")
+    return obj
+
+
+def _extra_default(obj: Any, codec: dataonly.Codec) -> Any:
+    from pydantic import BaseModel
+
+    if isinstance(obj, type) and issubclass(obj, BaseModel):
+        return msgpack.ExtType(_CLASS_REF, codec.pack((obj.__module__, obj.__qualname__)))
+    if isinstance(obj, BaseModel):
+        kind = type(obj)
+        return msgpack.ExtType(_MODEL, codec.pack((kind.__module__, kind.__qualname__,
+                                                   obj.model_dump(mode="json", by_alias=True))))
+    return None
+
+
+def _extra_ext(code: int, data: bytes, codec: dataonly.Codec) -> Any:
+    if code == _CLASS_REF:
+        module, qualname = codec.decode(data)
+        return _reference(module, qualname)
+    if code == _MODEL:
+        module, qualname, fields = codec.decode(data)
+        return _reference(module, qualname).model_validate(fields)
+    raise ValueError(f"unknown extension type {code}")
+
+
+_REQUESTS = dataonly.Codec(_extra_default, _extra_ext)
 
 
 def encode_request(request: tuple[Any, ...]) -> bytes:
     """A worker's request as data (``dataonly.NotData``, a TypeError naming the type, for anything else)."""
-    try:
-        return msgpack.packb(request, default=_pack_default, strict_types=True, use_bin_type=True)
-    except (OverflowError, ValueError) as exc:
-        raise dataonly.NotData(f"a value that is not data: {exc}") from None
-
-
-def _ext(code: int, data: bytes) -> Any:
-    if code != _CLASS_REF:
-        return dataonly.ext_hook(code, data)
-    module, qualname = dataonly.decode(data)
-    if module not in _allowed_modules or not isinstance(qualname, str):
-        raise ValueError(f"a class reference to {module!r:.80}.{qualname!r:.80}, outside the served app")
-    obj: Any = sys.modules.get(module)
-    for part in qualname.split("."):
-        if part.startswith("_") or obj is None:
-            raise ValueError(f"a class reference to {module}.{qualname:.80}, which is not reachable")
-        obj = getattr(obj, part, None)
-    if not isinstance(obj, type):
-        raise ValueError(f"{module}.{qualname:.80} is not a class")
-    return obj
+    return _REQUESTS.encode(request)
 
 
 def decode_request(data: bytes) -> tuple[str, str, tuple[Any, ...], dict[str, Any]]:
     """The server's reading of a request: (call id, path, args, kwargs); ValueError if it is not one."""
-    value = msgpack.unpackb(data, ext_hook=_ext, raw=False, strict_map_key=True, use_list=True)
+    value = _REQUESTS.decode(data)
     if (type(value) is not tuple or len(value) != 4 or not all(type(v) is str for v in value[:2])
             or type(value[2]) is not tuple or type(value[3]) is not dict):
         raise ValueError("not a (call id, path, args, kwargs) request")

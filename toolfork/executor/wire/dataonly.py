@@ -38,7 +38,7 @@ from toolfork.executor.wire.markers import BAD_FRAME
 from toolfork.tools.output import ContentBlock, ToolOutput
 
 _TUPLE = 1
-_OBJECT = 2
+_OBJECT = 2  # codes from 16 up are left to the codecs that add kinds of their own (``Codec``'s hooks)
 
 
 class NotData(TypeError):
@@ -65,55 +65,70 @@ for _cls in (ContentBlock, ToolOutput, ErrorInfo, ToolResult):
     register(_cls, _cls.__name__)
 
 
-def default(obj: Any) -> Any:
-    kind = type(obj)
-    if kind is tuple:
-        return msgpack.ExtType(_TUPLE, _pack(list(obj)))
-    known = _BY_TYPE.get(kind)
-    if known is not None:
-        name, fields = known
-        return msgpack.ExtType(_OBJECT, _pack([name, [getattr(obj, f) for f in fields]]))
-    if kind is bytearray or kind is memoryview:
-        return bytes(obj)
-    raise NotData(f"a value of type {kind.__module__}.{kind.__qualname__} is not data (a sandboxed call may "
-                  "send None, bool, int, float, str, bytes, lists, tuples, dicts with str keys and toolfork's "
-                  "own output types)")
+class Codec:
+    """msgpack with toolfork's two extension types (tuples, registered objects), and room for more:
+    ``extra_default(obj)`` returns an ``ExtType`` for a value of its kind (else None), ``extra_ext(code,
+    data, codec)`` rebuilds one (raising ValueError for what it does not accept). The hooks reach nested
+    values too."""
+
+    __slots__ = ("extra_default", "extra_ext")
+
+    def __init__(self, extra_default: Callable[[Any, Codec], Any] | None = None,
+                 extra_ext: Callable[[int, bytes, Codec], Any] | None = None) -> None:
+        self.extra_default, self.extra_ext = extra_default, extra_ext
+
+    def default(self, obj: Any) -> Any:
+        kind = type(obj)
+        if kind is tuple:
+            return msgpack.ExtType(_TUPLE, self.pack(list(obj)))
+        known = _BY_TYPE.get(kind)
+        if known is not None:
+            name, fields = known
+            return msgpack.ExtType(_OBJECT, self.pack([name, [getattr(obj, f) for f in fields]]))
+        if kind is bytearray or kind is memoryview:
+            return bytes(obj)
+        if self.extra_default is not None:
+            out = self.extra_default(obj, self)
+            if out is not None:
+                return out
+        raise NotData(f"a value of type {kind.__module__}.{kind.__qualname__} is not data (a sandboxed call may "
+                      "send None, bool, int, float, str, bytes, lists, tuples, dicts with str keys and toolfork's "
+                      "own output types)")
+
+    def pack(self, obj: Any) -> bytes:
+        return msgpack.packb(obj, default=self.default, strict_types=True, use_bin_type=True)
+
+    def encode(self, obj: Any) -> bytes:
+        """``obj`` as data-only bytes; raises ``NotData`` (a TypeError naming the type) for anything else,
+        and for ints past 64 bits."""
+        try:
+            return self.pack(obj)
+        except (OverflowError, ValueError) as exc:
+            raise NotData(f"a value that is not data: {exc}") from None
+
+    def ext_hook(self, code: int, data: bytes) -> Any:
+        if code == _TUPLE:
+            return tuple(self.decode(data))
+        if code == _OBJECT:
+            name, values = self.decode(data)
+            known = _BY_NAME.get(name) if type(name) is str else None
+            if known is None or type(values) is not list or len(values) != len(known[1]):
+                raise ValueError(f"an object of unknown type {str(name)[:80]!r} or with the wrong fields")
+            return known[0](*values)
+        if self.extra_ext is not None:
+            return self.extra_ext(code, data, self)
+        raise ValueError(f"unknown extension type {code}")
+
+    def decode(self, data: bytes | bytearray | memoryview) -> Any:
+        """The value ``encode`` made; raises ValueError (or msgpack's errors) for anything else. Never runs
+        code of the sender: only plain values and the registered classes' constructors are made. Dict
+        keys must be str or bytes (``strict_map_key``)."""
+        return msgpack.unpackb(data, ext_hook=self.ext_hook, raw=False, strict_map_key=True, use_list=True)
 
 
-def _pack(obj: Any) -> bytes:
-    return msgpack.packb(obj, default=default, strict_types=True, use_bin_type=True)
-
-
-def encode(obj: Any) -> bytes:
-    """``obj`` as data-only bytes; raises ``NotData`` (a TypeError naming the type) for anything else,
-    and for ints past 64 bits and dicts with keys that are not str."""
-    try:
-        return _pack(obj)
-    except (OverflowError, ValueError) as exc:
-        raise NotData(f"a value that is not data: {exc}") from None
-
-
-def ext_hook(code: int, data: bytes) -> Any:
-    if code == _TUPLE:
-        return tuple(_unpack(data))
-    if code == _OBJECT:
-        name, values = _unpack(data)
-        known = _BY_NAME.get(name) if type(name) is str else None
-        if known is None or type(values) is not list or len(values) != len(known[1]):
-            raise ValueError(f"an object of unknown type {str(name)[:80]!r} or with the wrong fields")
-        return known[0](*values)
-    raise ValueError(f"unknown extension type {code}")
-
-
-def _unpack(data: bytes | bytearray | memoryview) -> Any:
-    # strict_map_key: dict keys must be str (or bytes); no size is trusted beyond the data itself.
-    return msgpack.unpackb(data, ext_hook=ext_hook, raw=False, strict_map_key=True, use_list=True)
-
-
-def decode(data: bytes | bytearray | memoryview) -> Any:
-    """The value ``encode`` made; raises ValueError (or msgpack's errors) for anything else. Never runs
-    code of the sender: only plain values and the registered classes' constructors are made."""
-    return _unpack(data)
+_CODEC = Codec()
+encode = _CODEC.encode
+decode = _CODEC.decode
 
 
 _NUMBER = (int, float)
@@ -146,4 +161,4 @@ def decode_or_marker(data: bytes | bytearray | memoryview) -> Any:
     return out
 
 
-__all__ = ["NotData", "decode", "decode_or_marker", "default", "encode", "ext_hook", "register"]
+__all__ = ["Codec", "NotData", "decode", "decode_or_marker", "encode", "register"]
