@@ -31,6 +31,7 @@ import pickle
 import signal
 import socket
 import time
+from collections.abc import Callable
 from typing import Any
 
 from toolfork.executor import framing, oob
@@ -191,8 +192,8 @@ def _serve(channels: Channels, tools: dict[str, Any], hooks: Hooks) -> None:
     baseline = SignalBaseline()  # after on_worker_start: what it installs is what every call starts with
     baseline.watch_setters()
     before, after, encode = hooks.before_child, hooks.after_child, hooks.encode_result
-    recv, dumps, result_frame, looks_large = framing.recv_blocking, pickle.dumps, frames.result_frame, \
-        frames.looks_large
+    recv, result_frame, looks_large = framing.recv_blocking, frames.result_frame, frames.looks_large
+    dumps: Callable[[Any, int], bytes] = pickle.dumps  # ``_data_only_dumps`` once a sandboxed call came
     large = writer.large
     highest = pickle.HIGHEST_PROTOCOL
     monotonic, getpid, look = time.monotonic, os.getpid, channels.poller.poll
