@@ -16,7 +16,8 @@ pytest.importorskip("pydantic_ai")
 
 from tests.planted import Planted
 from toolfork import Limits
-from toolfork.adapters.callables import SandboxedCallError, SandboxRefused, UnsendableResult
+from toolfork.adapters._common import SandboxRefused
+from toolfork.adapters.callables import SandboxedCallError, UnsendableResult
 from toolfork.adapters.pydantic_ai import pooled_function
 from toolfork.executor import Executor
 
@@ -74,3 +75,40 @@ def test_a_sandboxed_function_crosses_as_data(tmp_path: Path) -> None:
     assert value["n"] == 3 and value["raw"] == b"\x00" and value["pid"] != os.getpid()
     assert "in raises" in raised.value.traceback_text
     assert not marker.exists()
+
+
+def test_a_langgraph_node_refuses_sandboxed_calls_instead_of_unpickling_them() -> None:
+    pytest.importorskip("langgraph")
+    from langchain_core.messages import HumanMessage
+
+    from tests.adapters.fakes import langgraph_graph
+    from tests.adapters.lc_tools import lc_where
+    from toolfork.adapters.langgraph import ToolforkToolNode
+
+    with ToolforkToolNode([lc_where], workers=1, limits=OFFLINE) as node:
+        graph = langgraph_graph(node, [("lc_where", {"tag": "w"})])
+        with pytest.raises(SandboxRefused, match=r"LangGraph node carries values.*pickled"):
+            graph.invoke({"messages": [HumanMessage("go")]})
+
+
+def test_the_relay_unpickles_nothing_from_a_connection_without_a_live_session(tmp_path: Path) -> None:
+    import pickle
+    import socket
+    import struct
+
+    from toolfork.adapters.relay import Session
+
+    marker = tmp_path / "planted.txt"
+    session = Session()
+    ref = session.ref(object())  # the relay is listening, a session is known to it
+    data = pickle.dumps(("0" * 32, Planted(str(marker))))
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        sock.connect(ref.address)
+        sock.sendall(struct.pack("<Q", len(data)) + data)
+        sock.settimeout(10)
+        try:
+            while sock.recv(1 << 16):
+                pass
+        except OSError:
+            pass
+    assert not marker.exists(), "the host unpickled what an unknown connection sent"

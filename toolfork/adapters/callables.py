@@ -30,7 +30,7 @@ from typing import Any
 
 import dill
 
-from toolfork.adapters._common import attach, call_id, failure_reason
+from toolfork.adapters._common import SandboxRefused, attach, call_id, failure_reason, sandboxed
 from toolfork.adapters.host_state import (
     AttributeChanges,
     apply_attribute_changes,
@@ -130,17 +130,6 @@ class SandboxedCallError(RuntimeError):
         self.type_name, self.traceback_text = type_name, traceback_text
 
 
-class SandboxRefused(RuntimeError):
-    """A function whose calls are sandboxed cannot be sent to a worker: it is not run (never in the host)."""
-
-
-def sandboxed(executor: Executor) -> bool:
-    """Whether the adapters' calls on ``executor`` run in the sandbox tier (its limits say so)."""
-    governance = executor.governance
-    limits = governance.limits_for(RUNNER) if RUNNER in executor.tools else governance.default
-    return limits is not None and limits.sandboxed
-
-
 async def _wait(awaitable: Any) -> Any:
     return await awaitable
 
@@ -160,7 +149,7 @@ def _dispatch(executor: Executor, fn: Any, args: tuple[Any, ...], kwargs: dict[s
         sessions.append(Session())
         return sessions[0]
 
-    data_only = sandboxed(executor)
+    data_only = sandboxed(executor, RUNNER)
     # A sandboxed call gets no reference to the host's objects (their relay would unpickle its requests).
     mirrors = [] if data_only else host_containers([("", fn)], session)
     try:
@@ -292,5 +281,4 @@ __all__ = [
     "default_executor",
     "pooled_call",
     "run_callable",
-    "sandboxed",
 ]
