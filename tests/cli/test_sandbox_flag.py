@@ -34,8 +34,8 @@ def test_run_sandbox_puts_every_call_in_a_process_of_its_own_and_takes_back_data
     records = {r["id"]: r for r in _run(tmp_path, "--sandbox")}
     pids = [records[i]["output"]["content"][0]["text"] for i in "1234"]
     assert len(set(pids)) == 4, pids  # one process per call, the tool that said sandbox=False too
-    # The batch runner encodes each result to its JSON line in the worker: the object is text by then.
-    assert "Planted object" in records["5"]["output"]["data"]
+    assert records["5"]["status"] == "error" and "Planted" in records["5"]["error"]["message"]
+    assert "not data" in records["5"]["error"]["message"]
     assert not (tmp_path / "planted.txt").exists()
 
 

@@ -19,6 +19,10 @@ Large frames (``oob.LARGE_FRAME`` bytes and up) do not go through the pipe: a he
 the frame is in a memory file whose descriptor waits on the worker's side socket (see ``oob``). So a
 result pipe with a side socket carries no frame of ``LARGE_FRAME`` bytes or more, and that is its bound.
 
+A worker that runs a sandboxed call encodes its frames as data (``wire.dataonly``, msgpack) from then
+on, and the host reads that worker's pipe and side socket with the data-only decoder: nothing a
+sandboxed call sends is ever unpickled here (``FrameReader.use_data_only``). Warm workers keep pickle.
+
 A worker's ``FrameWriter`` holds one lock around every frame it sends (pipe and side socket alike):
 a tool's threads may call ``emit_progress`` while the worker sends a result, and each frame still goes
 out whole.

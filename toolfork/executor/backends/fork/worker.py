@@ -233,6 +233,7 @@ def _serve(channels: Channels, tools: dict[str, Any], hooks: Hooks) -> None:
                     if limits is not None and limits.sandboxed and not writer.data_only:
                         writer.use_data_only()  # before the tool runs: the host reads this worker so
                         dumps = _data_only_dumps
+                        encode = None  # the host encodes its lines itself: no bytes of the call go out as a line
                     if limits is None:
                         result = execute_call(tool, call_id, arguments, runtime, before, after, pid)
                     else:
