@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import logging
+import re
 import threading
 import time
 
 import pytest
 
 from toolfork import Limits, LimitsNotEnforceable, Tool
-from toolfork.governance import Governance
+from toolfork.governance import Governance, SandboxUnavailable
 
 
 def _fn(x: int = 0) -> int:
@@ -158,9 +159,25 @@ def test_sequential_mode_refuses_limits_naming_the_tool_the_field_and_why() -> N
 def test_best_effort_logs_what_it_does_not_apply(caplog: pytest.LogCaptureFixture) -> None:
     g = Governance("sequential")
     with caplog.at_level(logging.WARNING, logger="toolfork.governance"):
-        g.register([make("snippet", limits=Limits(memory_mb=256, network=False, enforce="best-effort"))])
-    assert {u.field for u in g.skipped} == {"memory_mb", "network"}
+        g.register([make("snippet", limits=Limits(memory_mb=256, cpu_s=1, enforce="best-effort"))])
+    assert {u.field for u in g.skipped} == {"memory_mb", "cpu_s"}
     assert "not applied (enforce='best-effort')" in caplog.text and "memory_mb=256" in caplog.text
+
+
+@pytest.mark.parametrize("mode, inline, why", [("sequential", False, "sequential mode runs every call in the host"),
+                                               ("ray", False, "Ray mode runs calls in Ray's own worker"),
+                                               ("fork", True, "it is inline")])
+@pytest.mark.parametrize("limits", [Limits(network=False, enforce="best-effort"),
+                                    Limits(read_paths=["/tmp"], enforce="best-effort"),
+                                    Limits(sandbox=True, enforce="best-effort"), Limits(sandbox=True)],
+                         ids=["network", "read_paths", "sandbox-best-effort", "sandbox"])
+def test_a_sandboxed_tool_is_refused_where_there_is_no_sandbox_even_best_effort(
+        mode: str, inline: bool, why: str, limits: Limits) -> None:
+    g = Governance(mode)
+    said = r"tool 'snippet': its calls are sandboxed \(.*\) and " + re.escape(why)
+    with pytest.raises(SandboxUnavailable, match=said):
+        g.register([make("snippet", inline=inline, limits=limits)])
+    assert g.limits_for("snippet") is None  # nothing of it was taken
 
 
 def test_an_inline_tool_cannot_be_limited_even_on_the_fork_pool() -> None:

@@ -99,6 +99,18 @@ def is_input_error(result: ToolResult) -> bool:
     return result.error is not None and result.error.type == "ToolInputError"
 
 
+class SandboxRefused(RuntimeError):
+    """A call whose limits sandbox it cannot go through this adapter (its function cannot be sent to a
+    worker, or the adapter carries values pickled): it is not run, and never in the host."""
+
+
+def sandboxed(executor: Executor, tool_name: str) -> bool:
+    """Whether calls of ``tool_name`` on ``executor`` run in the sandbox tier (its limits say so)."""
+    governance = executor.governance
+    limits = governance.limits_for(tool_name) if tool_name in executor.tools else governance.default
+    return limits is not None and limits.sandboxed
+
+
 class UnrebuiltError(Exception):
     """A tool raised an exception the host could not rebuild (it does not pickle, or fails to unpickle).
     ``type_name``, ``message`` and ``traceback_text`` say what it was."""
@@ -153,6 +165,7 @@ def rebuild_exception(blob: bytes) -> BaseException:
 
 
 __all__ = [
+    "SandboxRefused",
     "UnrebuiltError",
     "attach",
     "call_id",
@@ -163,4 +176,5 @@ __all__ = [
     "rebuild_exception",
     "result_text",
     "result_value",
+    "sandboxed",
 ]

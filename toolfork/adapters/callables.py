@@ -24,12 +24,13 @@ import atexit
 import inspect
 import logging
 import threading
+import traceback
 from collections.abc import Callable
 from typing import Any
 
 import dill
 
-from toolfork.adapters._common import attach, call_id, failure_reason
+from toolfork.adapters._common import SandboxRefused, attach, call_id, failure_reason, sandboxed
 from toolfork.adapters.host_state import (
     AttributeChanges,
     apply_attribute_changes,
@@ -40,6 +41,7 @@ from toolfork.adapters.host_state import (
 )
 from toolfork.adapters.relay import Session
 from toolfork.executor import Executor, ToolCall, ToolResult
+from toolfork.executor.wire import dataonly
 from toolfork.tools.decorator import tool
 from toolfork.tools.output import ToolOutput
 
@@ -84,9 +86,21 @@ def _pack(kind: str, value: Any, changes: AttributeChanges | None) -> bytes:
         return bytes(dill.dumps(("unsendable", why, changes)))
 
 
+def _pack_data(kind: str, value: Any) -> bytes:
+    """A sandboxed call's outcome as data (``wire.dataonly``): the host rebuilds no object of the call's,
+    so an exception crosses as its type name, message and traceback text."""
+    if kind == "raised":
+        value = (type(value).__name__, str(value), "".join(traceback.format_exception(value)))
+    try:
+        return dataonly.encode((kind, value))
+    except TypeError as exc:
+        return dataonly.encode(("unsendable", f"the function's return value cannot leave its sandbox: {exc}"))
+
+
 @tool(name=RUNNER)
-def run_callable(payload: bytes) -> ToolOutput:
-    """Call a serialized function with its arguments (the adapters' worker side); internal."""
+def run_callable(payload: bytes, data_only: bool = False) -> ToolOutput:
+    """Call a serialized function with its arguments (the adapters' worker side); internal.
+    ``data_only``: the call is sandboxed, its outcome goes back as data (and no host state is mirrored)."""
     fn, args, kwargs, awaits, mirrors = dill.loads(payload)
     with mirrored(mirrors, lambda _owner: fn):  # the host's containers get the call's changes
         before = attribute_state(fn)
@@ -98,9 +112,22 @@ def run_callable(payload: bytes) -> ToolOutput:
             elif inspect.isawaitable(value):  # a sync function that returns an awaitable: its value comes
                 value, kind = asyncio.run(_wait(value)), "awaitable"  # back as an awaitable of that value
         except Exception as exc:
+            if data_only:
+                return ToolOutput(data=_pack_data("raised", exc))
             return ToolOutput(data=_pack("raised", exc, attribute_changes(fn, before, _sendable)))
+        if data_only:
+            return ToolOutput(data=_pack_data(kind, value))
         changes = attribute_changes(fn, before, _sendable)
     return ToolOutput(data=_pack(kind, value, changes))
+
+
+class SandboxedCallError(RuntimeError):
+    """A sandboxed function raised: its exception crossed as data. ``type_name`` is its type's name,
+    ``traceback_text`` its traceback, as text."""
+
+    def __init__(self, type_name: str, message: str, traceback_text: str) -> None:
+        super().__init__(f"{type_name}: {message}")
+        self.type_name, self.traceback_text = type_name, traceback_text
 
 
 async def _wait(awaitable: Any) -> Any:
@@ -122,21 +149,30 @@ def _dispatch(executor: Executor, fn: Any, args: tuple[Any, ...], kwargs: dict[s
         sessions.append(Session())
         return sessions[0]
 
-    mirrors = host_containers([("", fn)], session)
+    data_only = sandboxed(executor, RUNNER)
+    # A sandboxed call gets no reference to the host's objects (their relay would unpickle its requests).
+    mirrors = [] if data_only else host_containers([("", fn)], session)
     try:
         payload = bytes(dill.dumps((fn, args, kwargs, awaits, mirrors), recurse=True))
     except Exception as exc:
+        if data_only:
+            raise SandboxRefused(f"tool {getattr(fn, '__name__', fn)!r} was not run: its calls are sandboxed "
+                                 f"(the Executor's limits), and it cannot be sent to a sandbox ({type(exc).__name__}: "
+                                 f"{exc}); a sandboxed call never runs in the host") from exc
         raise NotShippable(f"{type(exc).__name__}: {exc}") from exc
     if RUNNER not in executor.tools:
         with _attach_lock:  # the first calls of several threads (sync tools) race to add it
             if RUNNER not in executor.tools:
                 attach([run_callable], executor, {})
-    return ToolCall(call_id(hint), RUNNER, {"payload": payload}), (sessions[0] if sessions else None)
+    arguments: dict[str, Any] = {"payload": payload, "data_only": True} if data_only else {"payload": payload}
+    return ToolCall(call_id(hint), RUNNER, arguments), (sessions[0] if sessions else None)
 
 
-def _outcome(result: ToolResult, fn: Any) -> Any:
+def _outcome(result: ToolResult, fn: Any, data_only: bool = False) -> Any:
     if result.status != "ok" or result.output is None or not isinstance(result.output.data, bytes):
         raise PoolCallFailed(result)
+    if data_only:
+        return _data_outcome(result.output.data)
     kind, value, changes = dill.loads(result.output.data)
     apply_attribute_changes(fn, changes, log)
     if kind == "ok":
@@ -148,11 +184,28 @@ def _outcome(result: ToolResult, fn: Any) -> Any:
     raise UnsendableResult(value)
 
 
+def _data_outcome(data: bytes) -> Any:
+    """A sandboxed call's outcome, decoded as data: its value, or ``SandboxedCallError`` for what it raised."""
+    try:
+        kind, value = dataonly.decode(data)
+    except (ValueError, TypeError) as exc:
+        raise UnsendableResult(f"the sandboxed call's outcome is not data: {exc}") from None
+    if kind == "ok":
+        return value
+    if kind == "awaitable":
+        return _ready(value)
+    if kind == "raised" and isinstance(value, tuple) and len(value) == 3 and all(isinstance(v, str) for v in value):
+        raise SandboxedCallError(*value)
+    raise UnsendableResult(str(value))
+
+
 def pooled_call(executor: Executor, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any], *,
                 awaits: bool = False, hint: str | None = None) -> Any:
     """``fn(*args, **kwargs)`` in a worker, blocking this thread; raises what ``fn`` raised.
     ``awaits``: ``fn`` is a coroutine function (its coroutine is run to completion in the worker)."""
     call, session = _dispatch(executor, fn, args, kwargs, awaits, hint)
+    if "data_only" in call.arguments:
+        return _outcome(executor.submit(call).result(), fn, data_only=True)
     if session is None:
         return _outcome(executor.submit(call).result(), fn)
     return _outcome(session.serve_until(lambda: executor.submit(call)), fn)
@@ -163,6 +216,8 @@ async def apooled_call(executor: Executor, fn: Any, args: tuple[Any, ...], kwarg
     """``pooled_call`` for asyncio hosts: cancelling the awaiting task stops the call (the worker is
     killed and replaced), so the framework's own timeouts end stuck calls for real."""
     call, session = _dispatch(executor, fn, args, kwargs, awaits, hint)
+    if "data_only" in call.arguments:
+        return _outcome(await executor.acall(call), fn, data_only=True)
     if session is None:
         return _outcome(await executor.acall(call), fn)
     return _outcome(await session.aserve_until(lambda: executor.acall(call)), fn)
@@ -185,7 +240,7 @@ def stand_in(fn: Callable[..., Any], is_async: bool, executor: Executor | None,
                 return await apooled_call(executor or default_executor(), fn, for_worker(args), kwargs,
                                           awaits=True, hint=hint(args))
             except NotShippable as why:
-                log.info("tool %s runs in the host: %s", getattr(fn, "__name__", fn), why)
+                log.warning("tool %s runs in the host (no timeout, no limits): %s", getattr(fn, "__name__", fn), why)
                 return await fn(*args, **kwargs)
 
         return in_pool
@@ -194,7 +249,7 @@ def stand_in(fn: Callable[..., Any], is_async: bool, executor: Executor | None,
         try:
             return pooled_call(executor or default_executor(), fn, for_worker(args), kwargs, hint=hint(args))
         except NotShippable as why:
-            log.info("tool %s runs in the host: %s", getattr(fn, "__name__", fn), why)
+            log.warning("tool %s runs in the host (no timeout, no limits): %s", getattr(fn, "__name__", fn), why)
             return fn(*args, **kwargs)
 
     return in_pool_sync
@@ -219,6 +274,8 @@ __all__ = [
     "RUNNER",
     "NotShippable",
     "PoolCallFailed",
+    "SandboxRefused",
+    "SandboxedCallError",
     "UnsendableResult",
     "apooled_call",
     "default_executor",

@@ -37,7 +37,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from toolfork._extras import import_optional
-from toolfork.adapters._common import attach, call_id
+from toolfork.adapters._common import SandboxRefused, attach, call_id, sandboxed
 from toolfork.executor import Executor, ToolCall, ToolResult
 from toolfork.tools.tool import Tool
 from toolfork.tools.toolkit import Toolkit
@@ -81,7 +81,15 @@ class _InPool:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._tool, name)
 
+    def _refuse_a_sandbox(self) -> None:
+        if sandboxed(self._node.executor, self._pool_name):
+            raise SandboxRefused(f"tool {self._tool.name!r} was not run: its calls are sandboxed (the Executor's "
+                                 "limits), and the LangGraph node carries values, exceptions and host objects "
+                                 "pickled, which a sandboxed call must not send the host; use the tool with "
+                                 "toolfork's Executor directly, or without sandboxed limits")
+
     def invoke(self, call_args: Any, config: Any = None, **_: Any) -> Any:
+        self._refuse_a_sandbox()
         session = Session()
         call = ToolCall(call_id(self._tool.name), self._pool_name,
                         {"payload": pack(call_args, config, session, is_async=False, lc_tool=self._tool)})
@@ -89,6 +97,7 @@ class _InPool:
         return _value(result)
 
     async def ainvoke(self, call_args: Any, config: Any = None, **_: Any) -> Any:
+        self._refuse_a_sandbox()
         session = Session()
         call = ToolCall(call_id(self._tool.name), self._pool_name,
                         {"payload": pack(call_args, config, session, is_async=True, lc_tool=self._tool)})

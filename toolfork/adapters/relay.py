@@ -14,9 +14,12 @@ reach the host in the order the tool wrote them, and a host object is never used
 once on behalf of one call. One listening socket per host process (a daemon thread accepts and reads
 each request, then hands it to its session); a worker opens one connection per request.
 
-What crosses is pickled. A value the host cannot pickle comes back as another reference; a host
-coroutine is awaited (by an async caller) or run to completion (by a sync one); a host iterator comes
-back as a list. Killing the worker (timeout, crash) closes its connection: nothing waits on it.
+A request starts with its session's token, as plain bytes: the host unpickles nothing from a
+connection that does not name a live session. What crosses is pickled (a sandboxed call gets no
+reference to a host object, so it never reaches this channel). A value the host cannot pickle comes
+back as another reference; a host coroutine is awaited (by an async caller) or run to completion (by a
+sync one); a host iterator comes back as a list. Killing the worker (timeout, crash) closes its
+connection: nothing waits on it.
 
 Imports no framework (the framework's own proxy classes build on ``Ref.call``).
 """
@@ -43,6 +46,7 @@ from toolfork.adapters._common import carry_exception, rebuild_exception
 
 _LEN = struct.Struct("<Q")
 READ_TIMEOUT_S = 30.0  # a worker sends its request at once; a peer that stalls longer is dropped
+TOKEN_BYTES = 32  # a session token: 16 random bytes in hex, sent ahead of every request
 _DONE = object()  # put in a session's queue when the call's result is there
 
 
@@ -98,18 +102,21 @@ class _Server:
                 return
             try:
                 conn.settimeout(READ_TIMEOUT_S)
-                token, request = _recv(conn)
+                # The token comes first, as plain bytes: nothing is unpickled for a connection that does not
+                # name a live session (any process that can reach the socket could send a pickle).
+                token = _read_exact(conn, TOKEN_BYTES).decode("ascii", "replace")
+                with self.lock:
+                    deliver = self.sessions.get(token)
+                if deliver is None:
+                    _reply(conn, ("raise", carry_exception(RelayError(
+                        "the call this host object belongs to is over; it can be used only during the call"))))
+                    continue
+                request = _recv(conn)
                 conn.settimeout(None)
             except Exception:
                 conn.close()
                 continue
-            with self.lock:
-                deliver = self.sessions.get(token)
-            if deliver is None:
-                _reply(conn, ("raise", carry_exception(RelayError(
-                    "the call this host object belongs to is over; it can be used only during the call"))))
-            else:
-                deliver((conn, request))
+            deliver((conn, request))
 
 
 _server: _Server | None = None
@@ -143,7 +150,7 @@ class Session:
 
     def __init__(self) -> None:
         self.server = _the_server()
-        self.token = secrets.token_hex(16)
+        self.token = secrets.token_hex(TOKEN_BYTES // 2)
         self.objects: list[Any] = []
         self._sync_queue: queue.Queue[Any] | None = None
         self._async_queue: asyncio.Queue[Any] | None = None
@@ -300,7 +307,8 @@ class Ref:
             except OSError as exc:
                 raise RelayError(f"the host process cannot be reached ({exc}); host objects can be used "
                                  "only during the call they came with") from None
-            request = (self.token, (op, self.slot, name, args, kwargs))
+            request = (op, self.slot, name, args, kwargs)
+            sock.sendall(self.token.encode("ascii"))
             try:
                 _send(sock, request)
             except (pickle.PicklingError, TypeError, AttributeError):

@@ -1,8 +1,8 @@
 """The resource-governance options ``run`` and ``mcp serve`` share: what a call may use (``--limits``),
 how many calls of a tool or group run at once (``--max-concurrency``, ``--concurrency``), how often a
-tool's calls start (``--rate-limit``) and when a warm worker is replaced (``--max-calls-per-worker``,
-``--max-worker-memory-mb``). The rules themselves are the Executor's (``toolfork.governance``); this
-module only reads the command line into them.
+tool's calls start (``--rate-limit``), whether every call is sandboxed (``--sandbox``) and when a warm
+worker is replaced (``--max-calls-per-worker``, ``--max-worker-memory-mb``). The rules themselves are
+the Executor's (``toolfork.governance``); this module only reads the command line into them.
 
 What can be checked without the tools (a bad limit, a rate that is not one, a count below 1) is an
 argparse error; what needs the tools (a tool name that is not one of them, a group no tool is in) is a
@@ -32,6 +32,10 @@ def add_governance_arguments(parser: argparse.ArgumentParser) -> None:
                             "file_size_mb, open_files, processes, network=on|off, read_paths=DIR[:DIR...], "
                             "write_paths=DIR[:DIR...], enforce=strict|best-effort; a tool's own limits win, "
                             "field by field (e.g. memory_mb=256,cpu_s=2,network=off)")
+    group.add_argument("--sandbox", action="store_true",
+                       help="run every call in the sandbox tier (Limits(sandbox=True) for every tool, whatever "
+                            "its own limits say): a process of its own per call, whose results come back as data "
+                            "(see docs/security.md)")
     group.add_argument("--max-concurrency", action="append", default=[], type=_tool_count, metavar="TOOL=N",
                        help="at most N calls of TOOL run at once (repeatable)")
     group.add_argument("--rate-limit", action="append", default=[], type=_tool_rate, metavar="TOOL=RATE",
@@ -117,6 +121,24 @@ def _by_name(pairs: list[tuple[str, Any]], option: str) -> dict[str, Any]:
     return found
 
 
+def default_limits(args: argparse.Namespace) -> Any:
+    """The Executor's default limits: ``--limits``, with ``sandbox=True`` when ``--sandbox`` is given."""
+    if not getattr(args, "sandbox", False):
+        return args.limits
+    from toolfork.governance.limits import Limits
+
+    return Limits(**{**(args.limits.set_fields() if args.limits is not None else {}), "sandbox": True})
+
+
+def _sandboxed_copies(by_name: dict[str, Any]) -> dict[str, Any]:
+    """``--sandbox``: the tools whose own limits say sandbox=False (which would win over the default),
+    as copies that say sandbox=True."""
+    from toolfork.governance.limits import Limits
+
+    return {name: copy.copy(t).configure(limits=Limits(**{**t.limits.set_fields(), "sandbox": True}))
+            for name, t in by_name.items() if t.limits is not None and t.limits.sandbox is False}
+
+
 def govern(args: argparse.Namespace, tools: list[Any]) -> tuple[list[Any], dict[str, Any]]:
     """(the tools with ``--max-concurrency`` / ``--rate-limit`` applied, the Executor's keywords for the
     rest). ``tools`` is what goes to the Executor (Tools, Toolkits, functions, MCP connectors); it comes
@@ -128,7 +150,7 @@ def govern(args: argparse.Namespace, tools: list[Any]) -> tuple[list[Any], dict[
     caps = _by_name(args.max_concurrency, "--max-concurrency")
     rates = _by_name(args.rate_limit, "--rate-limit")
     groups = _by_name(args.concurrency, "--concurrency")
-    options: dict[str, Any] = {"limits": args.limits, "concurrency": groups or None,
+    options: dict[str, Any] = {"limits": default_limits(args), "concurrency": groups or None,
                                "max_calls_per_worker": args.max_calls_per_worker,
                                "max_worker_memory_mb": args.max_worker_memory_mb}
     try:
@@ -150,9 +172,10 @@ def govern(args: argparse.Namespace, tools: list[Any]) -> tuple[list[Any], dict[
         if group not in groups:
             raise UsageError(f"tool {name!r} is in concurrency group {group!r}, which needs a cap: "
                              f"pass --concurrency {group}=N")
-    if not caps and not rates:
+    unsandboxed = _sandboxed_copies(by_name) if getattr(args, "sandbox", False) else {}
+    if not caps and not rates and not unsandboxed:
         return tools, options
-    configured = dict(by_name)
+    configured = {**by_name, **unsandboxed}
     for name in {*caps, *rates}:
         settings: dict[str, Any] = {}
         if name in caps:
@@ -160,7 +183,7 @@ def govern(args: argparse.Namespace, tools: list[Any]) -> tuple[list[Any], dict[
         if name in rates:
             settings["rate_limit"] = rates[name]
         try:
-            configured[name] = copy.copy(by_name[name]).configure(**settings)
+            configured[name] = copy.copy(configured[name]).configure(**settings)
         except ToolError as exc:
             raise UsageError(str(exc)) from exc
     return list(configured.values()), options
@@ -176,4 +199,4 @@ def check_app(args: argparse.Namespace) -> None:
                              "pool (use --workers to bound how many run at once)")
 
 
-__all__ = ["add_governance_arguments", "check_app", "govern", "limits_spec"]
+__all__ = ["add_governance_arguments", "check_app", "default_limits", "govern", "limits_spec"]

@@ -10,7 +10,7 @@ import argparse
 import sys
 from typing import Any
 
-from toolfork.commands._governance import add_governance_arguments, check_app, govern
+from toolfork.commands._governance import add_governance_arguments, check_app, default_limits, govern
 from toolfork.commands._loading import UsageError, load_all_tools, load_hook
 from toolfork.commands._options import EXIT_USAGE, add_tools_arguments, positive_float, positive_int
 
@@ -88,7 +88,7 @@ def _serve(args: argparse.Namespace, run: Any) -> int:
             from toolfork.mcp.app import load_app, pool_app
 
             check_app(args)
-            options.update(limits=args.limits, max_calls_per_worker=args.max_calls_per_worker,
+            options.update(limits=default_limits(args), max_calls_per_worker=args.max_calls_per_worker,
                            max_worker_memory_mb=args.max_worker_memory_mb)
             app = load_app(args.app)
             wire = Wire() if http is None else None  # before the pool forks: workers must not see the wire

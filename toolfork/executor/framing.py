@@ -19,6 +19,10 @@ Large frames (``oob.LARGE_FRAME`` bytes and up) do not go through the pipe: a he
 the frame is in a memory file whose descriptor waits on the worker's side socket (see ``oob``). So a
 result pipe with a side socket carries no frame of ``LARGE_FRAME`` bytes or more, and that is its bound.
 
+A worker that runs a sandboxed call encodes its frames as data (``wire.dataonly``, msgpack) from then
+on, and the host reads that worker's pipe and side socket with the data-only decoder: nothing a
+sandboxed call sends is ever unpickled here (``FrameReader.use_data_only``). Warm workers keep pickle.
+
 A worker's ``FrameWriter`` holds one lock around every frame it sends (pipe and side socket alike):
 a tool's threads may call ``emit_progress`` while the worker sends a result, and each frame still goes
 out whole.
@@ -30,9 +34,11 @@ import os
 import pickle
 import sys
 import threading
+from collections.abc import Callable
 from typing import Any
 
 from toolfork.executor import oob
+from toolfork.executor.wire import dataonly
 from toolfork.executor.wire.frames import (
     HEADER,
     HEADER_SIZE,
@@ -98,22 +104,39 @@ def _read_exact(fd: int, n: int) -> bytes | bytearray:
     return buf
 
 
+def _pickled(obj: Any) -> bytes:
+    return pickle.dumps(obj, _HIGHEST)
+
+
 class FrameWriter:
     """A worker's sending half: its result pipe and side socket, behind one lock, so a frame goes out
     whole whatever thread sends it; a payload of ``oob.LARGE_FRAME`` bytes or more goes by memory file
-    (results and progress alike), the rest through the pipe."""
+    (results and progress alike), the rest through the pipe. ``encode`` is pickle until the worker runs
+    a sandboxed call (``use_data_only``): from then on every frame it sends is data-only."""
 
-    __slots__ = ("fd", "large", "lock", "side")
+    __slots__ = ("data_only", "encode", "fd", "large", "lock", "side")
 
     def __init__(self, fd: int, side: oob.SidePort) -> None:
         self.fd = fd
         self.side = side
         self.large = oob.LARGE_FRAME if oob.ENABLED else sys.maxsize  # no memory files here: every frame by pipe
         self.lock = threading.RLock()  # a value's __reduce__ may emit progress while it is pickled
+        self.encode: Callable[[Any], bytes] = _pickled
+        self.data_only = False
+
+    def use_data_only(self) -> None:
+        """From now on, for good, frames are encoded by ``wire.dataonly`` (the host decodes this worker's
+        frames so: it was forked for a sandboxed call)."""
+        self.encode = dataonly.encode
+        self.data_only = True
+
+    def decode(self, payload: bytes) -> Any:
+        """What the host will rebuild from ``payload`` (raises where the host could not)."""
+        return dataonly.decode(payload) if self.data_only else pickle.loads(payload)
 
     def send(self, obj: Any) -> None:
-        """Pickle ``obj`` and send it; raises what pickling raises, with nothing sent."""
-        self.send_payload(pickle.dumps(obj, _HIGHEST))
+        """Encode ``obj`` and send it; raises what encoding raises, with nothing sent."""
+        self.send_payload(self.encode(obj))
 
     def send_payload(self, payload: bytes) -> None:
         with self.lock:
@@ -124,6 +147,9 @@ class FrameWriter:
 
     def dump(self, obj: Any) -> None:
         """Pickle ``obj`` straight into a memory file (no intermediate bytes) and send it."""
+        if self.data_only:
+            self.send_payload(self.encode(obj))
+            return
         with self.lock:
             self.side.dump(self.fd, obj, wait_ack=True)
 
@@ -137,10 +163,11 @@ class FrameReader:
     frame is returned as the marker ``("!", type name, message)`` in its place.
     """
 
-    __slots__ = ("_body", "_filled", "_head", "damaged", "eof", "fd", "max_frame", "side")
+    __slots__ = ("_body", "_filled", "_head", "damaged", "eof", "fd", "loads", "max_frame", "side")
 
     def __init__(self, fd: int, side: oob.SidePort | None = None) -> None:
         self.fd = fd
+        self.loads: Callable[[Any], Any] = loads_or_marker  # ``use_data_only``: never unpickle this pipe
         self.side = side  # where large frames' descriptors arrive (a header of length 0 announces one)
         # A sender with a side socket sends no frame of LARGE_FRAME bytes or more by pipe (see send).
         self.max_frame = oob.LARGE_FRAME if side is not None and oob.ENABLED else MAX_FRAME
@@ -150,13 +177,18 @@ class FrameReader:
         self.eof = False
         self.damaged: str | None = None
 
+    def use_data_only(self) -> None:
+        """Decode every frame of this pipe (and its side socket) as data (``wire.dataonly``), never by
+        unpickling: the worker on the other end runs a sandboxed call. Called before it is sent one."""
+        self.loads = dataonly.decode_or_marker
+
     def read(self) -> list[Any]:
         out: list[Any] = []
         while not self.eof:
             if self._body is not None:
                 if not self._fill_body():
                     return out
-                out.append(loads_or_marker(self._body))
+                out.append(self.loads(self._body))
                 self._body = None
                 continue
             try:
@@ -178,7 +210,7 @@ class FrameReader:
     def _parse(self, data: bytes, out: list[Any]) -> bytes:
         pos = 0
         end = len(data)
-        loads = loads_or_marker
+        loads = self.loads
         unpack = HEADER.unpack_from
         bound = self.max_frame
         while end - pos >= HEADER_SIZE:
@@ -220,7 +252,7 @@ class FrameReader:
             self.refuse("a large frame announced on a pipe without a side socket")
             return None
         try:
-            return self.side.take(block=False, ack=True)
+            return self.side.take(block=False, ack=True, loads=self.loads)
         except (OSError, EOFError) as exc:  # OobError included: the side socket is out of step
             self.refuse(f"a large frame that could not be received ({type(exc).__name__}: {exc})")
             return None

@@ -282,10 +282,12 @@ class SidePort:
         """The worker's side: rebuild the next frame, raising if it cannot be (like ``pickle.loads``)."""
         return self.take(block=block, ack=False, strict=True)
 
-    def take(self, *, block: bool, ack: bool, strict: bool = False) -> Any:
+    def take(self, *, block: bool, ack: bool, strict: bool = False, loads: Any = None) -> Any:
         """Rebuild the frame whose message is next on the side socket (a marker if it cannot be,
-        unless ``strict``); ``ack`` tells the sender it may send its next large frame."""
-        loads = pickle.loads if strict else loads_or_marker
+        unless ``strict``); ``ack`` tells the sender it may send its next large frame. ``loads``: the
+        decoder, when it is not pickle (a sandboxed worker's frames: ``wire.dataonly``)."""
+        if loads is None:
+            loads = pickle.loads if strict else loads_or_marker
         data, fds = self._next_message(block)
         try:
             kind = data[:1]

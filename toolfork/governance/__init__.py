@@ -14,12 +14,12 @@ field              how (Linux)                              when
 =================  =======================================  ====================================
 memory_mb          soft RLIMIT_DATA, worker's VmData +      per call, restored after it
                    budget; the tool gets MemoryError
-cpu_s              soft RLIMIT_CPU, worker's CPU so far +   per call, restored after it
-                   budget (whole seconds); SIGXCPU raises
-                   LimitExceededError once, then kills
+cpu_s              ITIMER_PROF raises LimitExceededError;   per call, restored after it
+                   soft RLIMIT_CPU (CPU so far + budget,
+                   whole seconds) kills with SIGXCPU
 file_size_mb       soft RLIMIT_FSIZE; SIGXFSZ caught, the   per call, restored after it
                    write fails with EFBIG
-open_files         soft RLIMIT_NOFILE, highest fd + budget  per call, restored after it
+open_files         soft RLIMIT_NOFILE, open fds + budget    per call, restored after it
 processes          soft RLIMIT_NPROC, user's tasks +        per call; not binding for root
                    budget                                   (the probe says so)
 network=False      own network namespace, loopback down     once per worker, for good
@@ -48,7 +48,7 @@ and `firejail --net=none`).
 """
 
 from .caps import CapError, ConcurrencyCaps, Slot
-from .enforceable import LimitsNotEnforceable, Unenforceable, check, unenforceable
+from .enforceable import LimitsNotEnforceable, SandboxUnavailable, Unenforceable, check, unenforceable
 from .landlock import LandlockError
 from .limits import Limits, LimitsError
 from .netns import NetworkIsolationError, enter_no_network
@@ -71,6 +71,7 @@ __all__ = [
     "Probe",
     "RateLimit",
     "RateLimitError",
+    "SandboxUnavailable",
     "Slot",
     "TokenBucket",
     "Unenforceable",

@@ -41,6 +41,21 @@ class LimitsNotEnforceable(RuntimeError):
         super().__init__(f"{where}: {lines} (or pass enforce='best-effort' to run without them)")
 
 
+class SandboxUnavailable(LimitsNotEnforceable):
+    """A tool's calls are sandboxed, and where they would run there is no sandbox: refused, whatever
+    ``enforce`` says (a sandboxed call never runs without its sandbox)."""
+
+    def __init__(self, where: str, limits: Limits, why: str) -> None:
+        said = ", ".join(f"{k}={v!r}" for k, v in limits.set_fields().items() if k in SANDBOX_FIELDS)
+        self.missing = [Unenforceable("sandbox", True, why)]
+        RuntimeError.__init__(self, f"{where}: its calls are sandboxed ({said}) and {why}: a sandboxed call never "
+                                    "runs without its sandbox, so it is refused (enforce='best-effort' does not "
+                                    "change that; use mode='fork' and a tool that is not inline)")
+
+
+SANDBOX_FIELDS = ("network", "read_paths", "write_paths", "sandbox")
+
+
 def unenforceable(limits: Limits, *, nowhere: str | None = None) -> list[Unenforceable]:
     """The fields of `limits` that cannot be enforced here, each with why (OS, permission, kernel).
     `nowhere`: the calls run where no mechanism applies (the host process, Ray's workers), and this
@@ -72,7 +87,9 @@ def unenforceable(limits: Limits, *, nowhere: str | None = None) -> list[Unenfor
 def check(limits: Limits, *, where: str = "Limits", nowhere: str | None = None) -> list[Unenforceable]:
     """Fail closed: raise LimitsNotEnforceable if a strict limit cannot be enforced; under
     enforce="best-effort" log each one at WARNING instead. Returns what will not be applied.
-    `nowhere` as for `unenforceable`."""
+    `nowhere` as for `unenforceable`; sandboxed limits there raise SandboxUnavailable, best-effort or not."""
+    if nowhere is not None and limits.sandboxed:
+        raise SandboxUnavailable(where, limits, nowhere)
     missing = unenforceable(limits, nowhere=nowhere)
     if missing and limits.strict:
         raise LimitsNotEnforceable(where, missing)

@@ -65,6 +65,7 @@ class Limits(BaseModel):
     write_paths: tuple[str, ...] | None = None
     # None: not said here (a default's setting applies; "strict" when nobody says).
     enforce: Enforce | None = None
+    sandbox: bool | None = None
 
     def __init__(self, **data: Any) -> None:
         for setting in ("read_paths", "write_paths"):
@@ -98,6 +99,13 @@ class Limits(BaseModel):
         if network is None and self.read_paths is None and self.write_paths is None:
             return None
         return (network, self.read_paths, self.write_paths)
+
+    @property
+    def sandboxed(self) -> bool:
+        """Whether a call under these limits runs in the sandbox tier: network=False, read_paths or
+        write_paths set, or sandbox=True."""
+        return (self.network is False or self.read_paths is not None or self.write_paths is not None
+                or self.sandbox is True)
 
     def set_fields(self) -> dict[str, Any]:
         """The fields given a value (not None)."""
@@ -145,9 +153,9 @@ _BOOLS = {"on": True, "true": True, "yes": True, "1": True, "off": False, "false
 
 
 def _parse_value(setting: str, name: str, raw: str) -> Any:
-    if name == "network":
+    if name in ("network", "sandbox"):
         if raw.lower() not in _BOOLS:
-            raise LimitsError(f"{setting}: network={raw!r}: say on or off")
+            raise LimitsError(f"{setting}: {name}={raw!r}: say on or off")
         return _BOOLS[raw.lower()]
     if name in ("read_paths", "write_paths"):
         return [p for p in raw.split(":") if p]

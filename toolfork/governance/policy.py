@@ -119,10 +119,10 @@ class Governance:
         return self._limits.get(name)
 
     def restricted(self, name: str) -> bool:
-        """Whether ``name``'s calls carry restrictions a process cannot shed (no network, Landlock paths):
-        each such call runs in a process of its own."""
+        """Whether ``name``'s calls are sandboxed (no network, Landlock paths, ``sandbox=True``): each
+        such call runs in a process of its own, and what it sends back crosses as data only."""
         limits = self._limits.get(name)
-        return limits is not None and limits.restriction_key is not None
+        return limits is not None and limits.sandboxed
 
     def gated(self, name: str) -> bool:
         """Whether ``name``'s calls wait for a cap or a rate limit before they start."""

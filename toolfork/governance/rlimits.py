@@ -5,6 +5,10 @@ limited and unlimited tools alike, and lowering then restoring a soft limit cost
 The hard limits are left alone (an unprivileged process could never raise them again), except the CPU
 backstop below.
 
+These are guard rails for trusted code: soft limits a call could raise back itself with
+``resource.setrlimit`` (the hard limits are the worker's own). A call whose code is not trusted belongs
+in the sandbox tier (``Limits.sandboxed``).
+
 Each budget is on top of what the worker holds when the call starts, because a forked worker inherits
 the host's heap, descriptors and CPU time, which the tool's author neither sees nor controls; an
 absolute cap would make the same tool pass or fail with the size of the host:
@@ -17,12 +21,12 @@ absolute cap would make the same tool pass or fail with the size of the host:
 - cpu_s: on the main thread, a profiling timer (ITIMER_PROF: the process's CPU time, to the millisecond)
   sends SIGPROF after cpu_s of CPU; its handler raises `LimitExceededError` in the tool once. Behind it,
   RLIMIT_CPU = the worker's CPU time so far + the budget, rounded up to a whole second (the kernel
-  counts whole seconds) and at least a second past the timer: the kernel sends SIGXCPU there, which
-  raises the same error if the timer could not (another thread, the tool reset the timer), and if the
-  call goes on after being told, the next SIGXCPU (a second later) kills the worker with it. Code that
-  never returns to the interpreter cannot see a Python handler: where the process may raise its hard
-  limit again (CAP_SYS_RESOURCE) the hard limit is set 2 s above the soft one for the call, so the
-  kernel kills the worker; elsewhere the call's timeout is the backstop.
+  counts whole seconds) and at least a second past the timer: SIGXCPU keeps its default action for the
+  call, so the kernel ends the worker there, whatever the call does: C code that never returns to the
+  interpreter (one long ``hashlib.pbkdf2_hmac``) cannot be reached by a Python handler, and a call that
+  swallowed the timer's error or reset the timer is ended the same way. The host names that death
+  ``LimitExceeded`` (``classify``). Where the process may raise its hard limit again (CAP_SYS_RESOURCE)
+  the hard limit is also set 2 s above the soft one for the call (SIGKILL there).
 - file_size_mb: RLIMIT_FSIZE, the largest file the call may write (not a budget: it is per file).
   SIGXFSZ is caught for the call, so the write fails with OSError(EFBIG) instead of killing the worker.
 - open_files: RLIMIT_NOFILE = the descriptors the worker has open + the budget (it limits descriptor
@@ -41,15 +45,16 @@ the default action loses the worker to it, which `classify` names too.
 from __future__ import annotations
 
 import _signal
+import contextlib
 import errno
 import math
 import os
 import signal
 import sys
 import threading
+import time
 from collections.abc import Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from types import FrameType
 from typing import Any
 
@@ -57,6 +62,7 @@ from .limits import Limits
 from .verdict import (
     CAP_SYS_ADMIN,
     CAP_SYS_RESOURCE,
+    PAGE,
     STATM_DATA,
     Probe,
     has_capability,
@@ -162,21 +168,39 @@ def _user_tasks(uid: int) -> int:
     return count
 
 
-def _cpu_used_s() -> float:
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return usage.ru_utime + usage.ru_stime
+_STATM: list[tuple[int, int]] = []  # (pid, descriptor of its /proc/<pid>/statm), kept open
 
 
-@dataclass(repr=False)  # signal.signal repr()s the handler it returns: keep that cheap
+def _data_bytes() -> int:
+    """The data segment and stack of this process now (/proc/self/statm, read again through a descriptor
+    kept open per process: a third of the cost of opening it each call)."""
+    pid = os.getpid()
+    if not _STATM or _STATM[0][0] != pid:
+        if _STATM:  # inherited from the process that forked us: it reads that process's figures
+            with contextlib.suppress(OSError):
+                os.close(_STATM[0][1])
+            _STATM.clear()
+        try:
+            _STATM.append((pid, os.open(f"/proc/{pid}/statm", os.O_RDONLY | os.O_CLOEXEC)))
+        except OSError:
+            return statm_bytes(STATM_DATA)
+    return int(os.pread(_STATM[0][1], 256, 0).split()[STATM_DATA]) * PAGE
+
+
 class Applied:
-    """The limits in force for one call, what they replaced, and the limit signals the call got."""
+    """The limits in force for one call, what they replaced, and the limit signals the call got; the
+    context manager ``applied`` returns (entering sets them, leaving restores the worker's own)."""
 
-    limits: Limits
-    cpu_start_s: float = 0.0
-    tripped: set[str] = field(default_factory=set)
-    _saved: dict[int, tuple[int, int]] = field(default_factory=dict)
-    _handlers: dict[int, Any] = field(default_factory=dict)
-    _in_call: bool = True
+    __slots__ = ("_handlers", "_in_call", "_saved", "cpu_start_s", "limits", "plan", "tripped")
+
+    def __init__(self, limits: Limits) -> None:
+        self.limits = limits
+        self.plan = _plan(limits)
+        self.cpu_start_s = 0.0
+        self.tripped: set[str] = set()
+        self._saved: list[tuple[int, tuple[int, int]]] = []
+        self._handlers: list[tuple[int, Any]] = []
+        self._in_call = True
 
     def __repr__(self) -> str:
         return f"Applied(tripped={sorted(self.tripped)})"
@@ -192,24 +216,65 @@ class Applied:
         self.tripped.add("cpu_s")
         raise LimitExceededError("cpu_s", describe("cpu_s", self.limits.cpu_s or 0))
 
-    def _on_xcpu(self, signum: int, frame: FrameType | None) -> None:
-        if not self._in_call:
-            return
-        if "cpu_s" in self.tripped:  # told once and still running: die of the signal
-            signal.signal(signal.SIGXCPU, signal.SIG_DFL)
-            os.kill(os.getpid(), signal.SIGXCPU)
-            return
-        self.tripped.add("cpu_s")
-        raise LimitExceededError("cpu_s", describe("cpu_s", self.limits.cpu_s or 0))
-
     def _on_xfsz(self, signum: int, frame: FrameType | None) -> None:
         if self._in_call:
             self.tripped.add("file_size_mb")  # the write itself fails with EFBIG
 
+    def __enter__(self) -> Applied:
+        plan = self.plan
+        if not plan:
+            return self
+        if resource is None:
+            raise OSError("rlimits are not available on this platform")
+        limits = self.limits
+        main = threading.get_ident() == threading.main_thread().ident
+        timer = main and limits.cpu_s is not None
+        if limits.cpu_s is not None:
+            # SIGXCPU keeps its default action for the call: the kernel ends the worker at the soft
+            # limit, even in C code that never returns to the interpreter (see the module docstring).
+            self._handlers.append((SIGXCPU, _set_handler(SIGXCPU, _signal.SIG_DFL)))
+            if timer:
+                self._handlers.append((SIGPROF, _set_handler(SIGPROF, self._on_prof)))
+        if main and limits.file_size_mb is not None:
+            self._handlers.append((SIGXFSZ, _set_handler(SIGXFSZ, self._on_xfsz)))
+        try:
+            _apply(self, plan, timer)
+            if timer:
+                signal.setitimer(signal.ITIMER_PROF, limits.cpu_s or 0)
+        except BaseException:
+            self.__exit__(None, None, None)
+            raise
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._in_call = False  # a late SIGPROF from here on does not raise
+        if self.limits.cpu_s is not None and any(signum == SIGPROF for signum, _ in self._handlers):
+            signal.setitimer(signal.ITIMER_PROF, 0)
+        try:
+            _restore(self)
+        finally:
+            for signum, old in self._handlers:
+                _set_handler(signum, old)
+            self._handlers.clear()
+
+
+_PLANS: dict[Limits, tuple[tuple[str, int], ...]] = {}
+
+
+def _plan(limits: Limits) -> tuple[tuple[str, int], ...]:
+    """(field, rlimit) of each rlimit ``limits`` sets, worked out once per Limits value."""
+    plan = _PLANS.get(limits)
+    if plan is None:
+        plan = tuple((f, getattr(resource, RLIMIT_OF[f])) for f in RLIMIT_OF
+                     if getattr(limits, f) is not None and resource is not None)
+        if len(_PLANS) < 1024:
+            _PLANS[limits] = plan
+    return plan
+
 
 def _set_soft(applied: Applied, which: int, soft: int, hard: int | None = None) -> None:
-    old_soft, old_hard = resource.getrlimit(which)
-    applied._saved.setdefault(which, (old_soft, old_hard))
+    old_soft, old_hard = old = resource.getrlimit(which)
+    applied._saved.append((which, old))
     new_hard = old_hard if hard is None else hard
     if new_hard != resource.RLIM_INFINITY and old_hard != resource.RLIM_INFINITY:
         new_hard = min(new_hard, old_hard)
@@ -220,26 +285,27 @@ def _set_soft(applied: Applied, which: int, soft: int, hard: int | None = None) 
     resource.setrlimit(which, (soft, new_hard))
 
 
-def _apply(applied: Applied) -> None:
+def _apply(applied: Applied, plan: tuple[tuple[str, int], ...], timer: bool) -> None:
     limits = applied.limits
-    if limits.memory_mb is not None:
-        _set_soft(applied, resource.RLIMIT_DATA, statm_bytes(STATM_DATA) + limits.memory_mb * MIB)
-    if limits.cpu_s is not None:
-        applied.cpu_start_s = _cpu_used_s()
-        soft = math.ceil(applied.cpu_start_s + limits.cpu_s + (1 if SIGPROF in applied._handlers else 0))
-        backstop = soft + CPU_BACKSTOP_S if _may_raise_hard_limits() else None
-        _set_soft(applied, resource.RLIMIT_CPU, soft, backstop)
-    if limits.file_size_mb is not None:
-        _set_soft(applied, resource.RLIMIT_FSIZE, limits.file_size_mb * MIB)
-    if limits.open_files is not None:
-        _set_soft(applied, resource.RLIMIT_NOFILE, _open_fds() + limits.open_files)
-    if limits.processes is not None:
-        _set_soft(applied, resource.RLIMIT_NPROC, _user_tasks(os.getuid()) + limits.processes)
+    for name, which in plan:
+        if name == "memory_mb":
+            _set_soft(applied, which, _data_bytes() + (limits.memory_mb or 0) * MIB)
+        elif name == "cpu_s":
+            applied.cpu_start_s = start = time.process_time()
+            soft = math.ceil(start + (limits.cpu_s or 0) + (1 if timer else 0))
+            backstop = soft + CPU_BACKSTOP_S if _may_raise_hard_limits() else None
+            _set_soft(applied, which, soft, backstop)
+        elif name == "file_size_mb":
+            _set_soft(applied, which, (limits.file_size_mb or 0) * MIB)
+        elif name == "open_files":
+            _set_soft(applied, which, _open_fds() + (limits.open_files or 0))
+        else:
+            _set_soft(applied, which, _user_tasks(os.getuid()) + (limits.processes or 0))
 
 
 def _restore(applied: Applied) -> None:
     failures = []
-    for which, old in reversed(list(applied._saved.items())):
+    for which, old in reversed(applied._saved):
         try:
             resource.setrlimit(which, old)
         except (OSError, ValueError) as exc:
@@ -249,41 +315,13 @@ def _restore(applied: Applied) -> None:
         raise RuntimeError("could not restore the worker's limits after the call: " + "; ".join(failures))
 
 
-@contextmanager
-def applied(limits: Limits) -> Iterator[Applied]:
-    """Run the body under `limits`' rlimits and restore the worker's own limits after it.
+def applied(limits: Limits) -> Applied:
+    """A context manager: run the body under `limits`' rlimits and restore the worker's own limits after it.
 
-    Fields that are not rlimits (network, paths) are ignored here. The yielded `Applied` says which
+    Fields that are not rlimits (network, paths) are ignored here. The `Applied` it gives says which
     limit signals arrived (`tripped`) and classifies the call's outcome.
     """
-    state = Applied(limits)
-    wanted = [f for f in RLIMIT_OF if getattr(limits, f) is not None]
-    if not wanted:
-        yield state
-        return
-    if resource is None:
-        raise OSError("rlimits are not available on this platform")
-    main = threading.get_ident() == threading.main_thread().ident
-    if main and limits.cpu_s is not None:
-        state._handlers[SIGXCPU] = _set_handler(SIGXCPU, state._on_xcpu)
-        state._handlers[SIGPROF] = _set_handler(SIGPROF, state._on_prof)
-    if main and limits.file_size_mb is not None:
-        state._handlers[SIGXFSZ] = _set_handler(SIGXFSZ, state._on_xfsz)
-    timer = SIGPROF in state._handlers
-    try:
-        _apply(state)
-        if timer:
-            signal.setitimer(signal.ITIMER_PROF, limits.cpu_s or 0)
-        yield state
-    finally:
-        state._in_call = False  # a late SIGXCPU from here on only counts, it does not raise
-        if timer:
-            signal.setitimer(signal.ITIMER_PROF, 0)
-        try:
-            _restore(state)
-        finally:
-            for signum, old in state._handlers.items():
-                _set_handler(signum, old)
+    return Applied(limits)
 
 
 def _chain(exc: BaseException) -> Iterator[BaseException]:
@@ -296,6 +334,40 @@ def _chain(exc: BaseException) -> Iterator[BaseException]:
         seen.add(id(e))
         yield e
         stack.extend(x for x in (e.__cause__, e.__context__) if x is not None)
+
+
+# What the ways of running out of memory under RLIMIT_DATA say, short of MemoryError: a thread whose stack
+# cannot be mapped, a private mapping refused (ENOMEM), a shared library that cannot be mapped on import.
+_OUT_OF_MEMORY_TEXT = ("can't start new thread", "cannot allocate memory", "failed to map segment",
+                       "out of memory", "memory allocation failed", "unable to allocate")
+
+
+def _is_out_of_memory(exc: BaseException) -> bool:
+    if isinstance(exc, MemoryError):
+        return True
+    if isinstance(exc, OSError) and exc.errno == errno.ENOMEM:
+        return True
+    if isinstance(exc, (RuntimeError, ImportError, OSError)):
+        text = str(exc).lower()
+        return any(t in text for t in _OUT_OF_MEMORY_TEXT)
+    return False
+
+
+# A worker that died of these signals during a call under memory_mb most likely met the limit in C code
+# (an allocation whose failure the library did not check, an abort() on it): named as the memory limit.
+_MEMORY_DEATHS = frozenset(int(getattr(signal, n)) for n in ("SIGSEGV", "SIGBUS", "SIGABRT") if hasattr(signal, n))
+
+
+# The codes a worker exits with of its own accord (done, its own failure, its channels damaged): any other
+# exit in the middle of a call under memory_mb is C code that gave up (OpenBLAS exits when it cannot
+# allocate its threads' buffers on import).
+_WORKER_EXIT_CODES = frozenset({0, 70, 75})
+
+
+def _memory_death(limits: Limits, how: str) -> LimitExceeded:
+    hit = _exceeded(limits, "memory_mb")
+    return LimitExceeded(hit.limit, hit.value, f"{hit.message} (the worker {how} in the middle of the call: "
+                                               "most likely C code that could not allocate)")
 
 
 def classify(outcome: BaseException | int | None, limits: Limits, *, tripped: frozenset[str] = frozenset(),
@@ -316,7 +388,7 @@ def classify(outcome: BaseException | int | None, limits: Limits, *, tripped: fr
         for exc in _chain(outcome):
             if isinstance(exc, LimitExceededError) and getattr(limits, exc.limit, None) is not None:
                 return _exceeded(limits, exc.limit)
-            if isinstance(exc, MemoryError) and limits.memory_mb is not None:
+            if limits.memory_mb is not None and _is_out_of_memory(exc):
                 return _exceeded(limits, "memory_mb")
             if isinstance(exc, OSError):
                 by_errno = {errno.EFBIG: "file_size_mb", errno.EMFILE: "open_files", errno.EAGAIN: "processes"}
@@ -330,6 +402,11 @@ def classify(outcome: BaseException | int | None, limits: Limits, *, tripped: fr
             return _exceeded(limits, "cpu_s")
         if sig == signal.SIGXFSZ and limits.file_size_mb is not None:
             return _exceeded(limits, "file_size_mb")
+        if sig in _MEMORY_DEATHS and limits.memory_mb is not None:
+            return _memory_death(limits, f"died of {signal.Signals(sig).name}")
+    if isinstance(outcome, int) and os.WIFEXITED(outcome) and limits.memory_mb is not None \
+            and os.WEXITSTATUS(outcome) not in _WORKER_EXIT_CODES:
+        return _memory_death(limits, f"exited with code {os.WEXITSTATUS(outcome)}")
         if (sig == signal.SIGKILL and limits.cpu_s is not None and cpu_used_s is not None
                 and cpu_used_s >= limits.cpu_s):
             return _exceeded(limits, "cpu_s")

@@ -26,13 +26,12 @@ import asyncio
 import importlib
 import importlib.util
 import inspect
-import itertools
 import os
 import sys
 import types as pytypes
 from typing import TYPE_CHECKING, Any
 
-from toolfork.mcp.callback import CallbackServer, RemoteContext
+from toolfork.mcp.callback import CallbackServer, RemoteContext, allow_module, new_call_id
 from toolfork.tools.runtime import ToolRuntime
 
 if TYPE_CHECKING:
@@ -40,7 +39,6 @@ if TYPE_CHECKING:
     from toolfork.tools.tool import Tool
 
 APP_TOOL = "mcp_app_call"  # the one executor tool that runs any of the app's tools in a worker
-_ids = itertools.count(1)
 # What a worker reads off the call's context when the call is dispatched (values, not methods).
 SNAPSHOT = ("request_id", "protocol_version", "input_responses", "request_state", "client_capabilities",
             "headers", "session.client_capabilities", "session.client_params")
@@ -69,6 +67,7 @@ def load_app(spec: str) -> Any:
         module_spec.loader.exec_module(module)
     else:
         module = importlib.import_module(where)
+    allow_module(module.__name__)  # its classes (an elicitation schema) may be named in a tool's requests
     try:
         app = getattr(module, attr)
     except AttributeError:
@@ -153,7 +152,7 @@ def install(app: Any, executor: Executor, callbacks: CallbackServer, pooled: set
         if name not in pooled or context is None:
             return await unpooled(name, arguments, context)
         await callbacks.start()
-        call_id = f"mcp-app-{next(_ids)}"
+        call_id = new_call_id()
         call = ToolCall(call_id, APP_TOOL, {"name": name, "arguments": dict(arguments),
                                             "context": _snapshot(context)})
         with callbacks.registered(call_id, context):

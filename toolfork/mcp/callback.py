@@ -12,24 +12,120 @@ and waits for the answer:
 Requests are made and answered one at a time per call, so whatever the tool sent reaches the client
 before the tool's result does. Each wait is bounded by the call's deadline (the worker is killed at it
 anyway); a worker that dies mid-request closes its socket, which cancels the request's work in the
-server. Frames are pickles: both ends are this program (the socket is reachable by its user only), and
-the SDK's pydantic models cross as they are.
+server.
+
+What a worker sends is data, never a pickle: the tool in the worker may be code nobody reviewed (under
+``--limits network=off`` or ``--sandbox``), and the server must not run any of it. A request is
+msgpack (``toolfork.executor.wire.dataonly``: plain values, bytes, toolfork's own types) plus pydantic
+models of the served app and of the SDK: a model class (an elicitation schema) by module and name, a
+model (a ``SamplingMessage``) as that and its fields, validated again by the class. Names are resolved
+only in the SDK's modules and those the server was told are the app's (``allow_module``), and only to
+pydantic model classes: nothing else is looked up, nothing is called but the class's validation. The
+answers go the other way pickled (the server is trusted; the SDK's pydantic models cross as they are).
+
+Each call reaches only its own client's session: the server makes an unguessable capability for every
+call it runs (``new_call_id``: the call's id carries 128 random bits) and knows the call only by it
+while the call is in flight. A request that names no live call (a guess, another client's finished
+call, a call id without its capability) is dropped and logged at WARNING; it reaches nobody.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
+import logging
 import os
 import pickle
+import secrets
 import shutil
 import socket
 import struct
+import sys
 import tempfile
 from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
+import msgpack
+
+from toolfork.executor.wire import dataonly
+
+_counter = itertools.count(1)
 _LEN = struct.Struct("<Q")
+MAX_REQUEST = 64 << 20  # bytes of one request a worker may send (a bound, not a budget)
+_CLASS_REF = 16  # msgpack extension type: (module, qualname) of a pydantic model class (an elicitation schema)
+_MODEL = 17  # (module, qualname, fields) of a pydantic model (an SDK type, a SamplingMessage), validated again
+_SDK_MODULES = frozenset({"mcp", "mcp_types"})  # the SDK's own models may cross too
+log = logging.getLogger("toolfork.mcp")
+_allowed_modules: set[str] = set()
+
+
+def allow_module(name: str) -> None:
+    """Let requests refer to classes of module ``name`` (the served app's module: its elicitation
+    schemas). Set in the server before the pool forks."""
+    _allowed_modules.add(name)
+
+
+def new_call_id() -> str:
+    """A call id that is also the call's capability on the callback socket: a counter for people to
+    read, and 128 random bits nobody else can guess."""
+    return f"mcp-{next(_counter)}-{secrets.token_urlsafe(16)}"
+
+
+def _reference(module: str, qualname: str) -> Any:
+    """A pydantic model class of the served app or of the SDK's types, by name; ValueError for any other."""
+    from pydantic import BaseModel
+
+    if not isinstance(module, str) or not isinstance(qualname, str) or not (
+            module in _allowed_modules or module.split(".")[0] in _SDK_MODULES):
+        raise ValueError(f"a reference to {str(module)[:80]}.{str(qualname)[:80]}, outside the served app")
+    obj: Any = sys.modules.get(module)
+    for part in qualname.split("."):
+        if part.startswith("_") or obj is None:
+            raise ValueError(f"a reference to {module}.{qualname[:80]}, which is not reachable")
+        obj = getattr(obj, part, None)
+    if not (isinstance(obj, type) and issubclass(obj, BaseModel)):
+        raise ValueError(f"{module}.{qualname[:80]} is not a pydantic model class")
+    return obj
+
+
+def _extra_default(obj: Any, codec: dataonly.Codec) -> Any:
+    from pydantic import BaseModel
+
+    if isinstance(obj, type) and issubclass(obj, BaseModel):
+        return msgpack.ExtType(_CLASS_REF, codec.pack((obj.__module__, obj.__qualname__)))
+    if isinstance(obj, BaseModel):
+        kind = type(obj)
+        return msgpack.ExtType(_MODEL, codec.pack((kind.__module__, kind.__qualname__,
+                                                   obj.model_dump(mode="json", by_alias=True))))
+    return None
+
+
+def _extra_ext(code: int, data: bytes, codec: dataonly.Codec) -> Any:
+    if code == _CLASS_REF:
+        module, qualname = codec.decode(data)
+        return _reference(module, qualname)
+    if code == _MODEL:
+        module, qualname, fields = codec.decode(data)
+        return _reference(module, qualname).model_validate(fields)
+    raise ValueError(f"unknown extension type {code}")
+
+
+_REQUESTS = dataonly.Codec(_extra_default, _extra_ext)
+
+
+def encode_request(request: tuple[Any, ...]) -> bytes:
+    """A worker's request as data (``dataonly.NotData``, a TypeError naming the type, for anything else)."""
+    return _REQUESTS.encode(request)
+
+
+def decode_request(data: bytes) -> tuple[str, str, tuple[Any, ...], dict[str, Any]]:
+    """The server's reading of a request: (call id, path, args, kwargs); ValueError if it is not one."""
+    value = _REQUESTS.decode(data)
+    if (type(value) is not tuple or len(value) != 4 or not all(type(v) is str for v in value[:2])
+            or type(value[2]) is not tuple or type(value[3]) is not dict):
+        raise ValueError("not a (call id, path, args, kwargs) request")
+    return value
 
 
 class CallbackError(RuntimeError):
@@ -70,7 +166,18 @@ class CallbackServer:
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
             head = await reader.readexactly(_LEN.size)
-            call_id, path, args, kwargs = pickle.loads(await reader.readexactly(_LEN.unpack(head)[0]))
+            size = _LEN.unpack(head)[0]
+            if size > MAX_REQUEST:
+                log.warning("callback socket: a request of %d bytes was dropped (over %d)", size, MAX_REQUEST)
+                return
+            try:
+                call_id, path, args, kwargs = decode_request(await reader.readexactly(size))
+            except (ValueError, TypeError, msgpack.UnpackException) as exc:
+                log.warning("callback socket: a request that is not data was dropped: %s", exc)
+                return
+            if call_id not in self._targets:
+                log.warning("callback socket: a request for no live call was dropped (%s %.40r)", path, call_id)
+                return
             work = asyncio.ensure_future(self._perform(call_id, path, args, kwargs))
             gone = asyncio.ensure_future(reader.read(1))  # EOF: the worker died or gave up
             try:
@@ -132,7 +239,10 @@ def request(address: str, call_id: str, path: str, args: tuple[Any, ...], kwargs
     awaited there). An exception raised there is raised here."""
     from toolfork.mcp.relay import READ_TIMEOUT_SLACK_S
 
-    data = pickle.dumps((call_id, path, args, kwargs))
+    try:
+        data = encode_request((call_id, path, tuple(args), kwargs))
+    except TypeError as exc:
+        raise CallbackError(f"{path}: {exc}") from None
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         # The executor's deadline wins the race (it kills the worker: the call is "timeout"); this wait

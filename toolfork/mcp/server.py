@@ -39,7 +39,7 @@ import threading
 from collections.abc import Callable, Coroutine, Iterator
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from toolfork.mcp.callback import CallbackServer, ClientOps
+from toolfork.mcp.callback import CallbackServer, ClientOps, new_call_id
 from toolfork.mcp.mapping import call_result, mcp_tool, protocol_error
 from toolfork.mcp.rounds import PARK_S, ParkedCalls, PendingCall
 
@@ -49,7 +49,6 @@ if TYPE_CHECKING:
     from toolfork.executor.executor import Executor
     from toolfork.executor.types import ToolCall, ToolResult
 
-_ids = itertools.count(1)
 T = TypeVar("T")
 
 
@@ -82,7 +81,7 @@ def build_server(executor: Executor, name: str = "toolfork", callbacks: Callback
                 return outcome
             result = outcome
         else:
-            result = await run_call(ctx, ToolCall(f"mcp-{next(_ids)}", params.name, arguments))
+            result = await run_call(ctx, ToolCall(new_call_id(), params.name, arguments))
         error = protocol_error(result)
         if error is not None:
             raise MCPError(code=error[0], message=error[1], data=error[2])
@@ -124,7 +123,7 @@ def build_server(executor: Executor, name: str = "toolfork", callbacks: Callback
             def follow(round_ctx: Any) -> None:
                 ops.ctx = relay.ctx = round_ctx
 
-            call = ToolCall(f"mcp-{next(_ids)}", params.name, arguments)
+            call = ToolCall(new_call_id(), params.name, arguments)
             # The call outlives this request (it waits parked between rounds): a task of its own,
             # cancelled by ``parked.cancelling`` when a round's request is.
             task = asyncio.ensure_future(run_call(ctx, call, ops, relay))

@@ -380,11 +380,14 @@ class WorkerCore:
             w.start_next(time.monotonic())
         return True
 
-    def one_shot(self, lender: Worker) -> Worker:
+    def one_shot(self, lender: Worker, *, data_only: bool = False) -> Worker:
         """A worker of its own for one item (a ``fresh_process`` tool), forked from the pristine
-        template into ``lender``'s slot; ``lender`` gets the slot back when the one-shot is gone."""
+        template into ``lender``'s slot; ``lender`` gets the slot back when the one-shot is gone.
+        ``data_only``: its item is sandboxed, so its frames are never unpickled (``wire.dataonly``)."""
         w = self._spawn()
         w.lender = lender
+        if data_only:
+            w.reader.use_data_only()
         return w
 
     def teach_template(self, blob: bytes, tools: Mapping[str, Tool]) -> None:

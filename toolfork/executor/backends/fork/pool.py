@@ -217,8 +217,11 @@ class ForkBackend(Backend):
         core = self.core
         ready = b.ready
         chunk = [first]
-        if first.tool.fresh_process or self._governance.restricted(first.call.name):
-            w = core.one_shot(w)  # a process of its own, forked from the pristine template, in w's slot
+        sandboxed = self._governance.restricted(first.call.name)
+        if first.tool.fresh_process or sandboxed:
+            # a process of its own, forked from the pristine template, in w's slot; a sandboxed call's
+            # frames cross as data only (never unpickled here)
+            w = core.one_shot(w, data_only=sandboxed)
         elif self._joins_chunk(first):
             limit = core.chunk_limit(len(ready) + 1, len(core.idle) + 1, w)
             while len(chunk) < limit and ready and self._joins_chunk(ready[0]):

@@ -31,6 +31,7 @@ import pickle
 import signal
 import socket
 import time
+from collections.abc import Callable
 from typing import Any
 
 from toolfork.executor import framing, oob
@@ -39,7 +40,7 @@ from toolfork.executor.backends.fork.limited import CallLimits
 from toolfork.executor.backends.fork.reset import SignalBaseline
 from toolfork.executor.invoke import CallInterrupted, error_info, execute_call
 from toolfork.executor.types import ErrorInfo, ToolCall, ToolResult
-from toolfork.executor.wire import frames
+from toolfork.executor.wire import dataonly, frames
 from toolfork.executor.wire.frames import EXIT_CHANNEL_DAMAGED, ChannelDamaged
 from toolfork.tools.runtime import ToolRuntime
 
@@ -62,15 +63,16 @@ class WorkerRuntime(ToolRuntime):
         cheap), so the tool fails at its ``emit_progress`` line, and an unreadable frame on the host's
         side can only ever be a result frame (see ``ForkBackend._read``). Any thread may call it; a
         large value goes by memory file, as a large result does."""
+        writer = self._writer
         try:
-            payload = pickle.dumps(frames.progress_frame(self._seq, value), pickle.HIGHEST_PROTOCOL)
-            pickle.loads(payload)
+            payload = writer.encode(frames.progress_frame(self._seq, value))
+            writer.decode(payload)
         except BaseException as exc:
             if isinstance(exc, KeyboardInterrupt | CallInterrupted):
                 raise
             raise TypeError(f"progress value of type {type(value).__name__} cannot be sent to the host: "
                             f"{type(exc).__name__}: {exc}") from None
-        self._writer.send_payload(payload)
+        writer.send_payload(payload)
 
 
 class _Leave(BaseException):  # not an error: the worker's way out when its channels are gone
@@ -191,8 +193,8 @@ def _serve(channels: Channels, tools: dict[str, Any], hooks: Hooks) -> None:
     baseline = SignalBaseline()  # after on_worker_start: what it installs is what every call starts with
     baseline.watch_setters()
     before, after, encode = hooks.before_child, hooks.after_child, hooks.encode_result
-    recv, dumps, result_frame, looks_large = framing.recv_blocking, pickle.dumps, frames.result_frame, \
-        frames.looks_large
+    recv, result_frame, looks_large = framing.recv_blocking, frames.result_frame, frames.looks_large
+    dumps: Callable[[Any, int], bytes] = pickle.dumps  # ``_data_only_dumps`` once a sandboxed call came
     large = writer.large
     highest = pickle.HIGHEST_PROTOCOL
     monotonic, getpid, look = time.monotonic, os.getpid, channels.poller.poll
@@ -232,6 +234,10 @@ def _serve(channels: Channels, tools: dict[str, Any], hooks: Hooks) -> None:
                         deadline = None if timeout is None else monotonic() + timeout
                         runtime = WorkerRuntime(writer, seq, call_id, name, deadline, context)
                     limits = limits_of(tool) if default_limits is not None or tool.limits is not None else None
+                    if limits is not None and limits.sandboxed and not writer.data_only:
+                        writer.use_data_only()  # before the tool runs: the host reads this worker so
+                        dumps = _data_only_dumps
+                        encode = None  # the host encodes its lines itself: no bytes of the call go out as a line
                     if limits is None:
                         result = execute_call(tool, call_id, arguments, runtime, before, after, pid)
                     else:
@@ -273,6 +279,11 @@ def _serve(channels: Channels, tools: dict[str, Any], hooks: Hooks) -> None:
         baseline.reset()
 
 
+def _data_only_dumps(obj: Any, _protocol: int) -> bytes:
+    """``pickle.dumps``' place in a worker that ran a sandboxed call (see ``wire.dataonly``)."""
+    return dataonly.encode(obj)
+
+
 def _unserializable(seq: int, name: str, result: ToolResult, exc: BaseException) -> tuple[Any, ...]:
     return (frames.RESULT, seq, "error", None, error_info(
         exc, prefix=f"the result of tool '{name}' could not be serialized to send it to the host"),
@@ -298,8 +309,7 @@ def _leave(writer: framing.FrameWriter, seq: int, gone: list[str]) -> None:
     if "result pipe" not in gone:
         try:
             with writer.lock:
-                framing.write_all(writer.fd, frames.frame(pickle.dumps(frames.leaving_frame(seq, what),
-                                                                       pickle.HIGHEST_PROTOCOL)))
+                framing.write_all(writer.fd, frames.frame(writer.encode(frames.leaving_frame(seq, what))))
         except OSError:
             pass
     raise _Leave(what)
