@@ -13,7 +13,9 @@ Data flow::
         │ ToolCall | WAIT                                                                 │
         ▼                                                                                 ▼
     Executor.imap ── ToolResult, call order ──> Job: every line's record in input order ──> OutFile
-                                                                              (one write a line)
+        │                                                                     (one write a line)
+        └── journal (OUT.journal): each call's start, written before the backend gets the call; on
+            --resume a call that started and has no record in OUT gets an OutcomeUnknown record
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from toolfork.commands._loading import BadLine
 from toolfork.commands._output import OutFile, record_of, result_failed
 from toolfork.commands._progress import Progress
 from toolfork.executor import WAIT
+from toolfork.executor.journal import Journal
 
 # Bad-line records held back behind running calls before the feeder waits for those calls: without a
 # bound, a million bad lines behind one slow call would all sit in memory.
@@ -44,8 +47,9 @@ class Job:
     max_held_records = MAX_HELD_RECORDS
 
     def __init__(self, executor: Any, source: LineSource, out: OutFile, progress: Progress,
-                 done: IdSet, window: int) -> None:
+                 done: IdSet, window: int, journal: Journal | None = None) -> None:
         self.executor = executor
+        self.journal = journal
         self.source = source
         self.out = out
         self.progress = progress
@@ -56,7 +60,8 @@ class Job:
         self.held_records = 0
 
     def run(self) -> None:
-        results = self.executor.imap(self._calls(), window=self.window, wakeup_fd=self.source.wakeup_fd)
+        results = self.executor.imap(self._calls(), window=self.window, wakeup_fd=self.source.wakeup_fd,
+                                     journal=self.journal)
         for result in results:
             lineno, placeholder = self.held.popleft()
             assert placeholder is None, "results and calls out of step"

@@ -29,6 +29,10 @@ duplicate and ``--resume`` rules and messages. What makes that hold with ids tak
   mixes of every shape and fault). The one case where the verdict can differ takes
   duplicate JSON keys (``{"id": "x", …, "id": "y"}``, read as y): if a later line with id y has
   started by the time the worker finds that out, the earlier line is the one refused.
+* The journal (``--resume`` without guessing, see ``toolfork.executor.journal``): the ids of the lines
+  put in ``LineLane.ready`` are written to it in one write before the next ``LineLane.step``, the one
+  place lines are sent to workers. A line whose id started in an earlier run goes the slow way, where
+  it gets an OutcomeUnknown record unless its tool is idempotent or ``--rerun-unknown`` was given.
 * ``--window`` bounds every line owed to the output (running, waiting to run, or settled behind an
   earlier one), so memory stays bounded as on the general path.
 """
@@ -47,6 +51,7 @@ from toolfork.commands._output import OutFile, record_of
 from toolfork.commands._progress import Progress
 from toolfork.executor import WAIT
 from toolfork.executor.backends.fork.lane import Line, LineLane, effective_timeout
+from toolfork.executor.journal import Journal, outcome_unknown
 
 # The plain line shape as ``json.dumps`` writes it, id and name without escapes or control characters.
 _PLAIN = re.compile(rb'\{"id": ?"([^"\\\x00-\x1f]*)", ?"name": ?"([^"\\\x00-\x1f]+)", ?"arguments": ?\{')
@@ -58,11 +63,12 @@ class LaneJob(Job):
     ``Job.held``: every line owed to the output, in input order."""
 
     def __init__(self, executor: Any, source: LineSource, out: OutFile, progress: Progress,
-                 done: IdSet, window: int) -> None:
-        super().__init__(executor, source, out, progress, done, window)
+                 done: IdSet, window: int, journal: Journal | None = None) -> None:
+        super().__init__(executor, source, out, progress, done, window, journal)
         self.owed: deque[Line] = deque()
         self.pending: dict[str, Line] = {}  # id -> the line holding it until its worker checks it
-        self.lane = LineLane(executor.backend, read_call, dict(executor.context))
+        self.unjournaled: list[str] = []  # ids of lines put in lane.ready whose start is not written yet
+        self.lane = LineLane(executor.backend, read_call, executor.dispatch_context(journal))
         tools = executor.tools
         self.tools = tools
         default = executor.timeout
@@ -114,6 +120,10 @@ class LaneJob(Job):
                 can_read = not eof and not waiting and pushback is None and len(held) <= window - refill
                 if can_read and not lane.ready:
                     continue
+                if self.unjournaled:  # before step: it is where lines go to the workers
+                    assert self.journal is not None
+                    self.journal.start(self.unjournaled)
+                    self.unjournaled = []
                 lane.step(wait=stalled or (not can_read and (lane.busy or waiting)),
                           wakeup_fd=wakeup_fd if waiting else None,
                           poll=stalled or (waiting and wakeup_fd is None))
@@ -139,11 +149,14 @@ class LaneJob(Job):
                             return False
                     elif call_id.startswith("line-") and self._unchecked_line(call_id):
                         return False
-                    elif call_id not in self.seen and not (self.done and call_id in self.done):
+                    elif call_id not in self.seen and not (self.done and call_id in self.done) and \
+                            not (self.journal is not None and self.journal.started(call_id)):
                         line = Line(lineno, call_id, name, raw, None, timeouts[name])
                         self.pending[call_id] = line
                         self.owed.append(line)
                         self.lane.ready.append(line)
+                        if self.journal is not None:
+                            self.unjournaled.append(call_id)
                         return True
         return self._read_here(lineno, raw, None)
 
@@ -194,6 +207,10 @@ class LaneJob(Job):
         tool = self.tools.get(call.name)
         if tool is None:
             return self._settle(line, self.executor.unknown_tool_result(call), lineno)
+        if self.journal is not None:
+            if not self.journal.should_run(cid, tool):
+                return self._settle(line, outcome_unknown(cid, call.name), lineno)
+            self.unjournaled.append(cid)
         timeout = effective_timeout(tool, self.executor.timeout) if call.timeout is None else call.timeout
         if line is None:
             line = Line(lineno, cid, call.name, None, call.arguments, timeout)
