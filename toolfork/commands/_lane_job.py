@@ -49,6 +49,7 @@ from toolfork.commands._job import Job
 from toolfork.commands._loading import BadLine
 from toolfork.commands._output import OutFile, record_of
 from toolfork.commands._progress import Progress
+from toolfork.commands._resume import ResumePoint
 from toolfork.executor import WAIT
 from toolfork.executor.backends.fork.lane import Line, LineLane, effective_timeout
 from toolfork.executor.journal import Journal, outcome_unknown
@@ -63,7 +64,7 @@ class LaneJob(Job):
     ``Job.held``: every line owed to the output, in input order."""
 
     def __init__(self, executor: Any, source: LineSource, out: OutFile, progress: Progress,
-                 done: IdSet, window: int, journal: Journal | None = None) -> None:
+                 done: IdSet | ResumePoint, window: int, journal: Journal | None = None) -> None:
         super().__init__(executor, source, out, progress, done, window, journal)
         self.owed: deque[Line] = deque()
         self.pending: dict[str, Line] = {}  # id -> the line holding it until its worker checks it
@@ -134,7 +135,7 @@ class LaneJob(Job):
     def _take(self, item: tuple[int, Any]) -> bool:
         """Take one input line; False when it must wait (an earlier line with its id is unchecked)."""
         lineno, raw = item
-        if type(raw) is bytes:
+        if type(raw) is bytes and not self.resume.in_prefix:  # lines of OUT's prefix are matched here
             m = _PLAIN.match(raw)
             if m is not None and b'"timeout"' not in raw:
                 try:
@@ -149,7 +150,7 @@ class LaneJob(Job):
                             return False
                     elif call_id.startswith("line-") and self._unchecked_line(call_id):
                         return False
-                    elif call_id not in self.seen and not (self.done and call_id in self.done) and \
+                    elif call_id not in self.seen and not self.resume.holds(call_id) and \
                             not (self.journal is not None and self.journal.started(call_id)):
                         line = Line(lineno, call_id, name, raw, None, timeouts[name])
                         self.pending[call_id] = line
@@ -188,18 +189,16 @@ class LaneJob(Job):
         if (other is not None and other is not line and other.raw is not None) or \
                 (cid.startswith("line-") and self._unchecked_line(cid)):
             return False
+        if self.resume.written(cid) if line is None else self.resume.holds(cid):
+            self.seen.add(cid)  # as the run that wrote its record did
+            return self._settle(line, _SKIP, lineno)
         holder = self._holder(cid, line)
         if isinstance(call, BadLine):
-            if self.done and cid in self.done:
-                return self._settle(line, _SKIP, lineno)
             if holder is not None:
                 call.message += f"; its id {cid!r} is also used by {holder}"
             else:
                 self.seen.add(cid)
             return self._settle(line, call.record(), lineno)
-        if self.done and cid in self.done:
-            self.seen.add(cid)
-            return self._settle(line, _SKIP, lineno)
         if holder is not None:
             bad = BadLine(cid, call.name, f"line {lineno}: duplicate id {cid!r}: {holder} has the same id")
             return self._settle(line, bad.record(), lineno)

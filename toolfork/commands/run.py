@@ -120,8 +120,8 @@ def main(args: argparse.Namespace) -> int:
     executor = out = journal = None
     try:
         done, previous, previous_failed = scan_previous(args.output) if args.resume else (IdSet(), 0, 0)
-        journal = open_journal(args)
         out = OutFile.open(args.output, append=args.resume, background=True)  # before the pool forks
+        journal = open_journal(args)
         executor = build_executor(args, tools, **governance)
     except UsageError as exc:
         if executor is not None:

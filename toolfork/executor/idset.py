@@ -9,6 +9,11 @@ from __future__ import annotations
 from array import array
 
 
+def id_hash(key: str) -> int:
+    """The 64-bit hash ``IdSet`` keeps for ``key`` (never 0; Python's ``hash``, so valid in one process)."""
+    return (hash(key) & 0xFFFF_FFFF_FFFF_FFFF) or 1  # 0 marks an empty slot
+
+
 class IdSet:
     """The ids a job has seen, at 16 bytes each, so a million-line input does not hold a million str
     objects (~90 bytes each in a set). It keeps 64-bit hashes in an open-addressing table: two distinct
@@ -21,9 +26,7 @@ class IdSet:
         self._mask = 1023
         self._count = 0
 
-    @staticmethod
-    def _hash(key: str) -> int:
-        return (hash(key) & 0xFFFF_FFFF_FFFF_FFFF) or 1  # 0 marks an empty slot
+    _hash = staticmethod(id_hash)
 
     def __contains__(self, key: str) -> bool:
         h, table, mask = self._hash(key), self._table, self._mask
@@ -67,4 +70,4 @@ class IdSet:
         return self._count
 
 
-__all__ = ["IdSet"]
+__all__ = ["IdSet", "id_hash"]

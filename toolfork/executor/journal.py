@@ -68,7 +68,7 @@ class Journal:
         self.durable = durable
         self.rerun_unknown = rerun_unknown
         self.keep_results = keep_results
-        self._started = IdSet()
+        self._started = IdSet()  # started in an earlier run (this run's starts are only written)
         self._finished: dict[str, dict[str, Any]] = {}
         self.job_key = ""
         try:
@@ -111,7 +111,8 @@ class Journal:
     # ------------------------------------------------------------------ asking
 
     def started(self, call_id: str) -> bool:
-        """Whether an earlier run of this job started the call (whatever became of it)."""
+        """Whether an earlier run of this job started the call (whatever became of it); a run does not
+        ask about its own calls (their ids are unique within it)."""
         return call_id in self._started
 
     def should_run(self, call_id: str, tool: Tool | None) -> bool:
@@ -136,8 +137,6 @@ class Journal:
         if not call_ids:
             return
         self._append(b"".join([b'{"started": ' + _id_json(i) + b"}\n" for i in call_ids]), sync=self.durable)
-        for i in call_ids:
-            self._started.add(i)
 
     def finish(self, result: ToolResult) -> None:
         """Record a call's result (nothing, unless the journal keeps results)."""
