@@ -94,8 +94,8 @@ class Journal:
                 try:
                     entry = json.loads(line)
                 except ValueError:
-                    raise JournalError(f"{self.path!r} line {number} is not a journal entry: {line[:80]!r}") \
-                        from None
+                    raise JournalError(f"{self.path!r} is not a toolfork journal: line {number} is not a journal "
+                                       f"entry ({line[:80]!r})") from None
                 if number == 1:
                     if not isinstance(entry, dict) or not isinstance(entry.get("job"), str):
                         raise JournalError(f"{self.path!r} is not a toolfork journal (its first line holds no "
