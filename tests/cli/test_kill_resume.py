@@ -5,7 +5,7 @@ SIGKILL at random points and resumed until it finishes. Then: every id is in OUT
 non-idempotent tool's effect happened at most once per id, and for every ``ok`` record; an id whose
 effect is missing is ``OutcomeUnknown``; the idempotent tool's effect is there exactly once per id
 (its idempotency key stayed the same across every resume). The kills land while calls run: each one
-waits for the journal to grow by a random number of starts, then a random moment more.
+waits for OUT to grow by a random number of records, then a random moment more.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from tests.cli.conftest import REPO, child_env
 from tests.cli.ledger_tools import LEDGER_ENV, create_ledger
 
 TOOLS = str(REPO / "tests" / "cli" / "ledger_tools.py")
-START_ENTRY_BYTES = 20  # about: {"started": "c1234"}
+RECORD_BYTES = 150  # about, for a record of OUT
 
 
 def _calls(path: Path, n: int, pad: int = 0) -> list[str]:
@@ -58,7 +58,7 @@ def _wait_groups_gone(pgids: list[int], seconds: float = 15.0) -> None:
                 pass
 
 
-def _run_once(cmd: list[str], env: dict[str, str], journal: Path, rng: random.Random, *,
+def _run_once(cmd: list[str], env: dict[str, str], out: Path, rng: random.Random, *,
               kill: bool, stop_first: bool) -> tuple[int | None, int]:
     """One run: to its end (its exit status), or SIGKILLed at a random moment while calls run (None);
     and its process group."""
@@ -66,11 +66,11 @@ def _run_once(cmd: list[str], env: dict[str, str], journal: Path, rng: random.Ra
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
         if kill:
-            size = journal.stat().st_size if journal.exists() else 0
-            target = size + START_ENTRY_BYTES * rng.randint(1, 150)
+            size = out.stat().st_size if out.exists() else 0
+            target = size + RECORD_BYTES * rng.randint(1, 150)
             end = time.monotonic() + 20
             while proc.poll() is None and time.monotonic() < end:
-                if journal.exists() and journal.stat().st_size >= target:
+                if out.exists() and out.stat().st_size >= target:
                     break
                 time.sleep(0.002)
             time.sleep(rng.uniform(0, 0.03))
@@ -98,7 +98,6 @@ def _kill_and_resume(tmp_path: Path, n: int, kills: int, extra: list[str], *, se
     ledger = tmp_path / "ledger.db"
     create_ledger(str(ledger))
     out = tmp_path / "out.jsonl"
-    journal = tmp_path / "out.jsonl.journal"
     env = child_env()
     env[LEDGER_ENV] = str(ledger)
     if not lane:
@@ -110,13 +109,13 @@ def _kill_and_resume(tmp_path: Path, n: int, kills: int, extra: list[str], *, se
     groups: list[int] = []
     try:
         for _ in range(kills):
-            status, pgid = _run_once(cmd, env, journal, rng, kill=True, stop_first=stop_first)
+            status, pgid = _run_once(cmd, env, out, rng, kill=True, stop_first=stop_first)
             groups.append(pgid)
             if status is not None:
                 break  # it finished before the kill
             killed += 1
         assert killed >= kills // 2, f"only {killed} of {kills} runs were killed before the job finished"
-        status, pgid = _run_once(cmd, env, journal, rng, kill=False, stop_first=False)
+        status, pgid = _run_once(cmd, env, out, rng, kill=False, stop_first=False)
         groups.append(pgid)
     finally:
         _wait_groups_gone(groups)

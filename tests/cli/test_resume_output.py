@@ -9,7 +9,6 @@ interruption caught are run again rather than reported ``OutcomeUnknown``.
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
