@@ -104,3 +104,18 @@ def test_a_file_that_is_no_journal_is_refused_and_left_alone(tmp_path: Path) -> 
     with pytest.raises(JournalError, match="is not a toolfork journal"):
         Journal(path)
     assert path.read_text() == "dear diary\n"
+
+
+def test_a_durable_journal_writes_every_start_before_its_result(tmp_path: Path, mode: str,
+                                                                 make_executor: Callable[..., Executor]) -> None:
+    path = tmp_path / "batch.journal"
+    calls = [{"id": f"d{i}", "name": "key", "arguments": {"text": str(i)}} for i in range(150)]
+    with Journal(path, durable=True) as journal:
+        results = list(make_executor(TOOLS, mode=mode).imap(calls, window=16, journal=journal))
+    assert [r.call_id for r in results] == [c["id"] for c in calls]
+    entries = _entries(path)
+    started = [e["started"] for e in entries if "started" in e]
+    assert sorted(started) == sorted(c["id"] for c in calls)
+    # every start is written before its result
+    position = {(k, e.get("started") or e.get("finished")): i for i, e in enumerate(entries) for k in e}
+    assert all(position[("started", c["id"])] < position[("finished", c["id"])] for c in calls)

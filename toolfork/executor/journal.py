@@ -121,7 +121,8 @@ class Journal:
 
     def admit(self, call_id: str, name: str, tool: Tool | None) -> ToolResult | None:
         """The result to give instead of running the call (recorded earlier, or ``OutcomeUnknown``), or
-        None: the call may run, and its start is in the journal now."""
+        None: the call may run, and its start is in the journal now (durable: on the disk; a sync a call,
+        where the line lane of ``toolfork run`` syncs once for all the lines it is about to send)."""
         record = self._finished.get(call_id)
         if record is not None:
             return result_from_record(record)
