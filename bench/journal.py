@@ -55,3 +55,22 @@ for name, lane in (("line lane", "1"), ("general", "0")):
     per = [1e6 * t / n_calls for t in (none, journal, durable)]
     print(f"| {name} | {per[0]:.1f} us/call | {per[1]:.1f} us/call | {per[2]:.1f} us/call | "
           f"{journal / none:.2f} | {durable / none:.2f} |")
+
+# The journal's own work, in one process: what each level adds to a call, without the noise of a job.
+from toolfork.executor.journal import Journal  # noqa: E402
+
+n = min(n_calls, 5_000)
+print(f"\nthe journal alone, {n} starts, in-process")
+print("| level | one start a write | 64 starts a write (the line lane) |")
+print("|---|---|---|")
+for durable in (False, True):
+    cells = []
+    for group in (1, 64):
+        path = tmp / f"alone-{durable}-{group}.journal"
+        with Journal(path, durable=durable, keep_results=False) as journal:
+            ids = [f"c{i}" for i in range(n)]
+            start = time.perf_counter()
+            for i in range(0, n, group):
+                journal.start(ids[i:i + group])
+            cells.append(f"{1e6 * (time.perf_counter() - start) / n:.2f} us/call")
+    print(f"| {'durable (fdatasync)' if durable else 'journal (os.write)'} | {cells[0]} | {cells[1]} |")
