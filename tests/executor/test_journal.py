@@ -42,6 +42,7 @@ def test_a_finished_batch_gives_its_recorded_results_without_running(
         again = ex.run(_calls(effects), journal=journal)
     assert [r.to_dict() for r in again] == [r.to_dict() for r in first]
     assert sorted(effects.read_text().split()) == ["e0", "e1", "e2", "e3"]  # nothing ran twice
+    assert _entries(path) == entries  # and nothing was written again
 
 
 def _crashed(path: Path, keep_finished: set[str]) -> None:

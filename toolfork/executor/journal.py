@@ -141,7 +141,7 @@ class Journal:
 
     def finish(self, result: ToolResult) -> None:
         """Record a call's result (nothing, unless the journal keeps results)."""
-        if not self.keep_results:
+        if not self.keep_results or result.call_id in self._finished:  # answered from the journal
             return
         record = result.to_dict()
         self._finished[result.call_id] = record
