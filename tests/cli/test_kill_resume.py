@@ -14,7 +14,6 @@ import json
 import os
 import random
 import signal
-import sqlite3
 import subprocess
 import sys
 import time
@@ -24,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from tests.cli.conftest import REPO, child_env
-from tests.cli.ledger_tools import LEDGER_ENV, create_ledger
+from tests.cli.ledger_tools import LEDGER_ENV, create_ledger, read_ledger
 
 TOOLS = str(REPO / "tests" / "cli" / "ledger_tools.py")
 RECORD_BYTES = 150  # about, for a record of OUT
@@ -93,13 +92,14 @@ def _run_once(cmd: list[str], env: dict[str, str], out: Path, rng: random.Random
 
 
 def _kill_and_resume(tmp_path: Path, n: int, kills: int, extra: list[str], *, seed: int, pad: int = 0,
-                     lane: bool = True, stop_first: bool = False) -> tuple[list[str], list[dict], Counter, Counter]:
+                     lane: bool = True, stop_first: bool = False, ledger: str | None = None
+                     ) -> tuple[list[str], list[dict], Counter, Counter]:
     ids = _calls(tmp_path / "calls.jsonl", n, pad)
-    ledger = tmp_path / "ledger.db"
-    create_ledger(str(ledger))
+    ledger = ledger or str(tmp_path / "ledger.db")
+    create_ledger(ledger)
     out = tmp_path / "out.jsonl"
     env = child_env()
-    env[LEDGER_ENV] = str(ledger)
+    env[LEDGER_ENV] = ledger
     if not lane:
         env["TOOLFORK_LINE_LANE"] = "0"
     cmd = [sys.executable, "-m", "toolfork", "run", str(tmp_path / "calls.jsonl"), "--tools", TOOLS,
@@ -120,10 +120,7 @@ def _kill_and_resume(tmp_path: Path, n: int, kills: int, extra: list[str], *, se
     finally:
         _wait_groups_gone(groups)
     records = [json.loads(line) for line in out.read_text().splitlines()]
-    with sqlite3.connect(ledger) as db:
-        charges = Counter(cid for (cid,) in db.execute("SELECT call_id FROM charges"))
-        applied = Counter(cid for (cid,) in db.execute("SELECT call_id FROM applied"))
-    return ids, records, charges, applied
+    return ids, records, Counter(read_ledger(ledger, "charges")), Counter(read_ledger(ledger, "applied"))
 
 
 def _check(ids: list[str], records: list[dict], charges: Counter, applied: Counter) -> int:
@@ -179,3 +176,4 @@ def test_rerun_unknown_runs_them_again_by_the_users_choice(tmp_path: Path) -> No
     assert all(r["status"] == "ok" for r in records)
     assert all(charges[i] >= 1 for i in ids[::2])
     assert all(applied[i] == 1 for i in ids[1::2])
+
