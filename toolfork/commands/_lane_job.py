@@ -29,10 +29,11 @@ duplicate and ``--resume`` rules and messages. What makes that hold with ids tak
   mixes of every shape and fault). The one case where the verdict can differ takes
   duplicate JSON keys (``{"id": "x", …, "id": "y"}``, read as y): if a later line with id y has
   started by the time the worker finds that out, the earlier line is the one refused.
-* The journal (``--resume`` without guessing, see ``toolfork.executor.journal``): the ids of the lines
-  put in ``LineLane.ready`` are written to it in one write before the next ``LineLane.step``, the one
-  place lines are sent to workers. A line whose id started in an earlier run goes the slow way, where
-  it gets an OutcomeUnknown record unless its tool is idempotent or ``--rerun-unknown`` was given.
+* The journal (``--resume`` without guessing, see ``toolfork.executor.journal``): the ids of a chunk
+  of lines are written to it in one write (``LineLane.before_send``) right before the chunk goes to a
+  worker, so only lines that were sent count as started. A line whose id started in an earlier run
+  goes the slow way, where it gets an OutcomeUnknown record unless its tool is idempotent or
+  ``--rerun-unknown`` was given.
 * ``--window`` bounds every line owed to the output (running, waiting to run, or settled behind an
   earlier one), so memory stays bounded as on the general path.
 """
@@ -68,8 +69,9 @@ class LaneJob(Job):
         super().__init__(executor, source, out, progress, done, window, journal)
         self.owed: deque[Line] = deque()
         self.pending: dict[str, Line] = {}  # id -> the line holding it until its worker checks it
-        self.unjournaled: list[str] = []  # ids of lines put in lane.ready whose start is not written yet
         self.lane = LineLane(executor.backend, read_call, executor.dispatch_context(journal))
+        if journal is not None:
+            self.lane.before_send = lambda chunk: journal.start([line.call_id for line in chunk])
         tools = executor.tools
         self.tools = tools
         default = executor.timeout
@@ -121,10 +123,6 @@ class LaneJob(Job):
                 can_read = not eof and not waiting and pushback is None and len(held) <= window - refill
                 if can_read and not lane.ready:
                     continue
-                if self.unjournaled:  # before step: it is where lines go to the workers
-                    assert self.journal is not None
-                    self.journal.start(self.unjournaled)
-                    self.unjournaled = []
                 lane.step(wait=stalled or (not can_read and (lane.busy or waiting)),
                           wakeup_fd=wakeup_fd if waiting else None,
                           poll=stalled or (waiting and wakeup_fd is None))
@@ -156,8 +154,6 @@ class LaneJob(Job):
                         self.pending[call_id] = line
                         self.owed.append(line)
                         self.lane.ready.append(line)
-                        if self.journal is not None:
-                            self.unjournaled.append(call_id)
                         return True
         return self._read_here(lineno, raw, None)
 
@@ -209,7 +205,6 @@ class LaneJob(Job):
         if self.journal is not None:
             if not self.journal.should_run(cid, tool):
                 return self._settle(line, outcome_unknown(cid, call.name), lineno)
-            self.unjournaled.append(cid)
         timeout = effective_timeout(tool, self.executor.timeout) if call.timeout is None else call.timeout
         if line is None:
             line = Line(lineno, cid, call.name, None, call.arguments, timeout)
