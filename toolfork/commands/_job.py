@@ -13,7 +13,9 @@ Data flow::
         │ ToolCall | WAIT                                                                 │
         ▼                                                                                 ▼
     Executor.imap ── ToolResult, call order ──> Job: every line's record in input order ──> OutFile
-                                                                              (one write a line)
+        │                                                                     (one write a line)
+        └── journal (OUT.journal): each call's start, written before the backend gets the call; on
+            --resume a call that started and has no record in OUT gets an OutcomeUnknown record
 """
 
 from __future__ import annotations
@@ -27,7 +29,9 @@ from toolfork.commands._input import LineSource, read_call
 from toolfork.commands._loading import BadLine
 from toolfork.commands._output import OutFile, record_of, result_failed
 from toolfork.commands._progress import Progress
+from toolfork.commands._resume import ResumePoint
 from toolfork.executor import WAIT
+from toolfork.executor.journal import Journal
 
 # Bad-line records held back behind running calls before the feeder waits for those calls: without a
 # bound, a million bad lines behind one slow call would all sit in memory.
@@ -44,19 +48,22 @@ class Job:
     max_held_records = MAX_HELD_RECORDS
 
     def __init__(self, executor: Any, source: LineSource, out: OutFile, progress: Progress,
-                 done: IdSet, window: int) -> None:
+                 done: IdSet | ResumePoint, window: int, journal: Journal | None = None) -> None:
         self.executor = executor
+        self.journal = journal
+        # What --resume skips: the lines whose records OUT holds (an IdSet alone: skipped by id).
+        self.resume = done if isinstance(done, ResumePoint) else ResumePoint(done)
         self.source = source
         self.out = out
         self.progress = progress
-        self.done = done
         self.seen = IdSet()
         self.window = window
         self.held: deque[tuple[int, dict[str, Any] | None]] = deque()
         self.held_records = 0
 
     def run(self) -> None:
-        results = self.executor.imap(self._calls(), window=self.window, wakeup_fd=self.source.wakeup_fd)
+        results = self.executor.imap(self._calls(), window=self.window, wakeup_fd=self.source.wakeup_fd,
+                                     journal=self.journal)
         for result in results:
             lineno, placeholder = self.held.popleft()
             assert placeholder is None, "results and calls out of step"
@@ -89,17 +96,14 @@ class Job:
                 continue
             lineno, raw = item
             call = read_call(raw, lineno)
+            if self.resume.written(call.id):
+                self.seen.add(call.id)  # as the run that wrote its record did
+                self.progress.skip(lineno)
+                continue
             if isinstance(call, BadLine):
-                if call.id in self.done:
-                    self.progress.skip(lineno)
-                    continue
                 if not self.seen.add(call.id):
                     call.message += f"; its id {call.id!r} is also used by an earlier line"
                 self._hold_or_write(call.record(), lineno)
-                continue
-            if call.id in self.done:
-                self.seen.add(call.id)
-                self.progress.skip(lineno)
                 continue
             if not self.seen.add(call.id):
                 bad = BadLine(call.id, call.name,

@@ -29,6 +29,11 @@ duplicate and ``--resume`` rules and messages. What makes that hold with ids tak
   mixes of every shape and fault). The one case where the verdict can differ takes
   duplicate JSON keys (``{"id": "x", …, "id": "y"}``, read as y): if a later line with id y has
   started by the time the worker finds that out, the earlier line is the one refused.
+* The journal (``--resume`` without guessing, see ``toolfork.executor.journal``): the ids of a chunk
+  of lines are written to it in one write (``LineLane.before_send``) right before the chunk goes to a
+  worker, so only lines that were sent count as started. A line whose id started in an earlier run
+  goes the slow way, where it gets an OutcomeUnknown record unless its tool is idempotent or
+  ``--rerun-unknown`` was given.
 * ``--window`` bounds every line owed to the output (running, waiting to run, or settled behind an
   earlier one), so memory stays bounded as on the general path.
 """
@@ -45,8 +50,10 @@ from toolfork.commands._job import Job
 from toolfork.commands._loading import BadLine
 from toolfork.commands._output import OutFile, record_of
 from toolfork.commands._progress import Progress
+from toolfork.commands._resume import ResumePoint
 from toolfork.executor import WAIT
 from toolfork.executor.backends.fork.lane import Line, LineLane, effective_timeout
+from toolfork.executor.journal import Journal, outcome_unknown
 
 # The plain line shape as ``json.dumps`` writes it, id and name without escapes or control characters.
 _PLAIN = re.compile(rb'\{"id": ?"([^"\\\x00-\x1f]*)", ?"name": ?"([^"\\\x00-\x1f]+)", ?"arguments": ?\{')
@@ -58,11 +65,13 @@ class LaneJob(Job):
     ``Job.held``: every line owed to the output, in input order."""
 
     def __init__(self, executor: Any, source: LineSource, out: OutFile, progress: Progress,
-                 done: IdSet, window: int) -> None:
-        super().__init__(executor, source, out, progress, done, window)
+                 done: IdSet | ResumePoint, window: int, journal: Journal | None = None) -> None:
+        super().__init__(executor, source, out, progress, done, window, journal)
         self.owed: deque[Line] = deque()
         self.pending: dict[str, Line] = {}  # id -> the line holding it until its worker checks it
-        self.lane = LineLane(executor.backend, read_call, dict(executor.context))
+        self.lane = LineLane(executor.backend, read_call, executor.dispatch_context(journal))
+        if journal is not None:
+            self.lane.before_send = lambda chunk: journal.start([line.call_id for line in chunk])
         tools = executor.tools
         self.tools = tools
         default = executor.timeout
@@ -124,7 +133,7 @@ class LaneJob(Job):
     def _take(self, item: tuple[int, Any]) -> bool:
         """Take one input line; False when it must wait (an earlier line with its id is unchecked)."""
         lineno, raw = item
-        if type(raw) is bytes:
+        if type(raw) is bytes and not self.resume.in_prefix:  # lines of OUT's prefix are matched here
             m = _PLAIN.match(raw)
             if m is not None and b'"timeout"' not in raw:
                 try:
@@ -139,7 +148,8 @@ class LaneJob(Job):
                             return False
                     elif call_id.startswith("line-") and self._unchecked_line(call_id):
                         return False
-                    elif call_id not in self.seen and not (self.done and call_id in self.done):
+                    elif call_id not in self.seen and not self.resume.holds(call_id) and \
+                            not (self.journal is not None and self.journal.started(call_id)):
                         line = Line(lineno, call_id, name, raw, None, timeouts[name])
                         self.pending[call_id] = line
                         self.owed.append(line)
@@ -175,18 +185,16 @@ class LaneJob(Job):
         if (other is not None and other is not line and other.raw is not None) or \
                 (cid.startswith("line-") and self._unchecked_line(cid)):
             return False
+        if self.resume.written(cid) if line is None else self.resume.holds(cid):
+            self.seen.add(cid)  # as the run that wrote its record did
+            return self._settle(line, _SKIP, lineno)
         holder = self._holder(cid, line)
         if isinstance(call, BadLine):
-            if self.done and cid in self.done:
-                return self._settle(line, _SKIP, lineno)
             if holder is not None:
                 call.message += f"; its id {cid!r} is also used by {holder}"
             else:
                 self.seen.add(cid)
             return self._settle(line, call.record(), lineno)
-        if self.done and cid in self.done:
-            self.seen.add(cid)
-            return self._settle(line, _SKIP, lineno)
         if holder is not None:
             bad = BadLine(cid, call.name, f"line {lineno}: duplicate id {cid!r}: {holder} has the same id")
             return self._settle(line, bad.record(), lineno)
@@ -194,6 +202,9 @@ class LaneJob(Job):
         tool = self.tools.get(call.name)
         if tool is None:
             return self._settle(line, self.executor.unknown_tool_result(call), lineno)
+        if self.journal is not None:
+            if not self.journal.should_run(cid, tool):
+                return self._settle(line, outcome_unknown(cid, call.name), lineno)
         timeout = effective_timeout(tool, self.executor.timeout) if call.timeout is None else call.timeout
         if line is None:
             line = Line(lineno, cid, call.name, None, call.arguments, timeout)

@@ -19,13 +19,15 @@ import math
 import os
 import sys
 import threading
+from array import array
 from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from toolfork.commands._idset import IdSet
 from toolfork.commands._loading import UsageError
 from toolfork.commands._nesting import MAX_JSON_DEPTH, nested_deeper_than
+from toolfork.commands._resume import ResumePoint
+from toolfork.executor.idset import IdSet, id_hash
 from toolfork.executor.wire import write_all
 
 
@@ -268,11 +270,13 @@ class OutFile:
             self.fd = None
 
 
-def scan_previous(path: str) -> tuple[IdSet, int, int]:
-    """For --resume: the ids of OUT's complete lines, how many there are and how many failed. A
-    trailing partial line (the job was killed mid-write) is cut off so the appended lines start clean;
-    a complete line that is not a JSON record is left alone and its call runs again."""
+def scan_previous(path: str) -> tuple[ResumePoint, int, int]:
+    """For --resume: what OUT's complete lines hold (see ``ResumePoint``), how many distinct ids and how
+    many of them failed. A trailing partial line (the job was killed mid-write) is cut off so the
+    appended lines start clean; a complete line that is not a JSON record is left alone (it ends the
+    prefix of records: past it, lines are skipped by id)."""
     done = IdSet()
+    order = array("Q")
     count = failed = 0
     keep = 0
     try:
@@ -283,10 +287,12 @@ def scan_previous(path: str) -> tuple[IdSet, int, int]:
                 keep += len(line)
                 try:
                     record = json.loads(line)
-                    call_id = record["id"]
+                    call_id = str(record["id"])
                 except (ValueError, KeyError, TypeError):
+                    order.append(0)  # matches no id
                     continue
-                if done.add(str(call_id)):
+                order.append(id_hash(call_id))
+                if done.add(call_id):
                     count += 1
                     failed += result_failed(record)
         if os.path.getsize(path) > keep:
@@ -295,7 +301,7 @@ def scan_previous(path: str) -> tuple[IdSet, int, int]:
         pass
     except OSError as exc:
         raise UsageError(f"--resume: cannot read {path!r}: {exc.strerror}") from exc
-    return done, count, failed
+    return ResumePoint(done, order), count, failed
 
 
 __all__ = ["OutFile", "encode_ok_result", "encode_record", "record_of", "result_failed", "scan_previous"]

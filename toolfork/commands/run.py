@@ -10,6 +10,12 @@ the only thing that grows with the input is the set of ids seen (16 bytes an id,
 Driven as a co-process (``toolfork run - -o -``), a line that arrives while calls run starts at once:
 the input yields ``WAIT`` while the other side is quiet, the calls in flight go on, and their results
 are written (in input order) as soon as they and the ones before them are done.
+
+With ``-o OUT.jsonl`` the job keeps a journal beside it, ``OUT.jsonl.journal`` (see
+``toolfork.executor.journal``): each call's start, written before the call reaches a worker. On
+``--resume`` a call that started and has no record in OUT gets an ``OutcomeUnknown`` record instead of
+running again (unless its tool is idempotent, or ``--rerun-unknown``); ``--durable`` syncs each start
+entry to the disk before the call starts.
 """
 
 from __future__ import annotations
@@ -40,6 +46,9 @@ from toolfork.commands._options import (
 )
 from toolfork.commands._output import OutFile, scan_previous
 from toolfork.commands._progress import Progress
+from toolfork.executor.journal import Journal, JournalError
+
+JOURNAL_SUFFIX = ".journal"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -52,7 +61,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_mcp_arguments(parser)
     add_governance_arguments(parser)
     parser.add_argument("--resume", action="store_true",
-                        help="skip ids already in OUT (complete lines) and append the rest")
+                        help="skip ids already in OUT (complete lines) and append the rest; a call that "
+                             "started but has no line in OUT gets an OutcomeUnknown error record and is not "
+                             "run again (see --rerun-unknown)")
+    parser.add_argument("--rerun-unknown", action="store_true",
+                        help="with --resume: run again the calls that started but have no line in OUT (their "
+                             "effect may then happen twice); idempotent=True tools are run again anyway")
+    parser.add_argument("--durable", action="store_true",
+                        help="sync each call's start entry in OUT.journal to the disk before the call starts, "
+                             "so --resume is exact after a power loss too (costs a disk sync per dispatch)")
     parser.add_argument("--window", type=positive_int, default=None, metavar="N",
                         help="calls in flight or buffered at most (default 4 x workers, at least "
                              f"{MIN_DEFAULT_WINDOW}); lower it when single results are very large")
@@ -68,9 +85,29 @@ def _same_file(a: str, b: str) -> bool:
         return False
 
 
+def open_journal(args: argparse.Namespace) -> Journal | None:
+    """The journal beside OUT (none when the output is stdout: such a job cannot be resumed). A new job
+    starts a new journal; ``--resume`` goes on with the one there."""
+    if args.output == "-":
+        return None
+    path = args.output + JOURNAL_SUFFIX
+    try:
+        if not args.resume:
+            with open(path, "wb"):
+                pass
+        return Journal(path, durable=args.durable, rerun_unknown=args.rerun_unknown, keep_results=False)
+    except (OSError, JournalError) as exc:
+        raise UsageError(str(exc)) from exc
+
+
 def main(args: argparse.Namespace) -> int:
     if args.resume and args.output == "-":
         return error("run", "--resume needs -o OUT.jsonl: the ids already done are read from that file")
+    if args.rerun_unknown and not args.resume:
+        return error("run", "--rerun-unknown is for --resume: it says what to do with calls an earlier run left "
+                            "unfinished")
+    if args.durable and args.output == "-":
+        return error("run", "--durable needs -o OUT.jsonl: the journal it syncs is kept beside OUT")
     if args.calls != "-" and args.output != "-" and _same_file(args.calls, args.output):
         return error("run", f"-o {args.output!r} is the input file; it would be overwritten")
     try:
@@ -79,16 +116,19 @@ def main(args: argparse.Namespace) -> int:
         stream = open_input(args.calls)
     except UsageError as exc:
         return error("run", str(exc))
-    executor = out = None
+    executor = out = journal = None
     try:
         done, previous, previous_failed = scan_previous(args.output) if args.resume else (IdSet(), 0, 0)
         out = OutFile.open(args.output, append=args.resume, background=True)  # before the pool forks
+        journal = open_journal(args)
         executor = build_executor(args, tools, **governance)
     except UsageError as exc:
         if executor is not None:
             executor.close()
         if out is not None:
             out.close()
+        if journal is not None:
+            journal.close()
         if stream is not sys.stdin.buffer:
             stream.close()
         return error("run", str(exc))
@@ -102,7 +142,7 @@ def main(args: argparse.Namespace) -> int:
     out.on_error = source.wake  # a write that fails while the input is quiet must not go unnoticed
     window = args.window or default_window(executor.workers)
     lane = LaneJob.fits(executor) and os.environ.get("TOOLFORK_LINE_LANE", "1") != "0"
-    job = (LaneJob if lane else Job)(executor, source, out, progress, done, window)
+    job = (LaneJob if lane else Job)(executor, source, out, progress, done, window, journal)
     code = EXIT_OK
     with interrupted_once() as stop:
         try:
@@ -121,6 +161,8 @@ def main(args: argparse.Namespace) -> int:
         finally:
             executor.close()
             out.close()
+            if journal is not None:
+                journal.close()
             source.close()
             if stream is not sys.stdin.buffer:
                 stream.close()

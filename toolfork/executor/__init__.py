@@ -2,6 +2,7 @@
 
 from toolfork.executor.backends.base import WAIT, Wait
 from toolfork.executor.executor import Executor, default_workers
+from toolfork.executor.journal import OUTCOME_UNKNOWN, Journal, JournalError
 from toolfork.executor.types import (
     CallFinished,
     CallProgress,
@@ -14,6 +15,7 @@ from toolfork.executor.types import (
 from toolfork.tools.runtime import ToolRuntime
 
 __all__ = [
+    "OUTCOME_UNKNOWN",
     "WAIT",
     "CallFinished",
     "CallProgress",
@@ -21,6 +23,8 @@ __all__ = [
     "ErrorInfo",
     "Event",
     "Executor",
+    "Journal",
+    "JournalError",
     "ToolCall",
     "ToolResult",
     "ToolRuntime",

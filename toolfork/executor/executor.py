@@ -10,6 +10,8 @@
 are merged into ``Executor.context`` in call order too, so the last call wins whatever finished last.
 A tool that declares ``retries`` gets that many more attempts for calls that crashed, timed out or raised.
 ``imap`` is the same path for batch jobs: the backend pulls calls lazily within a window.
+With ``journal=Journal(path)`` (``journal.py``) a call's start is written before its Dispatch is handed
+to the backend and its result when it finishes, so running the batch again resumes it without guessing.
 
 Any number of batches run at once on one Executor (threads, asyncio tasks, a batch started while
 another is iterated): nothing here is locked for a batch's length; the backend shares its workers
@@ -25,6 +27,7 @@ import atexit
 import contextlib
 import math
 import os
+import secrets
 import threading
 import weakref
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
@@ -33,6 +36,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from toolfork.executor.backends.base import WAIT, Backend, Dispatch, Feed, Hooks, Wait
 from toolfork.executor.backends.sequential import SequentialBackend, run_in_host
+from toolfork.executor.journal import Journal
 from toolfork.executor.modes import resolve_mode
 from toolfork.executor.singles import Singles, SinglesHost
 from toolfork.executor.types import (
@@ -44,6 +48,7 @@ from toolfork.executor.types import (
     ToolCall,
     ToolResult,
 )
+from toolfork.tools.runtime import JOB_CONTEXT_KEY
 
 if TYPE_CHECKING:
     from toolfork.governance.limits import Limits
@@ -135,6 +140,8 @@ class Executor:
         self._closed = False
         self._pid = os.getpid()  # an Executor with processes does not cross a fork (see _check_open)
         self.context: dict[str, Any] = {}
+        # The job key of calls run without a journal (``ToolRuntime.idempotency_key``): this Executor's.
+        self._job_key = secrets.token_hex(16)
         self._feeds: set[Feed] = set()  # the batches running now, for cancel() and close()
         self._singles: Singles | None = None  # submit()'s batch, started on first use
         self._mode, self._fallback_reason = resolve_mode(mode)
@@ -203,27 +210,31 @@ class Executor:
 
     # ----------------------------------------------------------------- running
 
-    def run(self, calls: Iterable[ToolCall | dict[str, Any]]) -> list[ToolResult]:
-        """One result per call, in call order. Tool failures become results; misuse raises."""
-        return self._run(self._prepare(calls), None)
+    def run(self, calls: Iterable[ToolCall | dict[str, Any]], *, journal: Journal | None = None) -> list[ToolResult]:
+        """One result per call, in call order. Tool failures become results; misuse raises.
+        ``journal``: record starts and results there, and resume what it holds (see ``Journal``)."""
+        return self._run(self._prepare(calls), None, journal)
 
-    def _run(self, batch: list[ToolCall], handle: Batch[Any] | None) -> list[ToolResult]:
+    def _run(self, batch: list[ToolCall], handle: Batch[Any] | None,
+             journal: Journal | None = None) -> list[ToolResult]:
         position = {c.id: i for i, c in enumerate(batch)}
         results: list[ToolResult | None] = [None] * len(batch)
-        for event in self._events(batch, None, on_feed=None if handle is None else handle._started):
+        for event in self._events(batch, None, on_feed=None if handle is None else handle._started,
+                                  journal=journal):
             if type(event) is CallFinished:
                 results[position[event.call_id]] = event.result
         self._merge_context(results)
         return results  # type: ignore[return-value]  # every slot is filled: one CallFinished per call
 
-    def stream(self, calls: Iterable[ToolCall | dict[str, Any]]) -> Batch[Event]:
-        """``CallStarted`` / ``CallProgress`` / ``CallFinished`` events as they happen."""
+    def stream(self, calls: Iterable[ToolCall | dict[str, Any]], *, journal: Journal | None = None) -> Batch[Event]:
+        """``CallStarted`` / ``CallProgress`` / ``CallFinished`` events as they happen (``journal``: as
+        in ``run``)."""
         batch = self._prepare(calls)
         handle: Batch[Event] = Batch(self)
 
         def events() -> Iterator[Event]:
             finished: dict[str, ToolResult] = {}
-            for event in self._events(batch, None, on_feed=handle._started):
+            for event in self._events(batch, None, on_feed=handle._started, journal=journal):
                 if type(event) is CallFinished:
                     finished[event.call_id] = event.result
                 yield event
@@ -262,7 +273,7 @@ class Executor:
         return await asyncio.wrap_future(self.submit(call, on_progress=on_progress))
 
     def imap(self, calls: Iterable[ToolCall | dict[str, Any] | Wait], window: int | None = None,
-             wakeup_fd: int | None = None) -> Batch[ToolResult]:
+             wakeup_fd: int | None = None, *, journal: Journal | None = None) -> Batch[ToolResult]:
         """Results in call order, pulling ``calls`` lazily: at most ``window`` calls (default 4 x
         workers) are running or waiting for an earlier one, so a million-call job runs in bounded
         memory. Duplicate ids are refused among the calls in that window.
@@ -270,26 +281,28 @@ class Executor:
         A live source (a co-process reading its stdin) may yield ``WAIT`` when it has no call yet; the
         calls in flight keep running, and the source is asked again once ``wakeup_fd`` (a pipe the
         source writes a byte to when it has more; the executor drains it) is readable.
+        ``journal``: as in ``run``.
         """
-        return self._windowed(calls, window, wakeup_fd, ordered=True)
+        return self._windowed(calls, window, wakeup_fd, ordered=True, journal=journal)
 
     def imap_unordered(self, calls: Iterable[ToolCall | dict[str, Any] | Wait], window: int | None = None,
-                       wakeup_fd: int | None = None) -> Batch[ToolResult]:
+                       wakeup_fd: int | None = None, *, journal: Journal | None = None) -> Batch[ToolResult]:
         """``imap`` in completion order: a quick call is never held behind a slow one sent before it."""
-        return self._windowed(calls, window, wakeup_fd, ordered=False)
+        return self._windowed(calls, window, wakeup_fd, ordered=False, journal=journal)
 
     def _windowed(self, calls: Iterable[ToolCall | dict[str, Any] | Wait], window: int | None,
-                  wakeup_fd: int | None, *, ordered: bool) -> Batch[ToolResult]:
+                  wakeup_fd: int | None, *, ordered: bool, journal: Journal | None = None) -> Batch[ToolResult]:
         self._check_open()
         limit = window if window is not None else 4 * max(1, self.workers)
         if limit < 1:
             raise ValueError(f"window must be at least 1, got {limit}")
         handle: Batch[ToolResult] = Batch(self)
-        handle._iterator = self._windowed_results(calls, limit, wakeup_fd, ordered, handle)
+        handle._iterator = self._windowed_results(calls, limit, wakeup_fd, ordered, handle, journal)
         return handle
 
     def _windowed_results(self, calls: Iterable[ToolCall | dict[str, Any] | Wait], limit: int,
-                          wakeup_fd: int | None, ordered: bool, handle: Batch[ToolResult]) -> Iterator[ToolResult]:
+                          wakeup_fd: int | None, ordered: bool, handle: Batch[ToolResult],
+                          journal: Journal | None) -> Iterator[ToolResult]:
         seq_of: dict[str, int] = {}  # call id -> position, for the calls in the window
         counts = [0, 0]  # pulled, yielded
 
@@ -309,7 +322,7 @@ class Executor:
             return counts[0] - counts[1] < limit
 
         buffer: dict[int, ToolResult] = {}
-        for event in self._events(prepared(), room, wakeup_fd, on_feed=handle._started):
+        for event in self._events(prepared(), room, wakeup_fd, on_feed=handle._started, journal=journal):
             if type(event) is not CallFinished:
                 continue
             result = event.result
@@ -386,13 +399,15 @@ class Executor:
         return batch
 
     def _events(self, calls: Iterable[ToolCall | Wait], room: Callable[[], bool] | None,
-                wakeup_fd: int | None = None, *, on_feed: Callable[[Feed], None] | None = None) -> Iterator[Event]:
+                wakeup_fd: int | None = None, *, on_feed: Callable[[Feed], None] | None = None,
+                journal: Journal | None = None) -> Iterator[Event]:
         """Feed the calls to the backend; retry what a tool's ``retries`` allows. ``on_feed`` gets the
-        batch's ``Feed`` once it is known (a ``Batch`` handle, to cancel it)."""
+        batch's ``Feed`` once it is known (a ``Batch`` handle, to cancel it). ``journal`` gets each
+        call's start before its Dispatch reaches the backend, and its result."""
         retriable: dict[str, Dispatch] = {}  # calls of tools that declare retries, until they finish
         # An inline call waiting for its cap or rate limit stops when the batch is cancelled (the source
         # is first pulled by the feed, so ``feed`` is bound by then).
-        feed = Feed(self._dispatches(calls, retriable, lambda: feed.cancelled), room, wakeup_fd)
+        feed = Feed(self._dispatches(calls, retriable, lambda: feed.cancelled, journal), room, wakeup_fd)
         with self._lock:
             self._check_open()
             self._feeds.add(feed)
@@ -412,15 +427,19 @@ class Executor:
                             continue
                     attempts.pop(result.call_id, None)
                     retriable.pop(result.call_id, None)
+                    if journal is not None:
+                        journal.finish(result)
                 yield event
         finally:
             with self._lock:
                 self._feeds.discard(feed)
 
     def _dispatches(self, calls: Iterable[ToolCall | Wait], retriable: dict[str, Dispatch],
-                    stopped: Callable[[], bool]) -> Iterator[Dispatch | list[Event] | Wait]:
-        """What the backend pulls: a Dispatch per call, or ready events for unknown and inline tools."""
-        context = dict(self.context) if self.context else {}
+                    stopped: Callable[[], bool], journal: Journal | None = None
+                    ) -> Iterator[Dispatch | list[Event] | Wait]:
+        """What the backend pulls: a Dispatch per call, or ready events for unknown and inline tools, and
+        for calls the journal answers (finished before, or started with an unknown outcome)."""
+        context = self.dispatch_context(journal)
         default_timeout = self._timeout
         for call in calls:
             if call is WAIT:
@@ -442,6 +461,11 @@ class Executor:
                                           f"got {timeout!r}")))]
                     continue
                 timeout = None  # infinity: no limit
+            if journal is not None:
+                answer = journal.admit(call.id, call.name, tool)  # None: its start is in the journal now
+                if answer is not None:
+                    yield [CallStarted(call.id, call.name), CallFinished(call.id, answer)]
+                    continue
             d = Dispatch(call, tool, timeout, context)
             if tool.inline:
                 progress: list[Any] = []
@@ -453,6 +477,11 @@ class Executor:
             if tool.retries:
                 retriable[call.id] = d
             yield d
+
+    def dispatch_context(self, journal: Journal | None = None) -> dict[str, Any]:
+        """The context a batch's calls get: ``self.context`` and the job key of their idempotency keys
+        (the journal's, else this Executor's)."""
+        return {**self.context, JOB_CONTEXT_KEY: journal.job_key if journal is not None else self._job_key}
 
     def _merge_context(self, results: Iterable[ToolResult | None]) -> None:
         """Context updates merge in call order: the last call wins, whatever finished last."""

@@ -9,10 +9,15 @@ reserved key, which every backend already sends to where the call runs (a forked
 the runtime takes it out of ``context`` here, so a tool never sees it there. ``tool_call`` is set by
 the executor's call wrapper (``toolfork.executor.invoke``) from the call it runs. What a tool asks of
 the next model request (``set_next_turn_params``) goes back the same way, in ``context_updates``.
+
+``idempotency_key`` is made the same way, where the call runs: the batch's context carries one job key
+(``JOB_CONTEXT_KEY``: a journal's, so it is the same on every resume of that job, else the Executor's
+own), and the key is a hash of it and the call id. No frame carries a field per call for it.
 """
 
 from __future__ import annotations
 
+import hashlib
 import time
 from collections.abc import Callable
 from typing import Any
@@ -21,6 +26,7 @@ from typing import Any
 # next model request (call -> host). Neither is ever visible in ``ToolRuntime.context``.
 AGENT_CONTEXT_KEY = "__toolfork_agent__"
 NEXT_TURN_KEY = "__toolfork_next_turn__"
+JOB_CONTEXT_KEY = "__toolfork_job__"  # the job key behind ``ToolRuntime.idempotency_key`` (host -> call)
 NEXT_TURN_PARAMS: tuple[str, ...] = ("model", "temperature", "tool_choice", "instructions")
 LOG_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")  # MCP's, in order
 
@@ -47,8 +53,8 @@ class ToolRuntime:
     same in the worker and the host) or None when the call is unbounded.
     """
 
-    __slots__ = ("agent_id", "call_id", "context", "context_updates", "deadline", "run_id", "step_index",
-                 "tool_call", "tool_name")
+    __slots__ = ("_job_key", "agent_id", "call_id", "context", "context_updates", "deadline", "run_id",
+                 "step_index", "tool_call", "tool_name")
 
     def __init__(
         self,
@@ -68,12 +74,23 @@ class ToolRuntime:
         # the 0-based index of the model step whose answer asked for this call.
         agent = self.context.pop(AGENT_CONTEXT_KEY, None)
         self.context.pop(NEXT_TURN_KEY, None)
+        self._job_key: str | None = self.context.pop(JOB_CONTEXT_KEY, None)
         meta = agent if isinstance(agent, dict) else {}
         self.run_id: str | None = meta.get("run_id")
         self.agent_id: str | None = meta.get("agent_id")
         self.step_index: int | None = meta.get("step_index")
         # The ToolCall being run (id, name, raw arguments); set by the executor before the tool runs.
         self.tool_call: Any = None
+
+    @property
+    def idempotency_key(self) -> str | None:
+        """A key for this call's side effect: the same every time this call of this job runs (a retry,
+        a ``--resume`` that runs it again), different for another call or another job. Pass it to an
+        API that takes one, or record it with the effect and skip the effect when it is there already.
+        None when the tool is called directly, outside an executor."""
+        if self._job_key is None:
+            return None
+        return hashlib.sha256(f"{self._job_key}\0{self.call_id}".encode("utf-8", "surrogatepass")).hexdigest()[:32]
 
     def remaining(self) -> float | None:
         """Seconds left before the executor kills this call, or None when unbounded."""
@@ -148,5 +165,5 @@ class ToolRuntime:
         self.context_updates[NEXT_TURN_KEY] = merged
 
 
-__all__ = ["AGENT_CONTEXT_KEY", "LOG_LEVELS", "NEXT_TURN_KEY", "NEXT_TURN_PARAMS", "ClientLink", "ClientUnavailable",
-           "ToolRuntime", "set_client_link"]
+__all__ = ["AGENT_CONTEXT_KEY", "JOB_CONTEXT_KEY", "LOG_LEVELS", "NEXT_TURN_KEY", "NEXT_TURN_PARAMS", "ClientLink",
+           "ClientUnavailable", "ToolRuntime", "set_client_link"]

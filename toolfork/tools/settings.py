@@ -153,6 +153,10 @@ class ToolSettings:
     concurrency_group: Annotated[str | None, group_name_or_none] = None
     # Calls start at most this often ("10/s", "30/min", "100/h"): a smooth token bucket per Executor.
     rate_limit: Annotated[str | None, rate_or_none] = None
+    # Running a call twice has the effect of running it once (it dedupes by ``runtime.idempotency_key``,
+    # or acts on nothing but reads): a resumed job runs it again when it stopped while the call ran,
+    # instead of reporting ``OutcomeUnknown``.
+    idempotent: Annotated[bool, flag] = False
 
 
 class SettingKeywords(TypedDict, total=False):
@@ -175,6 +179,7 @@ class SettingKeywords(TypedDict, total=False):
     max_concurrency: int | None
     concurrency_group: str | None
     rate_limit: str | None
+    idempotent: bool
 
 
 def _declared() -> tuple[dict[str, Check], dict[str, Any]]:

@@ -5,6 +5,11 @@ parameter binding, row capping, rendering and error handling, so the three datab
 to a model. Read-only-ness of the select tool is the dialect's job and is enforced by the database
 (read-only transaction or connection), never by inspecting the SQL text.
 
+Exactly once: with ``applied_keys_table="..."`` (SQLite and PostgreSQL) the write tool records each
+call's ``runtime.idempotency_key`` in that table in the same transaction as its statement, and a call
+whose key is there already is not run again; the tool is then ``idempotent=True``, so a resumed job
+runs it again instead of reporting ``OutcomeUnknown`` (see docs/cli-run.md, "Exactly once").
+
 Credentials: subclasses report their secrets (the password), and every error text passes through
 ``redact`` before a model or a log can see it.
 """
@@ -18,7 +23,7 @@ from urllib.parse import quote
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from toolfork.tools import Tool, Toolkit, ToolOutput, tool
+from toolfork.tools import Tool, Toolkit, ToolOutput, ToolRuntime, tool
 
 from .params import Dialect, ParameterError, bind
 from .render import Table, json_value, rows_markdown, schema_markdown
@@ -126,6 +131,7 @@ class SQLToolkit(Toolkit, ABC):
         max_rows: int = 100,
         max_cell_chars: int = 1000,
         prefix: str | None = None,
+        applied_keys_table: str | None = None,
     ) -> None:
         super().__init__()
         if not 1 <= max_rows <= _MAX_ROWS_LIMIT:
@@ -138,6 +144,10 @@ class SQLToolkit(Toolkit, ABC):
         self.prefix = prefix or self.dialect
         if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", self.prefix):
             raise ValueError(f"prefix {self.prefix!r} must be a valid identifier")
+        if applied_keys_table is not None and not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", applied_keys_table):
+            raise ValueError(f"applied_keys_table {applied_keys_table!r} must be a valid identifier")
+        # Where the write tool records the idempotency keys of the calls it applied (None: it does not).
+        self.applied_keys_table = applied_keys_table
 
     # ------------------------------------------------------------ dialect hooks
 
@@ -152,8 +162,10 @@ class SQLToolkit(Toolkit, ABC):
         ...
 
     @abstractmethod
-    def run_write(self, sql: str, params: dict[str, Any] | None, limit: int) -> QueryResult:
-        """Run one statement and commit it."""
+    def run_write(self, sql: str, params: dict[str, Any] | None, limit: int,
+                  key: str | None = None) -> QueryResult | None:
+        """Run one statement and commit it. With ``key``: in one transaction with recording ``key`` in
+        ``applied_keys_table``; None (nothing run) when the key is there already."""
         ...
 
     def secrets(self) -> list[str]:
@@ -312,12 +324,13 @@ class SQLToolkit(Toolkit, ABC):
 
         @tool(
             names["write"],
+            idempotent=self.applied_keys_table is not None,
             description=(
                 f"Run one SQL statement that changes the {self.label} database (INSERT, UPDATE, DELETE, "
                 "CREATE, ALTER, ...) and commit it. Use :name placeholders with `parameters` for values."
             ),
         )
-        def write(query: str, parameters: list[SQLParameter] | None = None) -> ToolOutput:
+        def write(runtime: ToolRuntime, query: str, parameters: list[SQLParameter] | None = None) -> ToolOutput:
             """Run a statement that changes data and commit it.
 
             Args:
@@ -326,7 +339,12 @@ class SQLToolkit(Toolkit, ABC):
             """
             try:
                 sql, params = bind(query, as_mapping(parameters), kit.dialect)
-                result = kit.run_write(sql, params, kit.max_rows)
+                key = runtime.idempotency_key if kit.applied_keys_table is not None else None
+                result = kit.run_write(sql, params, kit.max_rows, key) if key else kit.run_write(sql, params,
+                                                                                                 kit.max_rows)
+                if result is None:
+                    return ToolOutput.text(f"OK: already applied (idempotency key {key} is in "
+                                           f"{kit.applied_keys_table}); not run again.")
                 affected = result.rowcount if result.rowcount is not None and result.rowcount >= 0 else None
                 head = "OK." if affected is None else f"OK: {affected} row{'s' if affected != 1 else ''} affected."
                 return kit._result_output(result, kit.max_rows, head)

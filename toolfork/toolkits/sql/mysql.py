@@ -201,7 +201,8 @@ class MySQLToolkit(SQLToolkit):
             self._reader.discard()
         return result
 
-    def run_write(self, sql: str, params: dict[str, Any] | None, limit: int) -> QueryResult:
+    def run_write(self, sql: str, params: dict[str, Any] | None, limit: int,
+                  key: str | None = None) -> QueryResult | None:  # no applied_keys_table here: key is None
         with self._writer.connection() as conn:
             try:
                 with conn.cursor() as cur:

@@ -108,8 +108,10 @@ class PostgreSQLToolkit(SQLToolkit):
         prefix: str | None = None,
         connect_timeout: int = 10,
         statement_timeout_ms: int | None = None,
+        applied_keys_table: str | None = None,
     ) -> None:
-        super().__init__(tables=tables, max_rows=max_rows, max_cell_chars=max_cell_chars, prefix=prefix)
+        super().__init__(tables=tables, max_rows=max_rows, max_cell_chars=max_cell_chars, prefix=prefix,
+                         applied_keys_table=applied_keys_table)
         psycopg = _psycopg()
         if dsn is None:
             dsn = os.environ.get("TOOLFORK_POSTGRES_DSN", "")
@@ -221,14 +223,38 @@ class PostgreSQLToolkit(SQLToolkit):
                 with contextlib.suppress(Exception):
                     cursor.close()
 
-    def run_write(self, sql: str, params: dict[str, Any] | None, limit: int) -> QueryResult:
+    def run_write(self, sql: str, params: dict[str, Any] | None, limit: int,
+                  key: str | None = None) -> QueryResult | None:
         with self._writer.connection() as conn:
             try:
+                if key is not None:
+                    self._create_keys_table(conn)
                 with conn.transaction():
+                    if key is not None and not self._claim(conn, key):
+                        return None
                     return fetch_result(self._execute_single(conn, sql, params), limit, self.max_result_bytes)
             except BaseException as exc:
                 self._broken(exc, self._writer, conn)
                 raise
+
+    def _create_keys_table(self, conn: Any) -> None:
+        """The applied-keys table, created in a transaction of its own (two workers creating it at once:
+        the loser's unique violation on the catalog means it is there)."""
+        psycopg = _psycopg()
+        table = f'"{self.schema}"."{self.applied_keys_table}"'
+        try:
+            with conn.transaction():
+                conn.execute(f"CREATE TABLE IF NOT EXISTS {table} (key TEXT PRIMARY KEY, "
+                             "applied_at TIMESTAMPTZ NOT NULL DEFAULT now())")
+        except (psycopg.errors.UniqueViolation, psycopg.errors.DuplicateTable):
+            pass
+
+    def _claim(self, conn: Any, key: str) -> bool:
+        """Record ``key`` in the applied-keys table, in the caller's transaction; False when it is there
+        already. A second call with the same key waits on the first one's row until that commits."""
+        table = f'"{self.schema}"."{self.applied_keys_table}"'
+        cur = conn.execute(f"INSERT INTO {table} (key) VALUES (%s) ON CONFLICT (key) DO NOTHING", (key,))
+        return bool(cur.rowcount)
 
     def describe_tables(self, names: Sequence[str] | None) -> list[Table]:
         with self._read_only_transaction() as conn:

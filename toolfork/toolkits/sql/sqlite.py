@@ -66,6 +66,7 @@ class SQLiteToolkit(SQLToolkit):
         foreign_keys: bool = True,
         max_value_bytes: int = 10_000_000,
         query_timeout: float | None = 30.0,
+        applied_keys_table: str | None = None,
     ) -> None:
         text = os.fspath(path) if path is not None else os.environ.get("TOOLFORK_SQLITE_PATH", "toolfork.db")
         if text in ("", ":memory:") or text.startswith("file::memory:"):
@@ -73,7 +74,8 @@ class SQLiteToolkit(SQLToolkit):
                 "SQLiteToolkit needs a database file: an in-memory database cannot be opened a second "
                 "time read-only for the select tool"
             )
-        super().__init__(tables=tables, max_rows=max_rows, max_cell_chars=max_cell_chars, prefix=prefix)
+        super().__init__(tables=tables, max_rows=max_rows, max_cell_chars=max_cell_chars, prefix=prefix,
+                         applied_keys_table=applied_keys_table)
         self.path = Path(text).expanduser().resolve()
         if not 1 <= max_value_bytes <= 1_000_000_000:
             raise ValueError("max_value_bytes must be between 1 and 1000000000")
@@ -123,9 +125,18 @@ class SQLiteToolkit(SQLToolkit):
             finally:
                 cursor.close()
 
-    def run_write(self, sql: str, params: dict[str, Any] | None, limit: int) -> QueryResult:
+    def run_write(self, sql: str, params: dict[str, Any] | None, limit: int,
+                  key: str | None = None) -> QueryResult | None:
         with self.write_connection() as conn:
             try:
+                if key is not None:
+                    table = _quote(str(self.applied_keys_table))
+                    conn.execute(f"CREATE TABLE IF NOT EXISTS {table} (key TEXT PRIMARY KEY, "
+                                 "applied_at TEXT NOT NULL DEFAULT CURRENT_TIMESTAMP)")
+                    conn.execute("BEGIN IMMEDIATE")  # the key and the statement: one transaction
+                    if conn.execute(f"INSERT OR IGNORE INTO {table} (key) VALUES (?)", (key,)).rowcount == 0:
+                        conn.rollback()
+                        return None
                 cursor = conn.execute(sql, params or {})
                 result = fetch_result(cursor, limit, self.max_result_bytes)
                 # RETURNING rows are produced while stepping; rowcount is final only once stepped out.

@@ -94,6 +94,8 @@ class LineLane:
         self._frame_bytes = len(pickle.dumps(frames.lines_frame(parse, self._context, []), pickle.HIGHEST_PROTOCOL))
         self.ready: deque[Line] = deque()  # lines to send, in input order (requeued ones at the front)
         self.mismatched: list[Line] = []  # lines a worker sent back: the Job reads them and decides again
+        # Called with each chunk right before it is written to a worker (the job's journal of starts).
+        self.before_send: Callable[[list[Line]], None] | None = None
 
     @staticmethod
     def fits(executor: Any) -> bool:
@@ -228,6 +230,8 @@ class LineLane:
             if not w.inflight and w not in self._core.idle:
                 self._core.idle.append(w)
             return
+        if self.before_send is not None:
+            self.before_send(chunk)
         frame = frames.lines_frame(self._parse, self._context, [
             (ln.call_id, ln.name, ln.raw, ln.arguments, ln.timeout, ln.lineno) for ln in chunk])
         self._core.send(w, chunk, frame, self)
