@@ -28,6 +28,8 @@ from toolfork.bench.calls import FRESH_SUFFIX, time_cpu_call
 from toolfork.bench.config import MB, BenchConfig, size_label
 from toolfork.bench.payloads import metric_specs as payloads_specs
 from toolfork.bench.payloads import w_payloads
+from toolfork.bench.user_workload import metric_specs as user_specs
+from toolfork.bench.user_workload import w_user
 
 
 def _median(values: Sequence[float]) -> float:
@@ -432,13 +434,16 @@ WORKLOAD_FUNCS: dict[str, Callable[[Context], dict[str, Any]]] = {
     "singles": w_singles,
     "fresh": w_fresh,
     "payloads": w_payloads,
+    "user": w_user,
 }
 
 
 # --- what the figures mean (for the report) ------------------------------------------------------
 
 
-def metric_specs(config: BenchConfig, cpu_one_call_s: float | None = None) -> list[MetricSpec]:
+def metric_specs(
+    config: BenchConfig, cpu_one_call_s: float | None = None, user_calls: int | None = None
+) -> list[MetricSpec]:
     c = config
     cpu_ideal = None if cpu_one_call_s is None else math.ceil(c.cpu_calls / c.cores) * cpu_one_call_s
     specs = [
@@ -665,4 +670,5 @@ def metric_specs(config: BenchConfig, cpu_one_call_s: float | None = None) -> li
         ),
     ]
     specs += payloads_specs(c)
+    specs += user_specs(c, user_calls)
     return specs
