@@ -184,7 +184,7 @@ def test_a_steady_cell_is_not_flagged(user_dir: Path, capsys: pytest.CaptureFixt
     ("argv", "message"),
     [
         (["--calls", "missing.jsonl", "--tools", "tools.py"], "cannot read 'missing.jsonl'"),
-        (["--calls", "calls.jsonl", "--tools", "nowhere.py"], "nowhere.py"),
+        (["--calls", "calls.jsonl", "--tools", "nowhere.py"], "toolfork bench: 'nowhere.py': no such file"),
         (["--tools", "tools.py"], "--tools needs --calls"),
         (["--calls", "calls.jsonl", "--rounds", "0"], None),
     ],

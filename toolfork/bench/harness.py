@@ -6,8 +6,11 @@
     the whole run: machine load sampled before and after ──load.MachineLoad──▶ warnings
 
 Interleaving means a burst of load on the machine hits every executor alike instead of one executor's
-whole row. A peer that hangs is killed at its cell's time limit and recorded "hung"; one that takes its
-host down "crashed"; the next cell of that executor gets a fresh runner. With ``isolation="executor"``
+whole row. Executors whose processes outlive a pool (a Ray cluster) are the exception: each runs its
+workloads in a block at the end of a round, alone, and is shut down after it.
+
+A peer that hangs is killed at its cell's time limit and recorded "hung"; one that takes its host down
+"crashed"; the next cell of that executor gets a fresh runner. With ``isolation="executor"``
 (``--quick``) one runner serves an executor for the whole run; with ``"cell"`` (the full run) every cell
 gets a runner of its own, except executors whose processes outlive a pool by design (Ray).
 """
@@ -132,25 +135,37 @@ def run_benchmark(
             live[name] = runner
         return runner
 
+    def run_cell(name: str, w: str, r: int, log_dir: str) -> None:
+        nonlocal done
+        if w in fixed[name]:
+            return
+        runner = runner_for(name, log_dir)
+        cell = runner.run(w)
+        per_cell = isolation == "cell" and not resolve(by_name[name]).shared_processes
+        if per_cell or not runner.alive:
+            sessions.append(live.pop(name).close())
+            if per_cell:
+                cell["escaped_processes"] = runner.escaped
+        rounds[name][w].append(cell)
+        done += 1
+        say(f"[{done}/{total}] round {r + 1}: {name} x {w}: {_shown(cell)} ({cell.get('elapsed_s', 0):.1f} s)")
+
+    # Executors whose processes outlive a pool (a Ray cluster) run their workloads in a block per round,
+    # one at a time, and are shut down after it: two clusters at once, or one idling in the background
+    # while the others are timed, would load the machine for everyone.
+    shared = [n for n in names if resolve(by_name[n]).shared_processes]
+    plain = [n for n in names if n not in shared]
     with tempfile.TemporaryDirectory(prefix="toolfork-bench-") as log_dir:
         try:
             for r in range(config.rounds):
                 for i, w in enumerate(wl):
-                    for name in _rotated(names, r + i):
-                        if w in fixed[name]:
-                            continue
-                        runner = runner_for(name, log_dir)
-                        cell = runner.run(w)
-                        per_cell = isolation == "cell" and not resolve(by_name[name]).shared_processes
-                        if per_cell or not runner.alive:
-                            sessions.append(runner.close())
-                            del live[name]
-                            if per_cell:
-                                cell["escaped_processes"] = runner.escaped
-                        rounds[name][w].append(cell)
-                        done += 1
-                        say(f"[{done}/{total}] round {r + 1}: {name} x {w}: {_shown(cell)} "
-                            f"({cell.get('elapsed_s', 0):.1f} s)")
+                    for name in _rotated(plain, r + i):
+                        run_cell(name, w, r, log_dir)
+                for name in _rotated(shared, r):
+                    for w in wl:
+                        run_cell(name, w, r, log_dir)
+                    if name in live:
+                        sessions.append(live.pop(name).close())
         except BaseException:
             # Ctrl-C or a harness bug: a runner may be in the middle of a cell, so no goodbyes.
             for runner in live.values():

@@ -59,8 +59,8 @@ def read_user_work(tool_specs: list[str], calls_path: str) -> UserWork:
             raise UsageError("no tools: pass --tools MODULE:ATTR or path/to/tools.py (or put a tools.py "
                              "next to the calls file)")
         specs = [str(found)]
+    tools = collect_tools(load_all_tools(specs, []))  # errors name the specs as the user typed them
     specs = [_absolute(s) for s in specs]
-    tools = collect_tools(load_all_tools(specs, []))
     if calls_path == "-":
         raise UsageError("--calls needs a file: every round runs the same calls")
     calls: list[dict[str, Any]] = []
