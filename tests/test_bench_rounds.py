@@ -310,3 +310,27 @@ def test_cli_writes_under_the_current_directory_elsewhere(user_dir: Path) -> Non
     (written,) = (user_dir / "toolfork-bench").iterdir()
     assert json.loads((written / "latest.json").read_text())["cells"]["threads"]["user"]["status"] == "ok"
     assert os.path.isfile(written / "latest.md")
+
+
+def test_an_executor_whose_setup_fails_is_tried_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "bench_broken_peer.py").write_text(
+        "from toolfork.bench.peers import ThreadsPeer\n\n"
+        "class BrokenPeer(ThreadsPeer):\n"
+        "    name = 'broken'\n\n"
+        "    @classmethod\n"
+        "    def setup_session(cls):\n"
+        "        raise RuntimeError('no cluster here')\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")]))
+    config = BenchConfig.tiny()
+    config.rounds = 2
+    results = run_benchmark(config, ["bench_broken_peer:BrokenPeer", "threads"], ["small", "tiny"],
+                            isolation="executor")
+    for w in ("small", "tiny"):
+        cell = results["cells"]["broken"][w]
+        assert cell["status"] == "error"
+        assert "setup failed: RuntimeError: no cluster here" in cell["detail"]
+        assert cell["rounds_failed"] == 2
+        assert results["cells"]["threads"][w]["status"] == "ok"
+    assert [s["outcome"] for s in results["sessions"] if s["executor"].endswith("BrokenPeer")] == ["setup_failed"]

@@ -135,11 +135,11 @@ class BenchConfig:
             reps=1,
             io_calls=8,
             io_sleep_s=0.05,
-            io_workers=8,
+            io_workers=4,  # two waves: half the worker start-ups of spawn-style pools (loky)
             cpu_calls=4,
             cpu_call_s=0.02,
             mixed_reps=1,
-            small_reps=20,
+            small_reps=10,
             tiny_calls=200,
             tiny_reps=1,
             singles_calls=32,
@@ -155,7 +155,7 @@ class BenchConfig:
             soak_calls=5000,
             soak_budget_s=5.0,
             callers_reps=2,
-            singles_reps=2,
+            singles_reps=1,
             fresh_reps=20,
             limits_s={
                 "io": 30,

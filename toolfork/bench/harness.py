@@ -120,6 +120,7 @@ def run_benchmark(
                 fixed[name][w] = {"status": reason, "metrics": {}}
     sessions: list[dict[str, Any]] = []
     live: dict[str, RunnerProcess] = {}
+    setup_failed: dict[str, dict[str, Any]] = {}  # executor -> the error cell of its failed setup
     user_job = user.to_job() if user else None
     total = sum(1 for n in names for w in wl if w not in fixed[n]) * config.rounds
     done = 0
@@ -139,16 +140,24 @@ def run_benchmark(
         nonlocal done
         if w in fixed[name]:
             return
-        runner = runner_for(name, log_dir)
-        cell = runner.run(w)
+        if name in setup_failed:  # setup is the culprit: another runner would fail (or hang) alike
+            cell = dict(setup_failed[name])
+        else:
+            runner = runner_for(name, log_dir)
+            cell = runner.run(w)
+            if runner.setup_error is not None:
+                setup_failed[name] = cell
+            runner_done(name, runner, cell)
+        rounds[name][w].append(cell)
+        done += 1
+        say(f"[{done}/{total}] round {r + 1}: {name} x {w}: {_shown(cell)} ({cell.get('elapsed_s', 0):.1f} s)")
+
+    def runner_done(name: str, runner: RunnerProcess, cell: dict[str, Any]) -> None:
         per_cell = isolation == "cell" and not resolve(by_name[name]).shared_processes
         if per_cell or not runner.alive:
             sessions.append(live.pop(name).close())
             if per_cell:
                 cell["escaped_processes"] = runner.escaped
-        rounds[name][w].append(cell)
-        done += 1
-        say(f"[{done}/{total}] round {r + 1}: {name} x {w}: {_shown(cell)} ({cell.get('elapsed_s', 0):.1f} s)")
 
     # Executors whose processes outlive a pool (a Ray cluster) run their workloads in a block per round,
     # one at a time, and are shut down after it: two clusters at once, or one idling in the background

@@ -54,7 +54,7 @@ def _cell(results: dict[str, Any], executor: str, metric: dict[str, Any]) -> str
 
 # Shorter labels for the headline rows (the full ones are in latest.md); {names} are config fields.
 SHORT_LABELS: dict[str, str] = {
-    "io_wall_s": "io: {io_calls} sleeps of {io_sleep_ms:g} ms, wall",
+    "io_wall_s": "io: {io_calls} x {io_sleep_ms:g} ms, {io_workers} workers",
     "cpu_wall_s": "cpu: {cpu_calls} CPU-bound calls, wall",
     "small_median_ms": "small: batch of {small_calls}, median",
     "tiny_us_per_call": "tiny: {tiny_calls} calls, per call",

@@ -446,14 +446,15 @@ def metric_specs(
 ) -> list[MetricSpec]:
     c = config
     cpu_ideal = None if cpu_one_call_s is None else math.ceil(c.cpu_calls / c.cores) * cpu_one_call_s
+    io_ideal = math.ceil(c.io_calls / c.io_workers) * c.io_sleep_s  # waves of io_workers calls
     specs = [
         MetricSpec(
             "io_wall_s",
             "io",
-            f"io: {c.io_calls} x {c.io_sleep_s * 1e3:g} ms sleep, wall",
+            f"io: {c.io_calls} x {c.io_sleep_s * 1e3:g} ms sleep on {c.io_workers} workers, wall",
             "s",
-            ideal=c.io_sleep_s,
-            target=1.05 * c.io_sleep_s,
+            ideal=io_ideal,
+            target=1.05 * io_ideal,
             target_text="<= 1.05x ideal",
         ),
         MetricSpec(
