@@ -118,8 +118,9 @@ def summary(results: dict[str, Any], paths: dict[str, str] | None = None, width:
     metrics = [present[k] for k in HEADLINE_KEYS if k in present] or list(results["metrics"])[:8]
     user = meta.get("user")
     what = f"{len(results['workloads'])} workloads" if results["workloads"] != ["user"] else "your calls"
+    profile = "" if user else f" ({meta['profile']})"
     lines = [
-        f"toolfork bench ({meta['profile']}): {meta.get('rounds', 1)} interleaved rounds, "
+        f"toolfork bench{profile}: {meta.get('rounds', 1)} interleaved rounds, "
         f"{len(results['executors'])} executors, {what}, {meta['duration_s']:.0f} s",
     ]
     if user:

@@ -42,7 +42,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--quick",
         action="store_true",
-        help="the headline workloads at small sizes, without Ray (under a minute on 2 cores)",
+        help="the headline workloads at small sizes, without Ray (45 s of CPU: under a minute on a quiet "
+        "2-core machine)",
     )
     parser.add_argument(
         "--rounds",
