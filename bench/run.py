@@ -1,8 +1,8 @@
 #!/usr/bin/env python
 """Run the benchmark suite: same options as `toolfork bench` (see docs/bench.md).
 
-python bench/run.py --quick            # under two minutes
-python bench/run.py                    # full run, results in bench/results/
+python bench/run.py --quick                  # about a minute; files in a cache directory
+python bench/run.py --out bench/results      # full run, refreshing the committed results
 """
 
 import os
@@ -14,7 +14,4 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from toolfork.cli import main
 
 if __name__ == "__main__":
-    args = sys.argv[1:]
-    if not any(a == "--out" or a.startswith("--out=") for a in args):
-        args += ["--out", os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")]
-    sys.exit(main(["bench", *args]))
+    sys.exit(main(["bench", *sys.argv[1:]]))

@@ -520,7 +520,8 @@ def test_cli_runs_a_subset_and_writes_results(tmp_path: Path, capsys: pytest.Cap
     assert data["cells"]["fork-per-call"]["crash"]["metrics"]["crash_results_back"] == 3
     assert data["cells"]["threads"]["crash"]["status"] == "crashed"
     printed = capsys.readouterr()
-    assert "| metric |" in printed.out
+    assert "threads x crash: crashed" in printed.out  # the summary names the failed cell
+    assert str(out / "latest.md") in printed.out
     assert "threads x crash: crashed" in printed.err
 
 

@@ -12,6 +12,7 @@ import contextlib
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from toolfork.bench import procs
 from toolfork.bench.base import Outcome, Peer, Task
@@ -27,6 +28,7 @@ class Context:
     peer_cls: type[Peer]
     config: BenchConfig
     leftovers: list[int] = field(default_factory=list)  # per pool closed: processes left behind
+    user_calls: list[dict[str, Any]] = field(default_factory=list)  # the "user" workload's call lines
 
     @contextlib.contextmanager
     def pool(self, workers: int, after_close: Callable[[], None] | None = None) -> Iterator[Peer]:

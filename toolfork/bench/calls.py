@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from toolfork.bench.payload_calls import FUNCTIONS as PAYLOAD_FUNCTIONS
+from toolfork.bench.user_calls import user_call
 
 
 def sleep_call(seconds: float) -> str:
@@ -139,6 +140,7 @@ FUNCTIONS: dict[str, Callable[..., Any]] = {
         hang_call,
         crash_call,
         memory_call,
+        user_call,
     )
 }
 FUNCTIONS.update(PAYLOAD_FUNCTIONS)

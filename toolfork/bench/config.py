@@ -26,16 +26,25 @@ WORKLOADS: tuple[str, ...] = (
     "singles",
     "fresh",
     "payloads",
+    "user",
 )
-# Workloads run only when asked for (--only): long-running rows kept out of the default run.
-OPT_IN_WORKLOADS: tuple[str, ...] = ("payloads",)
+# Workloads run only when asked for (--only, or --calls for "user"): kept out of the default run.
+OPT_IN_WORKLOADS: tuple[str, ...] = ("payloads", "user")
 DEFAULT_WORKLOADS: tuple[str, ...] = tuple(w for w in WORKLOADS if w not in OPT_IN_WORKLOADS)
+# What --quick runs unless --only says otherwise: the timing rows a reader looks at first.
+QUICK_WORKLOADS: tuple[str, ...] = ("io", "cpu", "small", "tiny", "singles")
 
 
 @dataclass
 class BenchConfig:
     profile: str = "full"
     cores: int = field(default_factory=lambda: os.cpu_count() or 1)
+    # Interleaved rounds: each round runs every workload once on every executor, in an order that
+    # rotates; a cell's figure is the median over the rounds, shown with its min and max.
+    rounds: int = 3
+    # A cell whose (max - min) over the rounds exceeds this share of its median is flagged "wide".
+    wide_spread: float = 0.3
+    user_workers: int = field(default_factory=lambda: os.cpu_count() or 1)  # pool of the "user" workload
     reps: int = 5  # repetitions of the batch workloads (io, cpu, mixed)
     io_calls: int = 16
     io_sleep_s: float = 0.1
@@ -109,6 +118,7 @@ class BenchConfig:
             "singles": 90,
             "fresh": 90,
             "payloads": 300,
+            "user": 300,
         }
     )
 
@@ -118,14 +128,21 @@ class BenchConfig:
 
     @classmethod
     def quick(cls) -> BenchConfig:
-        """Under two minutes on 2 cores for every executor: fewer repetitions and smaller sweeps."""
+        """Under a minute on 2 cores: the headline workloads (QUICK_WORKLOADS) at small sizes, one
+        repetition per round (the rounds give the spread), without the slow-starting executors."""
         return cls(
             profile="quick",
-            reps=2,
+            reps=1,
+            io_calls=8,
+            io_sleep_s=0.05,
+            io_workers=4,  # two waves: half the worker start-ups of spawn-style pools (loky)
+            cpu_calls=4,
+            cpu_call_s=0.02,
             mixed_reps=1,
-            cpu_call_s=0.05,
-            small_reps=50,
+            small_reps=10,
+            tiny_calls=200,
             tiny_reps=1,
+            singles_calls=32,
             crash_call_timeout_s=1.0,
             payload_sizes=(1 * KB, 1 * MB),
             payload_reps=(5, 3),
@@ -138,7 +155,7 @@ class BenchConfig:
             soak_calls=5000,
             soak_budget_s=5.0,
             callers_reps=2,
-            singles_reps=5,
+            singles_reps=1,
             fresh_reps=20,
             limits_s={
                 "io": 30,
@@ -156,6 +173,7 @@ class BenchConfig:
                 "singles": 30,
                 "fresh": 30,
                 "payloads": 120,
+                "user": 120,
             },
             payloads_sizes=(1 * MB, 10 * MB),
             payloads_reps=(5, 3),
@@ -166,6 +184,7 @@ class BenchConfig:
         """Just enough to exercise every code path (the test suite's profile); figures mean nothing."""
         return cls(
             profile="tiny",
+            rounds=1,
             reps=1,
             io_calls=4,
             io_sleep_s=0.01,

@@ -1,41 +1,42 @@
-"""Runs every executor x workload in a subprocess with a time limit and collects the figures.
+"""Runs every executor x workload in interleaved rounds and collects each cell's figures with their spread.
 
-A peer that hangs is killed at its cell's time limit and recorded as "hung"; one that takes its host
-down is recorded as "crashed" with the exit status; either way the run goes on in a fresh runner
-with the remaining workloads. With ``isolation="cell"`` (the full run) each executor x workload gets
-its own runner, except executors whose processes outlive a pool by design (a Ray cluster: one runner
-each, as Ray's start-up alone is ~6 s); with ``isolation="executor"`` (``--quick``) one runner does an
-executor's workloads in a row, which saves the per-process start-up that would not fit in two
-minutes. Every runner carries an environment marker, so processes that outlive it are found,
-counted and killed.
+    for each round r, for each workload W:
+        every executor runs W once, in an order rotated by r + W's index   (session.RunnerProcess)
+    each cell: the rounds' figures ──spread.combine──▶ median, [min, median, max], "wide" flag
+    the whole run: machine load sampled before and after ──load.MachineLoad──▶ warnings
+
+Interleaving means a burst of load on the machine hits every executor alike instead of one executor's
+whole row. Executors whose processes outlive a pool (a Ray cluster) are the exception: each runs its
+workloads in a block at the end of a round, alone, and is shut down after it.
+
+A peer that hangs is killed at its cell's time limit and recorded "hung"; one that takes its host down
+"crashed"; the next cell of that executor gets a fresh runner. With ``isolation="executor"``
+(``--quick``) one runner serves an executor for the whole run; with ``"cell"`` (the full run) every cell
+gets a runner of its own, except executors whose processes outlive a pool by design (Ray).
 """
 
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
-import json
 import os
 import platform
-import select
-import subprocess
-import sys
 import tempfile
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, replace
 from typing import Any
 
-import toolfork
-from toolfork.bench import procs
 from toolfork.bench.calls import calibrate_cpu, time_cpu_call
-from toolfork.bench.config import DEFAULT_WORKLOADS, WORKLOADS, BenchConfig
-from toolfork.bench.peers import default_executors, executor_name, resolve
+from toolfork.bench.config import DEFAULT_WORKLOADS, QUICK_WORKLOADS, WORKLOADS, BenchConfig
+from toolfork.bench.load import MachineLoad
+from toolfork.bench.peers import default_executors, executor_name, not_run, resolve
+from toolfork.bench.session import RunnerProcess
+from toolfork.bench.spread import combine
+from toolfork.bench.user_calls import UserWork
 from toolfork.bench.workloads import metric_specs, not_applicable
 
 ISOLATIONS = ("cell", "executor")
-_BETWEEN_CELLS_LIMIT_S = 60.0  # after a result, the next event (start or end) must come by then
 
 Progress = Callable[[str], None]
 
@@ -52,13 +53,15 @@ def _versions() -> dict[str, str | None]:
     return out
 
 
-def validate(executors: Sequence[str] | None, workloads: Sequence[str] | None) -> tuple[list[str], list[str]]:
+def validate(
+    executors: Sequence[str] | None, workloads: Sequence[str] | None, profile: str = "full"
+) -> tuple[list[str], list[str]]:
     """The executor specs and workload names to run, or ValueError naming what is wrong."""
-    wl = list(workloads) if workloads else list(DEFAULT_WORKLOADS)
+    wl = list(workloads) if workloads else list(QUICK_WORKLOADS if profile == "quick" else DEFAULT_WORKLOADS)
     unknown = [w for w in wl if w not in WORKLOADS]
     if unknown:
         raise ValueError(f"unknown workload(s) {', '.join(unknown)}; choose from {', '.join(WORKLOADS)}")
-    ex = list(executors) if executors else default_executors()
+    ex = list(executors) if executors else default_executors(quick=profile == "quick")
     for spec in ex:
         resolve(spec)  # raises ValueError / ImportError naming the spec
     names = [executor_name(s) for s in ex]
@@ -68,187 +71,15 @@ def validate(executors: Sequence[str] | None, workloads: Sequence[str] | None) -
     return ex, wl
 
 
-@dataclass
-class _Session:
-    """What one runner process did."""
-
-    executor: str
-    workloads: list[str]
-    cells: dict[str, dict[str, Any]] = field(default_factory=dict)
-    remaining: list[str] = field(default_factory=list)
-    outcome: str = "ok"  # ok | hung | crashed | setup_failed
-    exit: str | None = None
-    leftover_at_end: int | None = None
-    escaped: int = 0
-    duration_s: float = 0.0
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "executor": self.executor,
-            "workloads": self.workloads,
-            "outcome": self.outcome,
-            "exit": self.exit,
-            "leftover_at_end": self.leftover_at_end,
-            "escaped_processes": self.escaped,
-            "duration_s": round(self.duration_s, 3),
-        }
+def _rotated(items: list[str], by: int) -> list[str]:
+    k = by % len(items) if items else 0
+    return items[k:] + items[:k]
 
 
-def _tail(path: str, n: int = 1500) -> str:
-    try:
-        with open(path, "rb") as fh:
-            fh.seek(0, os.SEEK_END)
-            size = fh.tell()
-            fh.seek(max(0, size - n))
-            return fh.read().decode("utf-8", "replace").strip()
-    except OSError:
-        return ""
-
-
-def _run_session(
-    spec: str,
-    workloads: list[str],
-    config: BenchConfig,
-    factor: float,
-    marker: str,
-    log_dir: str,
-) -> _Session:
-    session = _Session(executor=spec, workloads=list(workloads))
-    job = {"executor": spec, "workloads": workloads, "config": config.to_dict()}
-    r, w = os.pipe()
-    log_path = os.path.join(log_dir, f"{marker}.log")
-    env = dict(os.environ, **{procs.MARK_ENV: marker})
-    # The runner must import this very toolfork, also when it was found through sys.path (a checkout).
-    root = os.path.dirname(os.path.dirname(os.path.abspath(toolfork.__file__)))
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
-    t_start = time.monotonic()
-    with open(log_path, "wb") as log:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "toolfork.bench.runner", "--fd", str(w)],
-            stdin=subprocess.PIPE,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            pass_fds=(w,),
-            start_new_session=True,
-            env=env,
-        )
-    os.close(w)
-    assert proc.stdin is not None
-    with contextlib.suppress(BrokenPipeError):
-        proc.stdin.write(json.dumps(job).encode())
-        proc.stdin.close()
-
-    pending = list(workloads)
-    current: str | None = None
-    t_current = t_start
-    deadline = time.monotonic() + config.setup_limit_s * factor
-    limit = config.setup_limit_s * factor
-    buf = b""
-    ended = False
-    try:
-        while not ended:
-            ready, _, _ = select.select([r], [], [], max(0.0, min(0.2, deadline - time.monotonic())))
-            lines: list[bytes] = []
-            if ready:
-                chunk = os.read(r, 65536)
-                if not chunk:  # every writer is gone: the runner exited (or closed it, then died)
-                    with contextlib.suppress(subprocess.TimeoutExpired):
-                        proc.wait(timeout=5)
-                    ready = []
-                buf += chunk
-                *lines, buf = buf.split(b"\n")
-            for line in lines:
-                try:
-                    event = json.loads(line)
-                except ValueError:
-                    continue  # not ours (nothing else should write there, but never trust it)
-                kind = event.get("event")
-                if kind == "setup_failed":
-                    session.outcome = "setup_failed"
-                    for wl in pending:
-                        session.cells[wl] = {
-                            "status": "error",
-                            "detail": f"setup failed: {event.get('error')}",
-                        }
-                    pending = []
-                elif kind == "start":
-                    current = event["workload"]
-                    t_current = time.monotonic()
-                    limit = config.limit_for(current) * factor
-                    deadline = time.monotonic() + limit
-                elif kind == "result":
-                    session.cells[event["workload"]] = event["cell"]
-                    if event["workload"] in pending:
-                        pending.remove(event["workload"])
-                    current = None
-                    limit = _BETWEEN_CELLS_LIMIT_S * factor
-                    deadline = time.monotonic() + limit
-                elif kind == "ready":
-                    limit = _BETWEEN_CELLS_LIMIT_S * factor
-                    deadline = time.monotonic() + limit
-                elif kind == "end":
-                    session.leftover_at_end = event.get("leftover_processes")
-                    ended = True
-            if ended or session.outcome == "setup_failed":
-                break
-            if not ready and proc.poll() is not None:
-                session.outcome = "crashed"
-                session.exit = procs.exit_text(proc.returncode)
-                break
-            if time.monotonic() >= deadline:
-                session.outcome = "hung"
-                break
-        if session.outcome == "ok" or session.outcome == "setup_failed":
-            try:
-                proc.wait(timeout=10 * factor)
-                session.exit = procs.exit_text(proc.returncode)
-            except subprocess.TimeoutExpired:
-                session.exit = "did not exit after its last event; killed"
-        # Whatever happened, nothing of this runner may survive into the next one.
-        procs.kill_group(proc.pid)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            proc.wait(timeout=5)
-        if session.outcome == "hung":
-            session.exit = procs.exit_text(proc.returncode)
-        escaped = procs.marked(marker)
-        session.escaped = len(escaped)
-        procs.kill_all(escaped)
-    except BaseException:
-        # Ctrl-C or a harness bug: the runner lives in its own session, so it would not get the
-        # terminal's SIGINT and would carry on as an orphan. Take it and its pool down first.
-        procs.kill_group(proc.pid)
-        procs.kill_all(procs.marked(marker))
-        proc.wait()
-        raise
-    finally:
-        os.close(r)
-
-    if session.outcome in ("hung", "crashed"):
-        tail = _tail(log_path)
-        if current is not None:
-            if session.outcome == "hung":
-                detail = f"no result within the {limit:.0f} s time limit"
-            else:
-                detail = f"the runner died: {session.exit}"
-            session.cells[current] = {
-                "status": session.outcome,
-                "detail": f"{detail}\n{tail}".strip()[-2000:],
-                "elapsed_s": round(time.monotonic() - t_current, 3),
-            }
-            pending.remove(current)
-        elif pending and not session.cells:
-            # Died or stuck before the first workload: setup is the culprit, do not retry.
-            for wl in pending:
-                session.cells[wl] = {
-                    "status": "error",
-                    "detail": f"runner {session.outcome} during setup\n{tail}",
-                }
-            pending = []
-    session.remaining = pending
-    session.duration_s = time.monotonic() - t_start
-    with contextlib.suppress(OSError):
-        os.unlink(log_path)
-    return session
+def _shown(cell: dict[str, Any]) -> str:
+    if cell["status"] != "error":
+        return str(cell["status"])
+    return "error: " + (str(cell.get("detail", "")).splitlines() or [""])[0][:120]
 
 
 def run_benchmark(
@@ -257,12 +88,20 @@ def run_benchmark(
     workloads: Sequence[str] | None = None,
     isolation: str = "cell",
     progress: Progress | None = None,
+    user: UserWork | None = None,
 ) -> dict[str, Any]:
     """Run the comparison and return the JSON-ready results (see docs/bench.md for the fields)."""
     if isolation not in ISOLATIONS:
         raise ValueError(f"unknown isolation {isolation!r}; choose from {', '.join(ISOLATIONS)}")
-    specs, wl = validate(executors, workloads)
+    if config.rounds < 1:
+        raise ValueError(f"rounds must be at least 1, got {config.rounds}")
+    specs, wl = validate(executors, workloads or (["user"] if user else None), config.profile)
+    skipped = not_run(specs, quick=config.profile == "quick", chosen=bool(executors))
+    specs = [s for s in specs if executor_name(s) not in skipped]
+    if "user" in wl and user is None:
+        raise ValueError("the user workload needs your calls: toolfork bench --tools T --calls CALLS.jsonl")
     say = progress or (lambda _msg: None)
+    machine = MachineLoad.start()
     t_run = time.monotonic()
     config = replace(config)
     if not config.cpu_iterations:
@@ -270,49 +109,84 @@ def run_benchmark(
     cpu_one = time_cpu_call(config.cpu_iterations)
     token = uuid.uuid4().hex[:12]
     names = [executor_name(s) for s in specs]
-    cells: dict[str, dict[str, dict[str, Any]]] = {n: {} for n in names}
+    by_name = dict(zip(names, specs, strict=True))
+    rounds: dict[str, dict[str, list[dict[str, Any]]]] = {n: {w: [] for w in wl} for n in names}
+    fixed: dict[str, dict[str, dict[str, Any]]] = {n: {} for n in names}  # n/a cells: one, not per round
+    for name in names:
+        peer_cls = resolve(by_name[name])
+        for w in wl:
+            reason = peer_cls.unavailable() or not_applicable(peer_cls, w, config.profile)
+            if reason:
+                fixed[name][w] = {"status": reason, "metrics": {}}
     sessions: list[dict[str, Any]] = []
-    total = len(specs) * len(wl)
+    live: dict[str, RunnerProcess] = {}
+    setup_failed: dict[str, dict[str, Any]] = {}  # executor -> the error cell of its failed setup
+    user_job = user.to_job() if user else None
+    total = sum(1 for n in names for w in wl if w not in fixed[n]) * config.rounds
     done = 0
 
-    with tempfile.TemporaryDirectory(prefix="toolfork-bench-") as log_dir:
-        for spec, name in zip(specs, names, strict=True):
-            peer_cls = resolve(spec)
-            todo: list[str] = []
-            missing = peer_cls.unavailable()
-            for w in wl:
-                reason = missing or not_applicable(peer_cls, w, config.profile)
-                if reason:
-                    cells[name][w] = {"status": reason, "metrics": {}}
-                    done += 1
-                    say(f"[{done}/{total}] {name} x {w}: {reason}")
-                else:
-                    todo.append(w)
-            # An executor whose processes outlive a pool by design (a Ray cluster) keeps one runner even
-            # with cell isolation: starting Ray for each of its cells would cost ~6 s x 11.
-            per_cell = isolation == "cell" and not peer_cls.shared_processes
-            groups = [[w] for w in todo] if per_cell else ([todo] if todo else [])
-            for group in groups:
-                queue = list(group)
-                while queue:
-                    marker = f"{token}-{len(sessions)}"
-                    s = _run_session(spec, queue, config, peer_cls.limit_factor, marker, log_dir)
-                    sessions.append(s.to_dict())
-                    for w in queue:
-                        if w in s.cells:
-                            cell = s.cells[w]
-                            if isolation == "cell":
-                                cell["escaped_processes"] = s.escaped
-                            cells[name][w] = cell
-                            done += 1
-                            shown = (
-                                cell["status"]
-                                if cell["status"] != "error"
-                                else ("error: " + str(cell.get("detail", "")).splitlines()[0][:120])
-                            )
-                            say(f"[{done}/{total}] {name} x {w}: {shown} ({cell.get('elapsed_s', 0):.1f} s)")
-                    queue = s.remaining
+    def runner_for(name: str, log_dir: str) -> RunnerProcess:
+        runner = live.get(name)
+        if runner is None or not runner.alive:
+            if runner is not None:
+                sessions.append(runner.close())
+            peer_cls = resolve(by_name[name])
+            marker = f"{token}-{len(sessions) + len(live)}-{name}"
+            runner = RunnerProcess(by_name[name], config, peer_cls.limit_factor, marker, log_dir, user_job)
+            live[name] = runner
+        return runner
 
+    def run_cell(name: str, w: str, r: int, log_dir: str) -> None:
+        nonlocal done
+        if w in fixed[name]:
+            return
+        if name in setup_failed:  # setup is the culprit: another runner would fail (or hang) alike
+            cell = dict(setup_failed[name])
+        else:
+            runner = runner_for(name, log_dir)
+            cell = runner.run(w)
+            if runner.setup_error is not None:
+                setup_failed[name] = cell
+            runner_done(name, runner, cell)
+        rounds[name][w].append(cell)
+        done += 1
+        say(f"[{done}/{total}] round {r + 1}: {name} x {w}: {_shown(cell)} ({cell.get('elapsed_s', 0):.1f} s)")
+
+    def runner_done(name: str, runner: RunnerProcess, cell: dict[str, Any]) -> None:
+        per_cell = isolation == "cell" and not resolve(by_name[name]).shared_processes
+        if per_cell or not runner.alive:
+            sessions.append(live.pop(name).close())
+            if per_cell:
+                cell["escaped_processes"] = runner.escaped
+
+    # Executors whose processes outlive a pool (a Ray cluster) run their workloads in a block per round,
+    # one at a time, and are shut down after it: two clusters at once, or one idling in the background
+    # while the others are timed, would load the machine for everyone.
+    shared = [n for n in names if resolve(by_name[n]).shared_processes]
+    plain = [n for n in names if n not in shared]
+    with tempfile.TemporaryDirectory(prefix="toolfork-bench-") as log_dir:
+        try:
+            for r in range(config.rounds):
+                for i, w in enumerate(wl):
+                    for name in _rotated(plain, r + i):
+                        run_cell(name, w, r, log_dir)
+                for name in _rotated(shared, r):
+                    for w in wl:
+                        run_cell(name, w, r, log_dir)
+                    if name in live:
+                        sessions.append(live.pop(name).close())
+        except BaseException:
+            # Ctrl-C or a harness bug: a runner may be in the middle of a cell, so no goodbyes.
+            for runner in live.values():
+                runner.kill()
+            raise
+        for runner in live.values():
+            sessions.append(runner.close())
+
+    cells = {
+        n: {w: fixed[n][w] if w in fixed[n] else combine(rounds[n][w], config.wide_spread) for w in wl}
+        for n in names
+    }
     cpu_calls = {
         n: c["cpu"]["metrics"].get("cpu_one_call_s") for n, c in cells.items() if c.get("cpu", {}).get("status") == "ok"
     }
@@ -325,25 +199,36 @@ def run_benchmark(
             "versions": _versions(),
             "profile": config.profile,
             "isolation": isolation,
+            "rounds": config.rounds,
             "started": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
             "duration_s": round(time.monotonic() - t_run, 1),
+            "load": machine.finish().to_dict(),
             "cpu_one_call_s": cpu_one,
             "cpu_one_call_s_per_executor": cpu_calls,
             "config": config.to_dict(),
+            "user": None if user is None else {
+                "tools": user.source, "calls": len(user.calls), "workers": config.user_workers,
+                "skipped_lines": user.skipped[:20],
+            },
         },
         "executors": names,
-        "executor_specs": dict(zip(names, specs, strict=True)),
-        "descriptions": {n: resolve(s).description for n, s in zip(names, specs, strict=True)},
+        "executor_specs": by_name,
+        "descriptions": {n: resolve(s).description for n, s in by_name.items()},
         "kinds": {
             n: {
                 "in_process": resolve(s).in_process,
                 "timeout_support": resolve(s).timeout_support,
                 "shared_processes": resolve(s).shared_processes,
             }
-            for n, s in zip(names, specs, strict=True)
+            for n, s in by_name.items()
         },
+        "not_run": skipped,
         "workloads": wl,
-        "metrics": [asdict(m) for m in metric_specs(config, cpu_one) if m.workload in wl],
+        "metrics": [
+            asdict(m)
+            for m in metric_specs(config, cpu_one, len(user.calls) if user else None)
+            if m.workload in wl
+        ],
         "cells": cells,
         "sessions": sessions,
     }

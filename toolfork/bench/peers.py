@@ -31,6 +31,7 @@ from toolfork.bench.base import Outcome, Peer, Task, exc_text
 from toolfork.bench.calls import FUNCTIONS, toolfork_tools
 from toolfork.bench.peer_mpire import MpirePeer
 from toolfork.bench.procs import exit_text
+from toolfork.bench.user_calls import user_tools
 from toolfork.executor.wire import write_all
 
 # The headline workloads (the executor's targets): what --quick keeps for slow-starting executors.
@@ -450,26 +451,31 @@ class ToolforkPeer(Peer):
     def start(self) -> None:
         from toolfork.executor import Executor
 
-        self.ex = Executor(toolfork_tools(), mode=self.mode, workers=self.workers)
+        # Your own tools (the "user" workload) run as themselves, not through the user_call trampoline.
+        tools = [*toolfork_tools(), *user_tools().values()]
+        self.ex = Executor(tools, mode=self.mode, workers=self.workers)
         self._ids = itertools.count()
 
     def submit_one(self, task: Task) -> Any:
-        from toolfork.executor import ToolCall
-
-        call = ToolCall(id=f"s{next(self._ids)}", name=task.fn, arguments=task.kwargs, timeout=task.timeout)
-        return self.ex.submit(call)
+        return self.ex.submit(_tool_call(f"s{next(self._ids)}", task))
 
     def result_one(self, handle: Any) -> Outcome:
         return toolfork_outcome(handle.result())
 
     def run(self, tasks: Sequence[Task]) -> list[Outcome]:
-        from toolfork.executor import ToolCall
-
-        calls = [ToolCall(id=f"c{i}", name=t.fn, arguments=t.kwargs, timeout=t.timeout) for i, t in enumerate(tasks)]
-        return [toolfork_outcome(r) for r in self.ex.run(calls)]
+        return [toolfork_outcome(r) for r in self.ex.run([_tool_call(f"c{i}", t) for i, t in enumerate(tasks)])]
 
     def close(self) -> None:
         self.ex.close()
+
+
+def _tool_call(call_id: str, task: Task) -> Any:
+    """A task as toolfork's ToolCall; a ``user_call`` task calls the user's tool by its own name."""
+    from toolfork.executor import ToolCall
+
+    if task.fn == "user_call":
+        return ToolCall(id=call_id, name=task.kwargs["tool"], arguments=task.kwargs["arguments"], timeout=task.timeout)
+    return ToolCall(id=call_id, name=task.fn, arguments=task.kwargs, timeout=task.timeout)
 
 
 def toolfork_outcome(r: Any) -> Outcome:
@@ -548,9 +554,31 @@ def is_toolfork(name: str) -> bool:
     return name == TOOLFORK_PREFIX or name.startswith(TOOLFORK_PREFIX + "-")
 
 
-def default_executors() -> list[str]:
-    """Every registered executor; toolfork-ray only once its backend exists."""
-    return [n for n, cls in PEERS.items() if n != "toolfork-ray" or cls.unavailable() is None]
+def default_executors(quick: bool = False) -> list[str]:
+    """Every registered executor; toolfork-ray only once its backend exists. ``quick`` leaves out the
+    executors whose processes outlive a pool (a Ray cluster: seconds to start, and busy in the
+    background while the others are timed)."""
+    return [
+        n
+        for n, cls in PEERS.items()
+        if (n != "toolfork-ray" or cls.unavailable() is None) and not (quick and cls.shared_processes)
+    ]
+
+
+def not_run(specs: Sequence[str], quick: bool = False, chosen: bool = False) -> dict[str, str]:
+    """The executors a reader might expect and will not see, with why: those of ``specs`` that cannot
+    run here (not installed), and unless the user ``chosen`` the list, the ones ``quick`` left out."""
+    out: dict[str, str] = {}
+    listed = {executor_name(s) for s in specs}
+    others = [] if chosen else [n for n in default_executors() if n not in listed]
+    for spec in [*specs, *others]:
+        name, cls = executor_name(spec), resolve(spec)
+        missing = cls.unavailable()
+        if missing:
+            out[name] = "not installed" if missing.endswith("not installed") else missing.removeprefix("n/a: ")
+        elif name not in listed and quick:
+            out[name] = "left out of --quick: slow to start; name them in --executors"
+    return out
 
 
 def resolve(spec: str) -> type[Peer]:

@@ -54,6 +54,27 @@ def cell_value(results: dict[str, Any], executor: str, metric: dict[str, Any]) -
     return fmt(value, metric["unit"]), _num(value)
 
 
+def spread_of(results: dict[str, Any], executor: str, metric: dict[str, Any]) -> tuple[list[float], bool] | None:
+    """([min, median, max] over the rounds, whether that is wide) for a cell that has them."""
+    cell = results["cells"].get(executor, {}).get(metric["workload"], {})
+    values = cell.get("spread", {}).get(metric["key"]) if cell.get("status") == "ok" else None
+    if not values or len(values) != 3:
+        return None
+    return values, metric["key"] in cell.get("wide", [])
+
+
+def spread_text(results: dict[str, Any], executor: str, metric: dict[str, Any]) -> str:
+    """The cell as the full table shows it: "29.4 (26.2-66.6)!" ("!" when the spread is wide)."""
+    text, _ = cell_value(results, executor, metric)
+    found = spread_of(results, executor, metric)
+    if found is None or metric["unit"] in ("status", "yes/no"):
+        return text
+    (low, _mid, high), wide = found
+    if low == high:
+        return text
+    return f"{text} ({fmt(low, metric['unit'])}-{fmt(high, metric['unit'])})" + ("!" if wide else "")
+
+
 def _in_process(results: dict[str, Any], executor: str) -> bool:
     return bool(results.get("kinds", {}).get(executor, {}).get("in_process"))
 
@@ -109,9 +130,13 @@ def markdown(results: dict[str, Any]) -> str:
         "",
         f"{meta['started']}, {meta['cores']} cores, Python {meta['python']}, {meta['platform']}; "
         f"isolation: one runner process per {meta['isolation']}; took {meta['duration_s']} s.",
+        f"Each cell: the median of {meta.get('rounds', 1)} interleaved rounds, (min-max) of the rounds; "
+        "! marks a wide spread (max - min above "
+        f"{meta.get('config', {}).get('wide_spread', 0.3):.0%} of the median).",
         "Lower is better unless the row says calls/s or results back. Last two columns: toolfork's fork "
         "pool against the best peer on that row, and against the best peer that runs calls in worker "
         "processes (threads excluded); above 1 = toolfork better. Bold: best on the row.",
+        *load_lines(results),
         "",
     ]
     header = ["metric", "ideal", "target", *executors, "toolfork vs best peer", "vs best process peer"]
@@ -121,8 +146,8 @@ def markdown(results: dict[str, Any]) -> str:
         texts = []
         numbers = []
         for ex in executors:
-            text, v = cell_value(results, ex, m)
-            texts.append(text)
+            _, v = cell_value(results, ex, m)
+            texts.append(spread_text(results, ex, m))
             numbers.append(v)
         if m.get("better") in ("lower", "higher"):
             known = [v for v in numbers if v is not None]
@@ -145,11 +170,38 @@ def markdown(results: dict[str, Any]) -> str:
         + " | ".join("—" if v is None else str(v) for v in left)
         + " | — | — |"
     )
+    missing = not_run_text(results)
+    if missing:
+        lines += ["", missing]
     lines += ["", *targets_section(results), "", *executors_section(results), "", *failures_section(results)]
     plots = [p for p in ("scaling.png", "overhead.png") if p in results.get("plots", [])]
     if plots:
         lines += ["", "## Plots", ""] + [f"![{p[:-4]}]({p})" for p in plots]
     return "\n".join(lines).rstrip() + "\n"
+
+
+def load_lines(results: dict[str, Any]) -> list[str]:
+    """The machine's load during the run, and a warning line when it makes the figures less sure."""
+    load = results["meta"].get("load")
+    if not load:
+        return []
+    start, end = load.get("load_start"), load.get("load_end")
+    avg = "" if start is None else f"; load average {start:.1f} at the start, {end:.1f} at the end"
+    others, steal = load["others_share"], load["steal_share"]
+    out = [f"Machine: other processes used {others:.0%} of the CPU, steal {steal:.0%}{avg}."]
+    if load.get("warnings"):
+        out.append("WARNING: a loaded machine: " + "; ".join(load["warnings"]) + ".")
+    return out
+
+
+def not_run_text(results: dict[str, Any]) -> str | None:
+    """ "not run: ray, toolfork-ray (not installed); ..." executors grouped by why they did not run."""
+    by_reason: dict[str, list[str]] = {}
+    for name, why in (results.get("not_run") or {}).items():
+        by_reason.setdefault(why, []).append(name)
+    if not by_reason:
+        return None
+    return "not run: " + "; ".join(f"{', '.join(names)} ({why})" for why, names in by_reason.items())
 
 
 def targets_section(results: dict[str, Any]) -> list[str]:

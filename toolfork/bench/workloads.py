@@ -28,6 +28,8 @@ from toolfork.bench.calls import FRESH_SUFFIX, time_cpu_call
 from toolfork.bench.config import MB, BenchConfig, size_label
 from toolfork.bench.payloads import metric_specs as payloads_specs
 from toolfork.bench.payloads import w_payloads
+from toolfork.bench.user_workload import metric_specs as user_specs
+from toolfork.bench.user_workload import w_user
 
 
 def _median(values: Sequence[float]) -> float:
@@ -432,23 +434,27 @@ WORKLOAD_FUNCS: dict[str, Callable[[Context], dict[str, Any]]] = {
     "singles": w_singles,
     "fresh": w_fresh,
     "payloads": w_payloads,
+    "user": w_user,
 }
 
 
 # --- what the figures mean (for the report) ------------------------------------------------------
 
 
-def metric_specs(config: BenchConfig, cpu_one_call_s: float | None = None) -> list[MetricSpec]:
+def metric_specs(
+    config: BenchConfig, cpu_one_call_s: float | None = None, user_calls: int | None = None
+) -> list[MetricSpec]:
     c = config
     cpu_ideal = None if cpu_one_call_s is None else math.ceil(c.cpu_calls / c.cores) * cpu_one_call_s
+    io_ideal = math.ceil(c.io_calls / c.io_workers) * c.io_sleep_s  # waves of io_workers calls
     specs = [
         MetricSpec(
             "io_wall_s",
             "io",
-            f"io: {c.io_calls} x {c.io_sleep_s * 1e3:g} ms sleep, wall",
+            f"io: {c.io_calls} x {c.io_sleep_s * 1e3:g} ms sleep on {c.io_workers} workers, wall",
             "s",
-            ideal=c.io_sleep_s,
-            target=1.05 * c.io_sleep_s,
+            ideal=io_ideal,
+            target=1.05 * io_ideal,
             target_text="<= 1.05x ideal",
         ),
         MetricSpec(
@@ -665,4 +671,5 @@ def metric_specs(config: BenchConfig, cpu_one_call_s: float | None = None) -> li
         ),
     ]
     specs += payloads_specs(c)
+    specs += user_specs(c, user_calls)
     return specs

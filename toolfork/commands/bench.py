@@ -1,19 +1,21 @@
-"""`toolfork bench`: run the benchmark suite and write the table, JSON and plots.
+"""`toolfork bench`: time your own calls, or the suite's workloads, on every executor side by side.
 
-Peers that are not installed show as "n/a" (``pip install toolfork[bench]`` brings pebble, loky
-and matplotlib; Ray comes with ``toolfork[ray]``).
+    --tools T --calls C ──read_user_work (as `toolfork run` reads them)──┐
+    --only / --quick ──workloads──────────────────────────────────────────┴─▶ run_benchmark (rounds)
+        ──▶ summary on stdout (100 columns) + latest.md, latest.json, plots in the output directory
+
+Executors that are not installed are left out and named on one line (``pip install toolfork[bench]``
+brings pebble, loky, mpire and matplotlib; Ray comes with ``toolfork[ray]``).
 """
 
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 
 from toolfork._extras import missing_extra_message
 from toolfork.bench.config import WORKLOADS
-
-DEFAULT_OUT = os.path.join("bench", "results")
+from toolfork.commands._options import positive_int
 
 
 def _csv(value: str) -> list[str]:
@@ -25,15 +27,41 @@ def _csv(value: str) -> list[str]:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
+        "--tools",
+        action="append",
+        default=[],
+        metavar="SPEC",
+        help="your tools, as for `toolfork run` (path/to/tools.py, MODULE or MODULE:ATTR; repeatable); "
+        "without it, the tools.py next to --calls",
+    )
+    parser.add_argument(
+        "--calls",
+        metavar="CALLS.jsonl",
+        help="time these calls (one per line, the shapes `toolfork run` reads) as one batch on every executor",
+    )
+    parser.add_argument(
         "--quick",
         action="store_true",
-        help="fewer repetitions and smaller sweeps (under two minutes on 2 cores)",
+        help="the headline workloads at small sizes, without Ray (45 s of CPU: under a minute on a quiet "
+        "2-core machine)",
+    )
+    parser.add_argument(
+        "--rounds",
+        type=positive_int,
+        metavar="N",
+        help="interleaved rounds; each figure is their median, shown with its spread (default 3)",
+    )
+    parser.add_argument(
+        "--workers",
+        type=positive_int,
+        metavar="N",
+        help="pool size for your calls (default: the number of cores)",
     )
     parser.add_argument(
         "--out",
-        default=DEFAULT_OUT,
         metavar="DIR",
-        help=f"where latest.md, latest.json and the plots go (default: {DEFAULT_OUT})",
+        help="where latest.md, latest.json and the plots go (default: a new ./toolfork-bench/<time>, or "
+        "~/.cache/toolfork/bench/<time> when the current directory is in a git or hg checkout)",
     )
     parser.add_argument(
         "--only", type=_csv, metavar="WORKLOAD,...", help=f"workloads to run, from: {', '.join(WORKLOADS)}"
@@ -47,37 +75,56 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--isolation",
         choices=("cell", "executor"),
-        help="one runner process per executor x workload (default for the full run) "
-        "or per executor (default with --quick)",
+        help="one runner process per executor x workload x round (default for the full run) "
+        "or one per executor for the whole run (default with --quick and --calls)",
     )
     parser.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
     parser.add_argument("--list", action="store_true", help="list executors and workloads, then exit")
 
 
 def main(args: argparse.Namespace) -> int:
+    from dataclasses import replace
+
     from toolfork.bench import BenchConfig, run_benchmark, write_report
+    from toolfork.bench.outdir import default_out_dir
     from toolfork.bench.peers import PEERS
+    from toolfork.bench.summary import summary
+    from toolfork.bench.user_calls import UserWork, read_user_work
+    from toolfork.commands._loading import UsageError
 
     if args.list:
         for name, cls in PEERS.items():
             print(f"{name:22} {cls.description}  [{cls.unavailable() or 'available'}]")
         print("workloads: " + ", ".join(WORKLOADS))
         return 0
+    if args.tools and not args.calls:
+        print("toolfork bench: --tools needs --calls CALLS.jsonl: the calls to time", file=sys.stderr)
+        return 2
+    user: UserWork | None = None
+    if args.calls:
+        try:
+            user = read_user_work(args.tools, args.calls)
+        except UsageError as exc:
+            print(f"toolfork bench: {exc}", file=sys.stderr)
+            return 2
     config = BenchConfig.quick() if args.quick else BenchConfig.full()
-    isolation = args.isolation or ("executor" if args.quick else "cell")
+    if args.rounds:
+        config = replace(config, rounds=args.rounds)
+    if args.workers:
+        config = replace(config, user_workers=args.workers)
+    isolation = args.isolation or ("executor" if args.quick or user else "cell")
 
     def progress(msg: str) -> None:
         print(msg, file=sys.stderr, flush=True)
 
     try:
-        results = run_benchmark(config, args.executors, args.only, isolation=isolation, progress=progress)
+        results = run_benchmark(config, args.executors, args.only, isolation=isolation, progress=progress, user=user)
     except (ValueError, ImportError) as exc:
         print(f"toolfork bench: {missing_extra_message(exc) or exc}", file=sys.stderr)
         return 2
-    paths = write_report(results, args.out, plots=not args.no_plots)
+    out = args.out or str(default_out_dir())
+    paths = write_report(results, out, plots=not args.no_plots)
     if results.get("plots_skipped"):
         print(f"toolfork bench: no plots: {results['plots_skipped']}", file=sys.stderr)
-    with open(paths["markdown"]) as fh:
-        print(fh.read())
-    print("wrote " + ", ".join(paths.values()), file=sys.stderr)
+    print(summary(results, paths), end="")
     return 0
