@@ -5,7 +5,7 @@ on the command line and used to group workers, and each of those must see the sa
 meaning. So construction validates everything (a bad setting fails where it is written, naming it),
 `merged_over` is the one rule for "a tool's own fields win", `restriction_key` is the one rule for which
 fields a worker process cannot shed after a call (and so must be grouped by), and `parse` is the one
-reading of the CLI form. Nothing here applies a limit; `rlimits`, `netns` and `landlock` do.
+reading of the CLI form. Nothing here applies a limit; `rlimits` and `sandbox` do.
 
 Every field left at None is "not limited". Budgets are on top of what the worker holds when the call
 starts (see `toolfork.governance.rlimits`): `memory_mb` (MiB), `cpu_s` (seconds of CPU), `open_files`,
