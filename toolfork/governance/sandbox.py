@@ -101,7 +101,7 @@ def _outer(inner: int, limits: Limits) -> None:
     and leave with its wait status. Never returns."""
     os.closerange(0, 1 << 30)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, lambda *_: _kill(inner, signal.SIGTERM))
+    signal.signal(signal.SIGTERM, lambda *_: _pass_on(inner, signal.SIGTERM))
     while True:
         try:
             _, status, usage = os.wait4(inner, 0)
@@ -128,9 +128,12 @@ def _outer(inner: int, limits: Limits) -> None:
     os._exit(128 + sig)
 
 
-def _kill(pid: int, sig: int) -> None:
+def _pass_on(pid: int, sig: int) -> None:
+    """Send ``sig`` to the sandbox unless the signal to our process group reached it already (it left
+    the group: the tool called setsid or setpgid)."""
     try:
-        os.kill(pid, sig)
+        if os.getpgid(pid) != os.getpgrp():
+            os.kill(pid, sig)
     except OSError:
         pass
 
