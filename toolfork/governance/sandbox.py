@@ -40,7 +40,7 @@ from collections.abc import Sequence
 
 from . import landlock, seccomp
 from .limits import Limits
-from .verdict import PAGE, Probe, libc
+from .verdict import PAGE, Probe, libc, thread_count
 
 CLONE_NEWNS = 0x00020000
 CLONE_NEWIPC = 0x08000000
@@ -149,6 +149,11 @@ def enter(limits: Limits, keep: Sequence[int]) -> None:
         seccomp.prepare(no_network)  # built in the template already; a missing libseccomp fails here
     except OSError as exc:
         raise SandboxError(exc.errno or errno.ENOSYS, str(exc)) from None
+    threads = thread_count()
+    if threads > 1:  # unshare(CLONE_NEWUSER) and Landlock bind one thread: the others would stay outside
+        raise SandboxError(errno.EINVAL, f"this process runs {threads} threads, so no sandbox can be entered "
+                           "(a thread an os.register_at_fork hook restarts in every forked child, such as "
+                           "OpenTelemetry's BatchSpanProcessor in the host, or one the template started)")
     close_inherited(keep)
     set_environ(limits)
     uid, gid = os.getuid(), os.getgid()
