@@ -9,11 +9,12 @@ What each row times, per call (the median of 5 rounds, interleaved across rows, 
   (restrictions cannot be lifted, so workers are grouped by them); the one-time cost is its own row;
 - fresh fork / + netns / + Landlock: a new forked child per call, restricted before the call (what
   `fresh_process` or a key with no idle worker costs);
-- python -c, bwrap --unshare-net, firejail --net=none: a new interpreter per call, bare and inside each
-  sandbox (a sandbox tool starts a process; this is the per-call way to use one);
+- python -c, bwrap --unshare-net, bwrap --unshare-all, firejail --net=none: a new interpreter per call,
+  bare and inside each sandbox (a sandbox tool starts a process; this is the per-call way to use one);
 - Executor rows: the same tool through `Executor.run` (2 workers, batches of N calls), plain, under
-  rlimits (each call in its warm worker), with network=False and with read_paths/write_paths (each call
-  in a one-shot process forked from the template, which enters the restriction: what toolfork does).
+  rlimits (each call in its warm worker), and sandboxed: sandbox=True, network=False, read_paths/
+  write_paths (each call in a one-shot process forked from the template, which enters the sandbox:
+  namespaces, seccomp, Landlock; what toolfork does).
 Usage: PYTHONPATH=. python bench/governance.py [N]. Prints a table of microseconds and ratios to the
 warm plain call; a row whose tool is missing or refuses to run here says why instead.
 """
@@ -163,7 +164,8 @@ def main() -> None:
         ("python -c per call", lambda: _command(max(n // 100, 5), snippet)),
         ("Executor: plain", lambda: _executor(n, None)),
         ("Executor: + rlimits (memory, cpu, file size, open files)", lambda: _executor(n, RLIMITS)),
-        ("Executor: network=False (one-shot process per call)", lambda: _executor(n // 10, Limits(network=False))),
+        ("Executor: sandbox=True (one-shot sandbox per call)", lambda: _executor(n // 10, Limits(sandbox=True))),
+        ("Executor: network=False (one-shot sandbox per call)", lambda: _executor(n // 10, Limits(network=False))),
         ("Executor: read/write_paths (one-shot + Landlock)",
          lambda: _executor(n // 10, Limits(read_paths=[sys.prefix, SANDBOX_DIR, "/usr", "/lib", "/etc"],
                                           write_paths=[SANDBOX_DIR]))),
@@ -171,6 +173,9 @@ def main() -> None:
     bwrap, firejail = shutil.which("bwrap"), shutil.which("firejail")
     rows.append(("bwrap --unshare-net python -c per call",
                  (lambda: _command(max(n // 100, 5), [bwrap, "--unshare-net", "--dev-bind", "/", "/", *snippet]))
+                 if bwrap else (lambda: _missing("bwrap"))))
+    rows.append(("bwrap --unshare-all python -c per call",
+                 (lambda: _command(max(n // 100, 5), [bwrap, "--unshare-all", "--dev-bind", "/", "/", *snippet]))
                  if bwrap else (lambda: _missing("bwrap"))))
     rows.append(("firejail --net=none python -c per call",
                  (lambda: _command(max(n // 100, 5), [firejail, "--quiet", "--noprofile", "--net=none", *snippet]))

@@ -22,18 +22,23 @@ file_size_mb       soft RLIMIT_FSIZE; SIGXFSZ caught, the   per call, restored a
 open_files         soft RLIMIT_NOFILE, open fds + budget    per call, restored after it
 processes          soft RLIMIT_NPROC, user's tasks +        per call; not binding for root
                    budget                                   (the probe says so)
-network=False      own network namespace, loopback down     once per worker, for good
-read_paths,        Landlock ruleset                         once per worker, for good
+network=False      the sandbox, with its own network        a one-shot process per call
+                   namespace (loopback down)
+read_paths,        the sandbox, with a Landlock ruleset     a one-shot process per call
 write_paths
+sandbox=True       the sandbox (`sandbox.enter`): user,     a one-shot process per call, its
+                   PID, mount, IPC namespaces, no fd or     rlimits hard = soft
+                   env var inherited, seccomp (`seccomp`)
 =================  =======================================  ====================================
 
 `rlimits.applied(limits)` is the context manager around one call; `rlimits.classify(outcome, limits)`
 turns what the call raised (MemoryError, EFBIG, EMFILE, EAGAIN, LimitExceededError) or the wait status
 it died with (SIGXCPU, SIGXFSZ, SIGKILL past the CPU budget) into a `LimitExceeded` whose message names
-the limit ("memory limit of 256 MB exceeded"). The restrictions that a process cannot lift (network,
-read_paths, write_paths) form `Limits.restriction_key`: workers are grouped by it, one group per key,
-each worker entering its restrictions once at start (`netns.enter_no_network`, `landlock.restrict`,
-both refused in a process that already runs threads, since they bind one thread).
+the limit ("memory limit of 256 MB exceeded"). A sandboxed call (`Limits.sandboxed`: network=False,
+read_paths, write_paths or sandbox=True) runs in a one-shot process forked from the single-threaded
+template, which enters `sandbox.enter` before any tool or hook code; `Limits.restriction_key` is what
+that sandbox is made of, and a process refuses a call whose key is not its own. The threat model is
+docs/security.md.
 
 Fail closed: `enforceable.unenforceable(limits)` lists the fields this OS, kernel or permission set
 cannot enforce, each with why; `enforceable.check(limits)` raises `LimitsNotEnforceable` for strict

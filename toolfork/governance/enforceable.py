@@ -13,7 +13,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from . import landlock, netns, rlimits
+from . import landlock, rlimits, sandbox
 from .limits import Limits
 from .verdict import Probe
 
@@ -71,10 +71,16 @@ def unenforceable(limits: Limits, *, nowhere: str | None = None) -> list[Unenfor
             said = verdict(functools.partial(rlimits.probe, name))
             if not said.ok:
                 found.append(Unenforceable(name, value, said.reason))
-    if limits.network is False:
-        said = verdict(netns.probe)
+    if limits.sandboxed:
+        said = verdict(sandbox.probe)
         if not said.ok:
-            found.append(Unenforceable("network", False, said.reason))
+            asked = {"sandbox": limits.sandbox or None, "network": False if limits.network is False else None,
+                     "read_paths": limits.read_paths, "write_paths": limits.write_paths}
+            for name, value in asked.items():
+                if value is not None:
+                    found.append(Unenforceable(name, list(value) if isinstance(value, tuple) else value,
+                                               f"its sandbox cannot be entered: {said.reason}"))
+            return found
     for name in ("read_paths", "write_paths"):
         value = getattr(limits, name)
         if value is not None:

@@ -5,12 +5,14 @@ on the command line and used to group workers, and each of those must see the sa
 meaning. So construction validates everything (a bad setting fails where it is written, naming it),
 `merged_over` is the one rule for "a tool's own fields win", `restriction_key` is the one rule for which
 fields a worker process cannot shed after a call (and so must be grouped by), and `parse` is the one
-reading of the CLI form. Nothing here applies a limit; `rlimits`, `netns` and `landlock` do.
+reading of the CLI form. Nothing here applies a limit; `rlimits` and `sandbox` do.
 
 Every field left at None is "not limited". Budgets are on top of what the worker holds when the call
 starts (see `toolfork.governance.rlimits`): `memory_mb` (MiB), `cpu_s` (seconds of CPU), `open_files`,
 `processes`; `file_size_mb` is the largest file the call may write. `network=False` means no network
-at all; `read_paths` / `write_paths` are absolute paths the call may read / write under.
+at all; `read_paths` / `write_paths` are absolute paths the call may read / write under. Any of those,
+or `sandbox=True`, runs the call in the sandbox (`sandboxed`), which shows it only a minimal
+environment plus the host variables named in `env`.
 """
 
 from __future__ import annotations
@@ -28,6 +30,17 @@ Enforce = Literal["strict", "best-effort"]
 
 class LimitsError(ValueError):
     """A Limits setting is invalid; the message names the setting and the value given."""
+
+
+def _name_list(value: Any) -> tuple[str, ...] | None:
+    if value is None:
+        return None
+    if isinstance(value, str) or not isinstance(value, (Sequence, set, frozenset)):
+        raise LimitsError(f"Limits: env={value!r}: give a list of environment variable names")
+    for item in value:
+        if not isinstance(item, str) or not item or "=" in item or "\0" in item:
+            raise LimitsError(f"Limits: env has {item!r}, which is not an environment variable name")
+    return tuple(sorted(set(value)))
 
 
 def _path_list(setting: str, value: Any) -> tuple[str, ...] | None:
@@ -63,14 +76,19 @@ class Limits(BaseModel):
     network: bool | None = None
     read_paths: tuple[str, ...] | None = None
     write_paths: tuple[str, ...] | None = None
+    # True: run in the sandbox even when nothing above asks for it (see `sandboxed`).
+    sandbox: bool | None = None
+    # Names of the host's environment variables a sandboxed call sees (besides a fixed minimal set).
+    env: tuple[str, ...] | None = None
     # None: not said here (a default's setting applies; "strict" when nobody says).
     enforce: Enforce | None = None
-    sandbox: bool | None = None
 
     def __init__(self, **data: Any) -> None:
         for setting in ("read_paths", "write_paths"):
             if setting in data:
                 data[setting] = _path_list(setting, data[setting])
+        if "env" in data:
+            data["env"] = _name_list(data["env"])
         try:
             super().__init__(**data)
         except ValidationError as exc:
@@ -89,23 +107,25 @@ class Limits(BaseModel):
         return self.enforce != "best-effort"
 
     @property
-    def restriction_key(self) -> tuple[bool | None, tuple[str, ...] | None, tuple[str, ...] | None] | None:
-        """The part of these limits a process keeps forever, or None when there is none.
-
-        Two calls may share a worker only if their keys are equal: a key is hashable, and `network=True`
-        (allowed, the same as not restricted) gives the same key as leaving network unset.
-        """
-        network = False if self.network is False else None
-        if network is None and self.read_paths is None and self.write_paths is None:
-            return None
-        return (network, self.read_paths, self.write_paths)
+    def sandboxed(self) -> bool:
+        """Whether a call under these limits runs in the sandbox (a process of its own, see
+        `toolfork.governance.sandbox`): asked for with sandbox=True, network=False, read_paths or
+        write_paths. Such a call is never run anywhere else."""
+        return (self.sandbox is True or self.network is False or self.read_paths is not None
+                or self.write_paths is not None)
 
     @property
-    def sandboxed(self) -> bool:
-        """Whether a call under these limits runs in the sandbox tier: network=False, read_paths or
-        write_paths set, or sandbox=True."""
-        return (self.network is False or self.read_paths is not None or self.write_paths is not None
-                or self.sandbox is True)
+    def restriction_key(self) -> tuple[bool | None, tuple[str, ...] | None, tuple[str, ...] | None,
+                                       tuple[str, ...] | None] | None:
+        """The part of these limits a sandbox is made of, or None when the call is not sandboxed.
+
+        Two calls may share a process only if their keys are equal: a key is hashable, and `network=True`
+        (allowed, the same as not restricted) gives the same key as leaving network unset.
+        """
+        if not self.sandboxed:
+            return None
+        network = False if self.network is False else None
+        return (network, self.read_paths, self.write_paths, self.env)
 
     def set_fields(self) -> dict[str, Any]:
         """The fields given a value (not None)."""
@@ -159,6 +179,8 @@ def _parse_value(setting: str, name: str, raw: str) -> Any:
         return _BOOLS[raw.lower()]
     if name in ("read_paths", "write_paths"):
         return [p for p in raw.split(":") if p]
+    if name == "env":
+        return [n for n in raw.split(":") if n]
     if name == "enforce":
         return raw
     try:

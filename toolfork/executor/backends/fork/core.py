@@ -65,6 +65,7 @@ from toolfork.governance import rlimits
 from toolfork.governance.verdict import STATM_RESIDENT, statm_bytes
 
 if TYPE_CHECKING:
+    from toolfork.governance.limits import Limits
     from toolfork.governance.policy import Governance
     from toolfork.tools.tool import Tool
 
@@ -380,13 +381,14 @@ class WorkerCore:
             w.start_next(time.monotonic())
         return True
 
-    def one_shot(self, lender: Worker, *, data_only: bool = False) -> Worker:
-        """A worker of its own for one item (a ``fresh_process`` tool), forked from the pristine
-        template into ``lender``'s slot; ``lender`` gets the slot back when the one-shot is gone.
-        ``data_only``: its item is sandboxed, so its frames are never unpickled (``wire.dataonly``)."""
-        w = self._spawn()
+    def one_shot(self, lender: Worker, sandbox: Limits | None = None) -> Worker:
+        """A worker of its own for one item (a ``fresh_process`` tool, or a sandboxed call: then it
+        enters the sandbox of ``sandbox`` first, and its frames are never unpickled: ``wire.dataonly``),
+        forked from the pristine template into ``lender``'s slot; ``lender`` gets the slot back when the
+        one-shot is gone."""
+        w = self._spawn(sandbox)
         w.lender = lender
-        if data_only:
+        if sandbox is not None:
             w.reader.use_data_only()
         return w
 
@@ -642,10 +644,10 @@ class WorkerCore:
 
     # ------------------------------------------------------------------ slots
 
-    def _spawn(self) -> Worker:
+    def _spawn(self, sandbox: Limits | None = None) -> Worker:
         wid = self._next_wid
         self._next_wid += 1
-        call_w, result_r, side = self._link.spawn(wid)
+        call_w, result_r, side = self._link.spawn(wid, sandbox)
         w = Worker(wid, call_w, result_r, oob.SidePort(side))
         self._workers[wid] = w
         self._sel.register(result_r, selectors.EVENT_READ, w)

@@ -10,11 +10,12 @@ the worker sees what the tool raised (MemoryError, OSError(EFBIG), the SIGXCPU i
   swallowed, makes the call's result an error of type ``LimitExceeded`` naming the limit and its value.
   A worker that dies of one (SIGXCPU past the first warning) is named the same way by the host
   (``WorkerCore.crashed``).
-* restrictions (network=False, read_paths, write_paths) cannot be lifted inside a process. The pool
-  sends such a call to a one-shot worker forked for it from the single-threaded template (see
-  ``fork.pool``), which enters them here before the call and is gone after it. As a guard, a worker
-  that entered restrictions refuses any call whose restrictions differ, so no call ever runs with
-  restrictions it did not ask for, or without those it did.
+* a sandboxed call (``Limits.sandboxed``: network=False, read_paths, write_paths, sandbox=True) runs in
+  a one-shot worker that entered its sandbox when it was forked from the template, before any tool or
+  hook code (``governance.sandbox.enter``, from ``worker_main``). Here its rlimits are made hard for
+  good (``sandbox.lock_rlimits``) and the kernel's ENOMEM counts as the memory limit. As a guard, a
+  sandboxed call in a process that did not enter its very sandbox is refused, not run, and so is an
+  unsandboxed call in a sandbox.
 
 Each tool's effective limits (its own over the Executor's default) are worked out once per worker.
 """
@@ -25,7 +26,7 @@ from collections.abc import Callable
 from typing import Any
 
 from toolfork.executor.types import ErrorInfo, ToolResult
-from toolfork.governance import landlock, netns, rlimits
+from toolfork.governance import rlimits, sandbox
 from toolfork.governance.limits import Limits
 
 RunCall = Callable[[Callable[[BaseException], ErrorInfo | None] | None], ToolResult]
@@ -36,10 +37,11 @@ class CallLimits:
 
     __slots__ = ("_default", "_of", "entered")
 
-    def __init__(self, default: Limits | None) -> None:
+    def __init__(self, default: Limits | None, entered: Limits | None = None) -> None:
         self._default = default
         self._of: dict[str, Limits | None] = {}
-        self.entered: Any = None  # the restriction key this process entered for good, or None
+        # the restriction key of the sandbox this process entered for good, or None
+        self.entered: Any = None if entered is None else entered.restriction_key
 
     def forget(self) -> None:
         """Tools were added or replaced: work their limits out again."""
@@ -56,24 +58,26 @@ class CallLimits:
     def run(self, limits: Limits, call_id: str, name: str, pid: int, run: RunCall) -> ToolResult:
         """Run one call (``run(limit_hit)`` calls ``execute_call``) under ``limits``."""
         key = limits.restriction_key
-        enter = key != self.entered
-        if enter and self.entered is not None:
-            return _refused(call_id, name, pid, "this worker process entered other restrictions for good "
-                            "(a routing error: the call was not run)")
+        if key != self.entered:
+            why = ("its sandbox is not this process's (a routing error)" if key is not None else
+                   "this process is a sandbox made for other calls (a routing error)")
+            return _refused(call_id, name, pid, why)
         state: rlimits.Applied | None = None
+
+        def limit_hit(exc: BaseException) -> ErrorInfo | None:
+            if key is not None and limits.memory_mb is not None and sandbox.out_of_memory(exc):
+                return _named(name, rlimits.LimitExceeded("memory_mb", limits.memory_mb,
+                                                          rlimits.describe("memory_mb", limits.memory_mb)))
+            return _named(name, state.classify(exc) if state is not None else None)
+
         try:
-            # The rlimits first: their budgets count from what the worker holds, read from /proc, which
-            # Landlock hides once entered.
+            if key is not None:
+                try:
+                    sandbox.lock_rlimits(limits)
+                except (OSError, ValueError) as exc:
+                    return _refused(call_id, name, pid, f"its limits could not be made hard: {exc}")
             with rlimits.applied(limits) as state:
-                if enter:
-                    try:
-                        if limits.network is False:
-                            netns.enter_no_network()
-                        landlock.restrict(limits.read_paths, limits.write_paths)
-                    except OSError as exc:
-                        return _refused(call_id, name, pid, f"its restrictions could not be entered: {exc}")
-                    self.entered = key
-                result = run(lambda exc: _named(name, state.classify(exc) if state is not None else None))
+                result = run(limit_hit)
         except rlimits.LimitExceededError as exc:  # the signal came between the tool and its result
             result = ToolResult(call_id, name, "error", worker_pid=pid,
                                 error=ErrorInfo("LimitExceeded", f"tool '{name}': {exc}"))

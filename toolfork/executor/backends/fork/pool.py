@@ -30,9 +30,9 @@ Data flow (``ForkBackend.execute`` joins the ``Hub``; whichever batch owner need
   carries a header of length 0 in their place (see ``toolfork.executor.oob``). The reader takes the file
   where the header is, so order and the rest of this flow are unchanged.
 * ``fresh_process`` tools: the call goes to a one-shot worker forked for it, in an idle worker's slot,
-  which gets the slot back when the one-shot is gone. So does a call whose limits carry a restriction a
-  process cannot shed (``network=False``, ``read_paths``, ``write_paths``): the one-shot enters it
-  before the call and is gone after it, so no warm worker is ever restricted.
+  which gets the slot back when the one-shot is gone. So does a sandboxed call (``Limits.sandboxed``:
+  ``network=False``, ``read_paths``, ``write_paths``, ``sandbox=True``): its one-shot enters the
+  sandbox before any tool or hook code and is gone after the call, so no warm worker is ever restricted.
 * Caps and rate limits (``Governance``): with a gated tool on the Executor, calls are taken by
   ``Hub.take_next``: a call refused a slot or a token waits in its batch's ``held`` queue, holding
   no worker, and the calls behind it go first; its slot is handed back when it leaves its worker
@@ -217,11 +217,11 @@ class ForkBackend(Backend):
         core = self.core
         ready = b.ready
         chunk = [first]
-        sandboxed = self._governance.restricted(first.call.name)
-        if first.tool.fresh_process or sandboxed:
-            # a process of its own, forked from the pristine template, in w's slot; a sandboxed call's
-            # frames cross as data only (never unpickled here)
-            w = core.one_shot(w, data_only=sandboxed)
+        if first.tool.fresh_process or self._governance.restricted(first.call.name):
+            # a process of its own, forked from the pristine template, in w's slot; a sandboxed call
+            # enters its sandbox before anything else, and its frames cross as data only
+            limits = self._governance.limits_for(first.call.name)
+            w = core.one_shot(w, limits if limits is not None and limits.sandboxed else None)
         elif self._joins_chunk(first):
             limit = core.chunk_limit(len(ready) + 1, len(core.idle) + 1, w)
             while len(chunk) < limit and ready and self._joins_chunk(ready[0]):

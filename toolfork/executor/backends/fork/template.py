@@ -21,7 +21,8 @@ never by process group: a hostile tool may have joined the host's group), and re
 leftovers' own children come to it, until none is left. The template exits only when it has no child.
 
 Control messages (host -> template, one pickle per SOCK_SEQPACKET message):
-    ("spawn", wid)            + two fds (the worker's call read end, result write end)
+    ("spawn", wid[, limits])  + three fds (the worker's call read end, result write end, side socket);
+                              with the Limits of a sandboxed call, the worker enters that sandbox first
     ("tools", seq, last, chunk)   dill bytes of {name: Tool}, in chunks, for tools added later
     ("term", pid, grace)      stop a worker: SIGTERM its group now, SIGKILL after `grace` seconds
     ("exit", grace)           end: let workers leave, SIGKILL what is left after `grace`, exit
@@ -118,6 +119,9 @@ def template_main(ctrl: socket.socket, tools: dict[str, Any], hooks: Hooks) -> N
         kind = msg[0]
         if kind == "spawn":
             call_fd, result_fd, side_fd = fds
+            sandbox = msg[2] if len(msg) > 2 else None  # the Limits of a sandboxed call's one-shot
+            if sandbox is not None:
+                _prepare_sandbox(sandbox)
             # A SIGTERM (a kill the host asked for) may reach the new worker before it has handlers of
             # its own: it would run ours, whose leave() kills every sibling. So SIGTERM is held across
             # the fork and the child gets the default action before it can see one.
@@ -130,7 +134,7 @@ def template_main(ctrl: socket.socket, tools: dict[str, Any], hooks: Hooks) -> N
                 ctrl.close()
                 signal.set_wakeup_fd(-1)
                 wake.close()
-                worker_main(call_fd, result_fd, side_fd, tools, hooks, os.getppid())
+                worker_main(call_fd, result_fd, side_fd, tools, hooks, os.getppid(), sandbox)
             signal.pthread_sigmask(signal.SIG_SETMASK, mask)
             os.close(call_fd)
             os.close(result_fd)
@@ -154,6 +158,17 @@ def template_main(ctrl: socket.socket, tools: dict[str, Any], hooks: Hooks) -> N
             exiting_until = time.monotonic() + msg[1]
             if not children and not _kill_leftovers(children):
                 os._exit(0)
+
+
+def _prepare_sandbox(limits: Any) -> None:
+    """Build the sandbox's seccomp filter here, once, so every sandbox forked from now on has it (a
+    failure is the sandbox's to report, naming why)."""
+    from toolfork.governance import seccomp
+
+    try:
+        seccomp.prepare(limits.network is False)
+    except OSError:
+        pass
 
 
 def _child_pids() -> list[int]:

@@ -18,13 +18,16 @@ import socket
 import time
 import weakref
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import multiprocess
 
 from toolfork.executor import oob
 from toolfork.executor.backends.base import Hooks
 from toolfork.executor.backends.fork.template import MAX_MESSAGE, template_main
+
+if TYPE_CHECKING:
+    from toolfork.governance.limits import Limits
 
 SPAWN_ACK_TIMEOUT = 10.0
 TEMPLATE_CHECK_S = 0.5  # how often the template is looked at while the host waits for it
@@ -93,7 +96,7 @@ class TemplateLink:
 
     # ----------------------------------------------------------------- workers
 
-    def spawn(self, wid: int) -> tuple[int, int, socket.socket]:
+    def spawn(self, wid: int, sandbox: Limits | None = None) -> tuple[int, int, socket.socket]:
         """Have the template fork worker ``wid``; returns the host's ends (call write fd, result read fd
         (non-blocking), side socket). A template that cannot be told is marked broken (the worker then
         never starts: its pipes are at EOF, and the core replaces the template)."""
@@ -107,7 +110,8 @@ class TemplateLink:
             pass
         side, side_worker = oob.side_socketpair()
         try:
-            socket.send_fds(self.ctrl, [pickle.dumps(("spawn", wid))], [call_r, result_w, side_worker.fileno()])
+            msg = ("spawn", wid) if sandbox is None else ("spawn", wid, sandbox)
+            socket.send_fds(self.ctrl, [pickle.dumps(msg)], [call_r, result_w, side_worker.fileno()])
         except OSError:
             self._break("died (its control socket is closed)")
         finally:

@@ -20,7 +20,7 @@ gone it does not go on poisoned. It sends that call's result as a LEAVING frame 
 happened) if its result pipe still works, else it exits with ``wire.EXIT_CHANNEL_DAMAGED``; either way
 the host fails that call alone and forks a replacement. Between calls it puts signal state back and
 reaps exited children (see ``fork.reset``). A call of a tool with ``Limits`` runs under them (see
-``fork.limited``).
+``fork.limited``); a one-shot forked for a sandboxed call enters its sandbox before anything else.
 """
 
 from __future__ import annotations
@@ -42,6 +42,8 @@ from toolfork.executor.invoke import CallInterrupted, error_info, execute_call
 from toolfork.executor.types import ErrorInfo, ToolCall, ToolResult
 from toolfork.executor.wire import dataonly, frames
 from toolfork.executor.wire.frames import EXIT_CHANNEL_DAMAGED, ChannelDamaged
+from toolfork.governance import sandbox as sandboxing
+from toolfork.governance.limits import Limits
 from toolfork.tools.runtime import ToolRuntime
 
 CHANNEL_FD_HEADROOM = 64  # the channels go this far below the descriptor limit (at most 4096)
@@ -154,8 +156,10 @@ def become_subreaper() -> None:
 
 
 def worker_main(call_fd: int, result_fd: int, side_fd: int, tools: dict[str, Any], hooks: Hooks,
-                parent_pid: int) -> None:
-    """Entry point in the freshly forked worker; never returns."""
+                parent_pid: int, sandbox: Limits | None = None) -> None:
+    """Entry point in the freshly forked worker; never returns. With ``sandbox`` (a one-shot for a
+    sandboxed call) the sandbox is entered first, before ``on_worker_start`` or any tool code; if it
+    cannot be, every call is refused naming why."""
     code = 0
     try:
         os.setpgid(0, 0)
@@ -163,10 +167,17 @@ def worker_main(call_fd: int, result_fd: int, side_fd: int, tools: dict[str, Any
         become_subreaper()  # what its calls start stays below it, whatever they do (see fork.template)
         if os.getppid() != parent_pid:  # the template died between fork and prctl
             os._exit(1)
+        refused: ErrorInfo | None = None
+        if sandbox is not None:
+            try:
+                sandboxing.enter(sandbox, (call_fd, result_fd, side_fd))  # returns in the sandbox
+            except OSError as exc:
+                refused = ErrorInfo("LimitsNotEnforceable", f"the call was not run: its sandbox could not be "
+                                    f"entered: {exc}")
         signal.signal(signal.SIGTERM, _on_sigterm)
         signal.signal(signal.SIGINT, signal.SIG_DFL)
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-        _serve(Channels(call_fd, result_fd, side_fd), tools, hooks)
+        _serve(Channels(call_fd, result_fd, side_fd), tools, hooks, sandbox, refused)
     except (EOFError, CallInterrupted, BrokenPipeError):
         code = 0
     except (_Leave, ChannelDamaged):
@@ -177,13 +188,14 @@ def worker_main(call_fd: int, result_fd: int, side_fd: int, tools: dict[str, Any
         os._exit(code)
 
 
-def _serve(channels: Channels, tools: dict[str, Any], hooks: Hooks) -> None:
+def _serve(channels: Channels, tools: dict[str, Any], hooks: Hooks, sandbox: Limits | None = None,
+           refused: ErrorInfo | None = None) -> None:
     pid = os.getpid()
     call_fd, result_fd = channels.call_fd, channels.result_fd
     side = oob.SidePort(socket.socket(fileno=channels.side_fd))
     writer = framing.FrameWriter(result_fd, side)
-    start_error: ErrorInfo | None = None
-    if hooks.on_worker_start is not None:
+    start_error: ErrorInfo | None = refused
+    if hooks.on_worker_start is not None and refused is None:
         try:
             hooks.on_worker_start()
         except Exception as exc:
@@ -199,7 +211,7 @@ def _serve(channels: Channels, tools: dict[str, Any], hooks: Hooks) -> None:
     highest = pickle.HIGHEST_PROTOCOL
     monotonic, getpid, look = time.monotonic, os.getpid, channels.poller.poll
     lock = writer.lock
-    limited = CallLimits(hooks.limits)  # each tool's limits, worked out once (see fork.limited)
+    limited = CallLimits(hooks.limits, sandbox)  # each tool's limits, worked out once (see fork.limited)
     default_limits = hooks.limits
     limits_of = limited.of
     next_seq = 0  # the place of the next call among those this worker was sent (see wire.frames: seq)

@@ -1,0 +1,55 @@
+"""The escape suite's harness: every scenario as root (here, in the test process) and as nobody (the
+same scenario in a subprocess under ``setpriv``), each in a work directory both can write."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.redteam.conftest import REPO, child_env
+
+from .scenarios import SCENARIOS
+
+NOBODY = 65534
+USERS = ["root", "nobody"]
+
+
+def run_scenario(name: str, user: str, work: Path) -> dict[str, Any]:
+    """What scenario ``name`` reported, run as ``user``."""
+    if user == "root":
+        return SCENARIOS[name](work)
+    done = subprocess.run(["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", sys.executable,
+                           "-m", "tests.redteam.sandbox.scenarios", name, str(work)],
+                          capture_output=True, cwd=REPO, env=child_env(), timeout=180, check=False)
+    assert done.returncode == 0, done.stderr.decode(errors="replace")[-3000:]
+    return json.loads(done.stdout.decode().splitlines()[-1])  # type: ignore[no-any-return]
+
+
+@pytest.fixture
+def work() -> Iterator[Path]:
+    """A directory root and nobody can both write (pytest's own are root's alone)."""
+    if os.geteuid() != 0 or shutil.which("setpriv") is None:
+        pytest.fail("the escape suite runs as root with setpriv (it attacks as root and as nobody)")
+    path = Path(tempfile.mkdtemp(prefix="toolfork-escape-"))
+    path.chmod(0o777)
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture
+def attack(work: Path) -> Callable[[str, str], dict[str, Any]]:
+    def run(name: str, user: str) -> dict[str, Any]:
+        return run_scenario(name, user, work)
+
+    return run

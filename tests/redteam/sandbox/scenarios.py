@@ -1,0 +1,521 @@
+"""The escape attempts: each scenario sets up what a host would have (servers, open files, threads),
+runs one hostile tool in the sandbox through a real Executor, and returns what the host saw.
+
+Run as root in the test process (``run_here``), or as an unprivileged user in a subprocess
+(``python -m tests.redteam.sandbox.scenarios NAME WORKDIR``, printing the evidence as JSON): the same
+code both ways. A scenario never decides pass or fail: it reports, and the test asserts.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import json
+import os
+import signal
+import socket
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from toolfork import Limits
+from toolfork.executor import Executor
+from toolfork.tools.tool import Tool
+
+Evidence = dict[str, Any]
+CALL_TIMEOUT = 30.0
+CHANNELS_FROM = 1024  # the worker's channels sit at 4096 - 64 (fork.worker): not the host's descriptors
+
+
+def outcome(tool: Tool, arguments: dict[str, Any], **executor: Any) -> Evidence:
+    """Run one call of ``tool`` in a fresh Executor; its status, error and output data."""
+    with Executor([tool], workers=1, timeout=CALL_TIMEOUT, **executor) as ex:
+        started = time.monotonic()
+        (r,) = ex.run([{"id": "attack", "name": tool.name, "arguments": arguments}])
+        took = time.monotonic() - started
+    data = None if r.output is None else r.output.data
+    if data is None and r.output is not None and r.output.content:
+        data = r.output.content[0].text
+    return {"status": r.status, "error_type": None if r.error is None else r.error.type,
+            "error": None if r.error is None else r.error.message, "output": data, "took_s": took}
+
+
+class TcpSink:
+    """A TCP server of the host on 127.0.0.1: what reached it (connections are left in the backlog, and
+    read after the call)."""
+
+    def __init__(self) -> None:
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(16)
+        self.port = self.sock.getsockname()[1]
+
+    def received(self) -> list[bytes]:
+        self.sock.setblocking(False)
+        got = []
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except BlockingIOError:
+                break
+            conn.settimeout(0.5)
+            try:
+                got.append(conn.recv(4096))
+            except OSError:
+                got.append(b"")
+            conn.close()
+        self.sock.close()
+        return got
+
+
+def _libc() -> ctypes.CDLL:
+    return ctypes.CDLL(None, use_errno=True)
+
+
+# ---------------------------------------------------------------- tools (run in the sandbox)
+
+def reach_host_network(host_pid: int, port: int) -> dict[str, Any]:
+    """setns() into the host's network namespace (by its /proc), then connect to 127.0.0.1:port."""
+    out: dict[str, Any] = {}
+    try:
+        fd = os.open(f"/proc/{host_pid}/ns/net", os.O_RDONLY)
+        rc = _libc().setns(fd, 0x40000000)
+        out["setns"] = "ok" if rc == 0 else os.strerror(ctypes.get_errno())
+    except OSError as exc:
+        out["setns"] = f"open: {exc.strerror}"
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=2) as s:
+            s.sendall(b"ESCAPED")
+        out["connect"] = "ok"
+    except OSError as exc:
+        out["connect"] = exc.strerror or str(exc)
+    return out
+
+
+def use_inherited_descriptors(port: int) -> dict[str, Any]:
+    """Every descriptor above 2 but the call's own channels (kept high, near 4096): send through sockets
+    (connect unconnected ones to 127.0.0.1:port), read and append to files."""
+    found: dict[str, Any] = {}
+    for name in os.listdir("/proc/self/fd"):
+        fd = int(name)
+        if fd <= 2 or fd >= CHANNELS_FROM:
+            continue
+        try:
+            s = socket.socket(fileno=os.dup(fd))
+        except OSError:
+            s = None
+        if s is not None:
+            try:
+                try:
+                    s.sendto(b"ESCAPED", ("127.0.0.1", port)) if s.type == socket.SOCK_DGRAM else s.send(b"ESCAPED")
+                    found[name] = "sent"
+                except OSError:
+                    s.settimeout(2)
+                    s.connect(("127.0.0.1", port))
+                    s.send(b"ESCAPED")
+                    found[name] = "connected and sent"
+            except OSError as exc:
+                found[name] = f"socket: {exc.strerror or exc}"
+            finally:
+                s.close()
+            continue
+        try:
+            data = os.pread(fd, 4096, 0)
+            found[name] = f"read {data[:64]!r}"
+        except OSError as exc:
+            found[name] = f"read: {exc.strerror}"
+        try:
+            os.write(fd, b"ESCAPED\n")
+            found[name] += "; wrote"
+        except OSError as exc:
+            found[name] += f"; write: {exc.strerror}"
+    return found
+
+
+def lift_limit(which: str, work: str) -> str:
+    """setrlimit back to the hard limit, then go past the call's limit."""
+    import resource
+
+    names = {"memory": ("RLIMIT_AS", "RLIMIT_DATA"), "file": ("RLIMIT_FSIZE",), "files": ("RLIMIT_NOFILE",),
+             "cpu": ("RLIMIT_CPU",)}[which]
+    lifted = []
+    for name in names:
+        r = getattr(resource, name)
+        _soft, hard = resource.getrlimit(r)
+        for target in (resource.RLIM_INFINITY, hard, hard):
+            try:
+                resource.setrlimit(r, (target, target))
+                lifted.append(f"{name}={target}")
+                break
+            except (OSError, ValueError):
+                continue
+    if which == "memory":
+        block = bytearray(300 * 1024 * 1024)
+        block[::4096] = b"x" * len(block[::4096])
+    elif which == "file":
+        with open(os.path.join(work, "big"), "wb") as f:
+            for _ in range(40):
+                f.write(b"x" * (1024 * 1024))
+    elif which == "files":
+        held = [open(os.devnull) for _ in range(600)]
+        del held
+    elif which == "cpu":
+        signal.setitimer(signal.ITIMER_PROF, 0)
+        for sig in (signal.SIGXCPU, signal.SIGPROF):
+            signal.signal(sig, signal.SIG_IGN)
+        end = time.process_time() + 6
+        while time.process_time() < end:
+            try:  # swallow the limit's error, as a hostile tool would
+                while time.process_time() < end:
+                    pass
+            except BaseException:
+                continue
+    return "went past the limit: " + ", ".join(lifted)
+
+
+def shared_mmap() -> str:
+    """Map 400 MB of shared anonymous memory and touch every page."""
+    import mmap
+
+    m = mmap.mmap(-1, 400 * 1024 * 1024)
+    for i in range(0, len(m), 4096):
+        m[i] = 1
+    return f"mapped and touched {len(m)} bytes"
+
+
+def pbkdf2() -> str:
+    """A billion PBKDF2 iterations in one C call."""
+    import hashlib
+
+    hashlib.pbkdf2_hmac("sha256", b"password", b"salt", 10**9)
+    return "finished 10**9 iterations"
+
+
+def offline_probe(port: int) -> dict[str, Any]:
+    """A plain sandboxed call: its network, its threads."""
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=2) as s:
+            s.sendall(b"ESCAPED")
+        net = "connected"
+    except OSError as exc:
+        net = exc.strerror or str(exc)
+    return {"network": net, "threads": len(os.listdir("/proc/self/task"))}
+
+
+def reach_unix_sockets(path: str, abstract: str) -> dict[str, str]:
+    """Connect to a filesystem and an abstract unix socket of the host."""
+    out = {}
+    for name, address in (("path", path), ("abstract", "\0" + abstract)):
+        try:
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+                s.settimeout(2)
+                s.connect(address)
+                s.sendall(b"ESCAPED")
+            out[name] = "connected"
+        except OSError as exc:
+            out[name] = exc.strerror or str(exc)
+    return out
+
+
+def reach_other_processes(pids: list[int]) -> dict[str, Any]:
+    """/proc of the host and the template, signals to them, ptrace and process_vm_readv."""
+    libc = _libc()
+    out: dict[str, Any] = {"visible": sorted(int(p) for p in os.listdir("/proc") if p.isdigit())}
+    for pid in pids:
+        seen: dict[str, str] = {}
+        for what in ("environ", "cmdline", "mem"):
+            try:
+                with open(f"/proc/{pid}/{what}", "rb") as f:
+                    f.read(16)
+                seen[what] = "read"
+            except OSError as exc:
+                seen[what] = exc.strerror or str(exc)
+        try:
+            os.kill(pid, 0)
+            seen["signal"] = "delivered"
+        except OSError as exc:
+            seen["signal"] = exc.strerror or str(exc)
+        rc = libc.ptrace(ctypes.c_long(16), ctypes.c_long(pid), None, None)  # PTRACE_ATTACH
+        seen["ptrace"] = "attached" if rc == 0 else os.strerror(ctypes.get_errno())
+        if rc == 0:
+            libc.ptrace(ctypes.c_long(17), ctypes.c_long(pid), None, None)  # PTRACE_DETACH
+        buf = ctypes.create_string_buffer(8)
+
+        class IoVec(ctypes.Structure):
+            _fields_ = [("base", ctypes.c_void_p), ("len", ctypes.c_size_t)]
+
+        local = IoVec(ctypes.cast(buf, ctypes.c_void_p), 8)
+        remote = IoVec(ctypes.c_void_p(0x400000), 8)  # any address: ESRCH/EPERM is what tells
+        n = libc.process_vm_readv(ctypes.c_int(pid), ctypes.byref(local), ctypes.c_ulong(1), ctypes.byref(remote),
+                                  ctypes.c_ulong(1), ctypes.c_ulong(0))
+        err = ctypes.get_errno()
+        seen["process_vm_readv"] = "read" if n >= 0 or err == errno.EFAULT else os.strerror(err)
+        out[str(pid)] = seen
+    return out
+
+
+def run_setuid(binary: str) -> dict[str, Any]:
+    """Run a set-user-id binary; the euid it ran with, and whether no_new_privs is set."""
+    import subprocess
+
+    with open("/proc/self/status") as f:
+        nnp = [line.split()[1] for line in f if line.startswith("NoNewPrivs")]
+    done = subprocess.run([binary, "-u"], capture_output=True, text=True, check=False)
+    return {"own_euid": os.geteuid(), "binary_euid": done.stdout.strip(), "no_new_privs": nnp[0] if nnp else None}
+
+
+def escape_write_paths(outside: str, inside: str) -> dict[str, str]:
+    """Hard link, rename and symlink-write an outside file from inside write_paths."""
+    out = {}
+    for name, attempt in (
+        ("link", lambda: os.link(outside, os.path.join(inside, "linked"))),
+        ("rename_out", lambda: os.rename(outside, os.path.join(inside, "moved"))),
+        ("rename_in", lambda: os.rename(os.path.join(inside, "mine"), outside + ".planted")),
+        ("symlink_write", lambda: (os.symlink(outside, os.path.join(inside, "sym")),
+                                   open(os.path.join(inside, "sym"), "a").write("ESCAPED"))),
+    ):
+        try:
+            if name == "rename_in":
+                Path(inside, "mine").write_text("planted")
+            attempt()
+            out[name] = "done"
+        except OSError as exc:
+            out[name] = exc.strerror or str(exc)
+    return out
+
+
+def start_daemon(marker: str) -> str:
+    """Double fork and setsid: a daemon that, 2 s after the call, writes ``marker``."""
+    pid = os.fork()
+    if pid == 0:
+        os.setsid()
+        if os.fork() != 0:
+            os._exit(0)
+        time.sleep(2)
+        with open(marker, "w") as f:
+            f.write("outlived the call")
+        os._exit(0)
+    os.waitpid(pid, 0)
+    return "daemon started"
+
+
+def show_environment() -> dict[str, str]:
+    """The call's environment."""
+    return dict(os.environ)
+
+
+# ---------------------------------------------------------------- scenarios (run in the host)
+
+def s_setns(work: Path) -> Evidence:
+    sink = TcpSink()
+    ev = outcome(Tool("attack", fn=reach_host_network, limits=Limits(network=False)),
+                 {"host_pid": os.getpid(), "port": sink.port})
+    ev["server_got"] = [d.decode(errors="replace") for d in sink.received()]
+    return ev
+
+
+def _inherited(kind: str) -> Evidence:
+    sink = TcpSink()
+    udp_sink = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    udp_sink.bind(("127.0.0.1", 0))
+    held: list[Any] = []
+    if kind == "tcp":
+        held.append(socket.create_connection(("127.0.0.1", sink.port)))  # a keep-alive connection
+        port = sink.port
+    elif kind == "udp":
+        u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        u.connect(udp_sink.getsockname())
+        held.append(u)
+        port = udp_sink.getsockname()[1]
+    else:  # an unconnected TCP socket
+        held.append(socket.socket())
+        port = sink.port
+    try:
+        ev = outcome(Tool("attack", fn=use_inherited_descriptors, limits=Limits(network=False)), {"port": port})
+    finally:
+        for s in held:
+            s.close()
+    udp_sink.setblocking(False)
+    got = [d.decode(errors="replace") for d in sink.received()]
+    try:
+        got.append(udp_sink.recv(4096).decode(errors="replace"))
+    except BlockingIOError:
+        pass
+    udp_sink.close()
+    ev["server_got"] = [g for g in got if g]
+    return ev
+
+
+def s_inherited_tcp(work: Path) -> Evidence:
+    return _inherited("tcp")
+
+
+def s_inherited_udp(work: Path) -> Evidence:
+    return _inherited("udp")
+
+
+def s_inherited_unconnected(work: Path) -> Evidence:
+    return _inherited("unconnected")
+
+
+def s_inherited_files(work: Path) -> Evidence:
+    secret = work / "secret.txt"
+    secret.write_text("hunter2")
+    log = work / "host.log"
+    log.write_text("host log\n")
+    allowed = work / "allowed"
+    allowed.mkdir()
+    with open(secret) as held_secret, open(log, "a") as held_log:
+        ev = outcome(Tool("attack", fn=use_inherited_descriptors,
+                          limits=Limits(read_paths=[str(allowed)], write_paths=[str(allowed)])), {"port": 9})
+        ev["held"] = [held_secret.fileno(), held_log.fileno()]
+    ev["log"] = log.read_text()
+    return ev
+
+
+def _lift(which: str, limits: Limits, work: Path) -> Evidence:
+    allowed = work / "allowed"
+    allowed.mkdir(exist_ok=True)
+    return outcome(Tool("attack", fn=lift_limit, limits=limits), {"which": which, "work": str(allowed)})
+
+
+def s_lift_memory(work: Path) -> Evidence:
+    return _lift("memory", Limits(network=False, memory_mb=32), work)
+
+
+def s_lift_file_size(work: Path) -> Evidence:
+    ev = _lift("file", Limits(network=False, file_size_mb=1), work)
+    big = work / "allowed" / "big"
+    ev["file_mb"] = big.stat().st_size / 2**20 if big.exists() else 0
+    return ev
+
+
+def s_lift_open_files(work: Path) -> Evidence:
+    return _lift("files", Limits(network=False, open_files=16), work)
+
+
+def s_lift_cpu(work: Path) -> Evidence:
+    return _lift("cpu", Limits(network=False, cpu_s=1), work)
+
+
+def s_shared_mmap(work: Path) -> Evidence:
+    return outcome(Tool("attack", fn=shared_mmap, limits=Limits(network=False, memory_mb=64)), {})
+
+
+def s_pbkdf2(work: Path) -> Evidence:
+    return outcome(Tool("attack", fn=pbkdf2, limits=Limits(network=False, cpu_s=1)), {})
+
+
+def s_thread_in_host(work: Path) -> Evidence:
+    stop = threading.Event()
+    thread = threading.Thread(target=stop.wait, daemon=True)  # as an exporter's thread would
+    thread.start()
+    sink = TcpSink()
+    try:
+        ev = outcome(Tool("attack", fn=offline_probe, limits=Limits(network=False)), {"port": sink.port})
+    finally:
+        stop.set()
+        thread.join()
+    ev["server_got"] = [d.decode(errors="replace") for d in sink.received()]
+    return ev
+
+
+def _start_thread() -> None:
+    threading.Thread(target=time.sleep, args=(30,), daemon=True).start()
+
+
+def s_thread_in_worker_start(work: Path) -> Evidence:
+    sink = TcpSink()
+    ev = outcome(Tool("attack", fn=offline_probe, limits=Limits(network=False)), {"port": sink.port},
+                 on_worker_start=_start_thread)
+    ev["server_got"] = [d.decode(errors="replace") for d in sink.received()]
+    return ev
+
+
+def s_unix_sockets(work: Path) -> Evidence:
+    path = str(work / "host.sock")
+    abstract = f"toolfork-redteam-{os.getpid()}"
+    servers = []
+    for address in (path, "\0" + abstract):
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.bind(address)
+        s.listen(4)
+        s.setblocking(False)
+        servers.append(s)
+    os.chmod(path, 0o777)
+    try:
+        ev = outcome(Tool("attack", fn=reach_unix_sockets, limits=Limits(network=False)),
+                     {"path": path, "abstract": abstract})
+        accepted = 0
+        for s in servers:
+            try:
+                conn, _ = s.accept()
+                conn.close()
+                accepted += 1
+            except BlockingIOError:
+                pass
+        ev["accepted"] = accepted
+    finally:
+        for s in servers:
+            s.close()
+    return ev
+
+
+def s_other_processes(work: Path) -> Evidence:
+    with Executor([Tool("attack", fn=reach_other_processes, limits=Limits(network=False))], workers=1,
+                  timeout=CALL_TIMEOUT) as ex:
+        template = ex.backend.template_pid  # type: ignore[attr-defined]
+        warm = ex.backend.worker_pids  # type: ignore[attr-defined]
+        pids = [os.getpid(), template, *warm]
+        (r,) = ex.run([{"id": "attack", "name": "attack", "arguments": {"pids": pids}}])
+    return {"status": r.status, "error_type": None if r.error is None else r.error.type,
+            "error": None if r.error is None else r.error.message,
+            "output": None if r.output is None else r.output.data, "pids": pids}
+
+
+def s_setuid(work: Path) -> Evidence:
+    """A set-user-id copy of ``id`` owned by a user the caller is not: root's copy belongs to nobody,
+    nobody's to root (made by the test, as root, before: ``work/suid-id``)."""
+    return outcome(Tool("attack", fn=run_setuid, limits=Limits(network=False)), {"binary": str(work / "suid-id")})
+
+
+def s_write_paths(work: Path) -> Evidence:
+    outside = work / "outside.txt"
+    outside.write_text("host file")
+    inside = work / "inside"
+    inside.mkdir()
+    ev = outcome(Tool("attack", fn=escape_write_paths, limits=Limits(write_paths=[str(inside)])),
+                 {"outside": str(outside), "inside": str(inside)})
+    ev["outside_now"] = outside.read_text() if outside.exists() else None
+    ev["planted"] = (work / "outside.txt.planted").exists()
+    return ev
+
+
+def s_daemon(work: Path) -> Evidence:
+    marker = work / "daemon-was-here"
+    ev = outcome(Tool("attack", fn=start_daemon, limits=Limits(write_paths=[str(work)])), {"marker": str(marker)})
+    time.sleep(4)
+    ev["marker"] = marker.exists()
+    return ev
+
+
+def s_environment(work: Path) -> Evidence:
+    os.environ["TOOLFORK_REDTEAM_SECRET"] = "hunter2"
+    os.environ["TOOLFORK_REDTEAM_PASSED"] = "yes"
+    try:
+        return outcome(Tool("attack", fn=show_environment,
+                            limits=Limits(network=False, env=["TOOLFORK_REDTEAM_PASSED"])), {})
+    finally:
+        del os.environ["TOOLFORK_REDTEAM_SECRET"], os.environ["TOOLFORK_REDTEAM_PASSED"]
+
+
+SCENARIOS: dict[str, Callable[[Path], Evidence]] = {
+    name.removeprefix("s_"): fn for name, fn in list(globals().items()) if name.startswith("s_") and callable(fn)
+}
+
+
+if __name__ == "__main__":
+    print(json.dumps(SCENARIOS[sys.argv[1]](Path(sys.argv[2]))))

@@ -1,0 +1,155 @@
+"""The sandbox's escape suite: each attack a hostile tool could try from inside a sandboxed call, run
+as root and as an unprivileged user. docs/security.md's table names the test for each row.
+
+Each scenario (tests/redteam/sandbox/scenarios.py) sets up what a real host has (servers on
+127.0.0.1, open files, threads) and reports what got through; the assertions are here.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .conftest import NOBODY, USERS
+
+Attack = Callable[[str, str], dict[str, Any]]
+users = pytest.mark.parametrize("user", USERS)
+
+
+def ran(ev: dict[str, Any]) -> Any:
+    assert ev["status"] == "ok", ev
+    return ev["output"]
+
+
+def limit_hit(ev: dict[str, Any], words: str) -> None:
+    assert ev["status"] == "error" and ev["error_type"] == "LimitExceeded", ev
+    assert words in ev["error"], ev
+
+
+@users
+def test_setns_back_to_the_host_network(attack: Attack, user: str) -> None:
+    ev = attack("setns", user)
+    out = ran(ev)
+    assert out["setns"] != "ok" and out["connect"] != "ok", out
+    assert ev["server_got"] == []
+
+
+@users
+@pytest.mark.parametrize("kind", ["tcp", "udp", "unconnected"])
+def test_inherited_sockets_are_closed(attack: Attack, user: str, kind: str) -> None:
+    ev = attack(f"inherited_{kind}", user)
+    out = ran(ev)
+    assert not any("sent" in what for what in out.values()), out
+    assert ev["server_got"] == []
+
+
+@users
+def test_inherited_files_are_closed(attack: Attack, user: str) -> None:
+    ev = attack("inherited_files", user)
+    out = ran(ev)
+    assert "hunter2" not in json.dumps(out) and not any("wrote" in what for what in out.values()), out
+    assert ev["log"] == "host log\n"
+
+
+@users
+def test_memory_limit_cannot_be_lifted(attack: Attack, user: str) -> None:
+    limit_hit(attack("lift_memory", user), "memory limit of 32 MB")
+
+
+@users
+def test_file_size_limit_cannot_be_lifted(attack: Attack, user: str) -> None:
+    ev = attack("lift_file_size", user)
+    limit_hit(ev, "file size limit of 1 MB")
+    assert ev["file_mb"] <= 1
+
+
+@users
+def test_open_files_limit_cannot_be_lifted(attack: Attack, user: str) -> None:
+    limit_hit(attack("lift_open_files", user), "open files limit of 16")
+
+
+@users
+def test_cpu_limit_cannot_be_lifted(attack: Attack, user: str) -> None:
+    limit_hit(attack("lift_cpu", user), "CPU time limit of 1 s")
+
+
+@users
+def test_shared_anonymous_mmap_counts_as_memory(attack: Attack, user: str) -> None:
+    limit_hit(attack("shared_mmap", user), "memory limit of 64 MB")
+
+
+@users
+def test_cpu_in_c_code_is_ended_by_the_kernel(attack: Attack, user: str) -> None:
+    ev = attack("pbkdf2", user)
+    limit_hit(ev, "CPU time limit of 1 s")  # not the call's 30 s timeout: the kernel ended it
+
+
+@users
+def test_a_thread_in_the_host_neither_refuses_nor_breaks_the_sandbox(attack: Attack, user: str) -> None:
+    ev = attack("thread_in_host", user)
+    assert ran(ev)["network"] != "connected" and ev["server_got"] == []
+
+
+@users
+def test_a_thread_from_on_worker_start_runs_inside_the_sandbox(attack: Attack, user: str) -> None:
+    ev = attack("thread_in_worker_start", user)
+    out = ran(ev)
+    assert out["network"] != "connected" and ev["server_got"] == []
+    assert out["threads"] >= 2  # on_worker_start ran (in the sandbox) and its thread lives
+
+
+@users
+def test_host_unix_sockets_are_out_of_reach(attack: Attack, user: str) -> None:
+    ev = attack("unix_sockets", user)
+    out = ran(ev)
+    assert out["path"] != "connected" and out["abstract"] != "connected", out
+    assert ev["accepted"] == 0
+
+
+@users
+def test_host_template_and_workers_cannot_be_seen_signalled_traced_or_read(attack: Attack, user: str) -> None:
+    ev = attack("other_processes", user)
+    out = ran(ev)
+    assert not set(out["visible"]) & set(ev["pids"]), out["visible"]
+    for pid in ev["pids"]:
+        seen = out[str(pid)]
+        assert not {"read", "delivered", "attached"} & set(seen.values()), (pid, seen)
+
+
+@users
+def test_setuid_binaries_grant_nothing(attack: Attack, user: str, work: Path) -> None:
+    binary = work / "suid-id"
+    shutil.copy("/usr/bin/id", binary)
+    owner = NOBODY if user == "root" else 0  # a user the caller is not
+    os.chown(binary, owner, owner)
+    binary.chmod(0o4755)
+    out = ran(attack("setuid", user))
+    assert out["no_new_privs"] == "1"
+    assert out["binary_euid"] == str(out["own_euid"]), out
+
+
+@users
+def test_links_and_renames_cannot_leave_write_paths(attack: Attack, user: str) -> None:
+    ev = attack("write_paths", user)
+    out = ran(ev)
+    assert "done" not in out.values(), out
+    assert ev["outside_now"] == "host file" and not ev["planted"]
+
+
+@users
+def test_a_daemon_the_call_starts_dies_with_it(attack: Attack, user: str) -> None:
+    ev = attack("daemon", user)
+    assert ran(ev) == "daemon started"
+    assert ev["marker"] is False
+
+
+@users
+def test_the_environment_is_minimal_plus_named_variables(attack: Attack, user: str) -> None:
+    env = ran(attack("environment", user))
+    assert env == {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "TOOLFORK_REDTEAM_PASSED": "yes"}

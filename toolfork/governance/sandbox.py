@@ -1,0 +1,265 @@
+"""The sandbox: a process of its own for one call of code nobody reviewed, entered before any tool or
+hook code runs, and with no way back.
+
+Why a process per call, forked from the template: a namespace, a Landlock domain, a seccomp filter and
+a hard rlimit cannot be shed, so a process that entered them is good for that call only; the template
+is single-threaded (threads in the host or in warm workers do not matter) and already holds the tools.
+
+    template ── fork ──> one-shot worker ("outer": outside the namespaces, runs no tool code)
+                           │ 1. every inherited descriptor closed but the call's channels;
+                           │    stdin/stdout/stderr on /dev/null
+                           │ 2. the environment: MINIMAL_ENV plus the names in Limits(env=[...])
+                           │ 3. unshare: user, PID, mount, IPC namespaces (and network under
+                           │    network=False); uid/gid mapped onto themselves (files keep owners)
+                           │ fork
+                           └──> sandbox ("inner": PID 1 of its namespace)
+                                  4. SIGKILL when the outer dies; a fresh /proc (its own processes only)
+                                  5. no_new_privs, Landlock (read_paths/write_paths), seccomp filter
+                                  6. on_worker_start, then the call; its rlimits hard = soft
+                                     (``lock_rlimits``, in fork.limited)
+
+The outer waits for the sandbox and leaves with its wait status, so the host names a crash or a limit
+as for any worker (a sandbox the kernel killed at its CPU hard limit is reported as SIGXCPU). A
+process the call starts lives in the sandbox's PID namespace: when the sandbox (its init) ends, the
+kernel kills every one of them, daemons that double-forked or called setsid included.
+
+What each step stops is the threat model in docs/security.md; the escape suite in
+tests/redteam/sandbox/ attacks each, as root and as an unprivileged user.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import functools
+import math
+import os
+import signal
+import sys
+from collections.abc import Sequence
+
+from . import landlock, seccomp
+from .limits import Limits
+from .verdict import PAGE, Probe, libc, thread_count
+
+CLONE_NEWNS = 0x00020000
+CLONE_NEWIPC = 0x08000000
+CLONE_NEWUSER = 0x10000000
+CLONE_NEWPID = 0x20000000
+CLONE_NEWNET = 0x40000000
+MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REC, MS_PRIVATE = 2, 4, 8, 0x4000, 0x40000
+PR_SET_PDEATHSIG = 1
+PR_SET_NO_NEW_PRIVS = 38
+MIB = 1024 * 1024
+
+# What a sandboxed call sees of the environment, besides the names its Limits(env=[...]) pass on.
+MINIMAL_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8"}
+
+
+class SandboxError(OSError):
+    """The sandbox could not be entered; the message says which step and why."""
+
+
+def _check(result: int, step: str) -> None:
+    if result != 0:
+        code = ctypes.get_errno()
+        raise SandboxError(code, f"{step}: {os.strerror(code)}")
+
+
+def close_inherited(keep: Sequence[int]) -> None:
+    """Close every descriptor but ``keep``; 0, 1 and 2 become /dev/null (a library that writes to
+    stdout must not get another file in their place)."""
+    null = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):
+        if fd != null:
+            os.dup2(null, fd, inheritable=True)
+    low = 3
+    for fd in sorted({k for k in keep if k >= 3}):
+        os.closerange(low, fd)
+        low = fd + 1
+    os.closerange(low, 1 << 30)  # close_range(2): one system call, whatever the limit
+
+
+def set_environ(limits: Limits) -> None:
+    """The environment becomes ``MINIMAL_ENV`` plus the host's values of the names in ``limits.env``."""
+    passed = {name: os.environ[name] for name in limits.env or () if name in os.environ}
+    os.environ.clear()
+    os.environ.update({**MINIMAL_ENV, **passed})
+
+
+def _map_ids(uid: int, gid: int) -> None:
+    for name, text in (("setgroups", "deny"), ("uid_map", f"{uid} {uid} 1"), ("gid_map", f"{gid} {gid} 1")):
+        fd = os.open(f"/proc/self/{name}", os.O_WRONLY | os.O_CLOEXEC)
+        try:
+            os.write(fd, text.encode())
+        finally:
+            os.close(fd)
+
+
+def _outer(inner: int, limits: Limits) -> None:
+    """The one-shot outside the namespaces: hold no descriptor, pass a SIGTERM on, wait for the sandbox
+    and leave with its wait status. Never returns."""
+    os.closerange(0, 1 << 30)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, lambda *_: _pass_on(inner, signal.SIGTERM))
+    while True:
+        try:
+            _, status, usage = os.wait4(inner, 0)
+            break
+        except InterruptedError:
+            continue
+        except ChildProcessError:
+            os._exit(70)
+    if os.WIFEXITED(status):
+        os._exit(os.WEXITSTATUS(status))
+    sig = os.WTERMSIG(status)
+    used = usage.ru_utime + usage.ru_stime
+    if sig == signal.SIGKILL and limits.cpu_s is not None and used >= limits.cpu_s:
+        sig = signal.SIGXCPU  # the kernel's kill at the CPU hard limit: name it the CPU limit's
+    try:
+        import resource
+
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    except (ImportError, OSError, ValueError):
+        pass
+    signal.signal(sig, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {sig})
+    os.kill(os.getpid(), sig)
+    os._exit(128 + sig)
+
+
+def _pass_on(pid: int, sig: int) -> None:
+    """Send ``sig`` to the sandbox unless the signal to our process group reached it already (it left
+    the group: the tool called setsid or setpgid)."""
+    try:
+        if os.getpgid(pid) != os.getpgrp():
+            os.kill(pid, sig)
+    except OSError:
+        pass
+
+
+def enter(limits: Limits, keep: Sequence[int]) -> None:
+    """Put the rest of this process's life in the sandbox ``limits`` ask for. Returns in the sandbox
+    (a new process, PID 1 of its namespace); the process that called it never returns (see ``_outer``).
+    Raises SandboxError naming the step that failed (the caller must then run no tool code)."""
+    if not sys.platform.startswith("linux"):
+        raise SandboxError(errno.ENOSYS, f"the sandbox is Linux only, not {sys.platform}")
+    no_network = limits.network is False
+    try:
+        seccomp.prepare(no_network)  # built in the template already; a missing libseccomp fails here
+    except OSError as exc:
+        raise SandboxError(exc.errno or errno.ENOSYS, str(exc)) from None
+    threads = thread_count()
+    if threads > 1:  # unshare(CLONE_NEWUSER) and Landlock bind one thread: the others would stay outside
+        raise SandboxError(errno.EINVAL, f"this process runs {threads} threads, so no sandbox can be entered "
+                           "(a thread an os.register_at_fork hook restarts in every forked child, such as "
+                           "OpenTelemetry's BatchSpanProcessor in the host, or one the template started)")
+    close_inherited(keep)
+    set_environ(limits)
+    uid, gid = os.getuid(), os.getgid()
+    flags = CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWIPC | (CLONE_NEWNET if no_network else 0)
+    _check(libc().unshare(ctypes.c_int(flags)), "unshare (user, PID, mount, IPC, network namespaces)")
+    try:
+        _map_ids(uid, gid)
+    except OSError as exc:
+        raise SandboxError(exc.errno or errno.EPERM, f"mapping the user namespace's ids: {exc.strerror}") from None
+    inner = os.fork()
+    if inner != 0:
+        _outer(inner, limits)
+    _check(libc().prctl(ctypes.c_int(PR_SET_PDEATHSIG), ctypes.c_ulong(signal.SIGKILL), ctypes.c_ulong(0),
+                        ctypes.c_ulong(0), ctypes.c_ulong(0)), "PR_SET_PDEATHSIG")
+    _check(libc().mount(None, b"/", None, ctypes.c_ulong(MS_REC | MS_PRIVATE), None), "making mounts private")
+    _check(libc().mount(b"proc", b"/proc", b"proc", ctypes.c_ulong(MS_NOSUID | MS_NODEV | MS_NOEXEC), None),
+           "mounting a /proc of the sandbox's own")
+    _check(libc().prctl(ctypes.c_int(PR_SET_NO_NEW_PRIVS), ctypes.c_ulong(1), ctypes.c_ulong(0), ctypes.c_ulong(0),
+                        ctypes.c_ulong(0)), "PR_SET_NO_NEW_PRIVS")
+    if limits.read_paths is not None or limits.write_paths is not None:
+        # The sandbox's own /proc stays readable: its limits are worked out from it, and it shows only
+        # the sandbox's processes.
+        reads = None if limits.read_paths is None else (*limits.read_paths, "/proc")
+        landlock.restrict(reads, limits.write_paths)
+    try:
+        seccomp.load(no_network)
+    except OSError as exc:
+        raise SandboxError(exc.errno or errno.EPERM, str(exc)) from None
+
+
+def _statm_pages(field: int) -> int:
+    with open("/proc/self/statm", "rb") as f:
+        return int(f.read().split()[field])
+
+
+def lock_rlimits(limits: Limits) -> None:
+    """The call's rlimits, hard = soft, for good (a sandbox serves one call): no ``setrlimit`` inside can
+    raise them. Memory is RLIMIT_AS (every mapping counts, shared ones too) and RLIMIT_DATA on top of
+    what the sandbox holds now; CPU is RLIMIT_CPU at the CPU used so far + cpu_s, rounded up to a whole
+    second (the kernel kills at the hard limit, C code or not); the others as in the warm worker."""
+    import resource
+
+    def lock(which: int, value: int) -> None:
+        _soft, hard = resource.getrlimit(which)
+        if hard != resource.RLIM_INFINITY:
+            value = min(value, hard)
+        resource.setrlimit(which, (value, value))
+
+    if limits.memory_mb is not None:
+        budget = limits.memory_mb * MIB
+        lock(resource.RLIMIT_AS, _statm_pages(0) * PAGE + budget)
+        lock(resource.RLIMIT_DATA, _statm_pages(5) * PAGE + budget)
+    if limits.cpu_s is not None:
+        usage = resource.getrusage(resource.RUSAGE_SELF)
+        lock(resource.RLIMIT_CPU, max(1, math.ceil(usage.ru_utime + usage.ru_stime + limits.cpu_s)))
+    if limits.file_size_mb is not None:
+        lock(resource.RLIMIT_FSIZE, limits.file_size_mb * MIB)
+    if limits.open_files is not None:
+        lock(resource.RLIMIT_NOFILE, len(os.listdir("/proc/self/fd")) + limits.open_files)
+    if limits.processes is not None:
+        tasks = sum(1 for _ in os.listdir("/proc/self/task"))
+        lock(resource.RLIMIT_NPROC, tasks + limits.processes)
+
+
+def out_of_memory(exc: BaseException | None) -> bool:
+    """Whether ``exc`` (or what caused it) is the kernel refusing memory (ENOMEM): under RLIMIT_AS an
+    mmap, a thread's stack or a module's mapping fails that way, not with MemoryError."""
+    seen = 0
+    while exc is not None and seen < 32:
+        if isinstance(exc, MemoryError) or (isinstance(exc, OSError) and exc.errno == errno.ENOMEM):
+            return True
+        exc = exc.__cause__ or exc.__context__
+        seen += 1
+    return False
+
+
+@functools.lru_cache(maxsize=1)
+def probe() -> Probe:
+    """Whether a sandbox can be entered here: tried for real in a forked child (once per process)."""
+    if not sys.platform.startswith("linux"):
+        return Probe(False, f"the sandbox is Linux only, not {sys.platform}")
+    libc()  # loaded here, not first in a child forked from a process that may run threads
+    try:
+        seccomp.prepare(True)
+    except OSError as exc:
+        return Probe(False, str(exc))
+    read_fd, write_fd = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        code = 0
+        try:
+            os.close(read_fd)
+            enter(Limits(network=False), keep=(write_fd,))
+        except BaseException as exc:
+            os.write(write_fd, f"{exc}".encode(errors="replace")[:4000])
+            code = 1
+        finally:
+            os._exit(code)
+    os.close(write_fd)
+    with os.fdopen(read_fd, "rb") as f:
+        message = f.read().decode(errors="replace")
+    _, status = os.waitpid(pid, 0)
+    if os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0 and not message:
+        return Probe(True)
+    return Probe(False, message or f"the probing child ended with status {status}")
+
+
+__all__ = ["MINIMAL_ENV", "SandboxError", "close_inherited", "enter", "lock_rlimits", "out_of_memory", "probe",
+           "set_environ"]
