@@ -403,32 +403,32 @@ def _as(method: str) -> HostOp:
 # ``setdefault`` finds the key): the host's container decides, since calls running at once share it. The
 # change is made there first (a round trip; the host's answer, or its exception, is the worker's), and
 # the copy then follows that answer. (copy, base class, args, the host's answer) -> None.
-Follow = Callable[[Any, type, tuple[Any, ...], Any], None]
+Follow = Callable[[Any, Any, tuple[Any, ...], Any], None]
 
 
-def _follow_pop_index(copy: Any, base: type, args: tuple[Any, ...], value: Any) -> None:
+def _follow_pop_index(copy: Any, base: Any, args: tuple[Any, ...], value: Any) -> None:
     with contextlib.suppress(IndexError):
         base.pop(copy, *args)
 
 
-def _follow_remove(copy: Any, base: type, args: tuple[Any, ...], value: Any) -> None:
+def _follow_remove(copy: Any, base: Any, args: tuple[Any, ...], value: Any) -> None:
     with contextlib.suppress(ValueError):
         base.remove(copy, args[0])
 
 
-def _follow_pop_key(copy: Any, base: type, args: tuple[Any, ...], value: Any) -> None:
+def _follow_pop_key(copy: Any, base: Any, args: tuple[Any, ...], value: Any) -> None:
     base.pop(copy, args[0], None)
 
 
-def _follow_popitem(copy: Any, base: type, args: tuple[Any, ...], value: Any) -> None:
+def _follow_popitem(copy: Any, base: Any, args: tuple[Any, ...], value: Any) -> None:
     base.pop(copy, value[0], None)
 
 
-def _follow_setdefault(copy: Any, base: type, args: tuple[Any, ...], value: Any) -> None:
+def _follow_setdefault(copy: Any, base: Any, args: tuple[Any, ...], value: Any) -> None:
     base.__setitem__(copy, args[0], value)
 
 
-def _follow_discard(copy: Any, base: type, args: tuple[Any, ...], value: Any) -> None:
+def _follow_discard(copy: Any, base: Any, args: tuple[Any, ...], value: Any) -> None:
     base.discard(copy, value if not args else args[0])
 
 
@@ -514,7 +514,7 @@ _SET_HOST_OPS: dict[str, HostOp] = {
 _COUNTER_OPS = (*_DICT_OPS, "subtract", "__iadd__", "__isub__", "__iand__")
 
 
-def _decided_by_host(copy: Any, base: type, name: str, follow: Follow, me: int, args: tuple[Any, ...],
+def _decided_by_host(copy: Any, base: Any, name: str, follow: Follow, me: int, args: tuple[Any, ...],
                      kwargs: dict[str, Any]) -> Any:
     """A change the host's container decides (see ``Follow``): made there, then followed in the copy."""
     value = copy._ref.request("listop", copy._name, name, *args, **kwargs)

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 from .caps import ConcurrencyCaps, Slot
 from .enforceable import Unenforceable, check
 from .limits import Limits
-from .ratelimit import TokenBucket
+from .ratelimit import RateLimit, TokenBucket
 
 if TYPE_CHECKING:
     from toolfork.tools.tool import Tool
@@ -175,6 +175,11 @@ class Governance:
         with self._cond:
             self.caps.release(slot)
             self._cond.notify_all()
+
+    def rate_of(self, name: str) -> RateLimit | None:
+        """``name``'s rate limit, or None (for a backend that spaces the starts where the calls run)."""
+        bucket = self._buckets.get(name)
+        return None if bucket is None else bucket.rate
 
     def wake_at(self, names: Iterable[str]) -> float | None:
         """When a call of one of ``names`` (all refused just now) could get a token: the earliest, among

@@ -5,8 +5,9 @@ sleeps; it answers `try_acquire(now)` (take a token if one is there) and `next_r
 next one will be), and the scheduler waits on its own clock. Why smooth: the bucket is the generic cell
 rate algorithm, where each token is due one interval (1/rate) after the last, so "10/s" lets calls out
 every 0.1 s, not ten at the start of each second; `burst` (default 1) is how many may go back to back
-after a quiet spell. Time is passed in (or taken from an injected clock), so it can be tested without
-sleeping. All methods are safe to call from several threads.
+after a quiet spell. `reserve(now)` is the waiting form for a caller that sleeps on its own. Time is
+passed in (or taken from an injected clock), so it can be tested without sleeping. All methods are safe
+to call from several threads.
 """
 
 from __future__ import annotations
@@ -96,6 +97,15 @@ class TokenBucket:
         t = self._now(now)
         with self._lock:
             return max(t, self._due - self._tolerance)
+
+    def reserve(self, now: float | None = None) -> float:
+        """Take the next token whenever it comes; returns when that is (``now`` or later), for a caller
+        that waits on its own (the Ray sink actor, which spaces the starts of the tasks of a tool)."""
+        t = self._now(now)
+        with self._lock:
+            at = max(t, self._due - self._tolerance)
+            self._due = max(self._due, at) + self._interval
+            return at
 
     def try_acquire(self, now: float | None = None) -> bool:
         """Take a token if one is there at `now`; never waits."""
