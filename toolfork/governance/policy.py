@@ -9,7 +9,8 @@ tools through an Executor, so the rules live on the Executor and every path asks
 * whether a call may start now (`admit`: a slot under its tool's and its group's caps and a token of
   its tool's rate limit, both or neither; never waits) and when to look again (`wake_at`), so the fork
   pool's driver keeps a waiting call off the workers and keeps starting other calls; `acquire` is the
-  waiting form, for code that runs calls in its own thread (sequential mode, inline tools);
+  waiting form, for code that runs calls in its own thread (sequential mode; an inline call is
+  parked instead, see ``executor/inline.py``);
 * when a warm worker has done enough (`max_calls_per_worker`, `max_worker_memory_mb`), which the worker
   core checks between calls.
 
