@@ -39,12 +39,8 @@ class InlineCalls:
     def __init__(self, governance: Governance, wake: Callable[[], None]) -> None:
         self._governance = governance
         self._wake = wake  # interrupts the backend driver's wait: a slot came back
-        self._parked: list[Dispatch] = []
+        self.parked: list[Dispatch] = []  # refused for now, in call order (a plain list: looked at per call)
         self.feed: Feed | None = None  # the batch's feed, marked ``polling`` while a call is parked
-
-    @property
-    def parked(self) -> bool:
-        return bool(self._parked)
 
     def run(self, d: Dispatch, stopped: bool) -> list[Event] | None:
         """``d``'s events if it ran (or was cancelled), or None if it is parked until its tool is admitted."""
@@ -53,7 +49,7 @@ class InlineCalls:
             return [CallStarted(d.call.id, name), cancelled(d)]
         if not self._governance.gated(name):
             return self._run(d, None)
-        if any(p.call.name == name for p in self._parked):  # call order: behind its tool's parked calls
+        if any(p.call.name == name for p in self.parked):  # call order: behind its tool's parked calls
             slot = None
         else:
             slot = self._governance.admit(name)
@@ -67,7 +63,7 @@ class InlineCalls:
         of every parked call as "cancelled"."""
         refused: set[str] = set()
         while True:
-            d = next((p for p in self._parked if p.call.name not in refused), None)
+            d = next((p for p in self.parked if p.call.name not in refused), None)
             if d is None:
                 break
             if stopped:
@@ -82,14 +78,14 @@ class InlineCalls:
             yield self._run(d, slot)
 
     def _park(self, d: Dispatch) -> None:
-        self._parked.append(d)
+        self.parked.append(d)
         if self.feed is not None:
             self.feed.polling = True
 
     def _unpark(self, d: Dispatch) -> None:
-        self._parked.remove(d)
+        self.parked.remove(d)
         if self.feed is not None:
-            self.feed.polling = bool(self._parked)
+            self.feed.polling = bool(self.parked)
 
     def _run(self, d: Dispatch, slot: Slot | None) -> list[Event]:
         progress: list[Any] = []
