@@ -493,6 +493,47 @@ def test_a_rate_limit_spaces_the_ray_tasks(make_executor, mode):
     assert starts[-1] - starts[0] >= 0.8, starts  # six calls at 5/s: five intervals of 0.2 s
 
 
+def test_a_rate_limit_spaces_the_starts_of_the_tools_when_ray_holds_their_tasks_back(make_executor, mode):
+    """Another executor's calls hold every CPU of the cluster, so the rated calls' tasks, admitted 0.25 s
+    apart, wait in Ray and get their CPUs at once: the tool still starts 0.25 s apart (stamped inside it)."""
+    blocker = make_executor([T.span], mode=mode, workers=RAY_CPUS, ray_options={"num_cpus": 1})
+    rated = copy.copy(T.span).configure(rate_limit="4/s")
+    ex = make_executor([rated], mode=mode, workers=3, ray_options={"num_cpus": 1})
+    ex.run([ToolCall("warm", "span", {"seconds": 0.0})])  # the sink and the tool are on the cluster
+    time.sleep(0.3)  # the warm-up call's token is long past
+    busy = [blocker.submit(ToolCall(f"b{i}", "span", {"seconds": 1.5})) for i in range(RAY_CPUS)]
+    time.sleep(0.5)  # the blockers hold the CPUs now
+    results = ex.run([ToolCall(f"r{i}", "span", {"seconds": 0.0}) for i in range(3)])
+    assert all(f.result(timeout=60).ok for f in busy)
+    assert all(r.ok for r in results), results
+    starts = sorted(start for start, _ in _spans(results))
+    gaps = [b - a for a, b in itertools.pairwise(starts)]
+    assert min(gaps) >= 0.15, f"calls of a 4/s tool started {gaps} s apart on Ray"  # 0.25 less the replies' jitter
+
+
+def test_the_sink_spaces_the_tokens_of_tasks_that_ask_at_once():
+    """The actor's side of the above, without a cluster: three tasks asking at the same instant are let
+    go one interval apart, and another executor's (another channel's) tool has a bucket of its own."""
+    import asyncio
+
+    from toolfork.executor.backends.ray_task import Sink
+
+    async def main() -> tuple[list[float], float]:
+        sink = Sink()
+        t0 = time.monotonic()
+
+        async def take(channel: str) -> float:
+            await sink.token(channel, "span", 4.0, 1)
+            return time.monotonic() - t0
+
+        *same, other = await asyncio.gather(take("a"), take("a"), take("a"), take("b"))
+        return sorted(same), other
+
+    same, other = asyncio.run(main())
+    assert same[1] >= 0.24 and same[2] >= 0.49, same  # lower bounds only: a loaded machine is late, never early
+    assert other < same[2]  # not queued behind channel a's tokens
+
+
 def test_limits_are_refused_in_ray_mode_naming_why(mode):
     from toolfork import Limits, LimitsNotEnforceable
 

@@ -89,3 +89,11 @@ def test_threads_taking_tokens_at_once_get_exactly_the_burst() -> None:
     for t in threads:
         t.join()
     assert sum(granted) == 5
+
+
+def test_reserve_hands_out_each_token_once_one_interval_apart_whatever_the_callers_clock() -> None:
+    bucket = TokenBucket("4/s")
+    # Three takers ask at the same instant (tasks Ray started together): each gets its own start.
+    assert [bucket.reserve(10.0) for _ in range(3)] == [10.0, 10.25, 10.5]
+    assert bucket.reserve(12.0) == 12.0  # after a quiet spell: at once
+    assert not bucket.try_acquire(12.1)  # the reserved token is taken for the others too

@@ -11,8 +11,9 @@ Who answers: the host thread (or task) that waits for the call's result. It serv
 one at a time, in the order they come, in its own thread and context (the context variables LangGraph
 reads, the event loop of an async graph), until the result arrives. So a tool's stream-writer events
 reach the host in the order the tool wrote them, and a host object is never used from two threads at
-once on behalf of one call. One listening socket per host process (a daemon thread accepts and reads
-each request, then hands it to its session); a worker opens one connection per request.
+once on behalf of one call. One listening socket per host process (a daemon thread accepts; each
+connection's request is read by a short-lived thread of its own, so a slow or silent peer holds up no
+other call, then handed to its session); a worker opens one connection per request.
 
 A request starts with its session's token, as plain bytes: the host unpickles nothing from a
 connection that does not name a live session. What crosses is pickled (a sandboxed call gets no
@@ -28,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import contextlib
 import inspect
 import os
 import pickle
@@ -100,23 +102,28 @@ class _Server:
                 conn, _ = self.sock.accept()
             except OSError:
                 return
-            try:
-                conn.settimeout(READ_TIMEOUT_S)
-                # The token comes first, as plain bytes: nothing is unpickled for a connection that does not
-                # name a live session (any process that can reach the socket could send a pickle).
-                token = _read_exact(conn, TOKEN_BYTES).decode("ascii", "replace")
-                with self.lock:
-                    deliver = self.sessions.get(token)
-                if deliver is None:
-                    _reply(conn, ("raise", carry_exception(RelayError(
-                        "the call this host object belongs to is over; it can be used only during the call"))))
-                    continue
-                request = _recv(conn)
-                conn.settimeout(None)
-            except Exception:
-                conn.close()
-                continue
-            deliver((conn, request))
+            # A reader per connection: a peer that connects and stays silent (or sends slowly) holds its
+            # own reader for READ_TIMEOUT_S, never the accept loop or another call's requests.
+            threading.Thread(target=self._read, args=(conn,), name="toolfork-relay-read", daemon=True).start()
+
+    def _read(self, conn: socket.socket) -> None:
+        try:
+            conn.settimeout(READ_TIMEOUT_S)
+            # The token comes first, as plain bytes: nothing is unpickled for a connection that does not
+            # name a live session (any process that can reach the socket could send a pickle).
+            token = _read_exact(conn, TOKEN_BYTES).decode("ascii", "replace")
+            with self.lock:
+                deliver = self.sessions.get(token)
+            if deliver is None:
+                _reply(conn, ("raise", carry_exception(RelayError(
+                    "the call this host object belongs to is over; it can be used only during the call"))))
+                return
+            request = _recv(conn)
+            conn.settimeout(None)
+        except Exception:
+            conn.close()
+            return
+        deliver((conn, request))
 
 
 _server: _Server | None = None
@@ -231,6 +238,8 @@ class Session:
                 return self._encode_attr(target)
             args = request[3][1:] if request[0] == "listop" else request[3]
             value = target(*args, **request[4])
+            if request[0] == "listop" and value is getattr(target, "__self__", None):
+                return "value", None  # an in-place operator returns the container: the worker has its copy
             if inspect.isawaitable(value):
                 value = asyncio.run(_awaited(value))
             elif inspect.isasyncgen(value):
@@ -245,7 +254,8 @@ class Session:
             if kind == "getattr":
                 return self._encode_attr(target)
             if request[0] == "listop":
-                return self._encode(target(*request[3][1:], **request[4]))
+                value = target(*request[3][1:], **request[4])
+                return ("value", None) if value is getattr(target, "__self__", None) else self._encode(value)
             obj, name = self.objects[request[1]], request[2]
             # An async caller uses the host object's coroutine twin where it has one (``batch`` ->
             # ``abatch``): an async store or checkpointer may refuse sync calls on the event loop.
@@ -388,36 +398,87 @@ class RemoteObject:
 
 
 # How a change made in the worker is made to the host's container, where the same call would not do
-# the same there: a removal the worker chose (``set.pop``, ``dict.popitem``) is named by what it removed,
-# and an in-place operator becomes the method it stands for. (method, args, its return value) -> the
-# host's (method, args).
+# the same there: an in-place operator becomes the method it stands for. (method, args, its return
+# value) -> the host's (method, args).
 HostOp = Callable[[tuple[Any, ...], Any], tuple[str, tuple[Any, ...]]]
-_REMOVED_KEY: HostOp = lambda args, value: ("pop", (value[0], None))  # noqa: E731 - popitem -> (key, value)
-_POPPED_KEY: HostOp = lambda args, value: ("pop", (args[0], None))  # noqa: E731 - the key; gone: no error
-_DISCARDED: HostOp = lambda args, value: ("discard", (value,))  # noqa: E731 - set.pop -> the element
 
 
 def _as(method: str) -> HostOp:
     return lambda args, value: (method, args)
 
 
+# Changes whose outcome depends on what the container holds (which item ``set.pop`` takes, whether
+# ``setdefault`` finds the key): the host's container decides, since calls running at once share it. The
+# change is made there first (a round trip; the host's answer, or its exception, is the worker's), and
+# the copy then follows that answer. (copy, base class, args, the host's answer) -> None.
+Follow = Callable[[Any, Any, tuple[Any, ...], Any], None]
+
+
+def _follow_pop_index(copy: Any, base: Any, args: tuple[Any, ...], value: Any) -> None:
+    with contextlib.suppress(IndexError):
+        base.pop(copy, *args)
+
+
+def _follow_remove(copy: Any, base: Any, args: tuple[Any, ...], value: Any) -> None:
+    with contextlib.suppress(ValueError):
+        base.remove(copy, args[0])
+
+
+def _follow_pop_key(copy: Any, base: Any, args: tuple[Any, ...], value: Any) -> None:
+    base.pop(copy, args[0], None)
+
+
+def _follow_popitem(copy: Any, base: Any, args: tuple[Any, ...], value: Any) -> None:
+    base.pop(copy, value[0], None)
+
+
+def _follow_setdefault(copy: Any, base: Any, args: tuple[Any, ...], value: Any) -> None:
+    base.__setitem__(copy, args[0], value)
+
+
+def _follow_discard(copy: Any, base: Any, args: tuple[Any, ...], value: Any) -> None:
+    base.discard(copy, value if not args else args[0])
+
+
+_LIST_DECIDED: dict[str, Follow] = {"pop": _follow_pop_index, "remove": _follow_remove}
+_DICT_DECIDED: dict[str, Follow] = {"pop": _follow_pop_key, "popitem": _follow_popitem,
+                                    "setdefault": _follow_setdefault}
+_SET_DECIDED: dict[str, Follow] = {"pop": _follow_discard, "remove": _follow_discard}
+
+
+def _whole(args: tuple[Any, ...]) -> tuple[Any, ...]:
+    """Iterator arguments (a generator, ``zip``, ``map``) taken whole: the worker's change would consume
+    them, and the host would get an exhausted one (or none: a generator does not pickle)."""
+    if not any(isinstance(a, Iterator) for a in args):
+        return args
+    return tuple(list(a) if isinstance(a, Iterator) else a for a in args)
+
+
 def _mirroring(base: type, names: tuple[str, ...], host_ops: dict[str, HostOp] | None = None,
                init: Callable[[Any, Any], None] | None = None,
-               rebuild: Callable[[Any], tuple[Any, ...]] | None = None) -> Any:
+               rebuild: Callable[[Any], tuple[Any, ...]] | None = None,
+               decided: dict[str, Follow] | None = None) -> Any:
     """A ``base`` subclass whose changing methods change the copy and, through the relay, the host's
     container too; reads see the copy (the host's contents when the call began, with the call's own
     changes). Pickles as a plain ``base``. ``host_ops``: the changes the host makes another way (see
-    ``HostOp``); ``init``/``rebuild``: how a ``base`` is built from the host's copy and pickled, where
-    ``base(copy)`` would not (a defaultdict keeps its factory)."""
+    ``HostOp``); ``decided``: the changes the host's container decides (see ``Follow``);
+    ``init``/``rebuild``: how a ``base`` is built from the host's copy and pickled, where ``base(copy)``
+    would not (a defaultdict keeps its factory)."""
     ops = host_ops or {}
+    follows = decided or {}
 
     def make(name: str) -> Callable[..., Any]:
+        follow = follows.get(name)
+
         def method(self: Any, *args: Any, **kwargs: Any) -> Any:
             me = threading.get_ident()
             if self._ref is None or me in self._inside:  # filling the copy (an OrderedDict's __init__
                 return getattr(base, name)(self, *args, **kwargs)  # calls update), or a step of a change
             # relayed whole (Counter.update sets items one by one: the host gets the update alone). Per
             # thread: another thread of the tool changing the container meanwhile is relayed as usual.
+            args = _whole(args)
+            if follow is not None:
+                return _decided_by_host(self, base, name, follow, me, args, kwargs)
             self._inside.add(me)
             try:
                 value = getattr(base, name)(self, *args, **kwargs)
@@ -441,37 +502,54 @@ def _mirroring(base: type, names: tuple[str, ...], host_ops: dict[str, HostOp] |
             init(self, items)
         self._ref = ref
 
-    namespace: dict[str, Any] = {name: make(name) for name in names}
+    namespace: dict[str, Any] = {name: make(name) for name in (*names, *follows)}
     namespace["__init__"] = setup
     namespace["__reduce__"] = (lambda self: (base, (base(self),))) if rebuild is None else rebuild
     return namespace
 
 
-_LIST_OPS = ("append", "extend", "insert", "remove", "clear", "pop", "sort", "reverse", "__setitem__",
-             "__delitem__", "__iadd__")
-_DICT_OPS = ("__setitem__", "__delitem__", "update", "setdefault", "clear", "pop", "popitem", "__ior__")
-_DICT_HOST_OPS: dict[str, HostOp] = {"pop": _POPPED_KEY, "popitem": _REMOVED_KEY, "__ior__": _as("update")}
-_SET_OPS = ("add", "discard", "remove", "update", "clear", "pop", "difference_update", "intersection_update",
+_LIST_OPS = ("append", "extend", "insert", "clear", "sort", "reverse", "__setitem__", "__delitem__", "__iadd__",
+             "__imul__")
+_DICT_OPS = ("__setitem__", "__delitem__", "update", "clear", "__ior__")
+_DICT_HOST_OPS: dict[str, HostOp] = {"__ior__": _as("update")}
+_SET_OPS = ("add", "discard", "update", "clear", "difference_update", "intersection_update",
             "symmetric_difference_update", "__ior__", "__iand__", "__isub__", "__ixor__")
 _SET_HOST_OPS: dict[str, HostOp] = {
-    "pop": _DISCARDED, "__ior__": _as("update"), "__iand__": _as("intersection_update"),
+    "__ior__": _as("update"), "__iand__": _as("intersection_update"),
     "__isub__": _as("difference_update"), "__ixor__": _as("symmetric_difference_update")}
+# A Counter's operators are its own (``|=`` keeps the larger count, ``+=`` adds and drops what is not
+# positive): the host runs the same operator.
+_COUNTER_OPS = (*_DICT_OPS, "subtract", "__iadd__", "__isub__", "__iand__")
 
-RemoteList = type("RemoteList", (list,), _mirroring(list, _LIST_OPS, {"__iadd__": _as("extend")}))
+
+def _decided_by_host(copy: Any, base: Any, name: str, follow: Follow, me: int, args: tuple[Any, ...],
+                     kwargs: dict[str, Any]) -> Any:
+    """A change the host's container decides (see ``Follow``): made there, then followed in the copy."""
+    value = copy._ref.request("listop", copy._name, name, *args, **kwargs)
+    copy._inside.add(me)
+    try:
+        follow(copy, base, args, value)
+    finally:
+        copy._inside.discard(me)
+    return value
+
+
+RemoteList = type("RemoteList", (list,), _mirroring(list, _LIST_OPS, {"__iadd__": _as("extend")},
+                                                    decided=_LIST_DECIDED))
 RemoteList.__doc__ = """A host list, in a worker: read as a copy, changes also reach the host's list (LangGraph's
 interrupt appends the resume value it consumed; a tool appends to a list it closes over)."""
-RemoteDict = type("RemoteDict", (dict,), _mirroring(dict, _DICT_OPS, _DICT_HOST_OPS))
-RemoteSet = type("RemoteSet", (set,), _mirroring(set, _SET_OPS, _SET_HOST_OPS))
+RemoteDict = type("RemoteDict", (dict,), _mirroring(dict, _DICT_OPS, _DICT_HOST_OPS, decided=_DICT_DECIDED))
+RemoteSet = type("RemoteSet", (set,), _mirroring(set, _SET_OPS, _SET_HOST_OPS, decided=_SET_DECIDED))
 # A defaultdict's missing key is filled through __setitem__, so counting in one (``calls[name] += 1``)
 # reaches the host too; the factory must pickle for the container to be mirrored at all.
 RemoteDefaultDict = type("RemoteDefaultDict", (defaultdict,), _mirroring(
     defaultdict, _DICT_OPS, _DICT_HOST_OPS,
     init=lambda self, items: defaultdict.__init__(self, items.default_factory, items),
-    rebuild=lambda self: (defaultdict, (self.default_factory, dict(self)))))
+    rebuild=lambda self: (defaultdict, (self.default_factory, dict(self))), decided=_DICT_DECIDED))
 RemoteOrderedDict = type("RemoteOrderedDict", (OrderedDict,), _mirroring(
-    OrderedDict, (*_DICT_OPS, "move_to_end"), _DICT_HOST_OPS))
+    OrderedDict, (*_DICT_OPS, "move_to_end"), _DICT_HOST_OPS, decided=_DICT_DECIDED))
 RemoteCounter = type("RemoteCounter", (Counter,), _mirroring(
-    Counter, (*_DICT_OPS, "subtract"), _DICT_HOST_OPS, rebuild=lambda self: (Counter, (dict(self),))))
+    Counter, _COUNTER_OPS, rebuild=lambda self: (Counter, (dict(self),)), decided=_DICT_DECIDED))
 _MIRRORS: dict[type, type] = {list: RemoteList, dict: RemoteDict, set: RemoteSet, defaultdict: RemoteDefaultDict,
                               OrderedDict: RemoteOrderedDict, Counter: RemoteCounter}
 

@@ -1,12 +1,13 @@
-"""The resource-governance options ``run`` and ``mcp serve`` share: what a call may use (``--limits``),
+"""The resource-governance options ``run``, ``worker`` and ``mcp serve`` share: what a call may use (``--limits``),
 how many calls of a tool or group run at once (``--max-concurrency``, ``--concurrency``), how often a
 tool's calls start (``--rate-limit``), whether every call is sandboxed (``--sandbox``) and when a warm
 worker is replaced (``--max-calls-per-worker``, ``--max-worker-memory-mb``). The rules themselves are
 the Executor's (``toolfork.governance``); this module only reads the command line into them.
 
-What can be checked without the tools (a bad limit, a rate that is not one, a count below 1) is an
-argparse error; what needs the tools (a tool name that is not one of them, a group no tool is in) is a
-``UsageError`` from ``govern``, raised before any worker starts. Both exit with status 2.
+What can be checked without the tools (a bad limit, a rate that is not one, a count below 1, a value
+past what the OS or the scheduler can take: see ``Limits`` and ``RateLimit``) is an argparse error;
+what needs the tools (a tool name that is not one of them, a group no tool is in) is a ``UsageError``
+from ``govern``, raised before any worker starts. Both exit with status 2.
 
 Per-tool settings go on copies of the tools: a tool loaded from a module is a module-level object that
 others may share, and ``Tool.configure`` would change it in place.

@@ -20,6 +20,7 @@ import sys
 from collections.abc import Iterator
 from typing import Any
 
+from toolfork.commands._governance import add_governance_arguments, govern
 from toolfork.commands._input import LineSource, read_call
 from toolfork.commands._loading import BadLine, UsageError
 from toolfork.commands._options import (
@@ -39,6 +40,7 @@ from toolfork.executor import WAIT
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_common_arguments(parser)
+    add_governance_arguments(parser)
     parser.add_argument("--window", type=positive_int, default=None, metavar="N",
                         help=f"most calls in flight (default 4 x workers, at least {MIN_DEFAULT_WINDOW})")
 
@@ -74,8 +76,9 @@ def serve(executor: Any, source: LineSource, out: OutFile, window: int) -> None:
 def main(args: argparse.Namespace) -> int:
     try:
         tools, origin = resolve_tools(args, None)
+        tools, governance = govern(args, tools)
         out = OutFile.open("-", append=True)  # before the pool forks: see OutFile
-        executor = build_executor(args, tools)
+        executor = build_executor(args, tools, **governance)
     except UsageError as exc:
         return error("worker", str(exc))
     print(f"toolfork worker: {len(executor.tools)} tools from {origin}; {executor.mode} mode, "

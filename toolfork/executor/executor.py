@@ -35,13 +35,13 @@ from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from toolfork.executor.backends.base import WAIT, Backend, Dispatch, Feed, Hooks, Wait
-from toolfork.executor.backends.sequential import SequentialBackend, run_in_host
+from toolfork.executor.backends.sequential import SequentialBackend
+from toolfork.executor.inline import InlineCalls
 from toolfork.executor.journal import Journal
 from toolfork.executor.modes import resolve_mode
 from toolfork.executor.singles import Singles, SinglesHost
 from toolfork.executor.types import (
     CallFinished,
-    CallProgress,
     CallStarted,
     ErrorInfo,
     Event,
@@ -405,9 +405,13 @@ class Executor:
         batch's ``Feed`` once it is known (a ``Batch`` handle, to cancel it). ``journal`` gets each
         call's start before its Dispatch reaches the backend, and its result."""
         retriable: dict[str, Dispatch] = {}  # calls of tools that declare retries, until they finish
-        # An inline call waiting for its cap or rate limit stops when the batch is cancelled (the source
-        # is first pulled by the feed, so ``feed`` is bound by then).
-        feed = Feed(self._dispatches(calls, retriable, lambda: feed.cancelled, journal), room, wakeup_fd)
+        # Inline calls run in this thread as the feed pulls them; a gated one that cannot start yet is
+        # parked there, never waited for (see inline.py). Parked calls stop when the batch is cancelled
+        # (the source is first pulled by the feed, so ``feed`` is bound by then).
+        inline = InlineCalls(self.governance, self._backend.wake)
+        feed = Feed(self._dispatches(calls, retriable, inline, room, lambda: feed.cancelled, journal), room,
+                    wakeup_fd)
+        inline.feed = feed
         with self._lock:
             self._check_open()
             self._feeds.add(feed)
@@ -434,14 +438,25 @@ class Executor:
             with self._lock:
                 self._feeds.discard(feed)
 
-    def _dispatches(self, calls: Iterable[ToolCall | Wait], retriable: dict[str, Dispatch],
-                    stopped: Callable[[], bool], journal: Journal | None = None
-                    ) -> Iterator[Dispatch | list[Event] | Wait]:
-        """What the backend pulls: a Dispatch per call, or ready events for unknown and inline tools, and
-        for calls the journal answers (finished before, or started with an unknown outcome)."""
+    def _dispatches(self, calls: Iterable[ToolCall | Wait], retriable: dict[str, Dispatch], inline: InlineCalls,
+                    room: Callable[[], bool] | None, stopped: Callable[[], bool],
+                    journal: Journal | None = None) -> Iterator[Dispatch | list[Event] | Wait]:
+        """What the backend pulls: a Dispatch per call, or ready events for unknown and inline tools
+        and for calls the journal answers (finished before, or started with an unknown outcome). An
+        inline call parked for its cap or rate limit comes out later (``WAIT`` until it has). While
+        calls are parked the feed pulls even without ``room``: then only they are looked at."""
         context = self.dispatch_context(journal)
         default_timeout = self._timeout
-        for call in calls:
+        source = iter(calls)
+        while True:
+            if inline.parked:
+                yield from inline.ready(stopped())
+                while inline.parked and room is not None and not room():
+                    yield WAIT
+                    yield from inline.ready(stopped())
+            call = next(source, None)
+            if call is None:
+                break
             if call is WAIT:
                 yield WAIT
                 continue
@@ -468,15 +483,17 @@ class Executor:
                     continue
             d = Dispatch(call, tool, timeout, context)
             if tool.inline:
-                progress: list[Any] = []
-                result = run_in_host(d, lambda _cid, value, sink=progress: sink.append(value), self.governance,
-                                     stopped)
-                yield [CallStarted(call.id, call.name), *(CallProgress(call.id, v) for v in progress),
-                       CallFinished(call.id, result)]
+                events = inline.run(d, stopped())
+                if events is not None:
+                    yield events
                 continue
             if tool.retries:
                 retriable[call.id] = d
             yield d
+        while inline.parked:
+            yield from inline.ready(stopped())
+            if inline.parked:
+                yield WAIT
 
     def dispatch_context(self, journal: Journal | None = None) -> dict[str, Any]:
         """The context a batch's calls get: ``self.context`` and the job key of their idempotency keys

@@ -26,6 +26,21 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 Enforce = Literal["strict", "best-effort"]
 
+# The largest value of each numeric field: what the worker can hand the kernel and its timer. A budget
+# in MiB becomes a resource limit in bytes on top of what the worker holds (a signed 64-bit number in
+# setrlimit: 2**42 MiB = 2**62 bytes leaves room for the worker's own), descriptors and tasks are counted
+# in a C int by the kernel, and the CPU budget arms a profiling timer whose interval Python takes in
+# signed 64-bit nanoseconds (about 9.2e9 s: 1e9 s, some 31 years, leaves room for the CPU already used).
+MAX_MB = 2**42
+MAX_COUNT = 2**31 - 1
+MAX_CPU_S = 10**9
+_BOUNDS: dict[str, tuple[int, str]] = {
+    "memory_mb": (MAX_MB, "MiB: the largest budget a resource limit in bytes can hold"),
+    "file_size_mb": (MAX_MB, "MiB: the largest size a resource limit in bytes can hold"),
+    "open_files": (MAX_COUNT, "descriptors: the kernel counts them in a C int"),
+    "processes": (MAX_COUNT, "tasks: the kernel counts them in a C int"),
+    "cpu_s": (MAX_CPU_S, "seconds: the longest CPU budget the worker's profiling timer can be armed with"),
+}
 
 
 class LimitsError(ValueError):
@@ -99,6 +114,15 @@ class Limits(BaseModel):
     def _finite(cls, value: float | None) -> float | None:
         if value is not None and not math.isfinite(value):
             raise ValueError("must be a finite number of seconds")
+        return value
+
+    @field_validator("memory_mb", "file_size_mb", "open_files", "processes", "cpu_s")
+    @classmethod
+    def _bounded(cls, value: float | None, info: Any) -> float | None:
+        if value is not None:
+            bound, why = _BOUNDS[info.field_name]
+            if value > bound:
+                raise ValueError(f"must be at most {bound} {why}")
         return value
 
     @property

@@ -9,7 +9,8 @@ tools through an Executor, so the rules live on the Executor and every path asks
 * whether a call may start now (`admit`: a slot under its tool's and its group's caps and a token of
   its tool's rate limit, both or neither; never waits) and when to look again (`wake_at`), so the fork
   pool's driver keeps a waiting call off the workers and keeps starting other calls; `acquire` is the
-  waiting form, for code that runs calls in its own thread (sequential mode, inline tools);
+  waiting form, for code that runs calls in its own thread (sequential mode; an inline call is
+  parked instead, see ``executor/inline.py``);
 * when a warm worker has done enough (`max_calls_per_worker`, `max_worker_memory_mb`), which the worker
   core checks between calls.
 
@@ -28,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 from .caps import ConcurrencyCaps, Slot
 from .enforceable import Unenforceable, check
 from .limits import Limits
-from .ratelimit import TokenBucket
+from .ratelimit import RateLimit, TokenBucket
 
 if TYPE_CHECKING:
     from toolfork.tools.tool import Tool
@@ -175,6 +176,11 @@ class Governance:
         with self._cond:
             self.caps.release(slot)
             self._cond.notify_all()
+
+    def rate_of(self, name: str) -> RateLimit | None:
+        """``name``'s rate limit, or None (for a backend that spaces the starts where the calls run)."""
+        bucket = self._buckets.get(name)
+        return None if bucket is None else bucket.rate
 
     def wake_at(self, names: Iterable[str]) -> float | None:
         """When a call of one of ``names`` (all refused just now) could get a token: the earliest, among

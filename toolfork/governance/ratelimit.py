@@ -5,8 +5,9 @@ sleeps; it answers `try_acquire(now)` (take a token if one is there) and `next_r
 next one will be), and the scheduler waits on its own clock. Why smooth: the bucket is the generic cell
 rate algorithm, where each token is due one interval (1/rate) after the last, so "10/s" lets calls out
 every 0.1 s, not ten at the start of each second; `burst` (default 1) is how many may go back to back
-after a quiet spell. Time is passed in (or taken from an injected clock), so it can be tested without
-sleeping. All methods are safe to call from several threads.
+after a quiet spell. `reserve(now)` is the waiting form for a caller that sleeps on its own. Time is
+passed in (or taken from an injected clock), so it can be tested without sleeping. All methods are safe
+to call from several threads.
 """
 
 from __future__ import annotations
@@ -23,6 +24,14 @@ _UNITS = {"s": 1.0, "sec": 1.0, "second": 1.0, "m": 60.0, "min": 60.0, "minute":
 _FORM = re.compile(r"^\s*(?P<n>\d+(?:\.\d+)?)?\s*/\s*(?P<unit>[a-z]+)\s*$")
 
 
+# The slowest rate: the driver waits for the next token in one select/epoll call, whose timeout is a
+# C int of milliseconds (2**31 - 1 ms, about 24.8 days; 2,000,000 s keeps a margin for rounding). The
+# fastest: a token interval of 1 ns, the finest the monotonic clock tells apart.
+MAX_INTERVAL_S = 2_000_000.0
+MIN_INTERVAL_S = 1e-9
+MAX_BURST = 10**6
+
+
 class RateLimitError(ValueError):
     """A rate limit string or value is invalid; the message names the setting and the value given."""
 
@@ -34,6 +43,22 @@ class RateLimit:
     per_second: float
     burst: int = 1
     text: str = ""
+
+    def __post_init__(self) -> None:
+        shown = self.text or f"{self.per_second!r}/s"
+        rate = self.per_second
+        if isinstance(rate, bool) or not isinstance(rate, (int, float)) or not rate > 0 or not math.isfinite(rate):
+            raise RateLimitError(f"rate_limit={shown!r}: the number of calls must be a finite number more than 0")
+        if 1.0 / rate > MAX_INTERVAL_S:
+            raise RateLimitError(f"rate_limit={shown!r} is too slow: one call every {1.0 / rate:.0f} s, and the "
+                                 f"longest wait between two calls is {MAX_INTERVAL_S:.0f} s (about 23 days)")
+        if 1.0 / rate < MIN_INTERVAL_S:
+            raise RateLimitError(f"rate_limit={shown!r} is too fast: at most {1 / MIN_INTERVAL_S:.0f} calls a "
+                                 "second (1 ns apart, the finest the clock tells apart)")
+        burst = self.burst
+        if not isinstance(burst, int) or isinstance(burst, bool) or not 1 <= burst <= MAX_BURST:
+            raise RateLimitError(f"rate_limit={shown!r}: burst={burst!r} must be a whole number from 1 to "
+                                 f"{MAX_BURST}")
 
     @classmethod
     def parse(cls, text: str, *, setting: str = "rate_limit", burst: int = 1) -> RateLimit:
@@ -47,9 +72,10 @@ class RateLimit:
         count = float(match["n"]) if match["n"] is not None else 1.0
         if count <= 0:
             raise RateLimitError(f"{setting}={text!r}: the number of calls must be more than 0")
-        if not isinstance(burst, int) or isinstance(burst, bool) or burst < 1:
-            raise RateLimitError(f"{setting}: burst={burst!r} must be a whole number of at least 1")
-        return cls(count / unit, burst, text)
+        try:
+            return cls(count / unit, burst, text)
+        except RateLimitError as exc:
+            raise RateLimitError(str(exc).replace("rate_limit=", f"{setting}=", 1)) from None
 
 
 class TokenBucket:
@@ -71,6 +97,15 @@ class TokenBucket:
         t = self._now(now)
         with self._lock:
             return max(t, self._due - self._tolerance)
+
+    def reserve(self, now: float | None = None) -> float:
+        """Take the next token whenever it comes; returns when that is (``now`` or later), for a caller
+        that waits on its own (the Ray sink actor, which spaces the starts of the tasks of a tool)."""
+        t = self._now(now)
+        with self._lock:
+            at = max(t, self._due - self._tolerance)
+            self._due = max(self._due, at) + self._interval
+            return at
 
     def try_acquire(self, now: float | None = None) -> bool:
         """Take a token if one is there at `now`; never waits."""

@@ -89,17 +89,20 @@ class Feed:
     call's result: all of one call's events at once) that the backend passes on through ``immediate``,
     or ``WAIT``. ``room()`` says whether the
     consumer can take more (imap's window); None means always. ``wakeup_fd`` (with a live source) is
-    readable when the source has more; the backend drains it.
+    readable when the source has more; the backend drains it. ``polling`` (set by the source) says that
+    the source must be asked again soon whatever the fd says (an inline call waits for its cap or rate
+    limit): ``wakeup_fd`` reads None meanwhile, so every backend polls it, and its owner drives.
     """
 
-    __slots__ = ("_lock", "_retry", "_room", "_source", "_stops", "cancelled", "exhausted", "immediate",
-                 "waiting", "wakeup_fd")
+    __slots__ = ("_lock", "_retry", "_room", "_source", "_stops", "_wakeup_fd", "cancelled", "exhausted",
+                 "immediate", "polling", "waiting")
 
     def __init__(self, source: Iterable[Dispatch | list[Event] | Wait], room: Callable[[], bool] | None = None,
                  wakeup_fd: int | None = None) -> None:
         self._source: Iterator[Dispatch | list[Event] | Wait] = iter(source)
         self._room = room
-        self.wakeup_fd = wakeup_fd
+        self._wakeup_fd = wakeup_fd
+        self.polling = False
         self.waiting = False
         self.exhausted = False
         self.cancelled = False
@@ -109,6 +112,11 @@ class Feed:
         # ToolCall object (an id may come back: a cancelled call's id reused), the objects kept alive.
         self._stops: dict[int, ToolCall] = {}
         self._lock = threading.Lock()  # stop() comes from any thread; take_stops() from the driver
+
+    @property
+    def wakeup_fd(self) -> int | None:
+        """The fd to watch for the source having more; None: ask it again after a short poll."""
+        return None if self.polling else self._wakeup_fd
 
     def retry(self, dispatch: Dispatch) -> None:
         """Run ``dispatch`` again (a tool that declares ``retries``); it goes before new calls."""
@@ -139,7 +147,7 @@ class Feed:
         if self._retry:
             return self._retry.pop(0)
         self.waiting = False
-        while not self.exhausted and (self._room is None or self._room()):
+        while not self.exhausted and (self._room is None or self.polling or self._room()):
             item = next(self._source, None)
             if item is None:
                 self.exhausted = True
@@ -156,7 +164,7 @@ class Feed:
         for d in self._retry:
             self.immediate.append(cancelled(d))
         self._retry.clear()
-        while not self.exhausted and (self._room is None or self._room()):
+        while not self.exhausted and (self._room is None or self.polling or self._room()):
             item = next(self._source, None)
             if item is None or item is WAIT:  # a live source is not waited for once cancelled
                 self.exhausted = True
@@ -176,13 +184,14 @@ class Feed:
             self.drain_wakeup()
 
     def drain_wakeup(self) -> None:
-        if self.wakeup_fd is None:
+        fd = self._wakeup_fd
+        if fd is None:
             return
         try:
-            os.set_blocking(self.wakeup_fd, False)
+            os.set_blocking(fd, False)
         except OSError:
             return
-        drain(self.wakeup_fd)
+        drain(fd)
 
     def take_immediate(self) -> list[Event]:
         events, self.immediate = self.immediate, []
@@ -377,7 +386,9 @@ class Hub:
                     yield from events
                     yielded = True
                     continue
-                if not b.outstanding:
+                # A source that polls (an inline call waits for a slot a pool call may hold) drives while it
+                # waits: this thread may be the only one left to read that pool call's result.
+                if not b.outstanding and not (feed.waiting and feed.polling):
                     if _settled(feed, yielded):
                         return
                     yielded = False

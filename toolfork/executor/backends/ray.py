@@ -10,6 +10,9 @@ It keeps the executor's contract with Ray's own tools (see ``docs/ray.md``):
 * At the deadline the result is "timeout" at once; the task gets ``ray.cancel(force=False)`` (a
   KeyboardInterrupt inside the tool, so its ``finally`` blocks run), then ``ray.cancel(force=True)``
   (Ray kills the worker process) if it is still running ``kill_grace`` seconds later.
+* Rate limits hold where the tool starts: the driver admits a rate-limited call at its tool's rate
+  (so a waiting call holds no Ray worker), and its task takes its token again from the ``Sink`` actor
+  before the tool starts (Ray may start tasks admitted apart together; see ray_task).
 * A worker that dies mid-call (os._exit, a signal, the OOM killer) makes Ray raise
   ``WorkerCrashedError`` for that task only: the call is "crashed", the others go on. Tasks run with
   ``max_retries=0``: tools have side effects, so only the executor's own ``retries`` apply.
@@ -317,11 +320,13 @@ class RayBackend(Backend):
         try:
             if name not in self._tool_refs:  # a tool object the front resolved but never registered here
                 self._put_tools([d.tool])
-            uses_sink = d.timeout is not None or d.tool.uses_runtime
+            limit = self._governance.rate_of(name) if d.slot is not None else None
+            rate = None if limit is None else (limit.per_second, limit.burst)
+            uses_sink = d.timeout is not None or d.tool.uses_runtime or rate is not None
             sink = self._ensure_sink() if uses_sink else None
             token = next(self._tokens)
             ref = self._task.remote(self._id, (name, self._tool_refs[name]), self._hooks_box, token, call.id,
-                                    call.arguments, d.timeout, d.context or None, sink)
+                                    call.arguments, d.timeout, d.context or None, sink, rate)
         except Exception as exc:
             self._governance.give_back(d)
             out.append((d, CallFinished(call.id, ToolResult(call.id, call.name, "error", error=ErrorInfo(

@@ -8,8 +8,12 @@ Without that cache every call would unpickle its tool again and rebuild its pyda
 
 ``Sink`` is a small async actor: workers ``put`` messages into their executor's channel, the host keeps
 one ``take`` pending and includes it in its ``ray.wait``, so a message wakes the host at once instead of
-being polled for. Messages (tagged with the host's per-dispatch token, not the call id: a retried call
-reuses its id)::
+being polled for. It also owns the rate limits where the calls start: the driver admits a rate-limited
+call's task at the tool's rate, but Ray may hold tasks admitted apart (a worker process still
+starting) and start them together; so the task of a rate-limited tool first takes a token from the
+sink (``token``: one token bucket per executor and tool, on the actor's clock, which waits until the
+token is due), then reports its start and runs the tool. Messages (tagged with the host's per-dispatch
+token, not the call id: a retried call reuses its id)::
 
     ("s", token, wall_time, pid)     the call started (sent only when it has a deadline)
     ("p", token, seq, value)         ToolRuntime.emit_progress(value); an async actor may run two puts
@@ -32,6 +36,7 @@ import ray
 from toolfork.executor.backends.base import Hooks
 from toolfork.executor.invoke import error_info, execute_call
 from toolfork.executor.types import ErrorInfo, ToolResult
+from toolfork.governance.ratelimit import RateLimit, TokenBucket
 from toolfork.tools.runtime import ToolRuntime
 
 if TYPE_CHECKING:
@@ -60,6 +65,7 @@ class Sink:
         self._messages: dict[str, list[tuple[Any, ...]]] = {}
         self._ready: dict[str, asyncio.Event] = {}
         self._closed: dict[str, None] = {}  # channels whose executor closed: late messages are dropped
+        self._buckets: dict[tuple[str, str], TokenBucket] = {}  # (channel, tool) -> its rate limit
 
     def _event(self, channel: str) -> asyncio.Event:
         event = self._ready.get(channel)
@@ -69,6 +75,18 @@ class Sink:
 
     async def ping(self) -> bool:
         return True
+
+    async def token(self, channel: str, tool: str, per_second: float, burst: int) -> None:
+        """Return when the next start of ``tool`` (of the executor of ``channel``) is due by its rate."""
+        key = (channel, tool)
+        bucket = self._buckets.get(key)
+        if bucket is None:
+            if len(self._buckets) >= self.CLOSED_LIMIT:
+                del self._buckets[next(iter(self._buckets))]
+            bucket = self._buckets[key] = TokenBucket(RateLimit(per_second, burst))
+        wait = bucket.reserve(time.monotonic()) - time.monotonic()
+        if wait > 0:
+            await asyncio.sleep(wait)
 
     async def put(self, channel: str, message: tuple[Any, ...]) -> None:
         if channel in self._closed:
@@ -85,6 +103,8 @@ class Sink:
 
     async def close(self, channel: str) -> None:
         self._messages.pop(channel, None)
+        for key in [key for key in self._buckets if key[0] == channel]:
+            del self._buckets[key]
         event = self._ready.pop(channel, None)
         if event is not None:
             event.set()  # a pending take returns []
@@ -134,9 +154,13 @@ def run_call(
     timeout: float | None,
     context: dict[str, Any] | None,
     sink: Any,
+    rate: tuple[float, int] | None = None,
 ) -> tuple[ToolResult, int]:
-    """The body of the Ray task for one call; never raises for a tool's failure."""
+    """The body of the Ray task for one call; never raises for a tool's failure. ``rate``: the tool's
+    (calls per second, burst), whose token the task takes from the sink before anything else."""
     pid = os.getpid()
+    if rate is not None and sink is not None:
+        ray.get(sink.token.remote(executor_id, tool_box[0], rate[0], rate[1]))
     if timeout is not None and sink is not None:
         sink.put.remote(executor_id, ("s", token, time.time(), pid))
     name, tool_ref = tool_box
