@@ -32,8 +32,9 @@ def _run(tmp_path: Path, *options: str) -> list[dict[str, Any]]:
 
 def test_run_sandbox_puts_every_call_in_a_process_of_its_own_and_takes_back_data_only(tmp_path: Path) -> None:
     records = {r["id"]: r for r in _run(tmp_path, "--sandbox")}
-    pids = [records[i]["output"]["content"][0]["text"] for i in "1234"]
-    assert len(set(pids)) == 4, pids  # one process per call, the tool that said sandbox=False too
+    seen = [records[i]["output"]["content"][0]["text"].split() for i in "1234"]
+    assert len({token for _, token in seen}) == 4, seen  # one process per call, the sandbox=False tool too
+    assert {pid for pid, _ in seen} == {"1"}, seen  # each the first process of a PID namespace of its own
     assert records["5"]["status"] == "error" and "Planted" in records["5"]["error"]["message"]
     assert "not data" in records["5"]["error"]["message"]
     assert not (tmp_path / "planted.txt").exists()
@@ -41,8 +42,8 @@ def test_run_sandbox_puts_every_call_in_a_process_of_its_own_and_takes_back_data
 
 def test_run_without_sandbox_shares_the_warm_worker(tmp_path: Path) -> None:
     records = {r["id"]: r for r in _run(tmp_path)}
-    pids = [records[i]["output"]["content"][0]["text"] for i in "1234"]
-    assert len(set(pids)) == 1, pids
+    seen = [records[i]["output"]["content"][0]["text"].split() for i in "1234"]
+    assert len({tuple(w) for w in seen}) == 1 and seen[0][0] != "1", seen  # one warm worker, the host's PIDs
 
 
 def test_mcp_serve_sandbox_sandboxes_every_call(tmp_path: Path) -> None:
@@ -60,6 +61,7 @@ def test_mcp_serve_sandbox_sandboxes_every_call(tmp_path: Path) -> None:
             return pids, await client.call_tool("planted", {"marker": str(marker)})
 
     pids, planted = asyncio.run(asyncio.wait_for(go(), 90))
-    assert len({r.content[0].text for r in pids}) == 3
+    seen = [r.content[0].text.split() for r in pids]
+    assert len({token for _, token in seen}) == 3 and {pid for pid, _ in seen} == {"1"}, seen
     assert planted.is_error and "not data" in planted.content[0].text
     assert not marker.exists()

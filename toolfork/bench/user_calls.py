@@ -37,10 +37,10 @@ class UserWork:
 
 def _absolute(spec: str) -> str:
     """A path spec made absolute, so a worker started elsewhere finds the same file."""
-    from toolfork.commands._loading import _is_path, split_spec
+    from toolfork.commands._loading import is_path, split_spec
 
     module, attr = split_spec(spec)
-    if not _is_path(module):
+    if not is_path(module):
         return spec
     path = str(Path(module).expanduser().resolve())
     return f"{path}:{attr}" if attr else path

@@ -57,7 +57,8 @@ def split_spec(spec: str) -> tuple[str, str | None]:
     return module, attr
 
 
-def _is_path(module: str) -> bool:
+def is_path(module: str) -> bool:
+    """Whether a --tools spec names a file (by its .py ending or a path separator), not a module."""
     return module.endswith(".py") or os.sep in module or "/" in module
 
 
@@ -104,7 +105,7 @@ def _shadows(top: str, cwd: Path) -> bool:
 
 def import_module(module: str) -> ModuleType:
     """Import a dotted module or a ``.py`` file, relative to the current directory."""
-    if _is_path(module):
+    if is_path(module):
         path = Path(module).expanduser().resolve()
         if not path.is_file():
             raise UsageError(f"{module!r}: no such file")
