@@ -779,7 +779,8 @@ def test_sigkill_of_run_and_of_its_resume_then_resume_answers_every_line_once(tm
         done = out.read_bytes().count(b"\n")
         assert seen + 10 <= done < len(ids), "the job was not killed midway"
         seen = done
-    final = subprocess.run([*args, "--resume", "--rerun-unknown"], capture_output=True, cwd=REPO, env=child_env(), timeout=60)
+    final = subprocess.run([*args, "--resume", "--rerun-unknown"], capture_output=True, cwd=REPO, env=child_env(),
+                           timeout=60)
     assert final.returncode == 0, final.stderr
     got = records(out.read_bytes())
     assert sorted(r["id"] for r in got) == ids  # every line answered, exactly once
