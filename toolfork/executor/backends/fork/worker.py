@@ -207,6 +207,10 @@ def _serve(channels: Channels, tools: dict[str, Any], hooks: Hooks, sandbox: Lim
     before, after, encode = hooks.before_child, hooks.after_child, hooks.encode_result
     recv, result_frame, looks_large = framing.recv_blocking, frames.result_frame, frames.looks_large
     dumps: Callable[[Any, int], bytes] = pickle.dumps  # ``_data_only_dumps`` once a sandboxed call came
+    if sandbox is not None:  # the host reads a sandbox's frames as data only, from the first (a refusal too)
+        writer.use_data_only()
+        dumps = _data_only_dumps
+        encode = None
     large = writer.large
     highest = pickle.HIGHEST_PROTOCOL
     monotonic, getpid, look = time.monotonic, os.getpid, channels.poller.poll
