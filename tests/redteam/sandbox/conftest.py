@@ -30,7 +30,9 @@ def run_scenario(name: str, user: str, work: Path) -> dict[str, Any]:
     done = subprocess.run(["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", sys.executable,
                            "-m", "tests.redteam.sandbox.scenarios", name, str(work)],
                           capture_output=True, cwd=REPO, env=child_env(), timeout=180, check=False)
-    assert done.returncode == 0, done.stderr.decode(errors="replace")[-3000:]
+    assert done.returncode == 0, (
+        done.stderr.decode(errors="replace")[-3000:] + f"\n(nobody must be able to run {sys.executable}: where the "
+        "interpreter lives under a home of mode 700, as pyenv's under /root, let others traverse it: chmod o+x)")
     return json.loads(done.stdout.decode().splitlines()[-1])  # type: ignore[no-any-return]
 
 
