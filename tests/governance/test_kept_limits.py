@@ -98,6 +98,30 @@ def test_a_tool_that_lifts_its_limit_is_under_it_again_in_its_next_call(executor
     assert len({r.worker_pid for r in results}) == 1
 
 
+def spin_or_drop_handler(seconds: float, drop: bool) -> str:
+    """Drop the CPU timer's handler (SIGPROF ignored) when ``drop``; then spin ``seconds`` of CPU time."""
+    import signal
+    import time
+
+    if drop:
+        signal.signal(signal.SIGPROF, signal.SIG_IGN)
+    end = time.process_time() + seconds
+    while time.process_time() < end:
+        pass
+    return str(os.getpid())
+
+
+def test_a_tool_that_drops_the_cpu_timers_handler_is_stopped_by_it_in_its_next_call(executors: Executors) -> None:
+    ex = executors([Tool("spin", fn=spin_or_drop_handler, limits=Limits(cpu_s=1))], workers=1)
+    results = executors.run(ex, [call(1, "spin", seconds=0.01, drop=True), call(2, "spin", seconds=30, drop=False),
+                                 call(3, "spin", seconds=0.01, drop=False)])
+    assert text(results[0]) == str(results[0].worker_pid)
+    assert results[1].error is not None and results[1].error.type == "LimitExceeded", results[1]
+    assert "CPU time limit of 1 s exceeded" in results[1].error.message
+    # stopped by the timer's handler, in the interpreter: the worker lives on (SIGXCPU would have ended it)
+    assert text(results[2]) == str(results[0].worker_pid) == str(results[1].worker_pid)
+
+
 def test_a_run_of_calls_under_the_same_limits_sets_them_once_and_release_puts_them_back() -> None:
     def body() -> dict[str, object]:
         from toolfork.governance import rlimits

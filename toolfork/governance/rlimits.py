@@ -148,6 +148,7 @@ def _open_fds() -> int:
 # The C setter: ``signal.signal`` wraps it in enum conversions that cost more than the call itself, and
 # a worker's own watch on the ``signal`` module's setters is for what a tool changes, not for this.
 _set_handler = _signal.signal
+_getsignal = _signal.getsignal
 SIGXCPU, SIGPROF, SIGXFSZ = (int(getattr(signal, n, 0)) for n in ("SIGXCPU", "SIGPROF", "SIGXFSZ"))
 # Likewise the timer: the worker's watch on ``signal.setitimer`` would take the call for one that changed
 # the signal state and look at every disposition after it.
@@ -224,7 +225,7 @@ class Applied:
     """The limits in force for one call, what they replaced, and the limit signals the call got; the
     context manager ``applied`` returns (entering sets them, leaving restores the worker's own)."""
 
-    __slots__ = ("_handlers", "_in_call", "_saved", "cpu_start_s", "keep", "limits", "plan", "tripped")
+    __slots__ = ("_handlers", "_in_call", "_saved", "_timer", "cpu_start_s", "keep", "limits", "plan", "tripped")
 
     def __init__(self, limits: Limits, keep: bool = False) -> None:
         self.limits = limits
@@ -236,6 +237,7 @@ class Applied:
         self._saved: list[tuple[int, tuple[int, int]]] = []
         self._handlers: list[tuple[int, Any]] = []
         self._in_call = True
+        self._timer = False
 
     def __repr__(self) -> str:
         return f"Applied(tripped={sorted(self.tripped)})"
@@ -262,22 +264,30 @@ class Applied:
         if resource is None:
             raise OSError("rlimits are not available on this platform")
         limits = self.limits
+        held = None
+        if self.keep:
+            held = _hold(limits)
+        else:
+            release()  # limits a worker kept from an earlier call are not this call's
         main = threading.get_ident() == threading.main_thread().ident
-        timer = main and limits.cpu_s is not None
-        if limits.cpu_s is not None:
-            # SIGXCPU keeps its default action for the call: the kernel ends the worker at the soft
-            # limit, even in C code that never returns to the interpreter (see the module docstring).
-            self._handlers.append((SIGXCPU, _set_handler(SIGXCPU, _signal.SIG_DFL)))
-            if timer:
-                self._handlers.append((SIGPROF, _set_handler(SIGPROF, self._on_prof)))
+        self._timer = timer = main and limits.cpu_s is not None
+        # SIGXCPU keeps its default action for the call: the kernel ends the worker at the soft limit, even
+        # in C code that never returns to the interpreter (see the module docstring).
+        wanted = [(SIGXCPU, _signal.SIG_DFL)] if limits.cpu_s is not None else []
+        if timer:
+            wanted.append((SIGPROF, _on_prof_signal))
         if main and limits.file_size_mb is not None:
-            self._handlers.append((SIGXFSZ, _set_handler(SIGXFSZ, self._on_xfsz)))
+            wanted.append((SIGXFSZ, _on_xfsz_signal))
+        _current[0] = self
+        if held is None:
+            self._handlers = [(signum, _set_handler(signum, handler)) for signum, handler in wanted]
+        else:
+            held.install(wanted)
         try:
-            if self.keep:
-                _apply_kept(self, plan, timer)
-            else:
-                release()  # limits a worker kept from an earlier call are not this call's
+            if held is None:
                 _apply(self, plan, timer)
+            else:
+                _apply_kept(self, held, plan, timer)
             if timer:
                 _setitimer(ITIMER_PROF, limits.cpu_s or 0)
         except BaseException:
@@ -287,7 +297,9 @@ class Applied:
 
     def __exit__(self, *exc_info: object) -> None:
         self._in_call = False  # a late SIGPROF from here on does not raise
-        if self.limits.cpu_s is not None and any(signum == SIGPROF for signum, _ in self._handlers):
+        if _current[0] is self:
+            _current[0] = None
+        if self._timer:
             _setitimer(ITIMER_PROF, 0)
         try:
             if not self.keep:
@@ -296,6 +308,21 @@ class Applied:
             for signum, old in self._handlers:
                 _set_handler(signum, old)
             self._handlers.clear()
+
+
+_current: list[Applied | None] = [None]  # the call the limit signals are for (None between calls)
+
+
+def _on_prof_signal(signum: int, frame: FrameType | None) -> None:
+    applied = _current[0]
+    if applied is not None:
+        applied._on_prof(signum, frame)
+
+
+def _on_xfsz_signal(signum: int, frame: FrameType | None) -> None:
+    applied = _current[0]
+    if applied is not None:
+        applied._on_xfsz(signum, frame)
 
 
 _PLANS: dict[Limits, tuple[tuple[str, int], ...]] = {}
@@ -381,7 +408,7 @@ class _Held:
     Limits, what the process had before (`original`), what is set now (`current`), and the open
     descriptors as last counted with the lowest free number then (`fds`, `fd_mark`)."""
 
-    __slots__ = ("current", "fd_mark", "fds", "limits", "made_from", "original", "pid", "plan")
+    __slots__ = ("current", "fd_mark", "fds", "handlers", "limits", "made_from", "original", "pid", "plan")
 
     def __init__(self, limits: Limits, plan: tuple[tuple[str, int], ...]) -> None:
         self.limits = limits
@@ -392,6 +419,14 @@ class _Held:
         self.current: dict[int, tuple[int, int]] = {}
         self.fds = 0
         self.fd_mark = -2
+        self.handlers: dict[int, Any] = {}  # the handler each limit signal had before the first call
+
+    def install(self, wanted: list[tuple[int, Any]]) -> None:
+        """Put in the limit signals' handlers that are not in place (looking costs no system call)."""
+        for signum, handler in wanted:
+            if _getsignal(signum) != handler:
+                old = _set_handler(signum, handler)
+                self.handlers.setdefault(signum, old)
 
     def open_fds(self) -> int:
         mark = _lowest_free_fd()
@@ -406,12 +441,15 @@ _touched = [False]  # a call used resource.setrlimit or resource.prlimit since t
 
 
 def release() -> None:
-    """Put back the worker's own rlimits where a call's were kept in place (nothing otherwise)."""
+    """Put back the worker's own rlimits and limit-signal handlers where a call's were kept in place
+    (nothing otherwise)."""
     global _held
     held = _held
     if held is None:
         return
     _held = None
+    for signum, old in held.handlers.items():
+        _set_handler(signum, old)
     everything = _touched[0]  # a call set limits itself: what is in place is not what was kept
     _put_back(((w, old) for w, old in held.original.items() if everything or held.current.get(w) != old),
               "kept after the calls under them")
@@ -432,14 +470,11 @@ def _watch_setters() -> None:
         setattr(resource, name, watched)
 
 
-def _apply_kept(applied: Applied, plan: tuple[tuple[str, int], ...], timer: bool) -> None:
-    """Set `applied`'s limits where they are not in place already, and keep them after the call.
-
-    On the path of every call of a run: each value is worked out as ``_values`` does and compared with
-    the one the kept limit was made from before anything is set."""
+def _hold(limits: Limits) -> _Held:
+    """The kept state for a call under `limits`: the one in place, or a new one once the worker's own
+    limits are back (another Limits value, a call that set limits itself, a forked copy)."""
     global _held
     held = _held
-    limits = applied.limits
     if held is not None and (_touched[0] or held.pid != os.getpid()
                              or (held.limits is not limits and held.limits != limits)):
         release()
@@ -447,7 +482,16 @@ def _apply_kept(applied: Applied, plan: tuple[tuple[str, int], ...], timer: bool
     if held is None:
         _watch_setters()
         _touched[0] = False
-        held = _held = _Held(limits, plan)
+        held = _held = _Held(limits, _plan(limits))
+    return held
+
+
+def _apply_kept(applied: Applied, held: _Held, plan: tuple[tuple[str, int], ...], timer: bool) -> None:
+    """Set `applied`'s limits where they are not in place already, and keep them after the call.
+
+    On the path of every call of a run: each value is worked out as ``_values`` does and compared with
+    the one the kept limit was made from before anything is set."""
+    limits = applied.limits
     made_from = held.made_from
     for name, which in plan:
         hard = None
