@@ -156,12 +156,17 @@ _setitimer: Any = getattr(_signal, "setitimer", None) or getattr(signal, "setiti
 ITIMER_PROF = int(getattr(signal, "ITIMER_PROF", 2))
 
 _CAPS: dict[int, bool] = {}
+# This process's pid, kept current by a fork hook: each getpid is a system call, and a call under limits
+# would make several.
+_pid = [os.getpid()]
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=lambda: _pid.__setitem__(0, os.getpid()))
 
 
 def _may_raise_hard_limits() -> bool:
     """CAP_SYS_RESOURCE, looked at once per process (a worker's capabilities only ever shrink, and the
     backstop it allows is only a backstop)."""
-    pid = os.getpid()
+    pid = _pid[0]
     held = _CAPS.get(pid)
     if held is None:
         held = _CAPS[pid] = has_capability(CAP_SYS_RESOURCE)
@@ -186,7 +191,7 @@ _STATM: list[tuple[int, int]] = []  # (pid, descriptor of its /proc/<pid>/statm)
 
 def _statm_fd() -> int | None:
     """This process's /proc/<pid>/statm, opened once per process (None where it cannot be opened)."""
-    pid = os.getpid()
+    pid = _pid[0]
     if not _STATM or _STATM[0][0] != pid:
         if _STATM:  # inherited from the process that forked us: it reads that process's figures
             with contextlib.suppress(OSError):
@@ -414,7 +419,7 @@ class _Held:
         self.limits = limits
         self.plan = plan
         self.made_from: dict[int, int] = {}  # the soft value each kept limit was worked out as
-        self.pid = os.getpid()
+        self.pid = _pid[0]
         self.original: dict[int, tuple[int, int]] = {}
         self.current: dict[int, tuple[int, int]] = {}
         self.fds = 0
@@ -475,7 +480,7 @@ def _hold(limits: Limits) -> _Held:
     limits are back (another Limits value, a call that set limits itself, a forked copy)."""
     global _held
     held = _held
-    if held is not None and (_touched[0] or held.pid != os.getpid()
+    if held is not None and (_touched[0] or held.pid != _pid[0]
                              or (held.limits is not limits and held.limits != limits)):
         release()
         held = None
