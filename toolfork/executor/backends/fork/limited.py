@@ -6,9 +6,10 @@ the worker sees what the tool raised (MemoryError, OSError(EFBIG), the SIGXCPU i
 
 * rlimits (memory_mb, cpu_s, file_size_mb, open_files, processes) are the worker's soft limits for the
   calls that have them (``governance.rlimits.applied``, kept in place while the next call has the same
-  limits, the worker's own put back before a call under other limits or none: ``release``), so a warm
-  worker serves limited and unlimited tools alike; an exception that stands for a limit, or a limit signal the tool
-  swallowed, makes the call's result an error of type ``LimitExceeded`` naming the limit and its value.
+  limits; the worker's own put back before a call under other limits or none, and at the end of each
+  frame of calls: ``release``), so a warm worker serves limited and unlimited tools alike; an exception
+  that stands for a limit, or a limit signal the tool swallowed, makes the call's result an error of
+  type ``LimitExceeded`` naming the limit and its value.
   A worker that dies of one (SIGXCPU past the first warning) is named the same way by the host
   (``WorkerCore.crashed``).
 * a sandboxed call (``Limits.sandboxed``: network=False, read_paths, write_paths, sandbox=True) runs in

@@ -292,6 +292,7 @@ def _serve(channels: Channels, tools: dict[str, Any], hooks: Hooks, sandbox: Lim
         if exposed:  # the frame's last call was not run (a lane line sent back): its predecessor's timer
             baseline.disarm_alarm()
         baseline.reset()
+        release_limits()  # kept for the calls of one frame: reading the next frame is the worker's own work
 
 
 def _data_only_dumps(obj: Any, _protocol: int) -> bytes:
