@@ -3,8 +3,9 @@ otherwise pick (bubblewrap, firejail), side by side in one run.
 
 What each row times, per call (the median of 5 rounds, interleaved across rows, each of N calls):
 - warm plain: a forked worker answers one call over a pipe (the pool's steady state, minus framing);
-- warm + rlimits: the same, each call inside `rlimits.applied(...)` (memory, CPU, file size, open
-  files; "+ processes" adds the RLIMIT_NPROC budget, which counts the user's tasks in /proc);
+- warm + rlimits: the same, each call inside `rlimits.applied(..., keep=True)`, as a worker runs a tool's
+  calls (memory, CPU, file size, open files; "+ processes" adds the RLIMIT_NPROC budget, which counts the
+  user's tasks in /proc);
 - warm, no-network worker / warm, Landlock worker: the worker entered its restriction once at start
   (restrictions cannot be lifted, so workers are grouped by them); the one-time cost is its own row;
 - fresh fork / + netns / + Landlock: a new forked child per call, restricted before the call (what
@@ -154,8 +155,10 @@ def main() -> None:
     snippet = [sys.executable, "-c", "sum(range(100))"]
     rows: list[tuple[str, Callable[[], float]]] = [
         ("warm plain", lambda: _warm(n, None, None)),
-        ("warm + rlimits (memory, cpu, file size, open files)", lambda: _warm(n, None, lambda: applied(RLIMITS))),
-        ("warm + rlimits + processes", lambda: _warm(n // 10, None, lambda: applied(RLIMITS_AND_PROCESSES))),
+        ("warm + rlimits (memory, cpu, file size, open files)",
+         lambda: _warm(n, None, lambda: applied(RLIMITS, keep=True))),
+        ("warm + rlimits + processes",
+         lambda: _warm(n // 10, None, lambda: applied(RLIMITS_AND_PROCESSES, keep=True))),
         ("warm, no-network worker", lambda: _warm(n, enter_no_network, None)),
         ("warm, Landlock worker", lambda: _warm(n, restrict_paths, None)),
         ("fresh fork per call", lambda: _fresh(n // 10, None)),

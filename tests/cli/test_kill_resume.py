@@ -18,23 +18,29 @@ import subprocess
 import sys
 import time
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from tests.cli.conftest import REPO, child_env
 from tests.cli.ledger_tools import LEDGER_ENV, create_ledger, read_ledger
+from tests.executor.conftest_ray import ray_cluster  # noqa: F401 - a fixture
 
 TOOLS = str(REPO / "tests" / "cli" / "ledger_tools.py")
+RAY_TOOLS = str(REPO / "tests" / "cli" / "ray_ledger_tools.py")
 RECORD_BYTES = 150  # about, for a record of OUT
 
 
-def _calls(path: Path, n: int, pad: int = 0) -> list[str]:
+def _calls(path: Path, n: int, pad: int = 0, ledger: str | None = None) -> list[str]:
+    """Alternate charge/upsert calls; each names its ``ledger`` in its arguments when given (Ray's tools)."""
     ids = [f"c{i}" for i in range(n)]
     with open(path, "w") as f:
         for i, call_id in enumerate(ids):
             name = "charge" if i % 2 == 0 else "upsert"
-            f.write(json.dumps({"id": call_id, "name": name, "arguments": {"n": i, "pad": pad}}) + "\n")
+            arguments = {"n": i, "pad": pad} if ledger is None else {"n": i, "ledger": ledger}
+            f.write(json.dumps({"id": call_id, "name": name, "arguments": arguments}) + "\n")
     return ids
 
 
@@ -57,17 +63,42 @@ def _wait_groups_gone(pgids: list[int], seconds: float = 15.0) -> None:
                 pass
 
 
-def _run_once(cmd: list[str], env: dict[str, str], out: Path, rng: random.Random, *,
-              kill: bool, stop_first: bool) -> tuple[int | None, int]:
-    """One run: to its end (its exit status), or SIGKILLed at a random moment while calls run (None);
-    and its process group."""
-    proc = subprocess.Popen(cmd, env=env, cwd=REPO, start_new_session=True,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+# A run's interpreter is started (and has imported toolfork) while the run before it still goes: it
+# waits for a line on stdin, then is ``toolfork run`` with the argv after ``-c``. What is killed and
+# resumed is the same host process a user's ``toolfork run`` is; only its imports are done ahead.
+LAUNCH = ("import sys, toolfork.cli, toolfork.commands.run, toolfork.executor; sys.stdin.readline(); "
+          "raise SystemExit(toolfork.cli.main(sys.argv[1:]))")
+
+
+def _start(argv: list[str], env: dict[str, str]) -> subprocess.Popen[bytes]:
+    """A ``toolfork run`` host whose imports are done and that waits for ``_go``."""
+    return subprocess.Popen([sys.executable, "-c", LAUNCH, *argv], env=env, cwd=REPO, start_new_session=True,
+                            stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+
+
+def _end(proc: subprocess.Popen[bytes]) -> None:
+    if proc.poll() is None:
+        proc.kill()
+        proc.wait()
+    for pipe in (proc.stdin, proc.stderr):
+        if pipe is not None:
+            pipe.close()
+
+
+def _run_once(proc: subprocess.Popen[bytes], out: Path, rng: random.Random, *, kill: bool, stop_first: bool,
+              start_next: Callable[[], None], records: tuple[int, int] = (1, 150)) -> tuple[int | None, int]:
+    """One run of the started host ``proc``: to its end (its exit status), or SIGKILLed at a random
+    moment while calls run (None); and its process group. ``start_next`` starts the next run's host
+    while this one goes."""
     try:
+        size = out.stat().st_size if out.exists() else 0
+        assert proc.stdin is not None
+        proc.stdin.write(b"go\n")
+        proc.stdin.flush()
+        start_next()
         if kill:
-            size = out.stat().st_size if out.exists() else 0
-            target = size + RECORD_BYTES * rng.randint(1, 150)
-            end = time.monotonic() + 20
+            target = size + RECORD_BYTES * rng.randint(*records)
+            end = time.monotonic() + 60
             while proc.poll() is None and time.monotonic() < end:
                 if out.exists() and out.stat().st_size >= target:
                     break
@@ -84,40 +115,47 @@ def _run_once(cmd: list[str], env: dict[str, str], out: Path, rng: random.Random
         assert proc.returncode in (0, 1), err.decode(errors="replace")
         return proc.returncode, proc.pid
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        if proc.stderr is not None:
-            proc.stderr.close()
+        _end(proc)
 
 
 def _kill_and_resume(tmp_path: Path, n: int, kills: int, extra: list[str], *, seed: int, pad: int = 0,
-                     lane: bool = True, stop_first: bool = False, ledger: str | None = None
+                     lane: bool = True, stop_first: bool = False, ledger: str | None = None,
+                     tools: str = TOOLS, records: tuple[int, int] = (1, 150)
                      ) -> tuple[list[str], list[dict], Counter, Counter]:
-    ids = _calls(tmp_path / "calls.jsonl", n, pad)
     ledger = ledger or str(tmp_path / "ledger.db")
+    ids = _calls(tmp_path / "calls.jsonl", n, pad, ledger if tools == RAY_TOOLS else None)
     create_ledger(ledger)
     out = tmp_path / "out.jsonl"
     env = child_env()
     env[LEDGER_ENV] = ledger
+    # Each resume is a new interpreter: its modules are compiled once, by the first run, not by every one.
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    env["PYTHONPYCACHEPREFIX"] = str(tmp_path / "pycache")
     if not lane:
         env["TOOLFORK_LINE_LANE"] = "0"
-    cmd = [sys.executable, "-m", "toolfork", "run", str(tmp_path / "calls.jsonl"), "--tools", TOOLS,
-           "-o", str(out), "-q", "--resume", *extra]
+    argv = ["run", str(tmp_path / "calls.jsonl"), "--tools", tools, "-o", str(out), "-q", "--resume", *extra]
     rng = random.Random(seed)
     killed = 0
     groups: list[int] = []
+    hosts = [_start(argv, env)]
+
+    def start_next() -> None:
+        hosts.append(_start(argv, env))
+
     try:
         for _ in range(kills):
-            status, pgid = _run_once(cmd, env, out, rng, kill=True, stop_first=stop_first)
+            status, pgid = _run_once(hosts.pop(0), out, rng, kill=True, stop_first=stop_first,
+                                     start_next=start_next, records=records)
             groups.append(pgid)
             if status is not None:
                 break  # it finished before the kill
             killed += 1
         assert killed >= kills // 2, f"only {killed} of {kills} runs were killed before the job finished"
-        status, pgid = _run_once(cmd, env, out, rng, kill=False, stop_first=False)
+        status, pgid = _run_once(hosts.pop(0), out, rng, kill=False, stop_first=False, start_next=lambda: None)
         groups.append(pgid)
     finally:
+        for host in hosts:  # started for a run that was not needed
+            _end(host)
         _wait_groups_gone(groups)
     records = [json.loads(line) for line in out.read_text().splitlines()]
     return ids, records, Counter(read_ledger(ledger, "charges")), Counter(read_ledger(ledger, "applied"))
@@ -177,3 +215,18 @@ def test_rerun_unknown_runs_them_again_by_the_users_choice(tmp_path: Path) -> No
     assert all(charges[i] >= 1 for i in ids[::2])
     assert all(applied[i] == 1 for i in ids[1::2])
 
+
+
+@pytest.mark.ray
+@pytest.mark.xdist_group("ray")
+@pytest.mark.timeout(400)
+def test_a_ray_mode_job_killed_mid_run_resumes_with_outcome_unknown_and_repeats_nothing(
+        tmp_path: Path, ray_cluster: Any) -> None:  # noqa: F811 - the fixture imported above
+    """``toolfork run --mode ray`` on the session's Ray cluster, SIGKILLed while calls run, then resumed:
+    the calls that had started and have no record are ``OutcomeUnknown`` (the charges) or run again
+    under the same key (the idempotent upserts); nothing else runs twice."""
+    address = ray_cluster.get_runtime_context().gcs_address
+    ids, records, charges, applied = _kill_and_resume(
+        tmp_path, 80, 2, ["--mode", "ray", "--address", address], seed=5, tools=RAY_TOOLS, records=(4, 10))
+    unknown = _check(ids, records, charges, applied)
+    assert unknown >= 1, "no call was in flight at either kill: the test did not test anything"

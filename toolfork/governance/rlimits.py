@@ -36,6 +36,14 @@ absolute cap would make the same tool pass or fail with the size of the host:
   counts every process of the real user, so other workers of the same user share the headroom, and it
   does not apply to a privileged process (see `probe`).
 
+A worker keeps a call's rlimits in place after it (``applied(limits, keep=True)``) while the calls that
+follow run under the same limits, and puts its own back (``release``) before a call under other limits
+or none: so the limits are in force exactly for the calls that have them, and a run of one tool's calls
+pays only for the values that moved (the data segment, the CPU time, the descriptors open), each read
+cheaply: statm with one pread on a kept descriptor, the descriptors counted again only when the lowest
+free number moved (a new descriptor always takes it). A call that used ``resource.setrlimit`` or
+``resource.prlimit`` makes the next one start from the worker's own limits again.
+
 A signal handler can only be installed from the main thread; from another thread SIGXCPU keeps its
 default action (the worker dies of it, which `classify` names just the same), and SIGXFSZ keeps what
 the process had: Python ignores it from startup, so the write fails with EFBIG; a host that restored
@@ -53,7 +61,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from types import FrameType
 from typing import Any
@@ -140,15 +148,25 @@ def _open_fds() -> int:
 # The C setter: ``signal.signal`` wraps it in enum conversions that cost more than the call itself, and
 # a worker's own watch on the ``signal`` module's setters is for what a tool changes, not for this.
 _set_handler = _signal.signal
+_getsignal = _signal.getsignal
 SIGXCPU, SIGPROF, SIGXFSZ = (int(getattr(signal, n, 0)) for n in ("SIGXCPU", "SIGPROF", "SIGXFSZ"))
+# Likewise the timer: the worker's watch on ``signal.setitimer`` would take the call for one that changed
+# the signal state and look at every disposition after it.
+_setitimer: Any = getattr(_signal, "setitimer", None) or getattr(signal, "setitimer", None)
+ITIMER_PROF = int(getattr(signal, "ITIMER_PROF", 2))
 
 _CAPS: dict[int, bool] = {}
+# This process's pid, kept current by a fork hook: each getpid is a system call, and a call under limits
+# would make several.
+_pid = [os.getpid()]
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=lambda: _pid.__setitem__(0, os.getpid()))
 
 
 def _may_raise_hard_limits() -> bool:
     """CAP_SYS_RESOURCE, looked at once per process (a worker's capabilities only ever shrink, and the
     backstop it allows is only a backstop)."""
-    pid = os.getpid()
+    pid = _pid[0]
     held = _CAPS.get(pid)
     if held is None:
         held = _CAPS[pid] = has_capability(CAP_SYS_RESOURCE)
@@ -171,10 +189,9 @@ def _user_tasks(uid: int) -> int:
 _STATM: list[tuple[int, int]] = []  # (pid, descriptor of its /proc/<pid>/statm), kept open
 
 
-def _data_bytes() -> int:
-    """The data segment and stack of this process now (/proc/self/statm, read again through a descriptor
-    kept open per process: a third of the cost of opening it each call)."""
-    pid = os.getpid()
+def _statm_fd() -> int | None:
+    """This process's /proc/<pid>/statm, opened once per process (None where it cannot be opened)."""
+    pid = _pid[0]
     if not _STATM or _STATM[0][0] != pid:
         if _STATM:  # inherited from the process that forked us: it reads that process's figures
             with contextlib.suppress(OSError):
@@ -183,24 +200,49 @@ def _data_bytes() -> int:
         try:
             _STATM.append((pid, os.open(f"/proc/{pid}/statm", os.O_RDONLY | os.O_CLOEXEC)))
         except OSError:
-            return statm_bytes(STATM_DATA)
-    return int(os.pread(_STATM[0][1], 256, 0).split()[STATM_DATA]) * PAGE
+            return None
+    return _STATM[0][1]
+
+
+def _data_bytes() -> int:
+    """The data segment and stack of this process now (/proc/self/statm, read again through a descriptor
+    kept open per process: a third of the cost of opening it each call)."""
+    fd = _statm_fd()
+    if fd is None:
+        return statm_bytes(STATM_DATA)
+    return int(os.pread(fd, 256, 0).split()[STATM_DATA]) * PAGE
+
+
+def _lowest_free_fd() -> int:
+    """The number the next descriptor would take (-1: unknown); two system calls."""
+    fd = _statm_fd()
+    if fd is None:
+        return -1
+    try:
+        mark = os.dup(fd)
+    except OSError:  # no number free below the limit
+        return -1
+    os.close(mark)
+    return mark
 
 
 class Applied:
     """The limits in force for one call, what they replaced, and the limit signals the call got; the
     context manager ``applied`` returns (entering sets them, leaving restores the worker's own)."""
 
-    __slots__ = ("_handlers", "_in_call", "_saved", "cpu_start_s", "limits", "plan", "tripped")
+    __slots__ = ("_handlers", "_in_call", "_saved", "_timer", "cpu_start_s", "keep", "limits", "plan", "tripped")
 
-    def __init__(self, limits: Limits) -> None:
+    def __init__(self, limits: Limits, keep: bool = False) -> None:
         self.limits = limits
-        self.plan = _plan(limits)
+        self.keep = keep
+        held = _held
+        self.plan = held.plan if held is not None and held.limits is limits else _plan(limits)
         self.cpu_start_s = 0.0
         self.tripped: set[str] = set()
         self._saved: list[tuple[int, tuple[int, int]]] = []
         self._handlers: list[tuple[int, Any]] = []
         self._in_call = True
+        self._timer = False
 
     def __repr__(self) -> str:
         return f"Applied(tripped={sorted(self.tripped)})"
@@ -227,20 +269,32 @@ class Applied:
         if resource is None:
             raise OSError("rlimits are not available on this platform")
         limits = self.limits
+        held = None
+        if self.keep:
+            held = _hold(limits)
+        else:
+            release()  # limits a worker kept from an earlier call are not this call's
         main = threading.get_ident() == threading.main_thread().ident
-        timer = main and limits.cpu_s is not None
-        if limits.cpu_s is not None:
-            # SIGXCPU keeps its default action for the call: the kernel ends the worker at the soft
-            # limit, even in C code that never returns to the interpreter (see the module docstring).
-            self._handlers.append((SIGXCPU, _set_handler(SIGXCPU, _signal.SIG_DFL)))
-            if timer:
-                self._handlers.append((SIGPROF, _set_handler(SIGPROF, self._on_prof)))
+        self._timer = timer = main and limits.cpu_s is not None
+        # SIGXCPU keeps its default action for the call: the kernel ends the worker at the soft limit, even
+        # in C code that never returns to the interpreter (see the module docstring).
+        wanted = [(SIGXCPU, _signal.SIG_DFL)] if limits.cpu_s is not None else []
+        if timer:
+            wanted.append((SIGPROF, _on_prof_signal))
         if main and limits.file_size_mb is not None:
-            self._handlers.append((SIGXFSZ, _set_handler(SIGXFSZ, self._on_xfsz)))
+            wanted.append((SIGXFSZ, _on_xfsz_signal))
+        _current[0] = self
+        if held is None:
+            self._handlers = [(signum, _set_handler(signum, handler)) for signum, handler in wanted]
+        else:
+            held.install(wanted)
         try:
-            _apply(self, plan, timer)
+            if held is None:
+                _apply(self, plan, timer)
+            else:
+                _apply_kept(self, held, plan, timer)
             if timer:
-                signal.setitimer(signal.ITIMER_PROF, limits.cpu_s or 0)
+                _setitimer(ITIMER_PROF, limits.cpu_s or 0)
         except BaseException:
             self.__exit__(None, None, None)
             raise
@@ -248,14 +302,32 @@ class Applied:
 
     def __exit__(self, *exc_info: object) -> None:
         self._in_call = False  # a late SIGPROF from here on does not raise
-        if self.limits.cpu_s is not None and any(signum == SIGPROF for signum, _ in self._handlers):
-            signal.setitimer(signal.ITIMER_PROF, 0)
+        if _current[0] is self:
+            _current[0] = None
+        if self._timer:
+            _setitimer(ITIMER_PROF, 0)
         try:
-            _restore(self)
+            if not self.keep:
+                _restore(self)
         finally:
             for signum, old in self._handlers:
                 _set_handler(signum, old)
             self._handlers.clear()
+
+
+_current: list[Applied | None] = [None]  # the call the limit signals are for (None between calls)
+
+
+def _on_prof_signal(signum: int, frame: FrameType | None) -> None:
+    applied = _current[0]
+    if applied is not None:
+        applied._on_prof(signum, frame)
+
+
+def _on_xfsz_signal(signum: int, frame: FrameType | None) -> None:
+    applied = _current[0]
+    if applied is not None:
+        applied._on_xfsz(signum, frame)
 
 
 _PLANS: dict[Limits, tuple[tuple[str, int], ...]] = {}
@@ -272,9 +344,9 @@ def _plan(limits: Limits) -> tuple[tuple[str, int], ...]:
     return plan
 
 
-def _set_soft(applied: Applied, which: int, soft: int, hard: int | None = None) -> None:
-    old_soft, old_hard = old = resource.getrlimit(which)
-    applied._saved.append((which, old))
+def _target(old: tuple[int, int], soft: int, hard: int | None) -> tuple[int, int]:
+    """The (soft, hard) pair to set over the worker's own `old`: never looser than it."""
+    old_soft, old_hard = old
     new_hard = old_hard if hard is None else hard
     if new_hard != resource.RLIM_INFINITY and old_hard != resource.RLIM_INFINITY:
         new_hard = min(new_hard, old_hard)
@@ -282,46 +354,186 @@ def _set_soft(applied: Applied, which: int, soft: int, hard: int | None = None) 
         soft = min(soft, new_hard)
     if old_soft != resource.RLIM_INFINITY:
         soft = min(soft, old_soft)  # never loosen what the worker already had
-    resource.setrlimit(which, (soft, new_hard))
+    return soft, new_hard
 
 
-def _apply(applied: Applied, plan: tuple[tuple[str, int], ...], timer: bool) -> None:
+def _set_soft(applied: Applied, which: int, soft: int, hard: int | None = None) -> None:
+    old = _getrlimit(which)
+    applied._saved.append((which, old))
+    _setrlimit(which, _target(old, soft, hard))
+
+
+def _values(applied: Applied, plan: tuple[tuple[str, int], ...], timer: bool,
+            open_fds: Callable[[], int]) -> Iterator[tuple[int, int, int | None]]:
+    """(rlimit, soft, hard or None) of each limit in `plan`, worked out from this process now."""
     limits = applied.limits
     for name, which in plan:
         if name == "memory_mb":
-            _set_soft(applied, which, _data_bytes() + (limits.memory_mb or 0) * MIB)
+            yield which, _data_bytes() + (limits.memory_mb or 0) * MIB, None
         elif name == "cpu_s":
             applied.cpu_start_s = start = time.process_time()
             soft = math.ceil(start + (limits.cpu_s or 0) + (1 if timer else 0))
-            backstop = soft + CPU_BACKSTOP_S if _may_raise_hard_limits() else None
-            _set_soft(applied, which, soft, backstop)
+            yield which, soft, soft + CPU_BACKSTOP_S if _may_raise_hard_limits() else None
         elif name == "file_size_mb":
-            _set_soft(applied, which, (limits.file_size_mb or 0) * MIB)
+            yield which, (limits.file_size_mb or 0) * MIB, None
         elif name == "open_files":
-            _set_soft(applied, which, _open_fds() + (limits.open_files or 0))
+            yield which, open_fds() + (limits.open_files or 0), None
         else:
-            _set_soft(applied, which, _user_tasks(os.getuid()) + (limits.processes or 0))
+            yield which, _user_tasks(os.getuid()) + (limits.processes or 0), None
+
+
+def _apply(applied: Applied, plan: tuple[tuple[str, int], ...], timer: bool) -> None:
+    for which, soft, hard in _values(applied, plan, timer, _open_fds):
+        _set_soft(applied, which, soft, hard)
 
 
 def _restore(applied: Applied) -> None:
+    _put_back(reversed(applied._saved), "after the call")
+    applied._saved.clear()
+
+
+def _put_back(saved: Iterable[tuple[int, tuple[int, int]]], when: str) -> None:
     failures = []
-    for which, old in reversed(applied._saved):
+    for which, old in saved:
         try:
-            resource.setrlimit(which, old)
+            _setrlimit(which, old)
         except (OSError, ValueError) as exc:
             failures.append(f"rlimit {which}: {exc}")
-    applied._saved.clear()
     if failures:  # the worker cannot serve the next call as promised: its owner must replace it
-        raise RuntimeError("could not restore the worker's limits after the call: " + "; ".join(failures))
+        raise RuntimeError(f"could not restore the worker's limits {when}: " + "; ".join(failures))
 
 
-def applied(limits: Limits) -> Applied:
+# The setters as they were at import: the module's names are watched in a process that keeps limits.
+_getrlimit: Any = getattr(resource, "getrlimit", None)
+_setrlimit: Any = getattr(resource, "setrlimit", None)
+
+
+class _Held:
+    """The rlimits a process kept in place after a call (``applied(limits, keep=True)``): for which
+    Limits, what the process had before (`original`), what is set now (`current`), and the open
+    descriptors as last counted with the lowest free number then (`fds`, `fd_mark`)."""
+
+    __slots__ = ("current", "fd_mark", "fds", "handlers", "limits", "made_from", "original", "pid", "plan")
+
+    def __init__(self, limits: Limits, plan: tuple[tuple[str, int], ...]) -> None:
+        self.limits = limits
+        self.plan = plan
+        self.made_from: dict[int, int] = {}  # the soft value each kept limit was worked out as
+        self.pid = _pid[0]
+        self.original: dict[int, tuple[int, int]] = {}
+        self.current: dict[int, tuple[int, int]] = {}
+        self.fds = 0
+        self.fd_mark = -2
+        self.handlers: dict[int, Any] = {}  # the handler each limit signal had before the first call
+
+    def install(self, wanted: list[tuple[int, Any]]) -> None:
+        """Put in the limit signals' handlers that are not in place (looking costs no system call)."""
+        for signum, handler in wanted:
+            if _getsignal(signum) != handler:
+                old = _set_handler(signum, handler)
+                self.handlers.setdefault(signum, old)
+
+    def open_fds(self) -> int:
+        mark = _lowest_free_fd()
+        if mark < 0 or mark != self.fd_mark:
+            self.fds = _open_fds()
+            self.fd_mark = mark
+        return self.fds
+
+
+_held: _Held | None = None
+_touched = [False]  # a call used resource.setrlimit or resource.prlimit since the limits were kept
+
+
+def release() -> None:
+    """Put back the worker's own rlimits and limit-signal handlers where a call's were kept in place
+    (nothing otherwise)."""
+    global _held
+    held = _held
+    if held is None:
+        return
+    _held = None
+    for signum, old in held.handlers.items():
+        _set_handler(signum, old)
+    everything = _touched[0]  # a call set limits itself: what is in place is not what was kept
+    _put_back(((w, old) for w, old in held.original.items() if everything or held.current.get(w) != old),
+              "kept after the calls under them")
+
+
+def _watch_setters() -> None:
+    """Wrap ``resource.setrlimit``/``prlimit`` so a call that changes limits itself is known."""
+    for name in ("setrlimit", "prlimit"):
+        original = getattr(resource, name, None)
+        if original is None or getattr(original, "_toolfork_watched", False):
+            continue
+
+        def watched(*args: Any, _original: Any = original) -> Any:
+            _touched[0] = True
+            return _original(*args)
+
+        watched._toolfork_watched = True  # type: ignore[attr-defined]
+        setattr(resource, name, watched)
+
+
+def _hold(limits: Limits) -> _Held:
+    """The kept state for a call under `limits`: the one in place, or a new one once the worker's own
+    limits are back (another Limits value, a call that set limits itself, a forked copy)."""
+    global _held
+    held = _held
+    if held is not None and (_touched[0] or held.pid != _pid[0]
+                             or (held.limits is not limits and held.limits != limits)):
+        release()
+        held = None
+    if held is None:
+        _watch_setters()
+        _touched[0] = False
+        held = _held = _Held(limits, _plan(limits))
+    return held
+
+
+def _apply_kept(applied: Applied, held: _Held, plan: tuple[tuple[str, int], ...], timer: bool) -> None:
+    """Set `applied`'s limits where they are not in place already, and keep them after the call.
+
+    On the path of every call of a run: each value is worked out as ``_values`` does and compared with
+    the one the kept limit was made from before anything is set."""
+    limits = applied.limits
+    made_from = held.made_from
+    for name, which in plan:
+        hard = None
+        if name == "memory_mb":
+            soft = _data_bytes() + (limits.memory_mb or 0) * MIB
+        elif name == "cpu_s":
+            applied.cpu_start_s = start = time.process_time()
+            soft = math.ceil(start + (limits.cpu_s or 0) + (1 if timer else 0))
+            hard = soft + CPU_BACKSTOP_S if _may_raise_hard_limits() else None
+        elif name == "file_size_mb":
+            soft = (limits.file_size_mb or 0) * MIB
+        elif name == "open_files":
+            soft = held.open_fds() + (limits.open_files or 0)
+        else:
+            soft = _user_tasks(os.getuid()) + (limits.processes or 0)
+        if made_from.get(which) == soft:
+            continue  # in place since an earlier call
+        made_from.pop(which, None)  # unknown until the call below succeeds
+        old = held.original.get(which)
+        if old is None:
+            old = held.original[which] = _getrlimit(which)
+        target = _target(old, soft, hard)
+        if held.current.get(which, old) != target:
+            _setrlimit(which, target)
+            held.current[which] = target
+        made_from[which] = soft
+
+
+def applied(limits: Limits, keep: bool = False) -> Applied:
     """A context manager: run the body under `limits`' rlimits and restore the worker's own limits after it.
 
-    Fields that are not rlimits (network, paths) are ignored here. The `Applied` it gives says which
-    limit signals arrived (`tripped`) and classifies the call's outcome.
+    With `keep`, the limits stay in place after the body for the next body under the same limits, and
+    ``release()`` (or a body under other limits without `keep`) puts the worker's own back: what a
+    worker does between calls. Fields that are not rlimits (network, paths) are ignored here. The
+    `Applied` it gives says which limit signals arrived (`tripped`) and classifies the call's outcome.
     """
-    return Applied(limits)
+    return Applied(limits, keep)
 
 
 def _chain(exc: BaseException) -> Iterator[BaseException]:

@@ -5,9 +5,11 @@ Why in the worker, around ``execute_call``: the limits bind the process that run
 the worker sees what the tool raised (MemoryError, OSError(EFBIG), the SIGXCPU it was sent). So:
 
 * rlimits (memory_mb, cpu_s, file_size_mb, open_files, processes) are the worker's soft limits for the
-  length of the call and restored after it (``governance.rlimits.applied``), so a warm worker serves
-  limited and unlimited tools alike; an exception that stands for a limit, or a limit signal the tool
-  swallowed, makes the call's result an error of type ``LimitExceeded`` naming the limit and its value.
+  calls that have them (``governance.rlimits.applied``, kept in place while the next call has the same
+  limits; the worker's own put back before a call under other limits or none, and at the end of each
+  frame of calls: ``release``), so a warm worker serves limited and unlimited tools alike; an exception
+  that stands for a limit, or a limit signal the tool swallowed, makes the call's result an error of
+  type ``LimitExceeded`` naming the limit and its value.
   A worker that dies of one (SIGXCPU past the first warning) is named the same way by the host
   (``WorkerCore.crashed``).
 * a sandboxed call (``Limits.sandboxed``: network=False, read_paths, write_paths, sandbox=True) runs in
@@ -76,7 +78,7 @@ class CallLimits:
                     sandbox.lock_rlimits(limits)
                 except (OSError, ValueError) as exc:
                     return _refused(call_id, name, pid, f"its limits could not be made hard: {exc}")
-            with rlimits.applied(limits) as state:
+            with rlimits.applied(limits, keep=key is None) as state:  # kept for the next call (see rlimits)
                 result = run(limit_hit)
         except rlimits.LimitExceededError as exc:  # the signal came between the tool and its result
             result = ToolResult(call_id, name, "error", worker_pid=pid,

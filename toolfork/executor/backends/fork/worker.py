@@ -42,6 +42,7 @@ from toolfork.executor.invoke import CallInterrupted, error_info, execute_call
 from toolfork.executor.types import ErrorInfo, ToolCall, ToolResult
 from toolfork.executor.wire import dataonly, frames
 from toolfork.executor.wire.frames import EXIT_CHANNEL_DAMAGED, ChannelDamaged
+from toolfork.governance import rlimits
 from toolfork.governance import sandbox as sandboxing
 from toolfork.governance.limits import Limits
 from toolfork.tools.runtime import ToolRuntime
@@ -218,6 +219,7 @@ def _serve(channels: Channels, tools: dict[str, Any], hooks: Hooks, sandbox: Lim
     limited = CallLimits(hooks.limits, sandbox)  # each tool's limits, worked out once (see fork.limited)
     default_limits = hooks.limits
     limits_of = limited.of
+    release_limits = rlimits.release
     next_seq = 0  # the place of the next call among those this worker was sent (see wire.frames: seq)
     while True:
         msg = recv(call_fd, side, lock)
@@ -255,6 +257,7 @@ def _serve(channels: Channels, tools: dict[str, Any], hooks: Hooks, sandbox: Lim
                         dumps = _data_only_dumps
                         encode = None  # the host encodes its lines itself: no bytes of the call go out as a line
                     if limits is None:
+                        release_limits()  # limits an earlier call kept in place are not this call's
                         result = execute_call(tool, call_id, arguments, runtime, before, after, pid)
                     else:
                         result = limited.run(limits, call_id, name, pid, functools.partial(
@@ -293,6 +296,7 @@ def _serve(channels: Channels, tools: dict[str, Any], hooks: Hooks, sandbox: Lim
         if exposed:  # the frame's last call was not run (a lane line sent back): its predecessor's timer
             baseline.disarm_alarm()
         baseline.reset()
+        release_limits()  # kept for the calls of one frame: reading the next frame is the worker's own work
 
 
 def _data_only_dumps(obj: Any, _protocol: int) -> bytes:
