@@ -38,7 +38,7 @@ import signal
 import sys
 from collections.abc import Sequence
 
-from . import landlock, seccomp
+from . import hook_threads, landlock, seccomp
 from .limits import Limits
 from .verdict import PAGE, Probe, libc, thread_count
 
@@ -149,11 +149,12 @@ def enter(limits: Limits, keep: Sequence[int]) -> None:
         seccomp.prepare(no_network)  # built in the template already; a missing libseccomp fails here
     except OSError as exc:
         raise SandboxError(exc.errno or errno.ENOSYS, str(exc)) from None
+    hook_threads.stop()  # an exporter thread an at-fork hook restarted in this child (OpenTelemetry's)
     threads = thread_count()
     if threads > 1:  # unshare(CLONE_NEWUSER) and Landlock bind one thread: the others would stay outside
         raise SandboxError(errno.EINVAL, f"this process runs {threads} threads, so no sandbox can be entered "
-                           "(a thread an os.register_at_fork hook restarts in every forked child, such as "
-                           "OpenTelemetry's BatchSpanProcessor in the host, or one the template started)")
+                           "(a thread an os.register_at_fork hook restarts in every forked child, other than "
+                           "OpenTelemetry's batch processors, which are stopped; or one the template started)")
     close_inherited(keep)
     set_environ(limits)
     uid, gid = os.getuid(), os.getgid()

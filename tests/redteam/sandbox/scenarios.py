@@ -423,6 +423,37 @@ def s_thread_in_host(work: Path) -> Evidence:
     return ev
 
 
+def sandbox_probe(port: int) -> dict[str, Any]:
+    """What a sandboxed call runs: its threads, its PID (1 in its own PID namespace), its network."""
+    return {**offline_probe(port), "pid": os.getpid()}
+
+
+def s_otel_in_host(work: Path) -> Evidence:
+    """OpenTelemetry's SDK in the host: a BatchSpanProcessor, whose at-fork hook restarts its exporter
+    thread in every forked child."""
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(BatchSpanProcessor(exporter, schedule_delay_millis=50))
+    tracer = provider.get_tracer("toolfork-redteam")
+    sink = TcpSink()
+    try:
+        with tracer.start_as_current_span("host-before"):
+            offline = outcome(Tool("attack", fn=sandbox_probe, limits=Limits(network=False)), {"port": sink.port})
+            sandboxed = outcome(Tool("attack", fn=sandbox_probe, limits=Limits(sandbox=True)), {"port": sink.port})
+        with tracer.start_as_current_span("host-after"):
+            pass
+        provider.force_flush()
+        exported = sorted(span.name for span in exporter.get_finished_spans())
+    finally:
+        provider.shutdown()
+    return {"offline": offline, "sandboxed": sandboxed, "exported": exported,
+            "server_got": [d.decode(errors="replace") for d in sink.received()]}
+
+
 def _start_thread() -> None:
     threading.Thread(target=time.sleep, args=(30,), daemon=True).start()
 

@@ -97,6 +97,18 @@ def test_a_thread_in_the_host_neither_refuses_nor_breaks_the_sandbox(attack: Att
 
 
 @users
+def test_opentelemetry_batch_exporting_in_the_host_neither_refuses_nor_breaks_the_sandbox(attack: Attack,
+                                                                                        user: str) -> None:
+    ev = attack("otel_in_host", user)
+    offline, sandboxed = ran(ev["offline"]), ran(ev["sandboxed"])
+    assert offline["threads"] == 1 and sandboxed["threads"] == 1, ev  # the exporter thread stopped first
+    assert offline["pid"] == 1 and sandboxed["pid"] == 1, ev  # each in a PID namespace of its own
+    assert offline["network"] != "connected", ev
+    assert ev["server_got"] == ["ESCAPED"]  # only the sandbox=True call (network allowed) reached the host
+    assert ev["exported"] == ["host-after", "host-before"], ev  # the host's exporter works, nothing twice
+
+
+@users
 def test_a_thread_from_on_worker_start_runs_inside_the_sandbox(attack: Attack, user: str) -> None:
     ev = attack("thread_in_worker_start", user)
     out = ran(ev)

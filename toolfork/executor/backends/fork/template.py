@@ -44,6 +44,7 @@ from typing import Any
 from toolfork.executor.backends.base import Hooks
 from toolfork.executor.backends.fork.worker import become_subreaper, worker_main
 from toolfork.executor.wire import WakePipe
+from toolfork.governance import hook_threads
 
 MAX_MESSAGE = 1 << 16
 
@@ -52,6 +53,7 @@ def template_main(ctrl: socket.socket, tools: dict[str, Any], hooks: Hooks) -> N
     """Runs in the template process (started by multiprocess with the fork start method)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C belongs to the host; it closes us
     become_subreaper()
+    hook_threads.park()  # an exporter thread an at-fork hook restarted here: the template runs one thread
     # Everything inherited from the host goes to the collector's permanent generation: a worker's
     # collections then never walk (and so never copy-on-write) the host's objects.
     gc.freeze()
