@@ -6,8 +6,9 @@ a hard rlimit cannot be shed, so a process that entered them is good for that ca
 is single-threaded (threads in the host or in warm workers do not matter) and already holds the tools.
 
     template ── fork ──> one-shot worker ("outer": outside the namespaces, runs no tool code)
-                           │ 1. every inherited descriptor closed but the call's channels;
-                           │    stdin/stdout/stderr on /dev/null
+                           │ 1. every inherited descriptor closed but the call's channels (a
+                           │    spare: its socket to the template, which later sends the channels
+                           │    to the entered sandbox); stdin/stdout/stderr on /dev/null
                            │ 2. the environment: MINIMAL_ENV plus the names in Limits(env=[...])
                            │ 3. unshare: user, PID, mount, IPC namespaces (and network under
                            │    network=False); uid/gid mapped onto themselves (files keep owners)
