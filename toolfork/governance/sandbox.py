@@ -10,7 +10,7 @@ is single-threaded (threads in the host or in warm workers do not matter) and al
                            │    spare: its socket to the template, which later sends the channels
                            │    to the entered sandbox); stdin/stdout/stderr on /dev/null
                            │ 2. the environment: MINIMAL_ENV plus the names in Limits(env=[...])
-                           │ 3. unshare: user, PID, mount, IPC namespaces (and network under
+                           │ 3. unshare: user, PID, mount namespaces (and network under
                            │    network=False); uid/gid mapped onto themselves (files keep owners)
                            │ fork
                            └──> sandbox ("inner": PID 1 of its namespace)
@@ -44,7 +44,6 @@ from .limits import Limits
 from .verdict import PAGE, Probe, libc, thread_count
 
 CLONE_NEWNS = 0x00020000
-CLONE_NEWIPC = 0x08000000
 CLONE_NEWUSER = 0x10000000
 CLONE_NEWPID = 0x20000000
 CLONE_NEWNET = 0x40000000
@@ -159,8 +158,8 @@ def enter(limits: Limits, keep: Sequence[int]) -> None:
     close_inherited(keep)
     set_environ(limits)
     uid, gid = os.getuid(), os.getgid()
-    flags = CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWIPC | (CLONE_NEWNET if no_network else 0)
-    _check(libc().unshare(ctypes.c_int(flags)), "unshare (user, PID, mount, IPC, network namespaces)")
+    flags = CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS | (CLONE_NEWNET if no_network else 0)
+    _check(libc().unshare(ctypes.c_int(flags)), "unshare (user, PID, mount, network namespaces)")
     try:
         _map_ids(uid, gid)
     except OSError as exc:

@@ -454,6 +454,36 @@ def s_otel_in_host(work: Path) -> Evidence:
             "server_got": [d.decode(errors="replace") for d in sink.received()]}
 
 
+IPC_PRIVATE, IPC_RMID = 0, 0
+
+
+def attach_sysv_shm(shmid: int) -> dict[str, Any]:
+    """Attach the host's SysV shared memory segment by its id and read it."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.shmat.restype = ctypes.c_void_p
+    addr = libc.shmat(ctypes.c_int(shmid), None, ctypes.c_int(0))
+    if addr in (None, ctypes.c_void_p(-1).value):
+        return {"attach": os.strerror(ctypes.get_errno())}
+    return {"attach": "ok", "read": ctypes.string_at(addr, 6).decode(errors="replace")}
+
+
+def s_sysv_shm(work: Path) -> Evidence:
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.shmat.restype = ctypes.c_void_p
+    shmid = libc.shmget(ctypes.c_int(IPC_PRIVATE), ctypes.c_size_t(4096), ctypes.c_int(0o1666))
+    assert shmid >= 0, os.strerror(ctypes.get_errno())
+    try:
+        addr = libc.shmat(ctypes.c_int(shmid), None, ctypes.c_int(0))
+        ctypes.memmove(addr, b"SECRET", 6)
+        libc.shmdt(ctypes.c_void_p(addr))
+        host_view = attach_sysv_shm(shmid)
+        ev = outcome(Tool("attack", fn=attach_sysv_shm, limits=Limits(sandbox=True)), {"shmid": shmid})
+    finally:
+        libc.shmctl(ctypes.c_int(shmid), ctypes.c_int(IPC_RMID), None)
+    ev["host_view"] = host_view
+    return ev
+
+
 def _start_thread() -> None:
     threading.Thread(target=time.sleep, args=(30,), daemon=True).start()
 

@@ -117,6 +117,13 @@ def test_a_thread_from_on_worker_start_runs_inside_the_sandbox(attack: Attack, u
 
 
 @users
+def test_host_sysv_shared_memory_is_out_of_reach(attack: Attack, user: str) -> None:
+    ev = attack("sysv_shm", user)
+    assert ev["host_view"] == {"attach": "ok", "read": "SECRET"}, ev  # the segment is there to be had
+    assert ran(ev)["attach"] != "ok", ev
+
+
+@users
 def test_host_unix_sockets_are_out_of_reach(attack: Attack, user: str) -> None:
     ev = attack("unix_sockets", user)
     out = ran(ev)
