@@ -30,10 +30,11 @@ Replies (template -> host):
     ("spawned", wid, pid)     ("exited", pid, wait_status)
 
 Spares: entering a sandbox takes two forks and the namespaces' set-up, so the template keeps, per
-sandbox (distinct Limits), ``SPARES_PER_SANDBOX`` one-shots forked and entered ahead, each blocked on
-a socket of its own. A sandboxed "spawn" hands the oldest spare the three channels (SCM_RIGHTS) and
-names its pid; then a new spare is forked, after the reply. A spare serves one call, as any one-shot;
-it leaves unused at EOF on its socket, when tools are added (it has the old ones) or the pool closes.
+sandbox (distinct Limits), one-shots forked and entered ahead (one after a first call, up to
+``SPARES_PER_SANDBOX`` once they are taken), each blocked on a socket of its own. A sandboxed
+"spawn" hands the oldest spare the three channels (SCM_RIGHTS) and names its pid; then new spares are
+forked, after the reply. A spare serves one call, as any one-shot; it leaves unused at EOF on its
+socket, when tools are added (it has the old ones) or the pool closes.
 
     host ──spawn(wid, limits)──> template ──channels──> spare (entered: namespaces, Landlock, seccomp)
          <──spawned(wid, pid)──           ──fork────> next spare (enters, waits)
@@ -124,10 +125,10 @@ def template_main(ctrl: socket.socket, tools: dict[str, Any], hooks: Hooks) -> N
         children.add(pid)
         return pid
 
-    def fork_spares(key: bytes, sandbox: Any) -> None:
+    def fork_spares(key: bytes, sandbox: Any, want: int) -> None:
         waiting = spares.pop(key, [])
         spares[key] = waiting  # the sandbox used last is the last to go
-        while len(waiting) < SPARES_PER_SANDBOX:
+        while len(waiting) < want:
             ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
             try:
                 pid = fork_worker((-1, -1, -1), sandbox, theirs.fileno())
@@ -182,6 +183,7 @@ def template_main(ctrl: socket.socket, tools: dict[str, Any], hooks: Hooks) -> N
                 _prepare_sandbox(sandbox)
                 key = pickle.dumps(sandbox)
                 spawned = _hand_over(spares.get(key, []), children, (call_fd, result_fd, side_fd))
+            took_spare = spawned is not None
             if spawned is None:
                 spawned = fork_worker((call_fd, result_fd, side_fd), sandbox, None)
             os.close(call_fd)
@@ -189,7 +191,9 @@ def template_main(ctrl: socket.socket, tools: dict[str, Any], hooks: Hooks) -> N
             os.close(side_fd)
             _send(ctrl, ("spawned", msg[1], spawned))
             if sandbox is not None and exiting_until is None:
-                fork_spares(key, sandbox)  # the next calls of this sandbox find it entered already
+                # The next calls of this sandbox find it entered already: one spare after a call that
+                # found none (a pool that makes one call wastes one), SPARES_PER_SANDBOX once they are taken.
+                fork_spares(key, sandbox, SPARES_PER_SANDBOX if took_spare else 1)
         elif kind == "term":
             _, pid, grace = msg
             if pid in children:
