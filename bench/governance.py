@@ -15,7 +15,8 @@ What each row times, per call (the median of 5 rounds, interleaved across rows, 
 - Executor rows: the same tool through `Executor.run` (2 workers, batches of N calls), plain, under
   rlimits (each call in its warm worker), and sandboxed: sandbox=True, network=False, read_paths/
   write_paths (each call in a one-shot process forked from the template, which enters the sandbox:
-  namespaces, seccomp, Landlock; what toolfork does).
+  namespaces, seccomp, Landlock; what toolfork does); "one call at a time" is the latency of a single
+  sandboxed call after a pause (the median), which the pool's sandboxes entered ahead are for.
 Usage: PYTHONPATH=. python bench/governance.py [N]. Prints a table of microseconds and ratios to the
 warm plain call; a row whose tool is missing or refuses to run here says why instead.
 """
@@ -119,6 +120,22 @@ def _executor(n: int, limits: Limits | None) -> float:
     return elapsed / n
 
 
+def _executor_one_at_a_time(n: int, limits: Limits) -> float:
+    """Seconds from `run` to result of one call at a time, each after a 50 ms pause (what an agent that
+    makes one sandboxed call per turn waits; the set-up of the next sandbox happens in the pause)."""
+    t = Tool("tool", fn=tool, limits=limits)
+    took = []
+    with Executor([t], mode="fork", workers=2) as ex:
+        for i in range(n + 1):
+            time.sleep(0.05)
+            start = time.perf_counter()
+            (r,) = ex.run([{"id": str(i), "name": "tool", "arguments": {}}])
+            took.append(time.perf_counter() - start)
+            if r.status != "ok":
+                raise RuntimeError(f"a call failed: {r.error}")
+    return statistics.median(took[1:])  # the first call has no sandbox entered ahead
+
+
 def _command(n: int, argv: list[str]) -> float:
     first = subprocess.run(argv, capture_output=True, timeout=60)
     if first.returncode != 0:
@@ -169,6 +186,8 @@ def main() -> None:
         ("Executor: + rlimits (memory, cpu, file size, open files)", lambda: _executor(n, RLIMITS)),
         ("Executor: sandbox=True (one-shot sandbox per call)", lambda: _executor(n // 10, Limits(sandbox=True))),
         ("Executor: network=False (one-shot sandbox per call)", lambda: _executor(n // 10, Limits(network=False))),
+        ("Executor: sandbox=True, one call at a time", lambda: _executor_one_at_a_time(max(n // 100, 5),
+                                                                                    Limits(sandbox=True))),
         ("Executor: read/write_paths (one-shot + Landlock)",
          lambda: _executor(n // 10, Limits(read_paths=[sys.prefix, SANDBOX_DIR, "/usr", "/lib", "/etc"],
                                           write_paths=[SANDBOX_DIR]))),

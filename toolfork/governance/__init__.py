@@ -27,7 +27,7 @@ network=False      the sandbox, with its own network        a one-shot process p
 read_paths,        the sandbox, with a Landlock ruleset     a one-shot process per call
 write_paths
 sandbox=True       the sandbox (`sandbox.enter`): user,     a one-shot process per call, its
-                   PID, mount, IPC namespaces, no fd or     rlimits hard = soft
+                   PID, mount namespaces, no fd or          rlimits hard = soft
                    env var inherited, seccomp (`seccomp`)
 =================  =======================================  ====================================
 

@@ -6,10 +6,11 @@ a hard rlimit cannot be shed, so a process that entered them is good for that ca
 is single-threaded (threads in the host or in warm workers do not matter) and already holds the tools.
 
     template ── fork ──> one-shot worker ("outer": outside the namespaces, runs no tool code)
-                           │ 1. every inherited descriptor closed but the call's channels;
-                           │    stdin/stdout/stderr on /dev/null
+                           │ 1. every inherited descriptor closed but the call's channels (a
+                           │    spare: its socket to the template, which later sends the channels
+                           │    to the entered sandbox); stdin/stdout/stderr on /dev/null
                            │ 2. the environment: MINIMAL_ENV plus the names in Limits(env=[...])
-                           │ 3. unshare: user, PID, mount, IPC namespaces (and network under
+                           │ 3. unshare: user, PID, mount namespaces (and network under
                            │    network=False); uid/gid mapped onto themselves (files keep owners)
                            │ fork
                            └──> sandbox ("inner": PID 1 of its namespace)
@@ -38,12 +39,11 @@ import signal
 import sys
 from collections.abc import Sequence
 
-from . import landlock, seccomp
+from . import hook_threads, landlock, seccomp
 from .limits import Limits
 from .verdict import PAGE, Probe, libc, thread_count
 
 CLONE_NEWNS = 0x00020000
-CLONE_NEWIPC = 0x08000000
 CLONE_NEWUSER = 0x10000000
 CLONE_NEWPID = 0x20000000
 CLONE_NEWNET = 0x40000000
@@ -149,16 +149,17 @@ def enter(limits: Limits, keep: Sequence[int]) -> None:
         seccomp.prepare(no_network)  # built in the template already; a missing libseccomp fails here
     except OSError as exc:
         raise SandboxError(exc.errno or errno.ENOSYS, str(exc)) from None
+    hook_threads.stop()  # an exporter thread an at-fork hook restarted in this child (OpenTelemetry's)
     threads = thread_count()
     if threads > 1:  # unshare(CLONE_NEWUSER) and Landlock bind one thread: the others would stay outside
         raise SandboxError(errno.EINVAL, f"this process runs {threads} threads, so no sandbox can be entered "
-                           "(a thread an os.register_at_fork hook restarts in every forked child, such as "
-                           "OpenTelemetry's BatchSpanProcessor in the host, or one the template started)")
+                           "(a thread an os.register_at_fork hook restarts in every forked child, other than "
+                           "OpenTelemetry's batch processors, which are stopped; or one the template started)")
     close_inherited(keep)
     set_environ(limits)
     uid, gid = os.getuid(), os.getgid()
-    flags = CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWIPC | (CLONE_NEWNET if no_network else 0)
-    _check(libc().unshare(ctypes.c_int(flags)), "unshare (user, PID, mount, IPC, network namespaces)")
+    flags = CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS | (CLONE_NEWNET if no_network else 0)
+    _check(libc().unshare(ctypes.c_int(flags)), "unshare (user, PID, mount, network namespaces)")
     try:
         _map_ids(uid, gid)
     except OSError as exc:

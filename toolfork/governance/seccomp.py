@@ -4,7 +4,9 @@ processes, load kernel code or reach a host socket fail with EPERM.
 Why a filter on top of the namespaces: inside its user namespace a sandboxed call holds every
 capability of that namespace, so without a filter it could build new namespaces, mount over paths,
 trace processes of its own namespace tree or open a kernel facility (io_uring, bpf, perf events,
-keyrings) that is not namespaced at all. The filter is the second wall behind each of those.
+keyrings) that is not namespaced at all. The filter is the second wall behind each of those, and the
+only one before the host's System V IPC objects and POSIX message queues (the sandbox enters no IPC
+namespace: it is the costliest to create, and its calls are few enough to refuse).
 
 How: the filter is written with libseccomp through ``pyseccomp`` (its rules are by name, so syscall
 numbers and the architecture check come from the maintained library), exported once per variant as
@@ -52,6 +54,11 @@ DENIED = (
     # files by handle (bypass path checks), the machine's state
     "open_by_handle_at", "name_to_handle_at", "swapon", "swapoff", "reboot", "syslog", "acct", "quotactl",
     "settimeofday", "clock_settime", "clock_adjtime", "adjtimex", "iopl", "ioperm", "vhangup", "fanotify_init",
+    # System V IPC and POSIX message queues: the host's objects (the sandbox has no IPC namespace: creating
+    # one costs more than the rest of the set-up, and these calls are all it would guard)
+    "shmget", "shmat", "shmdt", "shmctl", "semget", "semop", "semtimedop", "semctl", "msgget", "msgsnd",
+    "msgrcv", "msgctl", "ipc", "mq_open", "mq_unlink", "mq_timedsend", "mq_timedreceive", "mq_notify",
+    "mq_getsetattr",
 )
 
 

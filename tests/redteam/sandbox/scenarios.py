@@ -423,6 +423,67 @@ def s_thread_in_host(work: Path) -> Evidence:
     return ev
 
 
+def sandbox_probe(port: int) -> dict[str, Any]:
+    """What a sandboxed call runs: its threads, its PID (1 in its own PID namespace), its network."""
+    return {**offline_probe(port), "pid": os.getpid()}
+
+
+def s_otel_in_host(work: Path) -> Evidence:
+    """OpenTelemetry's SDK in the host: a BatchSpanProcessor, whose at-fork hook restarts its exporter
+    thread in every forked child."""
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(BatchSpanProcessor(exporter, schedule_delay_millis=50))
+    tracer = provider.get_tracer("toolfork-redteam")
+    sink = TcpSink()
+    try:
+        with tracer.start_as_current_span("host-before"):
+            offline = outcome(Tool("attack", fn=sandbox_probe, limits=Limits(network=False)), {"port": sink.port})
+            sandboxed = outcome(Tool("attack", fn=sandbox_probe, limits=Limits(sandbox=True)), {"port": sink.port})
+        with tracer.start_as_current_span("host-after"):
+            pass
+        provider.force_flush()
+        exported = sorted(span.name for span in exporter.get_finished_spans())
+    finally:
+        provider.shutdown()
+    return {"offline": offline, "sandboxed": sandboxed, "exported": exported,
+            "server_got": [d.decode(errors="replace") for d in sink.received()]}
+
+
+IPC_PRIVATE, IPC_RMID = 0, 0
+
+
+def attach_sysv_shm(shmid: int) -> dict[str, Any]:
+    """Attach the host's SysV shared memory segment by its id and read it."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.shmat.restype = ctypes.c_void_p
+    addr = libc.shmat(ctypes.c_int(shmid), None, ctypes.c_int(0))
+    if addr in (None, ctypes.c_void_p(-1).value):
+        return {"attach": os.strerror(ctypes.get_errno())}
+    return {"attach": "ok", "read": ctypes.string_at(addr, 6).decode(errors="replace")}
+
+
+def s_sysv_shm(work: Path) -> Evidence:
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.shmat.restype = ctypes.c_void_p
+    shmid = libc.shmget(ctypes.c_int(IPC_PRIVATE), ctypes.c_size_t(4096), ctypes.c_int(0o1666))
+    assert shmid >= 0, os.strerror(ctypes.get_errno())
+    try:
+        addr = libc.shmat(ctypes.c_int(shmid), None, ctypes.c_int(0))
+        ctypes.memmove(addr, b"SECRET", 6)
+        libc.shmdt(ctypes.c_void_p(addr))
+        host_view = attach_sysv_shm(shmid)
+        ev = outcome(Tool("attack", fn=attach_sysv_shm, limits=Limits(sandbox=True)), {"shmid": shmid})
+    finally:
+        libc.shmctl(ctypes.c_int(shmid), ctypes.c_int(IPC_RMID), None)
+    ev["host_view"] = host_view
+    return ev
+
+
 def _start_thread() -> None:
     threading.Thread(target=time.sleep, args=(30,), daemon=True).start()
 

@@ -97,11 +97,30 @@ def test_a_thread_in_the_host_neither_refuses_nor_breaks_the_sandbox(attack: Att
 
 
 @users
+def test_opentelemetry_batch_exporting_in_the_host_neither_refuses_nor_breaks_the_sandbox(attack: Attack,
+                                                                                        user: str) -> None:
+    ev = attack("otel_in_host", user)
+    offline, sandboxed = ran(ev["offline"]), ran(ev["sandboxed"])
+    assert offline["threads"] == 1 and sandboxed["threads"] == 1, ev  # the exporter thread stopped first
+    assert offline["pid"] == 1 and sandboxed["pid"] == 1, ev  # each in a PID namespace of its own
+    assert offline["network"] != "connected", ev
+    assert ev["server_got"] == ["ESCAPED"]  # only the sandbox=True call (network allowed) reached the host
+    assert ev["exported"] == ["host-after", "host-before"], ev  # the host's exporter works, nothing twice
+
+
+@users
 def test_a_thread_from_on_worker_start_runs_inside_the_sandbox(attack: Attack, user: str) -> None:
     ev = attack("thread_in_worker_start", user)
     out = ran(ev)
     assert out["network"] != "connected" and ev["server_got"] == []
     assert out["threads"] >= 2  # on_worker_start ran (in the sandbox) and its thread lives
+
+
+@users
+def test_host_sysv_shared_memory_is_out_of_reach(attack: Attack, user: str) -> None:
+    ev = attack("sysv_shm", user)
+    assert ev["host_view"] == {"attach": "ok", "read": "SECRET"}, ev  # the segment is there to be had
+    assert ran(ev)["attach"] != "ok", ev
 
 
 @users

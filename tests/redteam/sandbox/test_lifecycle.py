@@ -42,3 +42,41 @@ def test_a_crash_in_the_sandbox_is_named() -> None:
     with Executor([Tool("segfault", fn=segfault, limits=Limits(sandbox=True))], workers=1, timeout=30) as ex:
         (r,) = ex.run([{"id": "1", "name": "segfault", "arguments": {}}])
     assert r.status == "crashed" and r.error is not None and "SIGSEGV" in r.error.message, r.error
+
+
+CALLS_SEEN = 0
+
+
+def identity() -> dict[str, object]:
+    """How many calls this process ran, and its PID (1: its own PID namespace's first process)."""
+    global CALLS_SEEN
+    CALLS_SEEN += 1
+    return {"pid": os.getpid(), "calls": CALLS_SEEN}
+
+
+def test_each_sandboxed_call_gets_a_sandbox_of_its_own_even_when_entered_ahead() -> None:
+    tool = Tool("identity", fn=identity, limits=Limits(sandbox=True))
+    with Executor([tool], workers=2, timeout=30) as ex:
+        results = []
+        for batch in range(3):  # later calls take sandboxes the template entered ahead of them
+            results += ex.run([{"id": f"{batch}-{i}", "name": "identity", "arguments": {}} for i in range(3)])
+    outs = [r.output.data if r.output is not None else r.error for r in results]
+    assert all(r.status == "ok" for r in results), outs
+    assert [(o["pid"], o["calls"]) for o in outs] == [(1, 1)] * 9, outs  # type: ignore[index]
+    assert len({r.worker_pid for r in results}) == 9, [r.worker_pid for r in results]  # one process per call
+
+
+def later() -> str:
+    """A tool added after sandboxes were entered ahead."""
+    return "added later"
+
+
+def test_a_tool_added_later_reaches_its_sandboxed_call() -> None:
+    limits = Limits(network=False)
+    with Executor([Tool("identity", fn=identity, limits=limits)], workers=1, timeout=30) as ex:
+        (first,) = ex.run([{"id": "1", "name": "identity", "arguments": {}}])
+        ex.add_tools(Tool("later", fn=later, limits=limits))
+        (second,) = ex.run([{"id": "2", "name": "later", "arguments": {}}])
+    assert first.status == "ok", first.error
+    assert second.status == "ok" and second.output is not None, second.error
+    assert second.output.content[0].text == "added later", second.output

@@ -28,6 +28,16 @@ Control messages (host -> template, one pickle per SOCK_SEQPACKET message):
     ("exit", grace)           end: let workers leave, SIGKILL what is left after `grace`, exit
 Replies (template -> host):
     ("spawned", wid, pid)     ("exited", pid, wait_status)
+
+Spares: entering a sandbox takes two forks and the namespaces' set-up, so the template keeps, per
+sandbox (distinct Limits), one-shots forked and entered ahead (one after a first call, up to
+``SPARES_PER_SANDBOX`` once they are taken), each blocked on a socket of its own. A sandboxed
+"spawn" hands the oldest spare the three channels (SCM_RIGHTS) and names its pid; then new spares are
+forked, after the reply. A spare serves one call, as any one-shot; it leaves unused at EOF on its
+socket, when tools are added (it has the old ones) or the pool closes.
+
+    host ──spawn(wid, limits)──> template ──channels──> spare (entered: namespaces, Landlock, seccomp)
+         <──spawned(wid, pid)──           ──fork────> next spare (enters, waits)
 """
 
 from __future__ import annotations
@@ -44,14 +54,18 @@ from typing import Any
 from toolfork.executor.backends.base import Hooks
 from toolfork.executor.backends.fork.worker import become_subreaper, worker_main
 from toolfork.executor.wire import WakePipe
+from toolfork.governance import hook_threads
 
 MAX_MESSAGE = 1 << 16
+SPARES_PER_SANDBOX = 2  # one-shots kept entered ahead per sandbox (distinct Limits)
+SANDBOXES_WITH_SPARES = 4  # the sandboxes used last keep theirs
 
 
 def template_main(ctrl: socket.socket, tools: dict[str, Any], hooks: Hooks) -> None:
     """Runs in the template process (started by multiprocess with the fork start method)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C belongs to the host; it closes us
     become_subreaper()
+    hook_threads.park()  # an exporter thread an at-fork hook restarted here: the template runs one thread
     # Everything inherited from the host goes to the collector's permanent generation: a worker's
     # collections then never walk (and so never copy-on-write) the host's objects.
     gc.freeze()
@@ -80,6 +94,49 @@ def template_main(ctrl: socket.socket, tools: dict[str, Any], hooks: Hooks) -> N
     signal.signal(signal.SIGCHLD, lambda *_: None)
     tool_chunks: list[bytes] = []
     exiting_until: float | None = None
+    # Per sandbox (the pickled Limits): one-shots that entered it ahead of their call, each waiting for
+    # the call's channels on its socket (pid, the template's end).
+    spares: dict[bytes, list[tuple[int, socket.socket]]] = {}
+
+    def let_spares_go(key: bytes | None = None) -> None:
+        """Spares leave unused (EOF on their socket): their tools are stale, or the pool is closing."""
+        for k in list(spares) if key is None else [key]:
+            for _pid, sock in spares.pop(k):
+                sock.close()
+
+    def fork_worker(fds: tuple[int, int, int], sandbox: Any, spare: int | None) -> int:
+        # A SIGTERM (a kill the host asked for) may reach the new worker before it has handlers of
+        # its own: it would run ours, whose leave() kills every sibling. So SIGTERM is held across
+        # the fork and the child gets the default action before it can see one.
+        mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+        pid = os.fork()
+        if pid == 0:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+            ctrl.close()
+            signal.set_wakeup_fd(-1)
+            wake.close()
+            for waiting in spares.values():  # only the template may hand a spare its call
+                for _pid, sock in waiting:
+                    sock.close()
+            worker_main(*fds, tools, hooks, os.getppid(), sandbox, spare)
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+        children.add(pid)
+        return pid
+
+    def fork_spares(key: bytes, sandbox: Any, want: int) -> None:
+        waiting = spares.pop(key, [])
+        spares[key] = waiting  # the sandbox used last is the last to go
+        while len(waiting) < want:
+            ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+            try:
+                pid = fork_worker((-1, -1, -1), sandbox, theirs.fileno())
+            finally:
+                theirs.close()
+            waiting.append((pid, ours))
+        while len(spares) > SANDBOXES_WITH_SPARES:
+            let_spares_go(next(iter(spares)))
 
     while True:
         timeout = None
@@ -120,27 +177,23 @@ def template_main(ctrl: socket.socket, tools: dict[str, Any], hooks: Hooks) -> N
         if kind == "spawn":
             call_fd, result_fd, side_fd = fds
             sandbox = msg[2] if len(msg) > 2 else None  # the Limits of a sandboxed call's one-shot
+            key = b""
+            spawned = None
             if sandbox is not None:
                 _prepare_sandbox(sandbox)
-            # A SIGTERM (a kill the host asked for) may reach the new worker before it has handlers of
-            # its own: it would run ours, whose leave() kills every sibling. So SIGTERM is held across
-            # the fork and the child gets the default action before it can see one.
-            mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
-            pid = os.fork()
-            if pid == 0:
-                signal.signal(signal.SIGTERM, signal.SIG_DFL)
-                signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-                signal.pthread_sigmask(signal.SIG_SETMASK, mask)
-                ctrl.close()
-                signal.set_wakeup_fd(-1)
-                wake.close()
-                worker_main(call_fd, result_fd, side_fd, tools, hooks, os.getppid(), sandbox)
-            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+                key = pickle.dumps(sandbox)
+                spawned = _hand_over(spares.get(key, []), children, (call_fd, result_fd, side_fd))
+            took_spare = spawned is not None
+            if spawned is None:
+                spawned = fork_worker((call_fd, result_fd, side_fd), sandbox, None)
             os.close(call_fd)
             os.close(result_fd)
             os.close(side_fd)
-            children.add(pid)
-            _send(ctrl, ("spawned", msg[1], pid))
+            _send(ctrl, ("spawned", msg[1], spawned))
+            if sandbox is not None and exiting_until is None:
+                # The next calls of this sandbox find it entered already: one spare after a call that
+                # found none (a pool that makes one call wastes one), SPARES_PER_SANDBOX once they are taken.
+                fork_spares(key, sandbox, SPARES_PER_SANDBOX if took_spare else 1)
         elif kind == "term":
             _, pid, grace = msg
             if pid in children:
@@ -154,10 +207,28 @@ def template_main(ctrl: socket.socket, tools: dict[str, Any], hooks: Hooks) -> N
 
                 tools.update(dill.loads(b"".join(tool_chunks)))
                 tool_chunks.clear()
+                let_spares_go()
         elif kind == "exit":
             exiting_until = time.monotonic() + msg[1]
+            let_spares_go()
             if not children and not _kill_leftovers(children):
                 os._exit(0)
+
+
+def _hand_over(waiting: list[tuple[int, socket.socket]], children: set[int], fds: tuple[int, int, int]) -> int | None:
+    """Send a call's channels to the oldest live spare of ``waiting`` (taken off it); its pid, or None
+    when none is left."""
+    while waiting:
+        pid, sock = waiting.pop(0)
+        try:
+            if pid in children:  # else it died unused (reaped already)
+                socket.send_fds(sock, [b"call"], list(fds))
+                return pid
+        except OSError:  # it died: its socket's other end is gone
+            pass
+        finally:
+            sock.close()
+    return None
 
 
 def _prepare_sandbox(limits: Any) -> None:

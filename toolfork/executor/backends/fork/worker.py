@@ -127,6 +127,21 @@ def _move_high(fd: int) -> int:
     return moved
 
 
+def _await_channels(spare: int) -> tuple[int, int, int]:
+    """A spare's wait for its call: the three channels, sent by the template over ``spare``. Leaves
+    (exit 0) at EOF: the template let the spare go unused (its tools changed, or it is closing)."""
+    sock = socket.socket(fileno=spare)
+    try:
+        _data, fds, _flags, _addr = socket.recv_fds(sock, 16, 3)
+    except OSError:
+        fds = []
+    finally:
+        sock.close()
+    if len(fds) != 3:
+        os._exit(0)
+    return fds[0], fds[1], fds[2]
+
+
 def _on_sigterm(signum: int, frame: Any) -> None:
     raise CallInterrupted("the executor stopped this call (deadline passed or executor closing)")
 
@@ -157,10 +172,12 @@ def become_subreaper() -> None:
 
 
 def worker_main(call_fd: int, result_fd: int, side_fd: int, tools: dict[str, Any], hooks: Hooks,
-                parent_pid: int, sandbox: Limits | None = None) -> None:
+                parent_pid: int, sandbox: Limits | None = None, spare: int | None = None) -> None:
     """Entry point in the freshly forked worker; never returns. With ``sandbox`` (a one-shot for a
     sandboxed call) the sandbox is entered first, before ``on_worker_start`` or any tool code; if it
-    cannot be, every call is refused naming why."""
+    cannot be, every call is refused naming why. A spare (``spare``: a unix socket to the template;
+    the three channels are then -1) enters its sandbox ahead of its call and waits there for the
+    call's channels (see ``fork.template``)."""
     code = 0
     try:
         os.setpgid(0, 0)
@@ -171,10 +188,12 @@ def worker_main(call_fd: int, result_fd: int, side_fd: int, tools: dict[str, Any
         refused: ErrorInfo | None = None
         if sandbox is not None:
             try:
-                sandboxing.enter(sandbox, (call_fd, result_fd, side_fd))  # returns in the sandbox
+                sandboxing.enter(sandbox, (call_fd, result_fd, side_fd) if spare is None else (spare,))
             except OSError as exc:
                 refused = ErrorInfo("LimitsNotEnforceable", f"the call was not run: its sandbox could not be "
                                     f"entered: {exc}")
+            if spare is not None:
+                call_fd, result_fd, side_fd = _await_channels(spare)
         signal.signal(signal.SIGTERM, _on_sigterm)
         signal.signal(signal.SIGINT, signal.SIG_DFL)
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
