@@ -22,6 +22,7 @@ def executors() -> Iterator[Executors]:
 def pytest_collection_modifyitems(items: list) -> None:
     """These tests fork children that must run one thread (a namespace or a Landlock domain binds only
     the calling thread). A library another test used can leave an at-fork hook that starts a thread in
-    every child of that pytest worker; run these (and the sandbox's escape suite) first, before any other test has run in the worker."""
+    every child of that pytest worker; run these (and the sandbox's escape
+    suite) first, before any other test has run in the worker."""
     first = ("/tests/governance/", "/tests/redteam/sandbox/")
     items.sort(key=lambda item: not any(d in str(item.path) for d in first))
