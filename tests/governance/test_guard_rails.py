@@ -75,7 +75,8 @@ def test_memory_limit_hit_by_threads_or_a_private_mapping_is_named(executors: Ex
 
 def test_importing_numpy_and_allocating_in_c_under_memory_mb_is_named(executors: Executors) -> None:
     if importlib.util.find_spec("numpy") is None:  # not imported here: the template must not have it
-        pytest.skip("numpy is not installed")
+        pytest.fail("numpy is part of the test environment (it comes with the bench extra's matplotlib): "
+                    "install '.[all,test]'")
     tight = Tool("numpy_tight", fn=import_numpy_and_allocate, description="n", fresh_process=True,
                  limits=Limits(memory_mb=8))
     roomy = Tool("numpy_roomy", fn=import_numpy_and_allocate, description="n", fresh_process=True,
@@ -97,8 +98,8 @@ def _rounds_for(cpu_s: float) -> int:
 @pytest.mark.parametrize("user", ["root", "nobody"])
 def test_cpu_spent_in_c_code_ends_at_the_limit_as_limit_exceeded(executors: Executors, tmp_path: Path,
                                                                   user: str) -> None:
-    if user == "root" and os.geteuid() != 0:
-        pytest.skip("needs root to run as root")
+    if os.geteuid() != 0:
+        pytest.fail("this test attacks as root and, through a worker that drops to nobody, as nobody: run it as root")
     marker = tmp_path / "finished.txt"
     os.chmod(tmp_path, 0o777)
     ex = executors([Tool("pbkdf2", fn=pbkdf2, description="p", limits=Limits(cpu_s=1))], workers=1,

@@ -41,7 +41,7 @@ from collections.abc import Sequence
 
 from . import hook_threads, landlock, seccomp
 from .limits import Limits
-from .verdict import PAGE, Probe, libc, thread_count
+from .verdict import PAGE, Probe, libc, thread_count, try_in_child
 
 CLONE_NEWNS = 0x00020000
 CLONE_NEWUSER = 0x10000000
@@ -241,25 +241,7 @@ def probe() -> Probe:
         seccomp.prepare(True)
     except OSError as exc:
         return Probe(False, str(exc))
-    read_fd, write_fd = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        code = 0
-        try:
-            os.close(read_fd)
-            enter(Limits(network=False), keep=(write_fd,))
-        except BaseException as exc:
-            os.write(write_fd, f"{exc}".encode(errors="replace")[:4000])
-            code = 1
-        finally:
-            os._exit(code)
-    os.close(write_fd)
-    with os.fdopen(read_fd, "rb") as f:
-        message = f.read().decode(errors="replace")
-    _, status = os.waitpid(pid, 0)
-    if os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0 and not message:
-        return Probe(True)
-    return Probe(False, message or f"the probing child ended with status {status}")
+    return try_in_child(lambda: None, keep=lambda fd: functools.partial(enter, Limits(network=False), keep=(fd,)))
 
 
 __all__ = ["MINIMAL_ENV", "SandboxError", "close_inherited", "enter", "lock_rlimits", "out_of_memory", "probe",

@@ -80,8 +80,10 @@ class Probe:
     reason: str = ""
 
 
-def try_in_child(attempt: Callable[[], None]) -> Probe:
+def try_in_child(attempt: Callable[[], None], keep: Callable[[int], Callable[[], None]] | None = None) -> Probe:
     """Run `attempt` in a forked child; ok if it returned, else the error it raised (as the reason).
+    `keep`, instead of `attempt`: given the descriptor the child reports on, returns the attempt (for
+    one that closes every descriptor but those it is told to keep).
 
     The child exits with os._exit (no atexit handler, no flush of the parent's buffers); the parent
     waits for it, so no process is left behind.
@@ -95,7 +97,7 @@ def try_in_child(attempt: Callable[[], None]) -> Probe:
         try:
             os.close(read_fd)
             try:
-                attempt()
+                (keep(write_fd) if keep is not None else attempt)()
             except BaseException as exc:
                 os.write(write_fd, f"{type(exc).__name__}: {exc}".encode(errors="replace")[:4000])
                 code = 1

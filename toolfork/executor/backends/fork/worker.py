@@ -227,7 +227,10 @@ def _serve(channels: Channels, tools: dict[str, Any], hooks: Hooks, sandbox: Lim
     before, after, encode = hooks.before_child, hooks.after_child, hooks.encode_result
     recv, result_frame, looks_large = framing.recv_blocking, frames.result_frame, frames.looks_large
     dumps: Callable[[Any, int], bytes] = pickle.dumps  # ``_data_only_dumps`` once a sandboxed call came
-    if sandbox is not None:  # the host reads a sandbox's frames as data only, from the first (a refusal too)
+    # The host reads a sandbox's frames as data only, from the first (a refusal too); a sandboxed call runs
+    # nowhere else (fork.limited refuses it in any process that did not enter its sandbox). The host
+    # encodes a sandbox's output lines itself: no bytes of the call go out as a line.
+    if sandbox is not None:
         writer.use_data_only()
         dumps = _data_only_dumps
         encode = None
@@ -271,10 +274,6 @@ def _serve(channels: Channels, tools: dict[str, Any], hooks: Hooks, sandbox: Lim
                         deadline = None if timeout is None else monotonic() + timeout
                         runtime = WorkerRuntime(writer, seq, call_id, name, deadline, context)
                     limits = limits_of(tool) if default_limits is not None or tool.limits is not None else None
-                    if limits is not None and limits.sandboxed and not writer.data_only:
-                        writer.use_data_only()  # before the tool runs: the host reads this worker so
-                        dumps = _data_only_dumps
-                        encode = None  # the host encodes its lines itself: no bytes of the call go out as a line
                     if limits is None:
                         release_limits()  # limits an earlier call kept in place are not this call's
                         result = execute_call(tool, call_id, arguments, runtime, before, after, pid)
