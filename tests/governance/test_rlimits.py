@@ -293,6 +293,13 @@ def test_classify_names_only_the_limits_that_were_set() -> None:
     assert classify(OSError(errno.EFBIG, "too big"), mem) is None
     assert classify(ValueError("x"), mem) is None and classify(None, mem) is None
     assert classify(0, mem) is None
+    # A worker that died mid-call of a signal C code sends itself when it cannot allocate (OpenBLAS raises
+    # SIGINT when its threads cannot start) is the memory limit's, and only under memory_mb.
+    for sig in (signal.SIGSEGV, signal.SIGABRT, signal.SIGINT):
+        died = classify(int(sig), mem)  # a wait status: killed by `sig`
+        assert died is not None and died.limit == "memory_mb" and "most likely" in died.message, (sig, died)
+        assert classify(int(sig), Limits(cpu_s=5)) is None
+    assert classify(int(signal.SIGTERM), mem) is None
 
 
 def test_restrictions_alone_touch_no_rlimit_and_no_handler() -> None:

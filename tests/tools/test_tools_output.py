@@ -232,10 +232,15 @@ def test_tools_pickled_with_dill_work_in_a_fresh_interpreter() -> None:
                 bad.append(type(exc).__name__)
         sys.stdout.buffer.write(pickle.dumps((outputs, bad)))
     """)
-    # The receiving process can import the module that defined the tools, as a worker could.
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).parent), *sys.path])}
-    proc = subprocess.run([sys.executable, "-c", script], input=payload, capture_output=True, timeout=60,
-                          env=env)
+    # The receiving process can import the module that defined the tools, as a worker could: its directory
+    # and the project's, nothing else of this process's sys.path (other tests put their own folders there).
+    here = Path(__file__).resolve().parent
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(here), str(here.parents[1])])}
+    try:
+        proc = subprocess.run([sys.executable, "-c", script], input=payload, capture_output=True, timeout=90,
+                              env=env, cwd=here)
+    except subprocess.TimeoutExpired as exc:
+        pytest.fail(f"the receiving interpreter did not answer in 90 s; it printed: {exc.stderr!r}")
     assert proc.returncode == 0, proc.stderr.decode()
     outputs, bad = pickle.loads(proc.stdout)
     assert [o.as_text() for o in outputs] == [expected for _, _, expected in _tools_to_ship()]

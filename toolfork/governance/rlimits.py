@@ -566,8 +566,11 @@ def _is_out_of_memory(exc: BaseException) -> bool:
 
 
 # A worker that died of these signals during a call under memory_mb most likely met the limit in C code
-# (an allocation whose failure the library did not check, an abort() on it): named as the memory limit.
-_MEMORY_DEATHS = frozenset(int(getattr(signal, n)) for n in ("SIGSEGV", "SIGBUS", "SIGABRT") if hasattr(signal, n))
+# (an allocation whose failure the library did not check, an abort() on it, OpenBLAS's raise(SIGINT) when
+# it cannot start its threads on import): named as the memory limit. A worker ignores SIGINT from a
+# terminal (it leads a process group of its own), so a SIGINT death mid-call is the call's own doing.
+_MEMORY_DEATHS = frozenset(int(getattr(signal, n)) for n in ("SIGSEGV", "SIGBUS", "SIGABRT", "SIGINT")
+                           if hasattr(signal, n))
 
 
 # The codes a worker exits with of its own accord (done, its own failure, its channels damaged): any other
