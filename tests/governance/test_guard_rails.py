@@ -7,8 +7,11 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import json
 import mmap
 import os
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -73,24 +76,46 @@ def test_memory_limit_hit_by_threads_or_a_private_mapping_is_named(executors: Ex
     assert small.status == "ok", small.error  # the worker serves on, its limits restored
 
 
-def test_importing_numpy_and_allocating_in_c_under_memory_mb_is_named(executors: Executors) -> None:
-    if importlib.util.find_spec("numpy") is None:  # not imported here: the template must not have it
+# Run in an interpreter of its own: another test of this process may have imported numpy already, and a
+# template forked from here would then hold it (the import under the limit would be a no-op).
+_NUMPY_UNDER_LIMITS = """
+import json, sys
+sys.path.insert(0, sys.argv[1])
+from tests.governance.test_guard_rails import import_numpy_and_allocate
+from toolfork import Limits, Tool
+from toolfork.executor import Executor
+from toolfork.executor.types import ToolCall
+
+assert "numpy" not in sys.modules
+# 2 MB: too little to map numpy's extension, so the import fails before any library constructor runs.
+# A budget that lets OpenBLAS's constructor start and then fail meets its own exit paths (exit(1),
+# raise(SIGINT), named as the limit too) and, rarely, a deadlock in that exit, which only the call's
+# timeout ends.
+tight = Tool("numpy_tight", fn=import_numpy_and_allocate, description="n", fresh_process=True,
+             limits=Limits(memory_mb=2), timeout=30)
+roomy = Tool("numpy_roomy", fn=import_numpy_and_allocate, description="n", fresh_process=True,
+             limits=Limits(memory_mb=256), timeout=30)
+with Executor([tight, roomy], workers=1) as ex:
+    results = ex.run([ToolCall("1", "numpy_tight", {"mb": 1}), ToolCall("2", "numpy_roomy", {"mb": 1024}),
+                      ToolCall("3", "numpy_roomy", {"mb": 8})])
+print(json.dumps([[r.status, r.error.type if r.error else None, r.error.message if r.error else None]
+                  for r in results]))
+"""
+
+
+def test_importing_numpy_and_allocating_in_c_under_memory_mb_is_named() -> None:
+    if importlib.util.find_spec("numpy") is None:
         pytest.fail("numpy is part of the test environment (it comes with the bench extra's matplotlib): "
                     "install '.[all,test]'")
-    # 2 MB: too little to map numpy's extension, so the import fails before any library constructor runs.
-    # A budget that lets OpenBLAS's constructor start and then fail meets its own exit paths (exit(1),
-    # raise(SIGINT), named below as the limit) and, rarely, a deadlock in that exit, which only the
-    # call's timeout ends.
-    tight = Tool("numpy_tight", fn=import_numpy_and_allocate, description="n", fresh_process=True,
-                 limits=Limits(memory_mb=2), timeout=30)
-    roomy = Tool("numpy_roomy", fn=import_numpy_and_allocate, description="n", fresh_process=True,
-                 limits=Limits(memory_mb=256))
-    ex = executors([tight, roomy], workers=1)
-    importing, allocating, fine = executors.run(ex, [call(1, "numpy_tight", mb=1), call(2, "numpy_roomy", mb=1024),
-                                                     call(3, "numpy_roomy", mb=8)])
-    _limit(importing, "memory_mb", "memory limit of 2 MB exceeded")
-    _limit(allocating, "memory_mb", "memory limit of 256 MB exceeded")
-    assert fine.status == "ok", fine.error
+    root = Path(__file__).resolve().parents[2]
+    proc = subprocess.run([sys.executable, "-c", _NUMPY_UNDER_LIMITS, str(root)], capture_output=True,
+                          text=True, timeout=100, cwd=root)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    importing, allocating, fine = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert importing[:2] == ["error", "LimitExceeded"] and "memory limit of 2 MB exceeded" in importing[2], importing
+    assert allocating[:2] == ["error", "LimitExceeded"] and "memory limit of 256 MB exceeded" in allocating[2], \
+        allocating
+    assert fine == ["ok", None, None], fine
 
 
 def _rounds_for(cpu_s: float) -> int:

@@ -74,12 +74,13 @@ def park() -> None:
 
 def stop() -> None:
     """In a process about to enter a sandbox (a child just forked): stop those threads for good, and
-    wait until the kernel has ended them too (a join returns a moment before the thread is gone)."""
-    owners = _each_owner()
-    for owner in owners:
+    wait until the kernel has ended them too (a join returns a moment before the thread is gone). Also
+    waits for threads an at-fork hook started and joined itself: OpenTelemetry's providers rebuild their
+    resource in every child with a thread pool they shut down at once, and a joined thread can still
+    count for the kernel when the hook returns."""
+    for owner in _each_owner():
         _halt(owner, stopped=True)
-    if owners:
-        _wait_for_kernel_threads()
+    _wait_for_kernel_threads()
 
 
 def _wait_for_kernel_threads() -> None:

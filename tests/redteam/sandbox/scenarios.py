@@ -454,6 +454,25 @@ def s_otel_in_host(work: Path) -> Evidence:
             "server_got": [d.decode(errors="replace") for d in sink.received()]}
 
 
+def s_otel_providers_in_host(work: Path) -> Evidence:
+    """OpenTelemetry's SDK providers in the host: their at-fork hooks rebuild the resource in every
+    forked child with a thread pool they shut down at once (a joined thread the kernel may still count
+    when the hook returns). Many sandboxed calls, so a race between the two would show."""
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.trace import TracerProvider
+
+    providers = TracerProvider(), MeterProvider()
+    try:
+        with Executor([Tool("attack", fn=sandbox_probe, limits=Limits(sandbox=True))], workers=2,
+                      timeout=CALL_TIMEOUT) as ex:
+            results = ex.run([{"id": str(i), "name": "attack", "arguments": {"port": 9}} for i in range(40)])
+    finally:
+        for provider in providers:
+            provider.shutdown()
+    return {"statuses": sorted({r.status for r in results}),
+            "errors": sorted({r.error.message for r in results if r.error is not None})[:3]}
+
+
 IPC_PRIVATE, IPC_RMID = 0, 0
 
 

@@ -97,6 +97,12 @@ def test_a_thread_in_the_host_neither_refuses_nor_breaks_the_sandbox(attack: Att
 
 
 @users
+def test_opentelemetry_providers_in_the_host_never_make_a_sandbox_refuse(attack: Attack, user: str) -> None:
+    ev = attack("otel_providers_in_host", user)
+    assert ev["statuses"] == ["ok"], ev
+
+
+@users
 def test_opentelemetry_batch_exporting_in_the_host_neither_refuses_nor_breaks_the_sandbox(attack: Attack,
                                                                                         user: str) -> None:
     ev = attack("otel_in_host", user)
