@@ -27,7 +27,6 @@ from typing import TYPE_CHECKING, Any, Protocol
 from toolfork.executor.stats import ExecutorStats
 
 if TYPE_CHECKING:
-    from toolfork.executor.backends.base import Dispatch
     from toolfork.executor.types import ToolResult
 
 METER_NAME = "toolfork"
@@ -41,6 +40,10 @@ WORKERS = "toolfork.workers"  # gauge, {worker}: by state (busy | idle)
 QUEUED = "toolfork.calls.queued"  # gauge, {call}: pulled and not yet sent (waiting for a worker or a cap)
 RESTARTS = "toolfork.worker.restarts"  # counter, {worker}: workers ended early, by cause
 TEMPLATE_RESTARTS = "toolfork.template.restarts"  # counter, {template}: fork templates replaced
+
+# Histogram bucket bounds, in seconds: from a trivial call in a warm worker to a five-minute one.
+SECONDS_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
+                   60.0, 300.0)
 
 # Attribute keys.
 TOOL = "gen_ai.tool.name"
@@ -109,10 +112,8 @@ class Recorder:
 
     def __init__(self, provider: Any) -> None:
         meter = provider.get_meter(METER_NAME)
-        self.duration = meter.create_histogram(
-            CALL_DURATION, unit="s", description="How long a tool call ran, by tool and status")
-        self.wait = meter.create_histogram(
-            CALL_WAIT, unit="s", description="How long a call waited for a worker, a cap or a rate limit")
+        self.duration = _histogram(meter, CALL_DURATION, "How long a tool call ran, by tool and status")
+        self.wait = _histogram(meter, CALL_WAIT, "How long a call waited for a worker, a cap or a rate limit")
         meter.create_observable_counter(CALLS, [_observe_calls], unit="{call}",
                                         description="Tool calls finished, by tool and status")
         meter.create_observable_gauge(WORKERS, [_observe_workers], unit="{worker}",
@@ -148,6 +149,16 @@ class Recorder:
         if attrs is None:
             attrs = self._finished[key] = {TOOL: tool, STATUS: result.status}
         self.duration.record(result.duration_s, attrs)
+
+
+def _histogram(meter: Any, name: str, description: str) -> Any:
+    """A histogram of seconds with buckets for tool calls (the SDK's default ones are for milliseconds);
+    an API older than bucket advice (before 1.23) gets the SDK's."""
+    try:
+        return meter.create_histogram(name, unit="s", description=description,
+                                      explicit_bucket_boundaries_advisory=SECONDS_BUCKETS)
+    except TypeError:
+        return meter.create_histogram(name, unit="s", description=description)
 
 
 def _add(into: dict[Any, int], counts: Any) -> None:
