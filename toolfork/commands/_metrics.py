@@ -56,14 +56,11 @@ class MetricsEndpoint:
         """Set the global MeterProvider, with a reader Prometheus scrapes (before the Executor is built)."""
         from toolfork._extras import import_optional
 
-        import_optional("prometheus_client", "--metrics-port")
-        try:
-            from opentelemetry import metrics
-            from opentelemetry.exporter.prometheus import PrometheusMetricReader
-            from opentelemetry.sdk.metrics import MeterProvider
-        except ImportError as exc:
-            raise UsageError(f"--metrics-port needs the OpenTelemetry SDK and its Prometheus exporter ({exc}): "
-                             "pip install 'toolfork[prometheus]'") from None
+        for module in ("prometheus_client", "opentelemetry.sdk.metrics", "opentelemetry.exporter.prometheus"):
+            import_optional(module, "--metrics-port")
+        from opentelemetry import metrics
+        from opentelemetry.exporter.prometheus import PrometheusMetricReader
+        from opentelemetry.sdk.metrics import MeterProvider
         current = metrics.get_meter_provider()
         if type(current).__name__ not in ("_ProxyMeterProvider", "NoOpMeterProvider"):
             raise UsageError("--metrics-port: a MeterProvider is configured already in this process (its readers "

@@ -299,7 +299,6 @@ class WorkerCore:
         old = self._link
         cause = old.broken or "died"
         self.template_restarts += 1
-        self.count_restart("template", len(self._workers))
         log.warning("the toolfork template process %s %s; its workers are ended with it and a new template is "
                     "forked from this process", old.pid, cause)
         workers = list(self._workers.values())
@@ -314,7 +313,8 @@ class WorkerCore:
         for w in workers:
             if w.wid in self._workers:
                 self.read(w, client)  # results written before the end are theirs
-            if w.wid in self._workers:
+            if w.wid in self._workers:  # else its death was read first, and counted by crashed()
+                self.count_restart("template")
                 self._retire(w, kill=False)
                 if w.inflight:
                     current = w.inflight.popleft()
@@ -334,9 +334,9 @@ class WorkerCore:
         return "WorkerCrashed", (f"the toolfork template process (which starts and watches the workers) "
                                  f"{self._link.broken or 'died'}, and the worker was ended with it")
 
-    def count_restart(self, cause: str, n: int = 1) -> None:
-        """``n`` workers ended early for ``cause`` (one of ``stats.RESTART_CAUSES``)."""
-        self.restarts[cause] = self.restarts.get(cause, 0) + n
+    def count_restart(self, cause: str) -> None:
+        """A worker ended early for ``cause`` (one of ``stats.RESTART_CAUSES``), counted once, where it is retired."""
+        self.restarts[cause] = self.restarts.get(cause, 0) + 1
 
     @staticmethod
     def pipe_room(w: Worker) -> int:
@@ -585,7 +585,8 @@ class WorkerCore:
             self.replace(w, client)
             return
         self._link.wait_pid(w)  # its exit status is reported by pid: learn the pid before forgetting the worker
-        self.count_restart("crash")
+        self._link.check(now=True)  # died with its template (PR_SET_PDEATHSIG)? Then that is the cause
+        self.count_restart("template" if self._link.gone else "crash")
         self._retire(w, kill=False)
         if w in self.idle:
             self.idle.remove(w)
