@@ -23,6 +23,8 @@ from typing import Any
 
 import pytest
 
+from toolfork.executor.stats import RESTART_CAUSES
+
 REPO = Path(__file__).resolve().parents[2]
 TOOLS_SPEC = "tests/observability/metrics_tools.py:TOOLS"
 PROMETHEUS = shutil.which("prometheus") or "/usr/bin/prometheus"  # scripts/services.sh installs it
@@ -154,7 +156,9 @@ def test_a_real_prometheus_scrapes_the_worker_and_sees_its_calls(tmp_path: Path)
             calls_seen = until(lambda: (q := query(prom, "toolfork_calls_total")) and len(q) == 2 and q)
             assert calls_seen == {(("gen_ai_tool_name", "add"), ("toolfork_call_status", "ok")): 5.0,
                                   (("gen_ai_tool_name", "die"), ("toolfork_call_status", "crashed")): 1.0}
-            assert query(prom, "toolfork_worker_restarts_total") == {(("toolfork_restart_cause", "crash"),): 1.0}
+            restarts = query(prom, "toolfork_worker_restarts_total")
+            assert restarts == {(("toolfork_restart_cause", cause),): 1.0 if cause == "crash" else 0.0
+                                for cause in RESTART_CAUSES}
             assert until(lambda: query(prom, "toolfork_workers") == {
                 (("toolfork_worker_state", "busy"),): 0.0, (("toolfork_worker_state", "idle"),): 2.0})
             counts = query(prom, "toolfork_call_duration_seconds_count")

@@ -24,7 +24,7 @@ import weakref
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any, Protocol
 
-from toolfork.executor.stats import ExecutorStats
+from toolfork.executor.stats import RESTART_CAUSES, ExecutorStats
 
 if TYPE_CHECKING:
     from toolfork.executor.types import ToolResult
@@ -207,7 +207,8 @@ def _observe_restarts(_options: Any) -> list[Any]:
     from opentelemetry.metrics import Observation
 
     with _lock:
-        totals = dict(_retired_restarts)
+        totals = dict.fromkeys(RESTART_CAUSES, 0)  # every cause, from 0: a rate() has a start
+        _add(totals, _retired_restarts)
         for s in _live():
             _add(totals, s.restarts)
     return [Observation(n, {CAUSE: cause}) for cause, n in sorted(totals.items())]
