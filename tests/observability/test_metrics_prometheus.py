@@ -163,6 +163,8 @@ def test_a_real_prometheus_scrapes_the_worker_and_sees_its_calls(tmp_path: Path)
                 (("toolfork_worker_state", "busy"),): 0.0, (("toolfork_worker_state", "idle"),): 2.0})
             counts = query(prom, "toolfork_call_duration_seconds_count")
             assert counts[(("gen_ai_tool_name", "add"), ("toolfork_call_status", "ok"))] == 5.0
+            quick = query(prom, 'toolfork_call_duration_seconds_bucket{gen_ai_tool_name="add",le="0.25"}')
+            assert list(quick.values()) == [5.0]  # buckets in seconds: a trivial call is under 0.25 s
             # more calls: the next scrapes see them
             worker.stdin.write("".join(json.dumps({**c, "id": c["id"] + "x"}) + "\n" for c in calls[:5]))
             worker.stdin.flush()

@@ -61,11 +61,17 @@ class MetricsEndpoint:
         from opentelemetry import metrics
         from opentelemetry.exporter.prometheus import PrometheusMetricReader
         from opentelemetry.sdk.metrics import MeterProvider
+        from opentelemetry.sdk.metrics.view import ExplicitBucketHistogramAggregation, View
+
+        from toolfork.executor.metering import SECONDS_BUCKETS
         current = metrics.get_meter_provider()
         if type(current).__name__ not in ("_ProxyMeterProvider", "NoOpMeterProvider"):
             raise UsageError("--metrics-port: a MeterProvider is configured already in this process (its readers "
                              "decide where metrics go); leave out --metrics-port or that configuration")
-        self._provider = MeterProvider(metric_readers=[PrometheusMetricReader()])
+        # The histograms' buckets in seconds on every SDK version (older ones ignore the instruments' advice).
+        seconds = View(instrument_name="toolfork.call.*",
+                       aggregation=ExplicitBucketHistogramAggregation(boundaries=SECONDS_BUCKETS))
+        self._provider = MeterProvider(metric_readers=[PrometheusMetricReader()], views=[seconds])
         metrics.set_meter_provider(self._provider)
 
     def start(self, command: str) -> None:

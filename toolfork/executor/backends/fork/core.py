@@ -338,6 +338,12 @@ class WorkerCore:
         """A worker ended early for ``cause`` (one of ``stats.RESTART_CAUSES``), counted once, where it is retired."""
         self.restarts[cause] = self.restarts.get(cause, 0) + 1
 
+    def _count_death(self) -> None:
+        """A worker found dead: with its template (PR_SET_PDEATHSIG; the template is looked at now, so a
+        template's death is not mistaken for its workers' crashes before it is noticed), or by itself."""
+        self._link.check(now=True)
+        self.count_restart("template" if self._link.gone else "crash")
+
     @staticmethod
     def pipe_room(w: Worker) -> int:
         """Bytes of a frame that may wait in ``w``'s call pipe while it runs what it has: half the
@@ -381,7 +387,7 @@ class WorkerCore:
         except OSError:
             client.put_back(list(items))
             if not w.inflight:
-                self.count_restart("crash")
+                self._count_death()
                 self.drop(w, kill=False)
             return False
         busy = bool(w.inflight)
@@ -421,7 +427,7 @@ class WorkerCore:
                     framing.write_all(w.call_fd, frame)
             except OSError:  # it died: its replacement is forked from a template that has the tools
                 if w in self.idle:
-                    self.count_restart("crash")
+                    self._count_death()
                     self.drop(w, kill=True)
 
     # ------------------------------------------------------------------ waiting
@@ -585,8 +591,7 @@ class WorkerCore:
             self.replace(w, client)
             return
         self._link.wait_pid(w)  # its exit status is reported by pid: learn the pid before forgetting the worker
-        self._link.check(now=True)  # died with its template (PR_SET_PDEATHSIG)? Then that is the cause
-        self.count_restart("template" if self._link.gone else "crash")
+        self._count_death()
         self._retire(w, kill=False)
         if w in self.idle:
             self.idle.remove(w)
