@@ -12,8 +12,9 @@ from __future__ import annotations
 import importlib
 from types import ModuleType
 
-# top-level module -> (extra, the distribution pip installs). Keep in step with
-# [project.optional-dependencies] in pyproject.toml (tests/test_extras.py checks it).
+# module -> (extra, the distribution pip installs): a top-level package, or a dotted name where one
+# package's modules come from several distributions (a name is looked up by its longest listed prefix).
+# Keep in step with [project.optional-dependencies] in pyproject.toml (tests/test_extras.py checks it).
 MODULE_EXTRAS: dict[str, tuple[str, str]] = {
     "anthropic": ("anthropic", "anthropic"),
     "openai": ("openai", "openai"),
@@ -27,6 +28,9 @@ MODULE_EXTRAS: dict[str, tuple[str, str]] = {
     "boto3": ("ses", "boto3"),
     "botocore": ("ses", "boto3"),
     "opentelemetry": ("otel", "opentelemetry-api"),
+    "opentelemetry.sdk": ("prometheus", "opentelemetry-sdk"),
+    "opentelemetry.exporter.prometheus": ("prometheus", "opentelemetry-exporter-prometheus"),
+    "prometheus_client": ("prometheus", "prometheus-client"),
     "pebble": ("bench", "pebble"),
     "loky": ("bench", "loky"),
     "mpire": ("bench", "mpire"),
@@ -48,7 +52,7 @@ class MissingExtraError(ModuleNotFoundError):
 
     def __init__(self, module: str, feature: str | None = None) -> None:
         top = module.split(".")[0]
-        extra, package = MODULE_EXTRAS.get(top, (top, top))
+        extra, package = _entry(module) or (top, top)
         self.extra = extra
         self.package = package
         self.feature = feature
@@ -60,9 +64,19 @@ class MissingExtraError(ModuleNotFoundError):
         super().__init__(message, name=top)
 
 
+def _entry(module: str) -> tuple[str, str] | None:
+    """``MODULE_EXTRAS``'s entry for ``module``: its longest listed dotted prefix."""
+    parts = module.split(".")
+    for n in range(len(parts), 0, -1):
+        entry = MODULE_EXTRAS.get(".".join(parts[:n]))
+        if entry is not None:
+            return entry
+    return None
+
+
 def extra_for(module: str) -> str | None:
-    """The extra that provides ``module`` (a dotted name is looked up by its top-level package)."""
-    entry = MODULE_EXTRAS.get(module.split(".")[0])
+    """The extra that provides ``module`` (looked up by its longest listed dotted prefix)."""
+    entry = _entry(module)
     return entry[0] if entry else None
 
 

@@ -12,6 +12,7 @@ from typing import Any
 
 from toolfork.commands._governance import add_governance_arguments, check_app, default_limits, govern
 from toolfork.commands._loading import UsageError, load_all_tools, load_hook
+from toolfork.commands._metrics import MetricsEndpoint, add_metrics_arguments
 from toolfork.commands._options import EXIT_USAGE, add_tools_arguments, positive_float, positive_int
 
 
@@ -38,6 +39,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                        help="serve streamable HTTP at http://HOST:PORT/mcp instead of stdio (port 0: any free "
                             "port; the URL is printed on stderr)")
     add_governance_arguments(serve)
+    add_metrics_arguments(serve)
 
 
 # A served call's client is usually a model's agent loop, which has no way to kill a stuck worker: an
@@ -70,7 +72,11 @@ def _serve(args: argparse.Namespace, run: Any) -> int:
     from toolfork._extras import import_optional
 
     import_optional("mcp", "toolfork mcp serve")  # before any tool loads or worker starts
+    endpoint: MetricsEndpoint | None = None
     try:
+        endpoint = MetricsEndpoint.from_args(args)
+        if endpoint is not None:
+            endpoint.prepare()  # the MeterProvider, before the Executor makes its instruments
         if not args.toolkit and not args.tools and not args.app:
             raise UsageError("no tools: pass --toolkit NAME or --tools MODULE:ATTR (repeatable), or --app FILE.py:ATTR")
         if args.app and (args.toolkit or args.tools):
@@ -107,10 +113,21 @@ def _serve(args: argparse.Namespace, run: Any) -> int:
             except BaseException:
                 callbacks.remove()  # its private directory: nothing will serve on it
                 raise
+        if endpoint is not None:
+            try:
+                endpoint.start("mcp serve")  # after the pool forked: no worker holds its socket
+            except UsageError:
+                executor.close()
+                callbacks.remove()
+                raise
     except (UsageError, ValueError, RuntimeError) as exc:
         print(f"toolfork mcp serve: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    run(executor, http, wire, app, callbacks)
+    try:
+        run(executor, http, wire, app, callbacks)
+    finally:
+        if endpoint is not None:
+            endpoint.close()
     return 0
 
 

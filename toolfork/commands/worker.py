@@ -23,6 +23,7 @@ from typing import Any
 from toolfork.commands._governance import add_governance_arguments, govern
 from toolfork.commands._input import LineSource, read_call
 from toolfork.commands._loading import BadLine, UsageError
+from toolfork.commands._metrics import MetricsEndpoint, add_metrics_arguments
 from toolfork.commands._options import (
     EXIT_OK,
     MIN_DEFAULT_WINDOW,
@@ -43,6 +44,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_governance_arguments(parser)
     parser.add_argument("--window", type=positive_int, default=None, metavar="N",
                         help=f"most calls in flight (default 4 x workers, at least {MIN_DEFAULT_WINDOW})")
+    add_metrics_arguments(parser)
 
 
 def serve(executor: Any, source: LineSource, out: OutFile, window: int) -> None:
@@ -75,12 +77,22 @@ def serve(executor: Any, source: LineSource, out: OutFile, window: int) -> None:
 
 def main(args: argparse.Namespace) -> int:
     try:
+        endpoint = MetricsEndpoint.from_args(args)
+        if endpoint is not None:
+            endpoint.prepare()  # the MeterProvider, before the Executor makes its instruments
         tools, origin = resolve_tools(args, None)
         tools, governance = govern(args, tools)
         out = OutFile.open("-", append=True)  # before the pool forks: see OutFile
         executor = build_executor(args, tools, **governance)
     except UsageError as exc:
         return error("worker", str(exc))
+    if endpoint is not None:
+        try:
+            endpoint.start("worker")  # after the pool forked: no worker holds its socket
+        except UsageError as exc:
+            executor.close()
+            endpoint.close()
+            return error("worker", str(exc))
     print(f"toolfork worker: {len(executor.tools)} tools from {origin}; {executor.mode} mode, "
           f"{executor.workers} workers; reading calls on stdin", file=sys.stderr, flush=True)
     source = LineSource(sys.stdin.buffer)  # after the executor: its pool must not inherit the wake-up pipe
@@ -96,6 +108,8 @@ def main(args: argparse.Namespace) -> int:
         finally:
             executor.close()
             source.close()
+            if endpoint is not None:
+                endpoint.close()
     return EXIT_OK
 
 

@@ -3,6 +3,7 @@
 from toolfork.executor.backends.base import WAIT, Wait
 from toolfork.executor.executor import Executor, default_workers
 from toolfork.executor.journal import OUTCOME_UNKNOWN, Journal, JournalError
+from toolfork.executor.stats import ExecutorStats
 from toolfork.executor.types import (
     CallFinished,
     CallProgress,
@@ -23,6 +24,7 @@ __all__ = [
     "ErrorInfo",
     "Event",
     "Executor",
+    "ExecutorStats",
     "Journal",
     "JournalError",
     "ToolCall",

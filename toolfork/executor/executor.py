@@ -34,12 +34,14 @@ from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
 from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
+from toolfork.executor import metering
 from toolfork.executor.backends.base import WAIT, Backend, Dispatch, Feed, Hooks, Wait
 from toolfork.executor.backends.sequential import SequentialBackend
 from toolfork.executor.inline import InlineCalls
 from toolfork.executor.journal import Journal
 from toolfork.executor.modes import resolve_mode
 from toolfork.executor.singles import Singles, SinglesHost
+from toolfork.executor.stats import UNKNOWN_TOOL, CallTally, ExecutorStats, frozen
 from toolfork.executor.types import (
     CallFinished,
     CallStarted,
@@ -143,6 +145,7 @@ class Executor:
         # The job key of calls run without a journal (``ToolRuntime.idempotency_key``): this Executor's.
         self._job_key = secrets.token_hex(16)
         self._feeds: set[Feed] = set()  # the batches running now, for cancel() and close()
+        self._tally = CallTally()  # finished calls by (tool, status), for stats() (under _lock)
         self._singles: Singles | None = None  # submit()'s batch, started on first use
         self._mode, self._fallback_reason = resolve_mode(mode)
         # Limits, caps, rate limits and recycling: checked before any process starts (fail closed).
@@ -165,6 +168,7 @@ class Executor:
         else:
             self._backend = SequentialBackend(self.governance)
         _LIVE.add(self)
+        metering.track(self)
 
     # ----------------------------------------------------------------- properties
 
@@ -190,6 +194,15 @@ class Executor:
     @property
     def backend(self) -> Backend:
         return self._backend
+
+    def stats(self) -> ExecutorStats:
+        """What the executor has done and is doing now, as one snapshot (any thread; never waits for a
+        batch). See ``ExecutorStats`` for each field."""
+        load = self._backend.load()
+        with self._lock:
+            calls = self._tally.snapshot()
+        return ExecutorStats(self._mode, load.workers, load.busy, load.idle, load.queued, frozen(calls),
+                             frozen(load.restarts), load.template_restarts)
 
     @property
     def closed(self) -> bool:
@@ -409,12 +422,17 @@ class Executor:
         # parked there, never waited for (see inline.py). Parked calls stop when the batch is cancelled
         # (the source is first pulled by the feed, so ``feed`` is bound by then).
         inline = InlineCalls(self.governance, self._backend.wake)
-        feed = Feed(self._dispatches(calls, retriable, inline, room, lambda: feed.cancelled, journal), room,
-                    wakeup_fd)
+        source = self._dispatches(calls, retriable, inline, room, lambda: feed.cancelled, journal)
+        recorder = metering.recorder()  # None unless a MeterProvider is configured
+        pulled: dict[str, float] = {}  # call id -> when the backend pulled it (only with a recorder)
+        if recorder is not None:
+            source = recorder.stamped(source, pulled)
+        feed = Feed(source, room, wakeup_fd)
         inline.feed = feed
         with self._lock:
             self._check_open()
             self._feeds.add(feed)
+            counts = self._tally.open()  # this batch's own counts: written by this thread alone
         if on_feed is not None:
             on_feed(feed)
         attempts: dict[str, int] = {}
@@ -433,10 +451,18 @@ class Executor:
                     retriable.pop(result.call_id, None)
                     if journal is not None:
                         journal.finish(result)
+                    key = (result.name if result.name in self._tools else UNKNOWN_TOOL, result.status)
+                    counts[key] = counts.get(key, 0) + 1
+                    if recorder is not None:
+                        pulled.pop(result.call_id, None)
+                        recorder.finished(key[0], result)
+                elif recorder is not None and type(event) is CallStarted:
+                    recorder.started(event.name, pulled.pop(event.call_id, None))
                 yield event
         finally:
             with self._lock:
                 self._feeds.discard(feed)
+                self._tally.close(counts)
 
     def _dispatches(self, calls: Iterable[ToolCall | Wait], retriable: dict[str, Dispatch], inline: InlineCalls,
                     room: Callable[[], bool] | None, stopped: Callable[[], bool],
@@ -569,6 +595,7 @@ class Executor:
             singles.join()
         _close_tool_resources(self._tools.values())
         _LIVE.discard(self)
+        metering.retire(self)
 
     def __enter__(self) -> Executor:
         return self

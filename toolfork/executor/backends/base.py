@@ -32,6 +32,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
+from toolfork.executor.stats import Load
 from toolfork.executor.types import CallFinished, CallStarted, ErrorInfo, Event, ToolCall, ToolResult
 from toolfork.executor.wire import drain
 
@@ -560,6 +561,10 @@ class Hub:
             if kills:
                 kill(kills)
 
+    def queued(self) -> int:
+        """Calls pulled by their owners and not yet sent (ready, or held for a cap): any thread, a snapshot."""
+        return sum(len(b.ready) + sum(len(q) for q in list(b.held.values())) for b in list(self.batches))
+
     def held_tools(self) -> set[str]:
         """The tools whose calls wait in some batch's held queue (inside a ``locked`` step)."""
         return {name for b in self.batches for name in b.held}
@@ -648,6 +653,10 @@ class Backend(ABC):
     def cancel(self, feed: Feed) -> None:
         """After ``feed.cancel()`` or ``feed.stop(call)``: stop what runs of that batch."""
         self.wake()
+
+    def load(self) -> Load:
+        """Its workers now, for ``Executor.stats()`` (any thread; a snapshot, never waits)."""
+        return Load()
 
     def close(self) -> None:  # noqa: B027 - in-process backends hold nothing
         """Release workers; must leave no process behind and be safe to call twice."""

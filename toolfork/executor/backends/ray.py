@@ -50,6 +50,7 @@ from toolfork.executor.backends.base import (
     Hooks,
     Hub,
 )
+from toolfork.executor.stats import Load
 from toolfork.executor.types import CallFinished, CallProgress, CallStarted, ErrorInfo, Event, ToolResult
 
 if TYPE_CHECKING:
@@ -245,6 +246,11 @@ class RayBackend(Backend):
         if self._closing:
             stops += self._cancel_all()
         return stops
+
+    def load(self) -> Load:
+        """Tasks in flight of at most ``workers``, and calls not yet sent (any thread; a snapshot)."""
+        busy = min(len(self._running), self._size)
+        return Load(self._size, busy, self._size - busy, self._hub.queued())
 
     def next_deadline(self) -> float | None:
         """Not watched by the Hub: a Ray task keeps its own deadline where it runs (see ray_task)."""

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 from toolfork.executor.backends.base import Backend, Dispatch, Feed, cancelled, run_batch
 from toolfork.executor.invoke import CallInterrupted, execute_call
 from toolfork.executor.runtime import CallbackRuntime
+from toolfork.executor.stats import Load
 from toolfork.executor.types import CallFinished, CallProgress, CallStarted, ErrorInfo, Event, ToolResult
 from toolfork.tools.output import ToolOutput
 
@@ -37,6 +38,11 @@ class SequentialBackend(Backend):
 
     def __init__(self, governance: Governance | None = None) -> None:
         self._governance = governance
+        self._running: set[int] = set()  # the calls running now (ids of their Dispatch), from any thread
+
+    def load(self) -> Load:
+        """No workers: ``busy`` is the number of calls running in the host now (one per thread)."""
+        return Load(busy=len(self._running))
 
     def execute(self, feed: Feed) -> Iterator[Event]:
         def submit(events: list[Event]) -> int:
@@ -44,8 +50,12 @@ class SequentialBackend(Backend):
             if d is None:
                 return 0
             progress: list[Any] = []
-            result = run_in_host(d, lambda _cid, value: progress.append(value), self._governance,
-                                 lambda: feed.cancelled)
+            self._running.add(id(d))
+            try:
+                result = run_in_host(d, lambda _cid, value: progress.append(value), self._governance,
+                                     lambda: feed.cancelled)
+            finally:
+                self._running.discard(id(d))
             events.append(CallStarted(d.call.id, d.call.name))
             events.extend(CallProgress(d.call.id, value) for value in progress)
             events.append(CallFinished(d.call.id, result))

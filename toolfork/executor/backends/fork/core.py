@@ -224,6 +224,9 @@ class WorkerCore:
         self._next_wid = 0
         self._ewma: dict[str, float] = {}
         self._owed_tools: dict[int, list[bytes]] = {}  # worker id -> tool frames it gets before its next work
+        # Workers ended early, by cause, and templates replaced (Executor.stats(); read from any thread).
+        self.restarts: dict[str, int] = {}
+        self.template_restarts = 0
         for _ in range(size):
             self._spawn()
         for w in list(self._workers.values()):
@@ -295,6 +298,7 @@ class WorkerCore:
         at the pool's start, with the same hazard if the host runs threads) and starts every worker."""
         old = self._link
         cause = old.broken or "died"
+        self.template_restarts += 1
         log.warning("the toolfork template process %s %s; its workers are ended with it and a new template is "
                     "forked from this process", old.pid, cause)
         workers = list(self._workers.values())
@@ -309,7 +313,8 @@ class WorkerCore:
         for w in workers:
             if w.wid in self._workers:
                 self.read(w, client)  # results written before the end are theirs
-            if w.wid in self._workers:
+            if w.wid in self._workers:  # else its death was read first, and counted by crashed()
+                self.count_restart("template")
                 self._retire(w, kill=False)
                 if w.inflight:
                     current = w.inflight.popleft()
@@ -328,6 +333,16 @@ class WorkerCore:
         """(error type, message) of an item whose worker ended with its template."""
         return "WorkerCrashed", (f"the toolfork template process (which starts and watches the workers) "
                                  f"{self._link.broken or 'died'}, and the worker was ended with it")
+
+    def count_restart(self, cause: str) -> None:
+        """A worker ended early for ``cause`` (one of ``stats.RESTART_CAUSES``), counted once, where it is retired."""
+        self.restarts[cause] = self.restarts.get(cause, 0) + 1
+
+    def _count_death(self) -> None:
+        """A worker found dead: with its template (PR_SET_PDEATHSIG; the template is looked at now, so a
+        template's death is not mistaken for its workers' crashes before it is noticed), or by itself."""
+        self._link.check(now=True)
+        self.count_restart("template" if self._link.gone else "crash")
 
     @staticmethod
     def pipe_room(w: Worker) -> int:
@@ -372,6 +387,7 @@ class WorkerCore:
         except OSError:
             client.put_back(list(items))
             if not w.inflight:
+                self._count_death()
                 self.drop(w, kill=False)
             return False
         busy = bool(w.inflight)
@@ -411,6 +427,7 @@ class WorkerCore:
                     framing.write_all(w.call_fd, frame)
             except OSError:  # it died: its replacement is forked from a template that has the tools
                 if w in self.idle:
+                    self._count_death()
                     self.drop(w, kill=True)
 
     # ------------------------------------------------------------------ waiting
@@ -495,6 +512,7 @@ class WorkerCore:
                 duration = client.finished(w, current, msg)
                 if type(msg) is Leaving:  # its tool damaged the worker's channels: the worker goes
                     w.calls = expected
+                    self.count_restart("damaged")
                     self.replace(w, client)
                     return
                 if duration is not None:
@@ -512,6 +530,7 @@ class WorkerCore:
                     if w.reader.damaged is None:
                         if w.lender is None:
                             if self._worn_out(w):
+                                self.count_restart("recycle")
                                 self.drop(w, kill=False)  # its call pipe closes: it ends by itself
                                 return
                             self.idle.append(w)
@@ -568,9 +587,11 @@ class WorkerCore:
                             w.reader.damaged)
                 client.fail(current, damaged_result(current.call_id, current.name, w.reader.damaged, w.pid,
                                                     time.monotonic() - w.started_at))
+            self.count_restart("damaged")
             self.replace(w, client)
             return
         self._link.wait_pid(w)  # its exit status is reported by pid: learn the pid before forgetting the worker
+        self._count_death()
         self._retire(w, kill=False)
         if w in self.idle:
             self.idle.remove(w)
@@ -626,11 +647,12 @@ class WorkerCore:
             log.warning("tool %r (call %s) passed its timeout of %ss; killing worker %s", current.name,
                         current.call_id, current.timeout, w.pid)
             client.fail(current, timeout_result(current.call_id, current.name, current.timeout, w.pid, elapsed))
-            self.stop(w, client)
+            self.stop(w, client, cause="timeout")
 
-    def stop(self, w: Worker, client: Client) -> None:
+    def stop(self, w: Worker, client: Client, cause: str = "cancel") -> None:
         """``w``'s running item is settled already (timed out, cancelled): the rest go back, the worker
         is killed and replaced."""
+        self.count_restart(cause)
         self.requeue(w, client, died=False)
         self.drop(w, kill=True)
 

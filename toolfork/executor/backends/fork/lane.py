@@ -125,6 +125,7 @@ class LineLane:
                 for w in list(core.workers.values()):
                     if w.inflight:
                         w.inflight.clear()
+                        core.count_restart("cancel")
                         core.drop(w, kill=True)
                     w.deadline = None
         except TemplateGone:

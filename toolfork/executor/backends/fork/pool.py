@@ -51,6 +51,7 @@ from toolfork.executor import framing
 from toolfork.executor.backends.base import POLL_INTERVAL, Backend, BatchState, Dispatch, Feed, Hooks, Hub
 from toolfork.executor.backends.fork.core import Worker, WorkerCore
 from toolfork.executor.backends.fork.template_link import TemplateGone
+from toolfork.executor.stats import Load
 from toolfork.executor.types import CallFinished, CallProgress, CallStarted, Event, ToolResult
 from toolfork.executor.wire import frames
 from toolfork.executor.wire.frames import Progress, ResultMessage
@@ -263,6 +264,12 @@ class ForkBackend(Backend):
         for d in items:
             self._governance.give_back(d)
         items[0].batch.ready.extendleft(reversed(items))  # type: ignore[union-attr]
+
+    def load(self) -> Load:
+        """Busy and idle workers, calls not yet sent, restarts (any thread: copies, taken in one step each)."""
+        core = self.core
+        busy = sum(1 for w in list(core.workers.values()) if w.inflight)
+        return Load(core.size, busy, len(core.idle), self._hub.queued(), dict(core.restarts), core.template_restarts)
 
     def next_deadline(self) -> float:
         """The earliest deadline of a running call, or the next look at the template (always one: the
