@@ -207,11 +207,12 @@ class LaneJob(Job):
                 return self._settle(line, outcome_unknown(cid, call.name), lineno)
         timeout = effective_timeout(tool, self.executor.timeout) if call.timeout is None else call.timeout
         if line is None:
-            line = Line(lineno, cid, call.name, None, call.arguments, timeout)
+            line = Line(lineno, cid, call.name, None, call.arguments, timeout, meta=call.meta)
             self.owed.append(line)
             self.lane.ready.append(line)
         else:
             line.call_id, line.name, line.arguments, line.timeout = cid, call.name, call.arguments, timeout
+            line.meta = call.meta
             line.raw = None
             assert requeue is not None
             requeue.append(line)

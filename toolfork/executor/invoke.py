@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 from toolfork.executor.types import ErrorInfo, ToolCall, ToolResult
 
 if TYPE_CHECKING:
+    from toolfork.tools.output import ToolOutput
     from toolfork.tools.runtime import ToolRuntime
     from toolfork.tools.tool import Tool
 
@@ -119,6 +120,14 @@ def execute_call(
     return result
 
 
+def timeout_result(call_id: str, name: str, timeout: float | None, how: str, *, pid: int | None,
+                   duration: float, output: ToolOutput | None = None) -> ToolResult:
+    """The "timeout" result of a call that passed its deadline, in every mode; ``how``: what was done
+    about it (its worker killed, its Ray task cancelled, ...)."""
+    return ToolResult(call_id, name, "timeout", output=output, duration_s=duration, worker_pid=pid, error=ErrorInfo(
+        "TimeoutError", f"tool '{name}' did not finish within its timeout of {timeout}s; {how}"))
+
+
 def _exit_message(exc: SystemExit) -> str:
     """``sys.exit(0)`` has an empty ``str``; say what happened, with the code, whatever it is."""
     try:
@@ -132,4 +141,4 @@ def _hook_name(hook: Hook) -> str:
     return getattr(hook, "__qualname__", None) or repr(hook)
 
 
-__all__ = ["CAUGHT", "CallInterrupted", "error_info", "execute_call"]
+__all__ = ["CAUGHT", "CallInterrupted", "error_info", "execute_call", "timeout_result"]

@@ -78,6 +78,7 @@ class Line:
     timeout: float | None
     out: Any = None
     requeues: int = 0  # times a worker died before it could start this line
+    meta: dict[str, str] | None = None  # the call's ``meta``, for a line the host read itself
 
 
 class LineLane:
@@ -233,7 +234,7 @@ class LineLane:
         if self.before_send is not None:
             self.before_send(chunk)
         frame = frames.lines_frame(self._parse, self._context, [
-            (ln.call_id, ln.name, ln.raw, ln.arguments, ln.timeout, ln.lineno) for ln in chunk])
+            (ln.call_id, ln.name, ln.raw, ln.arguments, ln.timeout, ln.lineno, ln.meta) for ln in chunk])
         self._core.send(w, chunk, frame, self)
 
     # ------------------------------------------------------------------ the core's client
