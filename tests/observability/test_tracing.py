@@ -20,7 +20,6 @@ from opentelemetry.trace import StatusCode
 
 from tests.observability.tools_traced import TOOLS, traced_body
 from toolfork.executor import Executor, ToolCall
-from toolfork.executor.tracing import spandata
 from toolfork.governance import Limits
 from toolfork.tools import Tool
 
@@ -174,6 +173,8 @@ def test_a_sandboxed_calls_spans_cross_the_data_only_wire(simple_spans: InMemory
 
 
 def test_spans_that_are_not_spans_are_refused() -> None:
+    from toolfork.executor.tracing import spandata
+
     good = {"name": "n", "trace_id": "1" * 32, "span_id": "2" * 16, "flags": 1, "parent_id": None, "start": 1,
             "end": 2, "kind": 0, "status": 0, "status_description": None, "attributes": {"a": [1, 2]},
             "events": [["e", 1, {}]], "scope": "s", "scope_version": None}
@@ -190,11 +191,11 @@ def test_tracing_off_costs_a_lookup_and_sends_no_trace() -> None:
     code = (
         "import sys\n"
         "from toolfork.executor import Executor, ToolCall\n"
-        "from toolfork.executor import tracing\n"
+        "from toolfork.executor.tracing import host\n"
         "from tests.observability.tools_traced import show_meta\n"
         "with Executor([show_meta], mode='fork', workers=1) as ex:\n"
         "    assert ex.run([ToolCall('a', 'show_meta', {})])[0].ok\n"
-        "assert tracing.capture() is None\n"
+        "assert host.capture() is None\n"
         "assert 'opentelemetry.sdk.trace' not in sys.modules\n"
         "print('untraced')\n")
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},

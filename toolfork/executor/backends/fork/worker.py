@@ -389,7 +389,7 @@ def _lane_calls(parse: Any, context: dict[str, Any] | None, items: list[tuple[An
                 writer.send(frames.mismatch_frame(seq))
                 continue
             arguments, meta = call.arguments, call.meta
-        yield seq, (call_id, name, arguments, timeout, context, meta, None)
+        yield seq, (call_id, name, arguments, timeout, context, meta, None)  # a CallItem's fields (no trace)
 
 
 __all__ = ["Channels", "WorkerRuntime", "become_subreaper", "worker_main"]
