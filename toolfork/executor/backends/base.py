@@ -64,7 +64,7 @@ class Dispatch:
     def item(self) -> CallItem:
         """The call as the place it runs receives it (see ``wire.callitem``)."""
         call = self.call
-        return CallItem(call.id, call.name, call.arguments, self.timeout, self.context or None, call.meta, self.trace)
+        return (call.id, call.name, call.arguments, self.timeout, self.context or None, call.meta, self.trace)
 
     # What the fork pool's worker core knows an item by (a line lane's Line has the same two).
     @property
