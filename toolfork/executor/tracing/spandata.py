@@ -78,11 +78,6 @@ def _hex_id(value: Any, digits: int) -> int | None:
 def decode(data: Any, resource: Any) -> Any:
     """The ``ReadableSpan`` ``data`` stands for (with the host's ``resource``), or None when it is not
     the shape of one."""
-    from opentelemetry.sdk.trace import Event, ReadableSpan
-    from opentelemetry.sdk.util.instrumentation import InstrumentationScope
-    from opentelemetry.trace import SpanContext, SpanKind, TraceFlags
-    from opentelemetry.trace.status import Status, StatusCode
-
     if type(data) is not dict:
         return None
     name, start, end = data.get("name"), data.get("start"), data.get("end")
@@ -101,6 +96,8 @@ def decode(data: Any, resource: Any) -> Any:
             or not (scope is None or type(scope) is str) or not (scope_version is None or type(scope_version) is str) \
             or type(events_raw) is not list:
         return None
+    Event, ReadableSpan, InstrumentationScope, SpanContext, SpanKind, TraceFlags, Status, StatusCode = \
+        _SDK or _sdk_classes()
     events = []
     for item in events_raw:
         if type(item) is not list or len(item) != 3 or type(item[0]) is not str or type(item[1]) is not int:
@@ -118,6 +115,18 @@ def decode(data: Any, resource: Any) -> Any:
         instrumentation_scope=None if scope is None else InstrumentationScope(scope, scope_version))
 
 
+def _sdk_classes() -> tuple[Any, ...]:
+    """The SDK's classes a span is rebuilt with, imported once (the host has the SDK: it traces)."""
+    from opentelemetry.sdk.trace import Event, ReadableSpan
+    from opentelemetry.sdk.util.instrumentation import InstrumentationScope
+    from opentelemetry.trace import SpanContext, SpanKind, TraceFlags
+    from opentelemetry.trace.status import Status, StatusCode
+
+    _SDK[:] = [Event, ReadableSpan, InstrumentationScope, SpanContext, SpanKind, TraceFlags, Status, StatusCode]
+    return tuple(_SDK)
+
+
+_SDK: list[Any] = []
 _KINDS = frozenset(range(5))  # SpanKind: INTERNAL, SERVER, CLIENT, PRODUCER, CONSUMER
 _STATUS_CODES = frozenset(range(3))  # StatusCode: UNSET, OK, ERROR
 
