@@ -99,3 +99,16 @@ def test_toolfork_run_carries_meta_and_fails_only_the_line_with_bad_meta(tmp_pat
         assert record["status"] == "error", record
         for word in words:
             assert word in record["error"]["message"], record
+
+
+def test_toolfork_worker_carries_meta() -> None:
+    lines = [{"id": "w1", "name": "show_meta", "arguments": {}, "meta": {"tenant": "acme"}},
+             {"id": "w2", "name": "show_meta", "arguments": {}, "meta": {"tenant": ["not", "a", "str"]}}]
+    env = {"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"}
+    done = subprocess.run([sys.executable, "-m", "toolfork", "worker", "--mode", "fork", "--workers", "1",
+                           "--tools", "tests/observability/tools_traced.py:TOOLS"],
+                          input="".join(json.dumps(line) + "\n" for line in lines), cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=120)
+    records = {r["id"]: r for r in map(json.loads, done.stdout.splitlines())}
+    assert json.loads(records["w1"]["output"]["content"][0]["text"]) == {"tenant": "acme"}, done.stderr
+    assert records["w2"]["status"] == "error" and "meta['tenant'] must be a str" in records["w2"]["error"]["message"]

@@ -201,3 +201,17 @@ def test_tracing_off_costs_a_lookup_and_sends_no_trace() -> None:
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
                           capture_output=True, text=True, timeout=120)
     assert done.stdout.strip() == "untraced", done.stderr
+
+
+def test_a_traceparent_in_meta_is_the_calls_parent(spans: InMemorySpanExporter) -> None:
+    """An explicit W3C traceparent (a batch file's line, the agent's run span) wins over the current span;
+    one that is not valid is ignored and the current span stays the parent."""
+    elsewhere = "00-" + "ab" * 16 + "-" + "cd" * 8 + "-01"
+    with Executor(TOOLS, mode="fork", workers=1) as ex, tracer.start_as_current_span("current"):
+        assert all(r.ok for r in ex.run([
+            ToolCall("x", "traced_work", {"label": "x"}, meta={"traceparent": elsewhere}),
+            ToolCall("bad", "show_meta", {}, meta={"traceparent": "00-not-a-traceparent"})]))
+    calls = _calls(spans)
+    assert calls["x"].context.trace_id == int("ab" * 16, 16) and calls["x"].parent.span_id == int("cd" * 8, 16)
+    _check_tool_spans(spans, calls["x"], "x")
+    assert _under(calls["bad"], _named(spans, "current"))

@@ -103,8 +103,8 @@ class CallSpans:
         if held is not None:
             span, start = held
             # What the call did not spend running: waiting for a worker, a cap or a rate limit (and the trip).
-            span.set_attribute("toolfork.call.wait_s", max(0.0, (time.time_ns() - start) / 1e9 - result.duration_s))
-            _end(span, result.status, result.worker_pid, result.error)
+            _end(span, result.status, result.worker_pid, result.error,
+                 max(0.0, (time.time_ns() - start) / 1e9 - result.duration_s))
 
     def close(self) -> None:
         """The batch ended with calls still open (its consumer left): they end "cancelled"."""
@@ -128,21 +128,24 @@ def traceparent(span: Any) -> str:
     return f"00-{ctx.trace_id:032x}-{ctx.span_id:016x}-{int(ctx.trace_flags):02x}"
 
 
-def _end(span: Any, status: str, pid: int | None, error: Any) -> None:
-    from opentelemetry.trace import StatusCode
-
-    span.set_attribute("toolfork.call.status", status)
+def _end(span: Any, status: str, pid: int | None, error: Any, wait: float | None = None) -> None:
+    attributes: dict[str, Any] = {"toolfork.call.status": status}  # one set_attributes: one lock round
+    if wait is not None:
+        attributes["toolfork.call.wait_s"] = wait
     if pid is not None:
-        span.set_attribute("toolfork.worker.pid", pid)
+        attributes["toolfork.worker.pid"] = pid
     if status != "ok":
+        from opentelemetry.trace import StatusCode
+
         message = str(error) if error is not None else status
         if error is not None:
-            span.set_attribute("error.type", error.type)
+            attributes["error.type"] = error.type
         if status in ("crashed", "timeout"):
             signal = _SIGNAL.search(message)
             if signal is not None:
-                span.set_attribute("toolfork.worker.signal", signal.group(0))
+                attributes["toolfork.worker.signal"] = signal.group(0)
         span.set_status(StatusCode.ERROR, f"{status}: {message}")
+    span.set_attributes(attributes)
     span.end()
 
 
