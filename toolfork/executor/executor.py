@@ -38,6 +38,7 @@ from toolfork.executor import tracing
 from toolfork.executor.backends.base import WAIT, Backend, Dispatch, Feed, Hooks, Wait
 from toolfork.executor.backends.sequential import SequentialBackend
 from toolfork.executor.inline import InlineCalls
+from toolfork.executor.invoke import effective_timeout
 from toolfork.executor.journal import Journal
 from toolfork.executor.modes import resolve_mode
 from toolfork.executor.singles import Singles, SinglesHost
@@ -500,17 +501,13 @@ class Executor:
             if tool is None:  # a call's ready events go as one list: the window counts the call once
                 yield [CallStarted(call.id, call.name), CallFinished(call.id, self.unknown_tool_result(call))]
                 continue
-            timeout = call.timeout if call.timeout is not None else tool.timeout
-            if timeout is None:
-                timeout = default_timeout
-            elif not _is_positive_finite(timeout):
-                if timeout != math.inf:
-                    yield [CallStarted(call.id, call.name), CallFinished(call.id, ToolResult(
-                        call.id, call.name, "error", error=ErrorInfo(
-                            "ValueError", f"call {call.id!r}: timeout must be a positive number of seconds, "
-                                          f"got {timeout!r}")))]
-                    continue
-                timeout = None  # infinity: no limit
+            timeout = effective_timeout(call.timeout, tool.timeout, default_timeout)
+            if timeout is not None and not _is_positive_finite(timeout):
+                yield [CallStarted(call.id, call.name), CallFinished(call.id, ToolResult(
+                    call.id, call.name, "error", error=ErrorInfo(
+                        "ValueError", f"call {call.id!r}: timeout must be a positive number of seconds, "
+                                      f"got {timeout!r}")))]
+                continue
             if journal is not None:
                 answer = journal.admit(call.id, call.name, tool)  # None: its start is in the journal now
                 if answer is not None:

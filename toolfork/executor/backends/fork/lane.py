@@ -34,7 +34,6 @@ restriction (a process each); a job with one of those takes the general path who
 
 from __future__ import annotations
 
-import math
 import os
 import pickle
 import time
@@ -43,6 +42,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from toolfork.executor import invoke
 from toolfork.executor.backends.base import POLL_INTERVAL
 from toolfork.executor.backends.fork.core import Worker
 from toolfork.executor.backends.fork.pool import ForkBackend
@@ -270,8 +270,7 @@ class LineLane:
 def effective_timeout(tool: Tool, default: float | None) -> float | None:
     """A lane line's timeout: its tool's, else the executor's, as ``Executor`` has it (infinity: none). A
     line with a timeout of its own is read by the host, which passes that one."""
-    timeout = tool.timeout if tool.timeout is not None else default
-    return None if timeout == math.inf else timeout
+    return invoke.effective_timeout(None, tool.timeout, default)
 
 
 __all__ = ["Line", "LineLane", "effective_timeout"]
