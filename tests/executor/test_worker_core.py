@@ -70,7 +70,7 @@ def core() -> Iterator[WorkerCore]:
 
 def send(core: WorkerCore, client: Recorder, items: list[Item]) -> Worker:
     w = core.idle.popleft()
-    frame = frames.calls_frame([(i.call_id, i.name, i.arguments, i.timeout, None) for i in items])
+    frame = frames.calls_frame([(i.call_id, i.name, i.arguments, i.timeout, None, None, None) for i in items])
     assert core.send(w, items, frame, client)
     return w
 
@@ -147,7 +147,7 @@ def test_work_sent_to_a_worker_that_died_idle_goes_back_and_the_slot_is_refilled
         assert time.monotonic() < end
         time.sleep(0.05)
     item = Item("late", "add", {"a": 1, "b": 1})
-    frame = frames.calls_frame([(item.call_id, item.name, item.arguments, None, None)])
+    frame = frames.calls_frame([(item.call_id, item.name, item.arguments, None, None, None, None)])
     assert not core.send(w, [item], frame, client)  # its call pipe has no reader any more
     assert client.put_back_calls == [["late"]] and client.results == {}  # never started: back, not failed
     assert w.wid not in core.workers and len(core.workers) == core.size and len(core.idle) == core.size

@@ -627,6 +627,8 @@ class Agent:
         lifted = lift_unenforceable(op.calls, executor.tools, executor.mode, self.tool_timeout, preemptible)
         if op.meta is not None:
             executor.context[AGENT_CONTEXT_KEY] = op.meta
+        if self._telemetry is not None:
+            self._telemetry.hand_over(op.calls)  # their spans: the executor's, under the run's span
         return executor, _Batch(op.calls, lifted)
 
     @staticmethod

@@ -1,5 +1,10 @@
 """Optional OpenTelemetry spans: one per ``chat()`` run, one per model call, one per tool call.
 
+The calls the executor runs get their ``execute_tool`` spans from the executor (``toolfork.executor.
+tracing``: with the tool's own spans under them, from the worker), under this run's span: ``hand_over``
+puts the run's span in their ``meta`` as a W3C ``traceparent``. This listener makes tool spans only for
+the calls that never reach the executor (unknown tools, refused approvals, max runs).
+
 Only the ``opentelemetry-api`` package is used; without a configured SDK its tracer is a no-op, and
 without the package this module does nothing. Spans are started from events with an explicit
 parent context (never attached to the thread's current context) because the loop is a generator
@@ -19,6 +24,7 @@ from toolfork.agent.events import (
     ToolCallFinished,
     ToolCallStarted,
 )
+from toolfork.executor import tracing
 
 try:  # pragma: no cover - exercised when the package is missing
     from opentelemetry import trace as _trace
@@ -38,6 +44,18 @@ class Telemetry:
         self._run_span: Any = None
         self._model_span: Any = None
         self._tool_spans: dict[str, Any] = {}
+        self._handed: set[str] = set()  # calls whose execute_tool span the executor makes
+
+    def hand_over(self, calls: list[Any]) -> None:
+        """The executor makes these calls' ``execute_tool`` spans (it traces them in the worker too):
+        each call carries this run's span as its W3C ``traceparent`` in its ``meta``, so those spans are
+        children of the run's; this listener makes none of its own for them."""
+        if _trace is None or self._run_span is None or tracing.capture() is None:
+            return  # nothing traces: the executor makes no span, and neither does this listener
+        parent = tracing.traceparent(self._run_span)
+        for call in calls:
+            call.meta = {**(call.meta or {}), tracing.TRACEPARENT: parent}
+            self._handed.add(call.id)
 
     def _tracer(self) -> Any:
         # Looked up per run so a tracer provider set after the agent was built is still used.
@@ -63,6 +81,7 @@ class Telemetry:
         for leftover in list(self._tool_spans.values()):
             leftover.end()
         self._tool_spans.clear()
+        self._handed.clear()
         if self._model_span is not None:
             self._model_span.end()
             self._model_span = None
@@ -99,8 +118,12 @@ class Telemetry:
                 _mark_error(span, event.error)
             span.end()
         elif isinstance(event, ToolCallStarted):
-            self._tool_spans[event.call_id] = self._start_tool_span(event.call_id, event.name, None)
+            if event.call_id not in self._handed:
+                self._tool_spans[event.call_id] = self._start_tool_span(event.call_id, event.name, None)
         elif isinstance(event, ToolCallFinished):
+            if event.call_id in self._handed:
+                self._handed.discard(event.call_id)
+                return
             span = self._tool_spans.pop(event.call_id, None)
             if span is None:
                 # No live start event (the batch ran without streaming): back-date the start.

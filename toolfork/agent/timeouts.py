@@ -17,6 +17,7 @@ import threading
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from toolfork.executor.invoke import effective_timeout
 from toolfork.executor.types import ToolCall, ToolResult
 from toolfork.tools.output import ContentBlock, ToolOutput
 
@@ -39,9 +40,7 @@ def lift_unenforceable(calls: Iterable[ToolCall], tools: Mapping[str, Any], mode
         tool = tools.get(call.name)
         if tool is None or (mode != "sequential" and not getattr(tool, "inline", False)):
             continue
-        timeout = call.timeout if call.timeout is not None else getattr(tool, "timeout", None)
-        if timeout is None:
-            timeout = default_timeout
+        timeout = effective_timeout(call.timeout, getattr(tool, "timeout", None), default_timeout)
         if timeout is None or not 0 < timeout < math.inf:
             continue
         lifted[call.id] = float(timeout)

@@ -51,7 +51,7 @@ from toolfork.commands._loading import BadLine
 from toolfork.commands._output import OutFile, record_of
 from toolfork.commands._progress import Progress
 from toolfork.commands._resume import ResumePoint
-from toolfork.executor import WAIT
+from toolfork.executor import WAIT, invoke
 from toolfork.executor.backends.fork.lane import Line, LineLane, effective_timeout
 from toolfork.executor.journal import Journal, outcome_unknown
 
@@ -205,13 +205,14 @@ class LaneJob(Job):
         if self.journal is not None:
             if not self.journal.should_run(cid, tool):
                 return self._settle(line, outcome_unknown(cid, call.name), lineno)
-        timeout = effective_timeout(tool, self.executor.timeout) if call.timeout is None else call.timeout
+        timeout = invoke.effective_timeout(call.timeout, tool.timeout, self.executor.timeout)
         if line is None:
-            line = Line(lineno, cid, call.name, None, call.arguments, timeout)
+            line = Line(lineno, cid, call.name, None, call.arguments, timeout, meta=call.meta)
             self.owed.append(line)
             self.lane.ready.append(line)
         else:
             line.call_id, line.name, line.arguments, line.timeout = cid, call.name, call.arguments, timeout
+            line.meta = call.meta
             line.raw = None
             assert requeue is not None
             requeue.append(line)

@@ -395,7 +395,11 @@ def parse_call(raw: bytes | str, lineno: int) -> Any:
                                 or not timeout > 0):  # NaN is no number of seconds either
         return BadLine(call_id, name,
                        f'{here}: "timeout" must be a positive number of seconds, got {timeout!r}')
-    return ToolCall(call_id, name, arguments, None if timeout == math.inf else timeout)  # Infinity: no limit
+    try:  # ToolCall checks "meta" (string keys and values), naming what is wrong
+        return ToolCall(call_id, name, arguments, None if timeout == math.inf else timeout,  # Infinity: no limit
+                        obj.get("meta"))
+    except TypeError as exc:
+        return BadLine(call_id, name, f"{here}: {exc}")
 
 
 __all__ = [

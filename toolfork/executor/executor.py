@@ -34,10 +34,11 @@ from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
 from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from toolfork.executor import metering
+from toolfork.executor import metering, tracing
 from toolfork.executor.backends.base import WAIT, Backend, Dispatch, Feed, Hooks, Wait
 from toolfork.executor.backends.sequential import SequentialBackend
 from toolfork.executor.inline import InlineCalls
+from toolfork.executor.invoke import effective_timeout
 from toolfork.executor.journal import Journal
 from toolfork.executor.modes import resolve_mode
 from toolfork.executor.singles import Singles, SinglesHost
@@ -226,14 +227,14 @@ class Executor:
     def run(self, calls: Iterable[ToolCall | dict[str, Any]], *, journal: Journal | None = None) -> list[ToolResult]:
         """One result per call, in call order. Tool failures become results; misuse raises.
         ``journal``: record starts and results there, and resume what it holds (see ``Journal``)."""
-        return self._run(self._prepare(calls), None, journal)
+        return self._run(self._prepare(calls), None, journal, tracing.capture())
 
     def _run(self, batch: list[ToolCall], handle: Batch[Any] | None,
-             journal: Journal | None = None) -> list[ToolResult]:
+             journal: Journal | None = None, parent: Any = None) -> list[ToolResult]:
         position = {c.id: i for i, c in enumerate(batch)}
         results: list[ToolResult | None] = [None] * len(batch)
         for event in self._events(batch, None, on_feed=None if handle is None else handle._started,
-                                  journal=journal):
+                                  journal=journal, parent=parent):
             if type(event) is CallFinished:
                 results[position[event.call_id]] = event.result
         self._merge_context(results)
@@ -244,10 +245,11 @@ class Executor:
         in ``run``)."""
         batch = self._prepare(calls)
         handle: Batch[Event] = Batch(self)
+        parent = tracing.capture()
 
         def events() -> Iterator[Event]:
             finished: dict[str, ToolResult] = {}
-            for event in self._events(batch, None, on_feed=handle._started, journal=journal):
+            for event in self._events(batch, None, on_feed=handle._started, journal=journal, parent=parent):
                 if type(event) is CallFinished:
                     finished[event.call_id] = event.result
                 yield event
@@ -273,12 +275,13 @@ class Executor:
                 self._check_open()
                 if self._singles is None:
                     self._singles = Singles(SinglesHost(
-                        run=lambda source, fd, on_feed: self._events(source, None, fd, on_feed=on_feed),
+                        run=lambda source, fd, on_feed, parent_of: self._events(source, None, fd, on_feed=on_feed,
+                                                                                 parent=parent_of),
                         stop=self._backend.cancel,
                         merge_context=lambda updates: self.context.update(updates),
                         closed=lambda: self._closed))
                 singles = self._singles
-        return singles.submit(c, on_progress)
+        return singles.submit(c, on_progress, tracing.capture())
 
     async def acall(self, call: ToolCall | dict[str, Any], *,
                     on_progress: Callable[[Any], Any] | None = None) -> ToolResult:
@@ -310,12 +313,13 @@ class Executor:
         if limit < 1:
             raise ValueError(f"window must be at least 1, got {limit}")
         handle: Batch[ToolResult] = Batch(self)
-        handle._iterator = self._windowed_results(calls, limit, wakeup_fd, ordered, handle, journal)
+        handle._iterator = self._windowed_results(calls, limit, wakeup_fd, ordered, handle, journal,
+                                                  tracing.capture())
         return handle
 
     def _windowed_results(self, calls: Iterable[ToolCall | dict[str, Any] | Wait], limit: int,
                           wakeup_fd: int | None, ordered: bool, handle: Batch[ToolResult],
-                          journal: Journal | None) -> Iterator[ToolResult]:
+                          journal: Journal | None, parent: Any) -> Iterator[ToolResult]:
         seq_of: dict[str, int] = {}  # call id -> position, for the calls in the window
         counts = [0, 0]  # pulled, yielded
 
@@ -335,7 +339,8 @@ class Executor:
             return counts[0] - counts[1] < limit
 
         buffer: dict[int, ToolResult] = {}
-        for event in self._events(prepared(), room, wakeup_fd, on_feed=handle._started, journal=journal):
+        for event in self._events(prepared(), room, wakeup_fd, on_feed=handle._started, journal=journal,
+                                  parent=parent):
             if type(event) is not CallFinished:
                 continue
             result = event.result
@@ -360,7 +365,8 @@ class Executor:
         Cancelling the awaiting task cancels this batch alone, and returns once it has stopped."""
         batch = self._prepare(calls)
         handle: Batch[Any] = Batch(self)
-        done = _in_thread(asyncio.get_running_loop(), lambda: self._run(batch, handle), "toolfork-arun")
+        parent = tracing.capture()
+        done = _in_thread(asyncio.get_running_loop(), lambda: self._run(batch, handle, None, parent), "toolfork-arun")
         try:
             return await asyncio.shield(done)
         except asyncio.CancelledError:
@@ -413,16 +419,39 @@ class Executor:
 
     def _events(self, calls: Iterable[ToolCall | Wait], room: Callable[[], bool] | None,
                 wakeup_fd: int | None = None, *, on_feed: Callable[[Feed], None] | None = None,
-                journal: Journal | None = None) -> Iterator[Event]:
+                journal: Journal | None = None, parent: Any = None) -> Iterator[Event]:
         """Feed the calls to the backend; retry what a tool's ``retries`` allows. ``on_feed`` gets the
         batch's ``Feed`` once it is known (a ``Batch`` handle, to cancel it). ``journal`` gets each
-        call's start before its Dispatch reaches the backend, and its result."""
+        call's start before its Dispatch reaches the backend, and its result. ``parent``: the context
+        captured where the calls were submitted (``tracing.capture``), or a function of the call that
+        gives it (single calls: each its own); None when nothing traces."""
+        if parent is None:
+            return self._untraced_events(calls, room, wakeup_fd, on_feed, journal, None)
+        spans = tracing.CallSpans()
+        return self._traced_events(self._untraced_events(calls, room, wakeup_fd, on_feed, journal,
+                                                         (parent if callable(parent) else lambda _c: parent, spans)),
+                                   spans)
+
+    @staticmethod
+    def _traced_events(events: Iterator[Event], spans: tracing.CallSpans) -> Iterator[Event]:
+        """Each call's span ends at its CallFinished (see ``tracing``)."""
+        try:
+            for event in events:
+                if type(event) is CallFinished:
+                    spans.finish(event.result)
+                yield event
+        finally:
+            spans.close()
+
+    def _untraced_events(self, calls: Iterable[ToolCall | Wait], room: Callable[[], bool] | None,
+                         wakeup_fd: int | None, on_feed: Callable[[Feed], None] | None, journal: Journal | None,
+                         traced: tuple[Callable[[ToolCall], Any], tracing.CallSpans] | None) -> Iterator[Event]:
         retriable: dict[str, Dispatch] = {}  # calls of tools that declare retries, until they finish
         # Inline calls run in this thread as the feed pulls them; a gated one that cannot start yet is
         # parked there, never waited for (see inline.py). Parked calls stop when the batch is cancelled
         # (the source is first pulled by the feed, so ``feed`` is bound by then).
         inline = InlineCalls(self.governance, self._backend.wake)
-        source = self._dispatches(calls, retriable, inline, room, lambda: feed.cancelled, journal)
+        source = self._dispatches(calls, retriable, inline, room, lambda: feed.cancelled, journal, traced)
         recorder = metering.recorder()  # None unless a MeterProvider is configured
         pulled: dict[str, float] = {}  # call id -> when the backend pulled it (only with a recorder)
         if recorder is not None:
@@ -465,8 +494,9 @@ class Executor:
                 self._tally.close(counts)
 
     def _dispatches(self, calls: Iterable[ToolCall | Wait], retriable: dict[str, Dispatch], inline: InlineCalls,
-                    room: Callable[[], bool] | None, stopped: Callable[[], bool],
-                    journal: Journal | None = None) -> Iterator[Dispatch | list[Event] | Wait]:
+                    room: Callable[[], bool] | None, stopped: Callable[[], bool], journal: Journal | None = None,
+                    traced: tuple[Callable[[ToolCall], Any], tracing.CallSpans] | None = None,
+                    ) -> Iterator[Dispatch | list[Event] | Wait]:
         """What the backend pulls: a Dispatch per call, or ready events for unknown and inline tools
         and for calls the journal answers (finished before, or started with an unknown outcome). An
         inline call parked for its cap or rate limit comes out later (``WAIT`` until it has). While
@@ -487,27 +517,28 @@ class Executor:
                 yield WAIT
                 continue
             assert isinstance(call, ToolCall)
+            trace = None
+            if traced is not None:  # the call's span, from now on: even an unknown tool's call gets one
+                parent = traced[0](call)
+                if parent is not None:
+                    trace = traced[1].start(call.id, call.name, parent, call.meta)
             tool = self._tools.get(call.name)  # looked up now: a long-lived batch sees add_tools()
             if tool is None:  # a call's ready events go as one list: the window counts the call once
                 yield [CallStarted(call.id, call.name), CallFinished(call.id, self.unknown_tool_result(call))]
                 continue
-            timeout = call.timeout if call.timeout is not None else tool.timeout
-            if timeout is None:
-                timeout = default_timeout
-            elif not _is_positive_finite(timeout):
-                if timeout != math.inf:
-                    yield [CallStarted(call.id, call.name), CallFinished(call.id, ToolResult(
-                        call.id, call.name, "error", error=ErrorInfo(
-                            "ValueError", f"call {call.id!r}: timeout must be a positive number of seconds, "
-                                          f"got {timeout!r}")))]
-                    continue
-                timeout = None  # infinity: no limit
+            timeout = effective_timeout(call.timeout, tool.timeout, default_timeout)
+            if timeout is not None and not _is_positive_finite(timeout):
+                yield [CallStarted(call.id, call.name), CallFinished(call.id, ToolResult(
+                    call.id, call.name, "error", error=ErrorInfo(
+                        "ValueError", f"call {call.id!r}: timeout must be a positive number of seconds, "
+                                      f"got {timeout!r}")))]
+                continue
             if journal is not None:
                 answer = journal.admit(call.id, call.name, tool)  # None: its start is in the journal now
                 if answer is not None:
                     yield [CallStarted(call.id, call.name), CallFinished(call.id, answer)]
                     continue
-            d = Dispatch(call, tool, timeout, context)
+            d = Dispatch(call, tool, timeout, context, trace=trace)
             if tool.inline:
                 events = inline.run(d, stopped())
                 if events is not None:
@@ -611,7 +642,7 @@ class Executor:
 def _call_from_dict(data: dict[str, Any]) -> ToolCall:
     try:
         return ToolCall(id=str(data["id"]), name=str(data["name"]), arguments=dict(data.get("arguments") or {}),
-                        timeout=data.get("timeout"))
+                        timeout=data.get("timeout"), meta=data.get("meta"))
     except (KeyError, TypeError, ValueError) as exc:
         raise ValueError(f"a call must be a ToolCall or a dict with 'id', 'name', 'arguments': {exc}") from None
 

@@ -19,6 +19,7 @@ propagate, after ``after_child`` has run.
 
 from __future__ import annotations
 
+import math
 import time
 import traceback
 from collections.abc import Callable, Mapping
@@ -27,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 from toolfork.executor.types import ErrorInfo, ToolCall, ToolResult
 
 if TYPE_CHECKING:
+    from toolfork.tools.output import ToolOutput
     from toolfork.tools.runtime import ToolRuntime
     from toolfork.tools.tool import Tool
 
@@ -119,6 +121,24 @@ def execute_call(
     return result
 
 
+def effective_timeout(call_timeout: float | None, tool_timeout: float | None,
+                      default: float | None) -> float | None:
+    """The one timeout rule: the call's, else its tool's, else the executor's; infinity means none.
+    (Whether a value is a positive number is checked where it comes in: ``Executor``, ``Tool``.)"""
+    timeout = call_timeout if call_timeout is not None else tool_timeout
+    if timeout is None:
+        timeout = default
+    return None if timeout == math.inf else timeout
+
+
+def timeout_result(call_id: str, name: str, timeout: float | None, how: str, *, pid: int | None,
+                   duration: float, output: ToolOutput | None = None) -> ToolResult:
+    """The "timeout" result of a call that passed its deadline, in every mode; ``how``: what was done
+    about it (its worker killed, its Ray task cancelled, ...)."""
+    return ToolResult(call_id, name, "timeout", output=output, duration_s=duration, worker_pid=pid, error=ErrorInfo(
+        "TimeoutError", f"tool '{name}' did not finish within its timeout of {timeout}s; {how}"))
+
+
 def _exit_message(exc: SystemExit) -> str:
     """``sys.exit(0)`` has an empty ``str``; say what happened, with the code, whatever it is."""
     try:
@@ -132,4 +152,4 @@ def _hook_name(hook: Hook) -> str:
     return getattr(hook, "__qualname__", None) or repr(hook)
 
 
-__all__ = ["CAUGHT", "CallInterrupted", "error_info", "execute_call"]
+__all__ = ["CAUGHT", "CallInterrupted", "effective_timeout", "error_info", "execute_call", "timeout_result"]

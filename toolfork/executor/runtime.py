@@ -25,8 +25,9 @@ class CallbackRuntime(ToolRuntime):
         deadline: float | None,
         context: dict[str, Any] | None,
         on_progress: Callable[[str, Any], None],
+        meta: dict[str, str] | None = None,
     ) -> None:
-        super().__init__(call_id, tool_name, deadline, context)
+        super().__init__(call_id, tool_name, deadline, context, meta)
         self._on_progress = on_progress
 
     def emit_progress(self, value: Any) -> None:

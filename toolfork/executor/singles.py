@@ -40,9 +40,11 @@ from toolfork.executor.wire import WakePipe
 class SinglesHost:
     """What ``Singles`` needs of its executor, as callables."""
 
-    #: ``run(source, wakeup_fd, on_feed)``: the events of one live batch fed by ``source``; ``on_feed``
-    #: is called with its ``Feed`` once the batch has started.
-    run: Callable[[Iterable[ToolCall | Wait], int, Callable[[Feed], None]], Iterator[Event]]
+    #: ``run(source, wakeup_fd, on_feed, parent_of)``: the events of one live batch fed by ``source``;
+    #: ``on_feed`` is called with its ``Feed`` once the batch has started; ``parent_of(call)`` gives the
+    #: tracing context captured where that call was submitted (None: not traced).
+    run: Callable[[Iterable[ToolCall | Wait], int, Callable[[Feed], None], Callable[[ToolCall], Any]],
+                  Iterator[Event]]
     #: ``stop(feed)``: after ``feed.stop(call)``, have the backend stop what runs.
     stop: Callable[[Feed], None]
     #: ``merge_context(updates)``: a result's context updates, into the executor's context.
@@ -56,12 +58,13 @@ class CallFuture(Future[ToolResult]):
     could only drop a call that has not started); the future is then cancelled."""
 
     def __init__(self, singles: Singles, call: ToolCall,
-                 on_progress: Callable[[Any], Any] | None = None) -> None:
+                 on_progress: Callable[[Any], Any] | None = None, parent: Any = None) -> None:
         super().__init__()
         self.call = call
+        self.parent = parent  # the tracing context where it was submitted (None: not traced)
         # What the backend runs: a copy of its own, so that a stop names this submission alone (the
         # caller may submit the very same ToolCall object again once this one is cancelled).
-        self.sent = ToolCall(call.id, call.name, call.arguments, call.timeout)
+        self.sent = ToolCall(call.id, call.name, call.arguments, call.timeout, call.meta)
         self.on_progress = on_progress  # called (in the owner thread) with each progress value
         self._singles = singles
         self._pulled = False  # handed to the backend: stopping it is the backend's business
@@ -94,8 +97,9 @@ class Singles:
         self._thread = threading.Thread(target=self._own, name="toolfork-submit", daemon=True)
         self._thread.start()
 
-    def submit(self, call: ToolCall, on_progress: Callable[[Any], Any] | None = None) -> CallFuture:
-        future = CallFuture(self, call, on_progress)
+    def submit(self, call: ToolCall, on_progress: Callable[[Any], Any] | None = None,
+               parent: Any = None) -> CallFuture:
+        future = CallFuture(self, call, on_progress, parent)
         with self._lock:
             if self._closing:
                 raise RuntimeError("this Executor is closed; create a new one")
@@ -166,7 +170,7 @@ class Singles:
 
     def _own(self) -> None:
         """The owner thread: run the live batch; resolve each future as its call finishes."""
-        events = self._host.run(self._source(), self._wake.fd, self._started)
+        events = self._host.run(self._source(), self._wake.fd, self._started, self._parent_of)
         try:
             for event in events:
                 if type(event) is CallFinished:
@@ -178,6 +182,10 @@ class Singles:
                             ErrorInfo(type(exc).__name__, f"the executor could not run the call: {exc}"))
         else:  # closed: whatever is left (none, normally) is not left waiting
             self._fail_rest("cancelled", ErrorInfo("Cancelled", "the executor was closed before the call ran"))
+
+    def _parent_of(self, call: ToolCall) -> Any:
+        future = self._flowing.get(call.id)
+        return None if future is None else future.parent
 
     def _fail_rest(self, status: Status, error: ErrorInfo) -> None:
         with self._lock:

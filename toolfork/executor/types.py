@@ -6,6 +6,7 @@ one of each, and they cross a pipe: construction and pickling sit on the executo
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -18,12 +19,32 @@ STATUSES: tuple[str, ...] = ("ok", "error", "timeout", "crashed", "cancelled")
 
 @dataclass(slots=True)
 class ToolCall:
-    """One call the model asked for. ``timeout`` (seconds) overrides the tool's and the executor's."""
+    """One call the model asked for. ``timeout`` (seconds) overrides the tool's and the executor's.
+    ``meta``: string keys and values the caller attaches to the call (a tenant, a request id, a
+    ``traceparent``); the tool reads them as ``runtime.meta``, in every mode."""
 
     id: str
     name: str
     arguments: dict[str, Any] = field(default_factory=dict)
     timeout: float | None = None
+    meta: dict[str, str] | None = None
+
+    def __post_init__(self) -> None:
+        if self.meta is not None:
+            self.meta = checked_meta(self.meta, self.id)
+
+
+def checked_meta(meta: Any, call_id: Any = None) -> dict[str, str] | None:
+    """``meta`` as a dict of its own (None when empty), or a TypeError naming what is not a string."""
+    where = f"call {call_id!r}: " if call_id is not None else ""
+    if not isinstance(meta, Mapping):
+        raise TypeError(f"{where}meta must be a mapping of strings to strings, got {type(meta).__name__}")
+    for key, value in meta.items():
+        if type(key) is not str:
+            raise TypeError(f"{where}meta key {key!r} must be a str, got {type(key).__name__}")
+        if type(value) is not str:
+            raise TypeError(f"{where}meta[{key!r}] must be a str, got {type(value).__name__}")
+    return dict(meta) or None
 
 
 @dataclass(slots=True)
@@ -105,4 +126,5 @@ __all__ = [
     "Status",
     "ToolCall",
     "ToolResult",
+    "checked_meta",
 ]

@@ -21,7 +21,6 @@ A thread of any other kind stays: the sandbox then refuses, naming the threads.
 from __future__ import annotations
 
 import threading
-import time
 from typing import Any
 
 from .verdict import thread_count
@@ -74,19 +73,13 @@ def park() -> None:
 
 def stop() -> None:
     """In a process about to enter a sandbox (a child just forked): stop those threads for good, and
-    wait until the kernel has ended them too (a join returns a moment before the thread is gone). Also
-    waits for threads an at-fork hook started and joined itself: OpenTelemetry's providers rebuild their
-    resource in every child with a thread pool they shut down at once, and a joined thread can still
-    count for the kernel when the hook returns."""
-    for owner in _each_owner():
+    wait until the kernel has ended them too (a join returns a moment before the thread is gone:
+    ``thread_count`` waits that out)."""
+    owners = _each_owner()
+    for owner in owners:
         _halt(owner, stopped=True)
-    _wait_for_kernel_threads()
-
-
-def _wait_for_kernel_threads() -> None:
-    deadline = time.monotonic() + JOIN_S
-    while thread_count() > threading.active_count() and time.monotonic() < deadline:
-        time.sleep(0.0002)
+    if owners:
+        thread_count(settle_s=JOIN_S)
 
 
 __all__ = ["park", "stop"]

@@ -64,12 +64,28 @@ def has_capability(bit: int, status: bytes | None = None) -> bool:
     return value is not None and bool(int(value, 16) >> bit & 1)
 
 
-def thread_count() -> int:
-    """The threads this process runs (a namespace or Landlock domain entered now binds only one)."""
-    try:
-        return len(os.listdir("/proc/self/task"))
-    except OSError:
-        return 1
+def thread_count(settle_s: float = 1.0) -> int:
+    """The threads this process runs (a namespace or Landlock domain entered now binds only one). A thread
+    Python has already seen end (one a library's at-fork hook ran briefly in a child: OpenTelemetry's
+    SDK detects its resource in a thread pool after each fork) is waited out, for up to ``settle_s``:
+    the kernel lists it a moment longer."""
+    import threading
+    import time
+
+    deadline = None
+    while True:
+        try:
+            count = len(os.listdir("/proc/self/task"))
+        except OSError:
+            return 1
+        if count <= threading.active_count():
+            return count
+        now = time.monotonic()
+        if deadline is None:
+            deadline = now + settle_s
+        elif now >= deadline:
+            return count
+        time.sleep(0.0005)
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import hashlib
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from types import MappingProxyType
 from typing import Any
 
 # Reserved context keys: the agent's identity for the batch (host -> call), and what a call asks of the
@@ -35,6 +36,7 @@ LOG_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert"
 # -> the client's answer as plain data. None: no client behind the calls of this process.
 ClientLink = Callable[[str, str, dict[str, Any], "float | None"], Any]
 _client_link: list[ClientLink | None] = [None]
+_NO_META: Mapping[str, str] = MappingProxyType({})
 
 
 class ClientUnavailable(RuntimeError):
@@ -53,7 +55,7 @@ class ToolRuntime:
     same in the worker and the host) or None when the call is unbounded.
     """
 
-    __slots__ = ("_job_key", "agent_id", "call_id", "context", "context_updates", "deadline", "run_id",
+    __slots__ = ("_job_key", "agent_id", "call_id", "context", "context_updates", "deadline", "meta", "run_id",
                  "step_index", "tool_call", "tool_name")
 
     def __init__(
@@ -62,8 +64,11 @@ class ToolRuntime:
         tool_name: str = "",
         deadline: float | None = None,
         context: dict[str, Any] | None = None,
+        meta: Mapping[str, str] | None = None,
     ) -> None:
         self.call_id = call_id
+        # The call's ``ToolCall.meta`` (string keys and values), read-only; empty when it has none.
+        self.meta: Mapping[str, str] = MappingProxyType(dict(meta)) if meta else _NO_META
         self.tool_name = tool_name
         self.deadline = deadline
         # A snapshot of the host's context when the batch was dispatched (read-only by convention).

@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 from toolfork.executor.stats import Load
 from toolfork.executor.types import CallFinished, CallStarted, ErrorInfo, Event, ToolCall, ToolResult
 from toolfork.executor.wire import drain
+from toolfork.executor.wire.callitem import CallItem, TraceParent
 
 if TYPE_CHECKING:
     from toolfork.governance.limits import Limits
@@ -59,6 +60,12 @@ class Dispatch:
     batch: BatchState | None = None  # the batch it belongs to, where a Hub routes its events
     stopped: bool = False  # its outcome is no longer wanted (a cancelled future): drop its result
     slot: Any = None  # its place under its tool's caps while sent (``Governance.admit``), else None
+    trace: TraceParent | None = None  # its span, where the tool's own spans go (None: not traced)
+
+    def item(self) -> CallItem:
+        """The call as the place it runs receives it (see ``wire.callitem``)."""
+        call = self.call
+        return (call.id, call.name, call.arguments, self.timeout, self.context or None, call.meta, self.trace)
 
     # What the fork pool's worker core knows an item by (a line lane's Line has the same two).
     @property

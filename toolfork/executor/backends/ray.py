@@ -40,6 +40,7 @@ import uuid
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
+from toolfork.executor import tracing
 from toolfork.executor.backends import ray_session
 from toolfork.executor.backends.base import (
     POLL_INTERVAL,
@@ -50,6 +51,7 @@ from toolfork.executor.backends.base import (
     Hooks,
     Hub,
 )
+from toolfork.executor.invoke import timeout_result
 from toolfork.executor.stats import Load
 from toolfork.executor.types import CallFinished, CallProgress, CallStarted, ErrorInfo, Event, ToolResult
 
@@ -331,8 +333,8 @@ class RayBackend(Backend):
             uses_sink = d.timeout is not None or d.tool.uses_runtime or rate is not None
             sink = self._ensure_sink() if uses_sink else None
             token = next(self._tokens)
-            ref = self._task.remote(self._id, (name, self._tool_refs[name]), self._hooks_box, token, call.id,
-                                    call.arguments, d.timeout, d.context or None, sink, rate)
+            ref = self._task.remote(self._id, (name, self._tool_refs[name]), self._hooks_box, token, d.item(), sink,
+                                    rate)
         except Exception as exc:
             self._governance.give_back(d)
             out.append((d, CallFinished(call.id, ToolResult(call.id, call.name, "error", error=ErrorInfo(
@@ -442,13 +444,20 @@ class RayBackend(Backend):
     def _outcomes(self, done: list[_Running]) -> list[tuple[ToolResult, int]]:
         ray = self._ray
         try:  # one round trip for the usual case: every task returned normally
-            return [(r, n) for r, n in ray.get([t.ref for t in done])]
+            returned = ray.get([t.ref for t in done])
         except Exception:
             pass
+        else:
+            for _result, _sent, spans in returned:
+                if spans:
+                    tracing.export(spans)  # the tool's own spans, under its call's (see ``tracing``)
+            return [(r, n) for r, n, _spans in returned]
         outcomes = []
         for t in done:
             try:
-                result, sent = ray.get(t.ref)
+                result, sent, spans = ray.get(t.ref)
+                if spans:
+                    tracing.export(spans)  # the tool's own spans, under its call's (see ``tracing``)
                 outcomes.append((result, sent))
             except Exception as exc:
                 outcomes.append((self._failure(t, exc), 0))
@@ -499,12 +508,9 @@ class RayBackend(Backend):
             call = task.dispatch.call
             grace = f"; its worker is killed if the tool has not stopped {self._kill_grace}s later" \
                 if self._kill_grace > 0 else "; its worker was killed"
-            out.append((task.dispatch, CallFinished(call.id, ToolResult(
-                call.id, call.name, "timeout", worker_pid=task.pid,
-                duration_s=now - (task.started if task.started is not None else task.submitted),
-                error=ErrorInfo("TimeoutError", f"tool '{call.name}' did not finish within its timeout of "
-                                f"{task.dispatch.timeout}s; its Ray task was cancelled{grace}"),
-            ))))
+            out.append((task.dispatch, CallFinished(call.id, timeout_result(
+                call.id, call.name, task.dispatch.timeout, f"its Ray task was cancelled{grace}", pid=task.pid,
+                duration=now - (task.started if task.started is not None else task.submitted)))))
             self._stop(ref)
 
     # ----------------------------------------------------------------- stopping tasks

@@ -33,9 +33,11 @@ from typing import TYPE_CHECKING, Any
 
 import ray
 
+from toolfork.executor import tracing
 from toolfork.executor.backends.base import Hooks
 from toolfork.executor.invoke import error_info, execute_call
 from toolfork.executor.types import ErrorInfo, ToolResult
+from toolfork.executor.wire.callitem import CallItem
 from toolfork.governance.ratelimit import RateLimit, TokenBucket
 from toolfork.tools.runtime import ToolRuntime
 
@@ -119,8 +121,8 @@ class RayRuntime(ToolRuntime):
     __slots__ = ("_channel", "_refs", "_sink", "_token")
 
     def __init__(self, sink: Any, channel: str, token: int, call_id: str, tool_name: str,
-                 deadline: float | None, context: dict[str, Any] | None) -> None:
-        super().__init__(call_id, tool_name, deadline, context)
+                 deadline: float | None, context: dict[str, Any] | None, meta: dict[str, str] | None = None) -> None:
+        super().__init__(call_id, tool_name, deadline, context, meta)
         self._sink = sink
         self._channel = channel
         self._token = token
@@ -149,16 +151,15 @@ def run_call(
     tool_box: tuple[str, Any],
     hooks_box: tuple[Any] | None,
     token: int,
-    call_id: str,
-    arguments: dict[str, Any],
-    timeout: float | None,
-    context: dict[str, Any] | None,
+    item: CallItem,
     sink: Any,
     rate: tuple[float, int] | None = None,
-) -> tuple[ToolResult, int]:
+) -> tuple[ToolResult, int, list[Any]]:
     """The body of the Ray task for one call; never raises for a tool's failure. ``rate``: the tool's
-    (calls per second, burst), whose token the task takes from the sink before anything else."""
+    (calls per second, burst), whose token the task takes from the sink before anything else. Returns
+    the result, the number of progress messages sent, and (a traced call) its tool's spans as data."""
     pid = os.getpid()
+    call_id, _name, arguments, timeout, context, meta, trace = item
     if rate is not None and sink is not None:
         ray.get(sink.token.remote(executor_id, tool_box[0], rate[0], rate[1]))
     if timeout is not None and sink is not None:
@@ -170,17 +171,22 @@ def run_call(
     except Exception as exc:
         return ToolResult(call_id, name, "error", worker_pid=pid, error=error_info(
             exc, prefix=f"tool '{name}' could not be loaded on the Ray worker (are the modules that define "
-                        "it and its hooks installed on every node?)")), 0
+                        "it and its hooks installed on every node?)")), 0, []
     start_error = _worker_started(executor_id, hooks)
     if start_error is not None:
-        return ToolResult(call_id, name, "error", error=start_error, worker_pid=pid), 0
+        return ToolResult(call_id, name, "error", error=start_error, worker_pid=pid), 0, []
     runtime: ToolRuntime | None = None
     if tool.uses_runtime:
         deadline = None if timeout is None else time.monotonic() + timeout
-        runtime = (ToolRuntime(call_id, name, deadline, context) if sink is None  # the host lost its sink
-                   else RayRuntime(sink, executor_id, token, call_id, name, deadline, context))
+        runtime = (ToolRuntime(call_id, name, deadline, context, meta) if sink is None  # the host lost its sink
+                   else RayRuntime(sink, executor_id, token, call_id, name, deadline, context, meta))
+    spans: list[Any] = []
     try:
-        result = execute_call(tool, call_id, arguments, runtime, hooks.before_child, hooks.after_child, pid)
+        if trace is None:
+            result = execute_call(tool, call_id, arguments, runtime, hooks.before_child, hooks.after_child, pid)
+        else:  # the tool's spans go under its call's, collected here and returned with the result
+            result, spans = tracing.run_traced(trace, lambda: execute_call(
+                tool, call_id, arguments, runtime, hooks.before_child, hooks.after_child, pid))
     except SystemExit as exc:  # the tool asked the process to exit: that call crashed, the worker stays
         result = ToolResult(call_id, name, "crashed", worker_pid=pid, error=ErrorInfo(
             "WorkerCrashed", f"tool '{name}' crashed: it called sys.exit({exc.code!r})"))
@@ -190,7 +196,7 @@ def run_call(
         # with this worker and starts a fresh one, so nothing of the interrupted call lingers.
         os._exit(INTERRUPTED_EXIT)
     sent = runtime.flush() if isinstance(runtime, RayRuntime) else 0
-    return result, sent
+    return result, sent, spans
 
 
 def _load_tool(executor_id: str, name: str, ref: Any) -> Tool:

@@ -22,11 +22,12 @@ import time
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
+from toolfork.executor import tracing
 from toolfork.executor.backends.base import Backend, Dispatch, Feed, cancelled, run_batch
-from toolfork.executor.invoke import CallInterrupted, execute_call
+from toolfork.executor.invoke import CallInterrupted, execute_call, timeout_result
 from toolfork.executor.runtime import CallbackRuntime
 from toolfork.executor.stats import Load
-from toolfork.executor.types import CallFinished, CallProgress, CallStarted, ErrorInfo, Event, ToolResult
+from toolfork.executor.types import CallFinished, CallProgress, CallStarted, Event, ToolResult
 from toolfork.tools.output import ToolOutput
 
 if TYPE_CHECKING:
@@ -71,6 +72,12 @@ def run_in_host(d: Dispatch, on_progress: Any, governance: Governance | None = N
                 stopped: Callable[[], bool] = lambda: False) -> ToolResult:
     """Run one dispatch in this process, with a SIGALRM deadline where that is possible; a gated tool's
     call first waits for its slot and token (and comes back "cancelled" if ``stopped()`` while it waits)."""
+    if d.trace is not None:  # the call's span is the current one while it runs (the tool's spans go under it)
+        return tracing.run_traced(d.trace, lambda: _gated(d, on_progress, governance, stopped), collect=False)[0]
+    return _gated(d, on_progress, governance, stopped)
+
+
+def _gated(d: Dispatch, on_progress: Any, governance: Governance | None, stopped: Callable[[], bool]) -> ToolResult:
     if governance is None or not governance.gated(d.call.name):
         return _run_in_host(d, on_progress)
     slot = governance.acquire(d.call.name, stopped)
@@ -86,7 +93,7 @@ def _run_in_host(d: Dispatch, on_progress: Any) -> ToolResult:
     runtime = None
     if d.tool.uses_runtime:  # as in a fork worker: a tool that takes no runtime never sees one
         deadline = None if d.timeout is None else time.monotonic() + d.timeout
-        runtime = CallbackRuntime(d.call.id, d.tool.name, deadline, d.context, on_progress)
+        runtime = CallbackRuntime(d.call.id, d.tool.name, deadline, d.context, on_progress, d.call.meta)
     use_alarm = d.timeout is not None and threading.current_thread() is threading.main_thread()
     start = time.perf_counter()
     if not use_alarm:
@@ -112,11 +119,7 @@ def _run_in_host(d: Dispatch, on_progress: Any) -> ToolResult:
 def _timeout_result(d: Dispatch, duration: float, *, ran_to_end: bool, output: ToolOutput | None = None) -> ToolResult:
     how = ("it ran to its end, side effects included (no preemption off the main thread); its output is "
            "its real result") if ran_to_end else "it was interrupted"
-    return ToolResult(
-        d.call.id, d.call.name, "timeout", output=output,
-        error=ErrorInfo("TimeoutError", f"tool '{d.call.name}' exceeded its timeout of {d.timeout}s; {how}"),
-        duration_s=duration, worker_pid=os.getpid(),
-    )
+    return timeout_result(d.call.id, d.call.name, d.timeout, how, pid=os.getpid(), duration=duration, output=output)
 
 
 __all__ = ["SequentialBackend", "run_in_host"]

@@ -10,14 +10,17 @@ in a memory file" (see ``oob``).
 
 The frames are tuples whose first item is their kind (one letter, cheap to pickle and compare)::
 
-    host -> worker   CALLS   ("c", [(call_id, name, arguments, timeout, context), ...])
-                     LINES   ("l", parse, context, [(call_id, name, raw, arguments, timeout, lineno), ...])
+    host -> worker   CALLS   ("c", [CallItem, ...])                  see ``wire.callitem``
+                     LINES   ("l", parse, context, [(call_id, name, raw, arguments, timeout, lineno, meta), ...])
                              the line lane: ``raw`` input lines the worker parses itself
                      TOOLS   ("t", dill bytes of {name: Tool})       tools added after start
     worker -> host   RESULT  ("r", seq, status, output, error, duration_s, context_updates)
                      TEXT    ("o", seq, text, data, duration_s)      an ok result of one plain text block
                      ENCODED ("e", seq, line, duration_s)            an ok result already encoded as bytes
                      PROGRESS ("p", seq, value)                      while the call runs
+                     SPANS   ("s", seq, [span data, ...])            the spans the traced call's tool
+                                                                     finished (``tracing.spandata``),
+                                                                     right before its result
                      MISMATCH ("m", seq)                             a lane line that is not the call the
                                                                      host took it for (not run)
                      LEAVING ("x", seq, message)                     this call's result is an error: its
@@ -45,6 +48,7 @@ import struct
 from typing import Any, NamedTuple
 
 from toolfork.executor.types import STATUSES, ErrorInfo, ToolResult
+from toolfork.executor.wire.callitem import CallItem
 from toolfork.executor.wire.markers import BAD_FRAME
 from toolfork.tools.output import ContentBlock, ToolOutput
 
@@ -102,6 +106,7 @@ ENCODED = "e"
 PROGRESS = "p"
 MISMATCH = "m"
 LEAVING = "x"
+SPANS = "s"
 RESULT_KINDS = frozenset((RESULT, TEXT, ENCODED, LEAVING))
 
 _HIGHEST = pickle.HIGHEST_PROTOCOL
@@ -109,7 +114,7 @@ _HIGHEST = pickle.HIGHEST_PROTOCOL
 
 # host -> worker: the worker decodes these by unpacking them in place (see fork.worker._serve).
 
-def calls_frame(items: list[tuple[str, str, Any, float | None, dict[str, Any] | None]]) -> tuple[Any, ...]:
+def calls_frame(items: list[CallItem]) -> tuple[Any, ...]:
     return (CALLS, items)
 
 
@@ -143,11 +148,22 @@ def mismatch_frame(seq: int) -> tuple[Any, ...]:
     return (MISMATCH, seq)
 
 
+def spans_frame(seq: int, spans: list[Any]) -> tuple[Any, ...]:
+    return (SPANS, seq, spans)
+
+
 class Progress(NamedTuple):
     """PROGRESS: a value the running call emitted."""
 
     seq: int
     value: Any
+
+
+class Spans(NamedTuple):
+    """SPANS: the spans a traced call's tool finished, as plain data (sent right before its result)."""
+
+    seq: int
+    spans: list[Any]
 
 
 class Result(NamedTuple):
@@ -213,7 +229,7 @@ class Leaving(NamedTuple):
             "ChannelDamaged", f"tool '{name}' {self.message}; its worker was replaced")), 0.0
 
 
-Message = Progress | Result | TextResult | EncodedResult | Mismatch | Leaving
+Message = Progress | Spans | Result | TextResult | EncodedResult | Mismatch | Leaving
 ResultMessage = Result | TextResult | EncodedResult | Mismatch | Leaving
 _NUMBER = (float, int)
 _STATUSES = frozenset(STATUSES)
@@ -243,6 +259,10 @@ def _progress(f: tuple[Any, ...]) -> Progress | None:
     return Progress(f[1], f[2]) if len(f) == 3 else None
 
 
+def _spans(f: tuple[Any, ...]) -> Spans | None:
+    return Spans(f[1], f[2]) if len(f) == 3 and type(f[2]) is list else None
+
+
 def _mismatch(f: tuple[Any, ...]) -> Mismatch | None:
     return Mismatch(f[1]) if len(f) == 2 else None
 
@@ -252,7 +272,7 @@ def _leaving(f: tuple[Any, ...]) -> Leaving | None:
 
 
 _DECODERS: dict[str, Any] = {RESULT: _result, TEXT: _text_result, ENCODED: _encoded_result, PROGRESS: _progress,
-                             MISMATCH: _mismatch, LEAVING: _leaving}
+                             MISMATCH: _mismatch, LEAVING: _leaving, SPANS: _spans}
 
 
 def decode(f: Any) -> Message | None:
@@ -329,8 +349,8 @@ def looks_large(out: tuple[Any, ...], large: int) -> bool:
 
 
 __all__ = ["BAD_FRAME", "CALLS", "ENCODED", "EXIT_CHANNEL_DAMAGED", "HEADER", "HEADER_SIZE", "LEAVING", "LINES",
-           "MAGIC", "MAX_FRAME", "MISMATCH", "OOB_HEADER", "PROGRESS", "RESULT", "RESULT_KINDS", "TEXT", "TOOLS",
-           "ChannelDamaged", "EncodedResult", "FrameTooLarge", "Leaving", "Message", "Mismatch", "Progress", "Result",
-           "ResultMessage", "TextResult", "calls_frame", "check_header", "damaged_result", "decode", "describe_shape",
-           "exit_description", "frame", "leaving_frame", "lines_frame", "looks_large", "mismatch_frame",
-           "progress_frame", "result_frame", "tools_frame", "unreadable_result"]
+           "MAGIC", "MAX_FRAME", "MISMATCH", "OOB_HEADER", "PROGRESS", "RESULT", "RESULT_KINDS", "SPANS", "TEXT",
+           "TOOLS", "ChannelDamaged", "EncodedResult", "FrameTooLarge", "Leaving", "Message", "Mismatch", "Progress",
+           "Result", "ResultMessage", "Spans", "TextResult", "calls_frame", "check_header", "damaged_result",
+           "decode", "describe_shape", "exit_description", "frame", "leaving_frame", "lines_frame", "looks_large",
+           "mismatch_frame", "progress_frame", "result_frame", "spans_frame", "tools_frame", "unreadable_result"]

@@ -55,12 +55,12 @@ from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
-from toolfork.executor import framing, oob
+from toolfork.executor import framing, invoke, oob, tracing
 from toolfork.executor.backends.base import Hooks
 from toolfork.executor.backends.fork.template_link import HOST_FDS, TEMPLATE_CHECK_S, TemplateGone, TemplateLink
 from toolfork.executor.types import ErrorInfo, ToolResult
 from toolfork.executor.wire import WakePipe, frames
-from toolfork.executor.wire.frames import Leaving, Progress, ResultMessage, damaged_result, unreadable_result
+from toolfork.executor.wire.frames import Leaving, Progress, ResultMessage, Spans, damaged_result, unreadable_result
 from toolfork.governance import rlimits
 from toolfork.governance.verdict import STATM_RESIDENT, statm_bytes
 
@@ -158,9 +158,8 @@ def describe_exit(status: int | None) -> tuple[str, str]:
 
 
 def timeout_result(call_id: str, name: str, timeout: float | None, pid: int | None, duration: float) -> ToolResult:
-    return ToolResult(call_id, name, "timeout", duration_s=duration, worker_pid=pid, error=ErrorInfo(
-        "TimeoutError", f"tool '{name}' did not finish within its timeout of {timeout}s; its worker process "
-        "was killed"))
+    return invoke.timeout_result(call_id, name, timeout, "its worker process was killed (SIGTERM, then SIGKILL "
+                                 "after the grace period)", pid=pid, duration=duration)
 
 
 def crashed_result(call_id: str, name: str, exit_description: tuple[str, str], pid: int | None,
@@ -505,6 +504,9 @@ class WorkerCore:
                 current = inflight[0]
                 if isinstance(msg, Progress):
                     client.progress(current, msg)
+                    continue
+                if isinstance(msg, Spans):  # a traced call's own spans: to the host's exporters
+                    tracing.export(msg.spans)
                     continue
                 inflight.popleft()
                 settled += 1

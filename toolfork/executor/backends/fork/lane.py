@@ -34,7 +34,6 @@ restriction (a process each); a job with one of those takes the general path who
 
 from __future__ import annotations
 
-import math
 import os
 import pickle
 import time
@@ -43,6 +42,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from toolfork.executor import invoke
 from toolfork.executor.backends.base import POLL_INTERVAL
 from toolfork.executor.backends.fork.core import Worker
 from toolfork.executor.backends.fork.pool import ForkBackend
@@ -78,6 +78,7 @@ class Line:
     timeout: float | None
     out: Any = None
     requeues: int = 0  # times a worker died before it could start this line
+    meta: dict[str, str] | None = None  # the call's ``meta``, for a line the host read itself
 
 
 class LineLane:
@@ -234,7 +235,7 @@ class LineLane:
         if self.before_send is not None:
             self.before_send(chunk)
         frame = frames.lines_frame(self._parse, self._context, [
-            (ln.call_id, ln.name, ln.raw, ln.arguments, ln.timeout, ln.lineno) for ln in chunk])
+            (ln.call_id, ln.name, ln.raw, ln.arguments, ln.timeout, ln.lineno, ln.meta) for ln in chunk])
         self._core.send(w, chunk, frame, self)
 
     # ------------------------------------------------------------------ the core's client
@@ -270,8 +271,7 @@ class LineLane:
 def effective_timeout(tool: Tool, default: float | None) -> float | None:
     """A lane line's timeout: its tool's, else the executor's, as ``Executor`` has it (infinity: none). A
     line with a timeout of its own is read by the host, which passes that one."""
-    timeout = tool.timeout if tool.timeout is not None else default
-    return None if timeout == math.inf else timeout
+    return invoke.effective_timeout(None, tool.timeout, default)
 
 
 __all__ = ["Line", "LineLane", "effective_timeout"]

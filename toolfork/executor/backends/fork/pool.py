@@ -227,8 +227,7 @@ class ForkBackend(Backend):
             limit = core.chunk_limit(len(ready) + 1, len(core.idle) + 1, w)
             while len(chunk) < limit and ready and self._joins_chunk(ready[0]):
                 chunk.append(ready.popleft())
-        frame = frames.calls_frame([(d.call.id, d.call.name, d.call.arguments, d.timeout, d.context or None)
-                                    for d in chunk])
+        frame = frames.calls_frame([d.item() for d in chunk])
         if core.send(w, chunk, frame, self) and not b.abandoned:
             b.events.extend([CallStarted(d.call.id, d.call.name) for d in chunk])
 

@@ -34,13 +34,14 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from toolfork.executor import framing, oob
+from toolfork.executor import framing, oob, tracing
 from toolfork.executor.backends.base import Hooks
 from toolfork.executor.backends.fork.limited import CallLimits
 from toolfork.executor.backends.fork.reset import SignalBaseline
 from toolfork.executor.invoke import CallInterrupted, error_info, execute_call
 from toolfork.executor.types import ErrorInfo, ToolCall, ToolResult
 from toolfork.executor.wire import dataonly, frames
+from toolfork.executor.wire.callitem import TraceParent
 from toolfork.executor.wire.frames import EXIT_CHANNEL_DAMAGED, ChannelDamaged
 from toolfork.governance import rlimits
 from toolfork.governance import sandbox as sandboxing
@@ -56,8 +57,8 @@ class WorkerRuntime(ToolRuntime):
     __slots__ = ("_seq", "_writer")
 
     def __init__(self, writer: framing.FrameWriter, seq: int, call_id: str, tool_name: str, deadline: float | None,
-                 context: dict[str, Any] | None) -> None:
-        super().__init__(call_id, tool_name, deadline, context)
+                 context: dict[str, Any] | None, meta: dict[str, str] | None = None) -> None:
+        super().__init__(call_id, tool_name, deadline, context, meta)
         self._writer = writer
         self._seq = seq  # the call's place among this worker's calls: what binds its frames to it
 
@@ -258,7 +259,7 @@ def _serve(channels: Channels, tools: dict[str, Any], hooks: Hooks, sandbox: Lim
             msg[1], msg[2], items, writer, next_seq)
         next_seq += len(items)
         exposed = False  # a call ran since the real-time timer was last disarmed
-        for seq, (call_id, name, arguments, timeout, context) in calls:
+        for seq, (call_id, name, arguments, timeout, context, meta, trace) in calls:
             if baseline.touched:  # the call before it in this chunk used the signal module's setters
                 baseline.reset()
             if start_error is not None:
@@ -272,14 +273,15 @@ def _serve(channels: Channels, tools: dict[str, Any], hooks: Hooks, sandbox: Lim
                     runtime = None
                     if tool.uses_runtime:
                         deadline = None if timeout is None else monotonic() + timeout
-                        runtime = WorkerRuntime(writer, seq, call_id, name, deadline, context)
+                        runtime = WorkerRuntime(writer, seq, call_id, name, deadline, context, meta)
                     limits = limits_of(tool) if default_limits is not None or tool.limits is not None else None
-                    if limits is None:
+                    if limits is None and trace is None:
                         release_limits()  # limits an earlier call kept in place are not this call's
                         result = execute_call(tool, call_id, arguments, runtime, before, after, pid)
                     else:
-                        result = limited.run(limits, call_id, name, pid, functools.partial(
-                            execute_call, tool, call_id, arguments, runtime, before, after, pid))
+                        result = _run_layered(limited, limits, trace, writer, seq, call_id, name, pid,
+                                              functools.partial(execute_call, tool, call_id, arguments, runtime,
+                                                                before, after, pid))
                     if getpid() != pid:  # a copy the tool forked came back here: it must not answer
                         os._exit(0)
                     # The real-time timer: disarmed before this result goes out when this call used a
@@ -315,6 +317,27 @@ def _serve(channels: Channels, tools: dict[str, Any], hooks: Hooks, sandbox: Lim
             baseline.disarm_alarm()
         baseline.reset()
         release_limits()  # kept for the calls of one frame: reading the next frame is the worker's own work
+
+
+def _run_layered(limited: CallLimits, limits: Limits | None, trace: TraceParent | None,
+                 writer: framing.FrameWriter, seq: int, call_id: str, name: str, pid: int,
+                 run: Callable[..., ToolResult]) -> ToolResult:
+    """A call with layers around it: its limits (``fork.limited``) and its span (``tracing``: the
+    spans its tool finished go to the host in a SPANS frame, before its result)."""
+    if limits is None:
+        rlimits.release()  # limits an earlier call kept in place are not this call's
+        call: Callable[[], ToolResult] = run
+    else:
+        call = functools.partial(limited.run, limits, call_id, name, pid, run)
+    if trace is None:
+        return call()
+    result, spans = tracing.run_traced(trace, call)
+    if spans:
+        try:
+            writer.send(frames.spans_frame(seq, spans))
+        except (TypeError, ValueError):  # an attribute value the wire cannot carry: the spans are dropped
+            pass
+    return result
 
 
 def _data_only_dumps(obj: Any, _protocol: int) -> bytes:
@@ -359,14 +382,14 @@ def _lane_calls(parse: Any, context: dict[str, Any] | None, items: list[tuple[An
     per line; the host took its id and tool name from a strict pattern, so a line that parses to
     anything else (another id, a per-line timeout, a bad line) is not run: a MISMATCH frame sends it
     back to the host, in its place in the stream, and the next line starts."""
-    for seq, (call_id, name, raw, arguments, timeout, lineno) in enumerate(items, first_seq):
+    for seq, (call_id, name, raw, arguments, timeout, lineno, meta) in enumerate(items, first_seq):
         if raw is not None:
             call = parse(raw, lineno)
             if type(call) is not ToolCall or call.id != call_id or call.name != name or call.timeout is not None:
                 writer.send(frames.mismatch_frame(seq))
                 continue
-            arguments = call.arguments
-        yield seq, (call_id, name, arguments, timeout, context)
+            arguments, meta = call.arguments, call.meta
+        yield seq, (call_id, name, arguments, timeout, context, meta, None)  # a CallItem's fields (no trace)
 
 
 __all__ = ["Channels", "WorkerRuntime", "become_subreaper", "worker_main"]

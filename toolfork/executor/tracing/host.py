@@ -1,0 +1,170 @@
+"""The host's side of tracing: the ``execute_tool`` span of each call, and the spans workers send back.
+
+``capture()`` runs where a call is submitted (``run``, ``stream``, ``imap``, ``arun``, ``submit``...)
+and returns the OpenTelemetry context current there, or None when nothing traces: the OpenTelemetry SDK
+is not imported, or its ``TracerProvider`` is not the global provider. That check is one dictionary
+look-up when the SDK is not imported, so tracing off costs nothing measurable.
+
+``CallSpans`` belongs to one batch (``Executor._events``). ``start`` opens a call's span when the call is
+dispatched, under the captured context, or under the W3C ``traceparent`` in the call's ``meta`` when it
+has one (how the agent puts its calls under its run's span, and how a batch file's lines join a trace),
+and gives its ``(trace_id, span_id, flags)`` to carry in the ``CallItem``. ``finish`` records how long
+the call waited for a worker or a cap (the span's length less the tool's run), the worker's pid, the
+status (ERROR for anything but ok) and, for a crashed or killed call, the signal, and ends the span.
+The host ends every span, so a call whose worker was killed at its deadline or died still gets its span.
+
+``export`` takes the spans a worker shipped (plain data, see ``spandata``) and hands each to the host
+provider's span processors as a ``ReadableSpan``: whatever exporter the user set up gets them.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import sys
+import time
+from typing import Any
+
+from toolfork.executor.types import ToolResult
+from toolfork.executor.wire.callitem import TraceParent
+
+log = logging.getLogger("toolfork.executor")
+
+SDK_MODULE = "opentelemetry.sdk.trace"
+TRACER_NAME = "toolfork.executor"
+_SIGNAL = re.compile(r"\bSIG[A-Z0-9]+\b")
+TRACEPARENT = "traceparent"  # the meta key a call's explicit parent goes under (W3C Trace Context)
+_tracers: dict[int, tuple[Any, Any]] = {}  # id(provider) -> (provider, tracer)
+_propagators: dict[str, Any] = {}
+
+
+def provider() -> Any:
+    """The global SDK ``TracerProvider``, or None (no SDK imported, or another provider is global)."""
+    sdk = sys.modules.get(SDK_MODULE)
+    if sdk is None:
+        return None
+    from opentelemetry import trace
+
+    current = trace.get_tracer_provider()
+    return current if isinstance(current, sdk.TracerProvider) else None
+
+
+def capture() -> Any:
+    """The context to parent the calls submitted here under, or None when nothing traces."""
+    if sys.modules.get(SDK_MODULE) is None or provider() is None:
+        return None
+    from opentelemetry import context
+
+    return context.get_current()
+
+
+def _tracer() -> Any:
+    current = provider()
+    if current is None:
+        return None
+    held = _tracers.get(id(current))
+    if held is None or held[0] is not current:
+        held = (current, current.get_tracer(TRACER_NAME))
+        _tracers[id(current)] = held
+    return held[1]
+
+
+class CallSpans:
+    """The open ``execute_tool`` spans of one batch, by call id."""
+
+    __slots__ = ("_open", "_tracer")
+
+    def __init__(self) -> None:
+        self._open: dict[str, tuple[Any, int]] = {}  # call id -> (span, start in ns)
+        self._tracer: Any = None
+
+    def start(self, call_id: str, name: str, parent: Any, meta: dict[str, str] | None = None) -> TraceParent | None:
+        """Open the call's span under ``parent`` (a captured context), or under the W3C ``traceparent``
+        in the call's ``meta`` when it has a valid one; its ids for the CallItem."""
+        tracer = self._tracer
+        if tracer is None:
+            tracer = self._tracer = _tracer()
+            if tracer is None:
+                return None
+        if meta is not None and TRACEPARENT in meta:
+            parent = _propagator().extract({TRACEPARENT: meta[TRACEPARENT]}, context=parent)
+        now = time.time_ns()
+        span = tracer.start_span(f"execute_tool {name}", context=parent, start_time=now, attributes={
+            "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": name, "gen_ai.tool.call.id": call_id})
+        earlier = self._open.get(call_id)
+        if earlier is not None:  # an id reused after a cancel: the earlier call's span ends here
+            _end(earlier[0], "cancelled", None, None)
+        self._open[call_id] = (span, now)
+        ctx = span.get_span_context()
+        return (ctx.trace_id, ctx.span_id, int(ctx.trace_flags))
+
+    def finish(self, result: ToolResult) -> None:
+        held = self._open.pop(result.call_id, None)
+        if held is not None:
+            span, start = held
+            # What the call did not spend running: waiting for a worker, a cap or a rate limit (and the trip).
+            _end(span, result.status, result.worker_pid, result.error,
+                 max(0.0, (time.time_ns() - start) / 1e9 - result.duration_s))
+
+    def close(self) -> None:
+        """The batch ended with calls still open (its consumer left): they end "cancelled"."""
+        for span, _ in self._open.values():
+            _end(span, "cancelled", None, None)
+        self._open.clear()
+
+
+def _propagator() -> Any:
+    from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+
+    held = _propagators.get("w3c")
+    if held is None:
+        held = _propagators["w3c"] = TraceContextTextMapPropagator()
+    return held
+
+
+def traceparent(span: Any) -> str:
+    """The W3C ``traceparent`` of ``span`` (to put in a call's ``meta``: its span goes under ``span``)."""
+    ctx = span.get_span_context()
+    return f"00-{ctx.trace_id:032x}-{ctx.span_id:016x}-{int(ctx.trace_flags):02x}"
+
+
+def _end(span: Any, status: str, pid: int | None, error: Any, wait: float | None = None) -> None:
+    attributes: dict[str, Any] = {"toolfork.call.status": status}  # one set_attributes: one lock round
+    if wait is not None:
+        attributes["toolfork.call.wait_s"] = wait
+    if pid is not None:
+        attributes["toolfork.worker.pid"] = pid
+    if status != "ok":
+        from opentelemetry.trace import StatusCode
+
+        message = str(error) if error is not None else status
+        if error is not None:
+            attributes["error.type"] = error.type
+        if status in ("crashed", "timeout"):
+            signal = _SIGNAL.search(message)
+            if signal is not None:
+                attributes["toolfork.worker.signal"] = signal.group(0)
+        span.set_status(StatusCode.ERROR, f"{status}: {message}")
+    span.set_attributes(attributes)
+    span.end()
+
+
+def export(spans: Any) -> None:
+    """Hand the spans a worker shipped to the host provider's span processors (each that is not the
+    shape of a span is dropped, with a warning)."""
+    from toolfork.executor.tracing import spandata
+
+    current = provider()
+    processor = getattr(current, "_active_span_processor", None)
+    if processor is None or type(spans) is not list:
+        return
+    resource = current.resource
+    for data in spans:
+        span = spandata.decode(data, resource)
+        if span is None:
+            log.warning("a worker sent a span that is not the shape of one; it was dropped")
+            continue
+        processor.on_end(span)
+
+
+__all__ = ["TRACEPARENT", "CallSpans", "capture", "export", "provider", "traceparent"]
