@@ -20,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import time
 from collections.abc import Callable
+from contextvars import ContextVar
 from typing import Any
 
 # Reserved context keys: the agent's identity for the batch (host -> call), and what a call asks of the
@@ -35,6 +36,10 @@ LOG_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert"
 # -> the client's answer as plain data. None: no client behind the calls of this process.
 ClientLink = Callable[[str, str, dict[str, Any], "float | None"], Any]
 _client_link: list[ClientLink | None] = [None]
+
+# The state of the session a call runs in (``Executor.session``): set once in a session's own process,
+# around each call in the host for a sequential session; None outside sessions.
+SESSION_STATE: ContextVar[Any] = ContextVar("toolfork_session_state", default=None)
 
 
 class ClientUnavailable(RuntimeError):
@@ -54,7 +59,7 @@ class ToolRuntime:
     """
 
     __slots__ = ("_job_key", "agent_id", "call_id", "context", "context_updates", "deadline", "run_id",
-                 "step_index", "tool_call", "tool_name")
+                 "state", "step_index", "tool_call", "tool_name")
 
     def __init__(
         self,
@@ -81,6 +86,8 @@ class ToolRuntime:
         self.step_index: int | None = meta.get("step_index")
         # The ToolCall being run (id, name, raw arguments); set by the executor before the tool runs.
         self.tool_call: Any = None
+        # The object the session's factory built, when the call runs in a session (else None).
+        self.state: Any = SESSION_STATE.get()
 
     @property
     def idempotency_key(self) -> str | None:
