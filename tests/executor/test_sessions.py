@@ -196,3 +196,11 @@ def test_sequential_timeout_loses_or_restores_the_state_in_the_host(make_executo
         assert values(s.run([dep(1, 2)])) == [2]
         assert s.run([spoil("hang", 0.3)])[0].status == "timeout"
         assert values(s.run([dep(2, 2)])) == [4]
+
+
+def test_tools_added_after_a_session_opened_reach_later_sessions(fork_ex: Executor) -> None:
+    with fork_ex.session(S.Account, "ada") as s:
+        assert s.run([ToolCall("a", "add", {"a": 1, "b": 1})])[0].status == "ok"
+    fork_ex.add_tools(T.whoami)  # the spare session processes forked before have the old tools
+    with fork_ex.session(S.Account, "bob") as s:
+        assert s.run([ToolCall("w", "whoami", {})])[0].output.data == s.pid

@@ -145,7 +145,7 @@ class Executor:
         self._job_key = secrets.token_hex(16)
         self._feeds: set[Feed] = set()  # the batches running now, for cancel() and close()
         self._singles: Singles | None = None  # submit()'s batch, started on first use
-        self._sessions: weakref.WeakSet[Session] = weakref.WeakSet()  # open sessions, closed with us
+        self._sessions: weakref.WeakSet[Any] = weakref.WeakSet()  # open sessions (and their spares), closed with us
         self.kill_grace = kill_grace
         self._mode, self._fallback_reason = resolve_mode(mode)
         # Limits, caps, rate limits and recycling: checked before any process starts (fail closed).
@@ -402,6 +402,11 @@ class Executor:
                 self._check_open()
             self._sessions.add(s)
         return s
+
+    def closing(self, resource: Any) -> None:
+        """``resource.close()`` is called when this executor closes (before its workers end)."""
+        with self._lock:
+            self._sessions.add(resource)
 
     def _prepare(self, calls: Iterable[ToolCall | dict[str, Any]]) -> list[ToolCall]:
         self._check_open()

@@ -24,6 +24,7 @@ import copy
 import math
 import pickle
 import threading
+import weakref
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -58,6 +59,8 @@ class Executor(Protocol):
     def dispatch_context(self) -> dict[str, Any]: ...
 
     def unknown_tool_result(self, call: ToolCall) -> ToolResult: ...
+
+    def closing(self, resource: Any) -> None: ...
 
 
 class SessionLost(RuntimeError):
@@ -178,17 +181,16 @@ class ProcessPlace:
 
     def __init__(self, executor: Executor, factory: Callable[..., Any], args: tuple[Any, ...],
                  kwargs: dict[str, Any], checkpoint: bool) -> None:
-        from toolfork.executor.backends.fork.session_link import Fault, SessionProcessLink
+        from toolfork.executor.backends.fork.session_link import Fault
 
         try:  # by reference where it can be (the process is a fork of this one: it has the same classes)
             blob = _dumps((factory, args, kwargs))
         except Exception as exc:
             raise TypeError(f"the session's factory and its arguments cannot be sent to its process: "
                             f"{type(exc).__name__}: {exc}") from None
-        backend: Any = executor.backend
         self._fault = Fault
         self.checkpoint = checkpoint
-        self._link = SessionProcessLink(backend.core, executor.governance, executor.kill_grace)
+        self._link = _spares(executor).take(tuple(executor.tools))
         try:
             error = self._link.open(blob, checkpoint)
         except Fault as fault:
@@ -286,6 +288,23 @@ def open_session(executor: Executor, prepare: Callable[[Iterable[Any]], list[Too
     else:
         place = HostPlace(executor, factory, args, kwargs, checkpoint)
     return Session(executor, prepare, place)
+
+
+_SPARES: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()  # Executor -> SessionSpares
+_SPARES_LOCK = threading.Lock()
+
+
+def _spares(executor: Executor) -> Any:
+    """The executor's spare session processes (made on its first session; closed with it)."""
+    from toolfork.executor.backends.fork.session_link import SessionSpares
+
+    with _SPARES_LOCK:
+        spares = _SPARES.get(executor)
+        if spares is None:
+            backend: Any = executor.backend
+            spares = _SPARES[executor] = SessionSpares(backend.core, executor.governance, executor.kill_grace)
+            executor.closing(spares)
+        return spares
 
 
 def _dumps(value: Any) -> bytes:

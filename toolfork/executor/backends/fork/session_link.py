@@ -18,6 +18,7 @@ import os
 import pickle
 import select
 import socket
+import threading
 import time
 from collections import deque
 from typing import TYPE_CHECKING, Any
@@ -36,6 +37,7 @@ if TYPE_CHECKING:
     from toolfork.governance.policy import Governance
 
 REPLY_TIMEOUT = 10.0  # how long the supervisor may take to answer (it does nothing else)
+SPARES = 2  # session processes forked ahead, waiting for a session to open on them
 
 
 class Fault(Exception):
@@ -273,4 +275,40 @@ class SessionProcessLink:
         side.close()
 
 
-__all__ = ["Fault", "SessionProcessLink"]
+class SessionSpares:
+    """Session processes forked ahead (``SPARES`` of them, asked of the template when one is taken), each
+    waiting for its OPEN: opening a session is then one round trip to a process that is there already,
+    not two forks. A spare has the tools the template had when it forked; when the tools change, the
+    spares go. Any thread."""
+
+    def __init__(self, core: WorkerCore, governance: Governance, kill_grace: float) -> None:
+        self._make = lambda: SessionProcessLink(core, governance, kill_grace)
+        self._lock = threading.Lock()
+        self._ready: deque[SessionProcessLink] = deque()
+        self._tools: object = None
+        self._closed = False
+
+    def take(self, tools: object) -> SessionProcessLink:
+        """A session process with the tools ``tools`` (any value that changes when they change)."""
+        with self._lock:
+            if self._closed:
+                raise RuntimeError("this executor is closed")
+            if tools != self._tools:
+                self._let_go()
+                self._tools = tools
+            link = self._ready.popleft() if self._ready else self._make()
+            while len(self._ready) < SPARES:
+                self._ready.append(self._make())
+            return link
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            self._let_go()
+
+    def _let_go(self) -> None:
+        while self._ready:
+            self._ready.popleft().close()
+
+
+__all__ = ["Fault", "SessionProcessLink", "SessionSpares"]
