@@ -6,8 +6,9 @@ ground-truth calls on them. Here every episode is a session (``Executor.session`
 instances; each turn's calls go through ``s.run``; every class method is one tool, defined once, that
 reaches its instance as ``runtime.state``. The per-call results and the final public state of every
 episode are compared with a direct run (the same calls on the same classes, in this process, as BFCL's
-own executor runs them). Printed: the wall time of the 200 episodes, the opening time of a session
-(median and 95th percentile), and how many episodes match the direct run.
+own executor runs them, each episode starting from freshly loaded classes as a session does). Printed:
+the wall time of the 200 episodes, the opening time of a session (median and 95th percentile), and how
+many episodes match the direct run.
 
 ``--faults``: after the first turn of every episode, one crash (os._exit), one hang in Python and one
 hang inside C (hashlib.pbkdf2_hmac) are injected, each with a timeout of ``FAULT_TIMEOUT`` s. Without
@@ -123,8 +124,14 @@ def parse(call: str, params: dict[str, list[str]], cid: str) -> ToolCall:
     return ToolCall(cid, name, args)
 
 
-def direct(entry: dict[str, Any], turns: list[list[ToolCall]], owners: dict[str, str]) -> tuple[list[str], str]:
-    """The episode run in this process, call by call (BFCL's way)."""
+def direct(entry: dict[str, Any], turns: list[list[ToolCall]], owners: dict[str, str],
+           isolated: bool) -> tuple[list[str], str]:
+    """The episode run in this process, call by call (BFCL's way). ``isolated``: its classes' modules are
+    loaded again first, so it starts as a session does (some methods have mutable default arguments:
+    run one after the other in one process, an episode sees what the ones before it left there)."""
+    if isolated:
+        for name in entry["involved_classes"]:
+            importlib.reload(importlib.import_module(CLASSES[name]))
     state = build_episode(entry["initial_config"], entry["involved_classes"])
     out = []
     for turn in turns:
@@ -142,7 +149,7 @@ def text_of(output: Any) -> str:
 
 def public_state(state: dict[str, Any]) -> str:
     return json.dumps({n: {k: v for k, v in vars(i).items() if not k.startswith("_")} for n, i in state.items()},
-                      sort_keys=True, default=repr)
+                      default=repr)
 
 
 # The injected faults (``--faults``): they run in the session's process.
@@ -191,12 +198,12 @@ def main() -> None:
     entries = entries[: a.episodes]
     turns = {e["id"]: [[parse(c, params, f"{e['id']}-t{t}-c{i}") for i, c in enumerate(turn)]
                        for t, turn in enumerate(answers[e["id"]])] for e in entries}
-    t0 = time.perf_counter()
-    expected = {e["id"]: direct(e, turns[e["id"]], owners) for e in entries}
-    direct_s = time.perf_counter() - t0
-
     opening: list[float] = []
-    with Executor(tools) as ex:
+    with Executor(tools) as ex:  # before the direct runs: its template has the modules as they were loaded
+        t0 = time.perf_counter()
+        shared = {e["id"]: direct(e, turns[e["id"]], owners, False) for e in entries}
+        direct_s = time.perf_counter() - t0
+        expected = {e["id"]: direct(e, turns[e["id"]], owners, True) for e in entries}
         threads = a.threads or ex.workers
 
         def episode(entry: dict[str, Any]) -> tuple[list[str], str | None, str]:
@@ -230,6 +237,8 @@ def main() -> None:
     print(f"direct run, one process: {direct_s:.2f} s")
     print(f"sessions: {wall:.2f} s wall; opening a session: median {statistics.median(opening) * 1000:.1f} ms, "
           f"p95 {opening[int(len(opening) * 0.95) - 1] * 1000:.1f} ms")
+    same_shared = sum(1 for i, (out, lost_at, state) in got.items() if lost_at is None and (out, state) == shared[i])
+    print(f"identical to one direct run of all episodes in one process: {same_shared}/{len(entries)}")
     print(f"identical to the direct run (per-call results and final state): {same}/{len(entries)}; "
           f"lost (SessionLost): {lost}; differing: {mismatched[:10]}")
     for i in mismatched[:2]:

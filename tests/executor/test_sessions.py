@@ -17,7 +17,7 @@ import pytest
 
 from tests.executor import session_tools as S
 from tests.executor import tools_for_tests as T
-from toolfork import SessionLost
+from toolfork import SessionLost, Tool
 from toolfork.executor import Executor, ToolCall
 
 
@@ -204,3 +204,28 @@ def test_tools_added_after_a_session_opened_reach_later_sessions(fork_ex: Execut
     fork_ex.add_tools(T.whoami)  # the spare session processes forked before have the old tools
     with fork_ex.session(S.Account, "bob") as s:
         assert s.run([ToolCall("w", "whoami", {})])[0].output.data == s.pid
+
+
+def test_a_sandboxed_tool_is_refused_in_a_session_naming_why(make_executor: Callable[..., Executor]) -> None:
+    from toolfork import Limits
+
+    ex = make_executor([*S.SESSION_TOOLS, T.add], mode="fork", limits=None)
+    ex.add_tools(Tool(name="offline", description="Offline.", fn=lambda: "ran", limits=Limits(network=False)))
+    with ex.session(S.Account, "ada") as s:
+        refused = s.run([ToolCall("o", "offline", {})])[0]
+        assert refused.status == "error" and "sandbox" in refused.error.message
+        assert values(s.run([dep(1, 1)])) == [1]
+
+
+def test_checkpoint_restores_a_fault_in_the_very_first_call(fork_ex: Executor) -> None:
+    with fork_ex.session(S.Account, "ada", 3, checkpoint=True) as s:
+        failed, after = s.run([spoil("exit"), dep(1, 1)])
+        assert failed.status == "crashed" and values([after]) == [4]
+        assert values(s.run([dep(2, 1)])) == [5] and s.restores == 1
+
+
+def test_checkpoint_restores_faults_one_right_after_another(fork_ex: Executor) -> None:
+    with fork_ex.session(S.Account, "ada", 3, checkpoint=True) as s:
+        results = s.run([spoil("exit"), spoil("hang", 0.5), spoil("segv"), dep(1, 1)])
+        assert [r.status for r in results] == ["crashed", "timeout", "crashed", "ok"]
+        assert values(results[3:]) == [4] and s.restores == 3

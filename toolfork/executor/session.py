@@ -161,6 +161,10 @@ class Session:
             return ToolResult(call.id, call.name, "error", error=ErrorInfo(
                 "ValueError", f"call {call.id!r}: timeout must be a positive number of seconds, got {timeout!r}"))
         governance = ex.governance
+        if governance.restricted(call.name) and ex.mode == "fork":
+            return ToolResult(call.id, call.name, "error", error=ErrorInfo(
+                "LimitsNotEnforceable", f"tool '{call.name}' was not run: its Limits need the sandbox, a process "
+                                        "of its own for each call, and a session's calls share one process"))
         slot = governance.acquire(call.name) if governance.gated(call.name) else None
         try:
             result, lost = self._place.call(call, tool, timeout, context)

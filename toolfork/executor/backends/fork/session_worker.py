@@ -92,6 +92,7 @@ class SessionProcess:
             ours.close()
             self.checkpoint = None
             self._wait_as_checkpoint(theirs)
+            self.after_frame()  # taken over: a checkpoint of its own before the next call, too
             return
         theirs.close()
         try:

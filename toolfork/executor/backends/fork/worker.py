@@ -274,6 +274,7 @@ def _serve(channels: Channels, tools: dict[str, Any], hooks: Hooks, sandbox: Lim
             continue
         if session is not None and kind != frames.CALLS:
             session.handle(msg, channels, writer)
+            pid = getpid()  # the first checkpoint is forked at OPEN: its copy may come back here
             continue
         items = msg[1] if kind == frames.CALLS else msg[3]
         last_id = items[-1][0] if items else None
