@@ -229,3 +229,19 @@ def test_checkpoint_restores_faults_one_right_after_another(fork_ex: Executor) -
         results = s.run([spoil("exit"), spoil("hang", 0.5), spoil("segv"), dep(1, 1)])
         assert [r.status for r in results] == ["crashed", "timeout", "crashed", "ok"]
         assert values(results[3:]) == [4] and s.restores == 3
+
+
+def test_a_session_dropped_without_close_lets_its_processes_go(fork_ex: Executor) -> None:
+    import gc
+
+    import psutil
+
+    s = fork_ex.session(S.Account, "ada")
+    pid = s.pid
+    assert pid is not None and psutil.pid_exists(pid)
+    del s
+    gc.collect()
+    try:
+        psutil.Process(pid).wait(10)  # raises TimeoutExpired if it stays
+    except psutil.NoSuchProcess:  # gone already
+        pass

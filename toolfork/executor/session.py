@@ -195,6 +195,7 @@ class ProcessPlace:
         self._fault = Fault
         self.checkpoint = checkpoint
         self._link = _spares(executor).take(tuple(executor.tools))
+        weakref.finalize(self, self._link.close)  # a session dropped unclosed: its processes go when it does
         try:
             error = self._link.open(blob, checkpoint)
         except Fault as fault:

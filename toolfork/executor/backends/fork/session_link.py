@@ -61,6 +61,7 @@ class SessionProcessLink:
         self._exit_status: int | None = None
         self._supervisor_gone = False
         self.seq = 0  # the calls this session's state has run: the next call's seq
+        self._closed = False
 
     def _use(self, channels: tuple[int, int, socket.socket]) -> None:
         self._call_fd, self._result_fd, side = channels
@@ -85,6 +86,9 @@ class SessionProcessLink:
         Returns the factory's error, or None; raises ``Fault`` if the process died."""
         self._send((OPEN, blob, checkpoint))
         reply = self._reply(OPEN)
+        while self.pid is None and select.select([self._ctl], [], [], 0)[0]:  # "started" came before it
+            if self._control_message() is None:
+                break
         return reply[1]  # type: ignore[no-any-return]
 
     def snapshot(self) -> Any:
@@ -159,7 +163,11 @@ class SessionProcessLink:
         return None
 
     def close(self) -> None:
-        """The session process and its checkpoint end (the supervisor kills them at EOF of its socket)."""
+        """The session process and its checkpoint end (the supervisor kills them at EOF of its socket).
+        Once: the descriptors' numbers may name something else afterwards."""
+        if self._closed:
+            return
+        self._closed = True
         self._drop_channels()
         HOST_FDS.discard(self._ctl.fileno())
         self._ctl.close()

@@ -94,6 +94,10 @@ class SessionProcess:
             self._wait_as_checkpoint(theirs)
             self.after_frame()  # taken over: a checkpoint of its own before the next call, too
             return
+        try:  # its own group before this process runs another call (a timeout kills this one's group)
+            os.setpgid(pid, pid)
+        except OSError:
+            pass
         theirs.close()
         try:
             socket.send_fds(self.up, [pickle.dumps(("checkpoint", pid))], [ours.fileno()])
