@@ -85,3 +85,18 @@ def _children() -> list[int]:
 
 
 SESSION_TOOLS = [deposit, where, spoil_then]
+
+
+@tool(max_concurrency=1)
+def one_at_a_time(log: str, runtime: ToolRuntime) -> str:
+    """Write start and end marks around a pause; with the cap, marks never interleave.
+
+    Args:
+        log: the file the marks go to
+    """
+    with open(log, "a") as f:
+        f.write(f"start {runtime.state.owner}\n")
+    time.sleep(0.1)
+    with open(log, "a") as f:
+        f.write(f"end {runtime.state.owner}\n")
+    return "done"

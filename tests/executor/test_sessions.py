@@ -245,3 +245,32 @@ def test_a_session_dropped_without_close_lets_its_processes_go(fork_ex: Executor
         psutil.Process(pid).wait(10)  # raises TimeoutExpired if it stays
     except psutil.NoSuchProcess:  # gone already
         pass
+
+
+def test_caps_and_hooks_apply_to_session_calls(make_executor: Callable[..., Executor], tmp_path: Any) -> None:
+    hooked = tmp_path / "hooked"
+
+    def mark() -> None:
+        with open(hooked, "a") as f:
+            f.write(f"{os.getpid()}\n")
+
+    log = str(tmp_path / "marks")
+    ex = make_executor([S.one_at_a_time], mode="fork", before_child=mark)
+    pids: list[Any] = []
+
+    def episode(owner: str) -> None:
+        with ex.session(S.Account, owner) as s:
+            pids.append(s.pid)
+            for i in range(3):
+                s.run([ToolCall(f"{owner}{i}", "one_at_a_time", {"log": log})])
+
+    threads = [threading.Thread(target=episode, args=(o,)) for o in ("a", "b", "c")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    marks = open(log).read().split("\n")[:-1]
+    assert len(marks) == 18
+    assert all(marks[i].startswith("start") and marks[i + 1] == "end" + marks[i][5:] for i in range(0, 18, 2))
+    assert None not in pids  # known when the session opens
+    assert sorted(int(p) for p in hooked.read_text().split()) == sorted(pids * 3)

@@ -86,9 +86,7 @@ class SessionProcessLink:
         Returns the factory's error, or None; raises ``Fault`` if the process died."""
         self._send((OPEN, blob, checkpoint))
         reply = self._reply(OPEN)
-        while self.pid is None and select.select([self._ctl], [], [], 0)[0]:  # "started" came before it
-            if self._control_message() is None:
-                break
+        self.pid = reply[2]
         return reply[1]  # type: ignore[no-any-return]
 
     def snapshot(self) -> Any:
@@ -268,9 +266,7 @@ class SessionProcessLink:
             self._supervisor_gone = True
             return None
         msg: tuple[Any, ...] = pickle.loads(data)
-        if msg[0] == "started":
-            self.pid = msg[1]
-        elif msg[0] == "exited":
+        if msg[0] == "exited":
             self._exit_status = msg[1]
         return msg
 

@@ -10,7 +10,7 @@ channels.
 
     host ──("session",) + channels + control──> template ──fork──> supervisor ──fork──> session process
     host ═══ calls / results (the worker's frames) ═════════════════════════════════> session process
-    host <──control: kill | resume + channels / started, exited, resumed, lost──> supervisor
+    host <──control: kill | resume + channels / exited, resumed, lost──> supervisor
     session process ──fork (after each frame of calls)──> checkpoint (paused, its own process group)
     session process ──("checkpoint", pid) + the checkpoint's socket──> supervisor
 
@@ -45,7 +45,7 @@ if TYPE_CHECKING:
     from toolfork.executor.backends.base import Hooks
     from toolfork.executor.backends.fork.worker import Channels
 
-OPEN = "O"  # host -> session process: (OPEN, pickle of (factory, args, kwargs), checkpoint); reply (OPEN, error)
+OPEN = "O"  # host -> session process: (OPEN, pickle of (factory, args, kwargs), checkpoint); reply (OPEN, error, pid)
 SNAPSHOT = "N"  # host -> session process: (SNAPSHOT,); reply (SNAPSHOT, state, error)
 MAX_MESSAGE = 1 << 12
 
@@ -65,9 +65,9 @@ class SessionProcess:
                 factory, args, kwargs = pickle.loads(msg[1])  # dill's output too (it names its loaders)
                 SESSION_STATE.set(factory(*args, **kwargs))
             except Exception as exc:
-                writer.send((OPEN, error_info(exc, prefix="the session's factory failed")))
+                writer.send((OPEN, error_info(exc, prefix="the session's factory failed"), os.getpid()))
                 return
-            writer.send((OPEN, None))
+            writer.send((OPEN, None, os.getpid()))
             self.checkpoints = bool(msg[2])
             self.after_frame(channels)
         elif kind == SNAPSHOT:
@@ -156,7 +156,6 @@ def _supervise(fds: tuple[int, int, int], ctl_fd: int, tools: dict[str, Any], ho
         os.close(fd)
     down.close()
     up.setblocking(False)  # (socket.recv_fds ignores its flags before Python 3.13)
-    _send(ctl, ("started", pid))
     running: int | None = pid  # the session process
     checkpoint: tuple[int, socket.socket] | None = None
     kill_at: float | None = None
