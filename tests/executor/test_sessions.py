@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import os
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -274,3 +275,17 @@ def test_caps_and_hooks_apply_to_session_calls(make_executor: Callable[..., Exec
     assert all(marks[i].startswith("start") and marks[i + 1] == "end" + marks[i][5:] for i in range(0, 18, 2))
     assert None not in pids  # known when the session opens
     assert sorted(int(p) for p in hooked.read_text().split()) == sorted(pids * 3)
+
+
+def test_closing_the_executor_stops_a_session_call_that_would_never_end(
+        make_executor: Callable[..., Executor]) -> None:
+    ex = make_executor([*S.SESSION_TOOLS], mode="fork", kill_grace=0.2)
+    s = ex.session(S.Account, "ada", checkpoint=True)
+    got: list[Any] = []
+    runner = threading.Thread(target=lambda: got.extend(s.run([spoil("hang_in_c"), dep(1, 1)])))
+    runner.start()
+    time.sleep(0.5)
+    ex.close()  # must not wait for a call without a timeout
+    runner.join(30)
+    assert not runner.is_alive() and s.closed
+    assert got[0].status == "crashed" and got[1].error.type == "SessionLost"

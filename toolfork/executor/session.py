@@ -126,11 +126,17 @@ class Session:
             return self._place.snapshot()
 
     def close(self) -> None:
-        """End the session: its process (and checkpoint) go, its state with them. Safe to call twice."""
-        with self._lock:
+        """End the session: its process (and checkpoint) go, its state with them. Safe to call twice, and
+        from another thread while a call runs (that call is stopped: its result says so)."""
+        if not self._lock.acquire(blocking=False):
+            self._place.interrupt()
+            self._lock.acquire()
+        try:
             if not self.closed:
                 self.closed = True
                 self._place.close()
+        finally:
+            self._lock.release()
 
     def __enter__(self) -> Session:
         return self
@@ -222,9 +228,12 @@ class ProcessPlace:
             return result, f"it {result.status}: {result.error.message if result.error else fault.reason}"
 
     def restore(self) -> str | None:
-        if not self.checkpoint:
+        if not self.checkpoint or self._link.interrupted:
             return ""
         return self._link.restore()
+
+    def interrupt(self) -> None:
+        self._link.interrupt()
 
     def snapshot(self) -> Any:
         try:
@@ -270,6 +279,9 @@ class HostPlace:
             return ""
         self.state = self._saved
         return None
+
+    def interrupt(self) -> None:
+        """A call in the host cannot be stopped from another thread: ``close`` waits for it."""
 
     def snapshot(self) -> Any:
         return pickle.loads(pickle.dumps(self.state))

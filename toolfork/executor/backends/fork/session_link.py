@@ -62,6 +62,7 @@ class SessionProcessLink:
         self._supervisor_gone = False
         self.seq = 0  # the calls this session's state has run: the next call's seq
         self._closed = False
+        self.interrupted = False  # closed from another thread while a call ran
 
     def _use(self, channels: tuple[int, int, socket.socket]) -> None:
         self._call_fd, self._result_fd, side = channels
@@ -159,6 +160,15 @@ class SessionProcessLink:
         self.pid = reply[1]
         self._exit_status = None
         return None
+
+    def interrupt(self) -> None:
+        """From another thread, while a call runs: the session's process is killed (the call fails, the
+        session is closing). One message to the supervisor."""
+        self.interrupted = True
+        try:
+            self._ctl.send(pickle.dumps(("kill", 0.0)))
+        except OSError:
+            pass
 
     def close(self) -> None:
         """The session process and its checkpoint end (the supervisor kills them at EOF of its socket).
