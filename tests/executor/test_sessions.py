@@ -289,3 +289,26 @@ def test_closing_the_executor_stops_a_session_call_that_would_never_end(
     runner.join(30)
     assert not runner.is_alive() and s.closed
     assert got[0].status == "crashed" and got[1].error.type == "SessionLost"
+
+
+def test_sessions_open_after_the_template_was_replaced(fork_ex: Executor) -> None:
+    import signal
+
+    with fork_ex.session(S.Account, "ada") as s:  # the spares are forked now, by this template
+        assert values(s.run([dep(1, 1)])) == [1]
+    open_one = fork_ex.session(S.Account, "eve", checkpoint=True)
+    os.kill(fork_ex.backend.core.template_pid, signal.SIGKILL)  # type: ignore[attr-defined]
+    assert values(fork_ex.run([ToolCall("a", "add", {"a": 1, "b": 1})])) == [2]  # the pool replaces it
+    # a session open then is gone with the template's processes (once its process is dead): lost, never reset
+    import psutil
+
+    try:
+        psutil.Process(open_one.pid).wait(10)
+    except psutil.NoSuchProcess:
+        pass
+    assert open_one.run([dep(1, 1)])[0].status == "crashed"
+    with pytest.raises(SessionLost):
+        open_one.run([dep(2, 1)])
+    open_one.close()
+    with fork_ex.session(S.Account, "bob", 2) as s:
+        assert values(s.run([dep(1, 1)])) == [3]

@@ -200,16 +200,19 @@ class ProcessPlace:
                             f"{type(exc).__name__}: {exc}") from None
         self._fault = Fault
         self.checkpoint = checkpoint
-        self._link = _spares(executor).take(tuple(executor.tools))
+        for attempt in (1, 2):  # a spare forked by a template that died since is gone: a fresh one is not
+            self._link = _spares(executor).take(tuple(executor.tools), fresh=attempt == 2)
+            try:
+                error = self._link.open(blob, checkpoint)
+                break
+            except Fault as fault:
+                self._link.close()
+                if attempt == 2:
+                    raise RuntimeError(f"the session's process died while it was built: {fault.reason}") from None
+            except BaseException:
+                self._link.close()
+                raise
         weakref.finalize(self, self._link.close)  # a session dropped unclosed: its processes go when it does
-        try:
-            error = self._link.open(blob, checkpoint)
-        except Fault as fault:
-            self._link.close()
-            raise RuntimeError(f"the session's process died while it was built: {fault.reason}") from None
-        except BaseException:
-            self._link.close()
-            raise
         if error is not None:
             self._link.close()
             raise RuntimeError(f"{error.message}\n{error.traceback}".rstrip())

@@ -302,12 +302,13 @@ class SessionSpares:
         self._tools: object = None
         self._closed = False
 
-    def take(self, tools: object) -> SessionProcessLink:
-        """A session process with the tools ``tools`` (any value that changes when they change)."""
+    def take(self, tools: object, *, fresh: bool = False) -> SessionProcessLink:
+        """A session process with the tools ``tools`` (any value that changes when they change);
+        ``fresh``: the spares are let go first (one was found dead: its template was replaced)."""
         with self._lock:
             if self._closed:
                 raise RuntimeError("this executor is closed")
-            if tools != self._tools:
+            if tools != self._tools or fresh:
                 self._let_go()
                 self._tools = tools
             link = self._ready.popleft() if self._ready else self._make()
