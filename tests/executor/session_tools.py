@@ -100,3 +100,18 @@ def one_at_a_time(log: str, runtime: ToolRuntime) -> str:
     with open(log, "a") as f:
         f.write(f"end {runtime.state.owner}\n")
     return "done"
+
+
+@tool(limits=__import__("toolfork").Limits(file_size_mb=1))
+def write_mb(path: str, mb: int, runtime: ToolRuntime) -> int:
+    """Write ``mb`` MiB to ``path`` and count it in the state.
+
+    Args:
+        path: the file
+        mb: how many MiB
+    """
+    with open(path, "wb") as f:
+        for _ in range(mb):
+            f.write(b"x" * (1 << 20))
+    runtime.state.balance += mb
+    return int(runtime.state.balance)

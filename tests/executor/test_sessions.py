@@ -312,3 +312,12 @@ def test_sessions_open_after_the_template_was_replaced(fork_ex: Executor) -> Non
     open_one.close()
     with fork_ex.session(S.Account, "bob", 2) as s:
         assert values(s.run([dep(1, 1)])) == [3]
+
+
+def test_limits_apply_to_session_calls(make_executor: Callable[..., Executor], tmp_path: Any) -> None:
+    ex = make_executor([S.write_mb], mode="fork")
+    with ex.session(S.Account, "ada") as s:
+        big, small = s.run([ToolCall("b", "write_mb", {"path": str(tmp_path / "b"), "mb": 4}),
+                            ToolCall("s", "write_mb", {"path": str(tmp_path / "s"), "mb": 0})])
+        assert big.status == "error" and big.error.type == "LimitExceeded" and "file size" in big.error.message
+        assert values([small]) == [0]  # the call failed, the process and its state go on
