@@ -115,3 +115,13 @@ def write_mb(path: str, mb: int, runtime: ToolRuntime) -> int:
             f.write(b"x" * (1 << 20))
     runtime.state.balance += mb
     return int(runtime.state.balance)
+
+
+@tool
+def start_daemon(runtime: ToolRuntime) -> int:
+    """Start a process that leaves its session and process group and would outlive everything."""
+    import subprocess
+
+    proc = subprocess.Popen(["sleep", "300"], start_new_session=True)
+    runtime.state.history.append(proc.pid)
+    return proc.pid

@@ -321,3 +321,19 @@ def test_limits_apply_to_session_calls(make_executor: Callable[..., Executor], t
                             ToolCall("s", "write_mb", {"path": str(tmp_path / "s"), "mb": 0})])
         assert big.status == "error" and big.error.type == "LimitExceeded" and "file size" in big.error.message
         assert values([small]) == [0]  # the call failed, the process and its state go on
+
+
+@pytest.mark.parametrize("end", ["close", "crash"])
+def test_what_a_session_call_started_dies_with_the_session(fork_ex: Executor, end: str) -> None:
+    import psutil
+
+    fork_ex.add_tools(S.start_daemon)
+    with fork_ex.session(S.Account, "ada", checkpoint=True) as s:
+        daemon = s.run([ToolCall("d", "start_daemon", {})])[0].output.data
+        assert psutil.pid_exists(daemon)
+        if end == "crash":
+            assert s.run([spoil("exit")])[0].status == "crashed"
+    try:
+        psutil.Process(daemon).wait(10)  # raises TimeoutExpired if it stays
+    except psutil.NoSuchProcess:
+        pass
