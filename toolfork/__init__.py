@@ -12,6 +12,8 @@ TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (type che
 if TYPE_CHECKING:
     from typing import Any
 
+    from toolfork.executor import Session as Session
+    from toolfork.executor import SessionLost as SessionLost
     from toolfork.governance import Limits, LimitsNotEnforceable
     from toolfork.tools import (
         ArrayProperty,
@@ -39,6 +41,8 @@ __version__ = "0.1.0"  # the one place the version lives: pyproject.toml reads i
 _EXPORTS = {
     "Limits": "toolfork.governance",
     "LimitsNotEnforceable": "toolfork.governance",
+    "Session": "toolfork.executor",
+    "SessionLost": "toolfork.executor",
     **dict.fromkeys(
         ["ArrayProperty", "ContentBlock", "DuplicateToolError", "MissingDescriptionWarning", "ObjectProperty",
          "PropertyType", "Tool", "ToolDefinitionError", "ToolError", "ToolInputError", "Toolkit", "ToolOutput",

@@ -3,6 +3,7 @@
 from toolfork.executor.backends.base import WAIT, Wait
 from toolfork.executor.executor import Executor, default_workers
 from toolfork.executor.journal import OUTCOME_UNKNOWN, Journal, JournalError
+from toolfork.executor.session import Session, SessionLost
 from toolfork.executor.stats import ExecutorStats
 from toolfork.executor.types import (
     CallFinished,
@@ -27,6 +28,8 @@ __all__ = [
     "ExecutorStats",
     "Journal",
     "JournalError",
+    "Session",
+    "SessionLost",
     "ToolCall",
     "ToolResult",
     "ToolRuntime",

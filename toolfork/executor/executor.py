@@ -54,6 +54,7 @@ from toolfork.executor.types import (
 from toolfork.tools.runtime import JOB_CONTEXT_KEY
 
 if TYPE_CHECKING:
+    from toolfork.executor.session import Session
     from toolfork.governance.limits import Limits
     from toolfork.tools.tool import Tool
 
@@ -148,6 +149,8 @@ class Executor:
         self._feeds: set[Feed] = set()  # the batches running now, for cancel() and close()
         self._tally = CallTally()  # finished calls by (tool, status), for stats() (under _lock)
         self._singles: Singles | None = None  # submit()'s batch, started on first use
+        self._sessions: weakref.WeakSet[Any] = weakref.WeakSet()  # open sessions (and their spares), closed with us
+        self.kill_grace = kill_grace
         self._mode, self._fallback_reason = resolve_mode(mode)
         # Limits, caps, rate limits and recycling: checked before any process starts (fail closed).
         self.governance = Governance(self._mode, limits=limits, concurrency=concurrency,
@@ -405,6 +408,25 @@ class Executor:
                 events.cancel()
             await asyncio.shield(done)
 
+    def session(self, factory: Callable[..., Any], *args: Any, checkpoint: bool = False, **kwargs: Any) -> Session:
+        """A state built by ``factory(*args, **kwargs)`` where the session's calls run; ``with`` it, and
+        ``run`` its calls on it in order (tools reach it as ``runtime.state``). See ``docs/sessions.md``."""
+        from toolfork.executor.session import open_session
+
+        self._check_open()
+        s = open_session(self, self._prepare, factory, args, kwargs, checkpoint)
+        with self._lock:
+            if self._closed:
+                s.close()
+                self._check_open()
+            self._sessions.add(s)
+        return s
+
+    def closing(self, resource: Any) -> None:
+        """``resource.close()`` is called when this executor closes (before its workers end)."""
+        with self._lock:
+            self._sessions.add(resource)
+
     def _prepare(self, calls: Iterable[ToolCall | dict[str, Any]]) -> list[ToolCall]:
         self._check_open()
         batch: list[ToolCall] = []
@@ -617,6 +639,9 @@ class Executor:
             self._closed = True
             feeds = list(self._feeds)
             singles = self._singles
+            sessions = list(self._sessions)
+        for s in sessions:
+            s.close()
         if singles is not None:
             singles.close()
         for feed in feeds:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import time
 from collections.abc import Callable, Mapping
+from contextvars import ContextVar
 from types import MappingProxyType
 from typing import Any
 
@@ -37,6 +38,10 @@ LOG_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert"
 ClientLink = Callable[[str, str, dict[str, Any], "float | None"], Any]
 _client_link: list[ClientLink | None] = [None]
 _NO_META: Mapping[str, str] = MappingProxyType({})
+
+# The state of the session a call runs in (``Executor.session``): set once in a session's own process,
+# around each call in the host for a sequential session; None outside sessions.
+SESSION_STATE: ContextVar[Any] = ContextVar("toolfork_session_state", default=None)
 
 
 class ClientUnavailable(RuntimeError):
@@ -56,7 +61,7 @@ class ToolRuntime:
     """
 
     __slots__ = ("_job_key", "agent_id", "call_id", "context", "context_updates", "deadline", "meta", "run_id",
-                 "step_index", "tool_call", "tool_name")
+                 "state", "step_index", "tool_call", "tool_name")
 
     def __init__(
         self,
@@ -86,6 +91,8 @@ class ToolRuntime:
         self.step_index: int | None = meta.get("step_index")
         # The ToolCall being run (id, name, raw arguments); set by the executor before the tool runs.
         self.tool_call: Any = None
+        # The object the session's factory built, when the call runs in a session (else None).
+        self.state: Any = SESSION_STATE.get()
 
     @property
     def idempotency_key(self) -> str | None:

@@ -50,6 +50,7 @@ import math
 import os
 import selectors
 import signal
+import socket
 import time
 from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
@@ -255,6 +256,11 @@ class WorkerCore:
     @property
     def template_gone(self) -> bool:
         return self._link.gone
+
+    def open_session(self) -> tuple[tuple[int, int, socket.socket], socket.socket]:
+        """A session's process, forked from the template (see ``fork.session_worker``): the host's ends
+        of its channels and of its supervisor's control socket. Any thread (one message to the template)."""
+        return self._link.open_session()
 
     def is_quick(self, name: str) -> bool:
         mean = self._ewma.get(name)

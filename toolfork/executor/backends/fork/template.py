@@ -26,6 +26,8 @@ Control messages (host -> template, one pickle per SOCK_SEQPACKET message):
     ("tools", seq, last, chunk)   dill bytes of {name: Tool}, in chunks, for tools added later
     ("term", pid, grace)      stop a worker: SIGTERM its group now, SIGKILL after `grace` seconds
     ("exit", grace)           end: let workers leave, SIGKILL what is left after `grace`, exit
+    ("session",)              + four fds (a worker's three, and the session's control socket): fork a
+                              session's supervisor (see ``fork.session_worker``); no reply
 Replies (template -> host):
     ("spawned", wid, pid)     ("exited", pid, wait_status)
 
@@ -52,7 +54,8 @@ import time
 from typing import Any
 
 from toolfork.executor.backends.base import Hooks
-from toolfork.executor.backends.fork.worker import become_subreaper, worker_main
+from toolfork.executor.backends.fork.session_worker import supervise_session
+from toolfork.executor.backends.fork.worker import become_subreaper, child_pids, worker_main
 from toolfork.executor.wire import WakePipe
 from toolfork.governance import hook_threads
 
@@ -104,7 +107,7 @@ def template_main(ctrl: socket.socket, tools: dict[str, Any], hooks: Hooks) -> N
             for _pid, sock in spares.pop(k):
                 sock.close()
 
-    def fork_worker(fds: tuple[int, int, int], sandbox: Any, spare: int | None) -> int:
+    def fork_worker(fds: tuple[int, int, int], sandbox: Any, spare: int | None, session_ctl: int | None = None) -> int:
         # A SIGTERM (a kill the host asked for) may reach the new worker before it has handlers of
         # its own: it would run ours, whose leave() kills every sibling. So SIGTERM is held across
         # the fork and the child gets the default action before it can see one.
@@ -120,6 +123,8 @@ def template_main(ctrl: socket.socket, tools: dict[str, Any], hooks: Hooks) -> N
             for waiting in spares.values():  # only the template may hand a spare its call
                 for _pid, sock in waiting:
                     sock.close()
+            if session_ctl is not None:
+                supervise_session(fds, session_ctl, tools, hooks)
             worker_main(*fds, tools, hooks, os.getppid(), sandbox, spare)
         signal.pthread_sigmask(signal.SIG_SETMASK, mask)
         children.add(pid)
@@ -167,7 +172,7 @@ def template_main(ctrl: socket.socket, tools: dict[str, Any], hooks: Hooks) -> N
         if ctrl not in ready:
             continue
         try:
-            data, fds, _flags, _addr = socket.recv_fds(ctrl, MAX_MESSAGE, 3)
+            data, fds, _flags, _addr = socket.recv_fds(ctrl, MAX_MESSAGE, 4)
         except OSError:
             data, fds = b"", []
         if not data:  # the host is gone (closed, crashed or SIGKILLed): take every worker with us
@@ -194,6 +199,11 @@ def template_main(ctrl: socket.socket, tools: dict[str, Any], hooks: Hooks) -> N
                 # The next calls of this sandbox find it entered already: one spare after a call that
                 # found none (a pool that makes one call wastes one), SPARES_PER_SANDBOX once they are taken.
                 fork_spares(key, sandbox, SPARES_PER_SANDBOX if took_spare else 1)
+        elif kind == "session":
+            if len(fds) == 4 and exiting_until is None:
+                fork_worker((fds[0], fds[1], fds[2]), None, None, fds[3])
+            for fd in fds:  # the session's supervisor has them; a refused one's host sees EOF
+                os.close(fd)
         elif kind == "term":
             _, pid, grace = msg
             if pid in children:
@@ -242,21 +252,11 @@ def _prepare_sandbox(limits: Any) -> None:
         pass
 
 
-def _child_pids() -> list[int]:
-    """This process's children, from /proc (the template is single-threaded: one task)."""
-    me = os.getpid()
-    try:
-        with open(f"/proc/{me}/task/{me}/children") as f:
-            return [int(p) for p in f.read().split()]
-    except (OSError, ValueError):
-        return []
-
-
 def _kill_leftovers(workers: set[int]) -> bool:
     """SIGKILL every child that is not a live worker: leftovers of dead workers' calls. Returns
     whether there were any (their own children come to us when they die: the caller repeats)."""
     found = False
-    for pid in _child_pids():
+    for pid in child_pids():
         if pid in workers:
             continue
         found = True

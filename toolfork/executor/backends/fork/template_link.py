@@ -100,27 +100,29 @@ class TemplateLink:
         """Have the template fork worker ``wid``; returns the host's ends (call write fd, result read fd
         (non-blocking), side socket). A template that cannot be told is marked broken (the worker then
         never starts: its pipes are at EOF, and the core replaces the template)."""
-        call_r, call_w = os.pipe()
-        result_r, result_w = os.pipe()
-        try:
-            import fcntl
+        msg = ("spawn", wid) if sandbox is None else ("spawn", wid, sandbox)
+        return self._send_channels(msg)
 
-            fcntl.fcntl(result_r, F_SETPIPE_SZ, PIPE_SIZE)  # fewer wake-ups for large results
-        except OSError:
-            pass
-        side, side_worker = oob.side_socketpair()
+    def open_session(self) -> tuple[tuple[int, int, socket.socket], socket.socket]:
+        """Have the template fork a session's supervisor (see ``fork.session_worker``): the host's ends
+        of the session process's channels (as ``spawn``'s), and of its supervisor's control socket."""
+        ctl, ctl_theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        HOST_FDS.add(ctl.fileno())
         try:
-            msg = ("spawn", wid) if sandbox is None else ("spawn", wid, sandbox)
-            socket.send_fds(self.ctrl, [pickle.dumps(msg)], [call_r, result_w, side_worker.fileno()])
+            return self._send_channels(("session",), ctl_theirs.fileno()), ctl
+        finally:
+            ctl_theirs.close()
+
+    def _send_channels(self, msg: tuple[Any, ...], *extra: int) -> tuple[int, int, socket.socket]:
+        ours, theirs = worker_channels()
+        try:
+            socket.send_fds(self.ctrl, [pickle.dumps(msg)], [*theirs, *extra])
         except OSError:
             self._break("died (its control socket is closed)")
         finally:
-            os.close(call_r)
-            os.close(result_w)
-            side_worker.close()
-        os.set_blocking(result_r, False)
-        HOST_FDS.update((call_w, result_r, side.fileno()))
-        return call_w, result_r, side
+            for fd in theirs:
+                os.close(fd)
+        return ours
 
     @staticmethod
     def forget_fds(fds: Iterable[int]) -> None:
@@ -265,6 +267,23 @@ class TemplateLink:
         self._template.kill()
 
 
+def worker_channels() -> tuple[tuple[int, int, socket.socket], tuple[int, int, int]]:
+    """A worker's three channels: the host's ends (call write fd, result read fd (non-blocking), side
+    socket; listed in ``HOST_FDS``) and the worker's (call read fd, result write fd, side socket fd)."""
+    call_r, call_w = os.pipe()
+    result_r, result_w = os.pipe()
+    try:
+        import fcntl
+
+        fcntl.fcntl(result_r, F_SETPIPE_SZ, PIPE_SIZE)  # fewer wake-ups for large results
+    except OSError:
+        pass
+    side, side_worker = oob.side_socketpair()
+    os.set_blocking(result_r, False)
+    HOST_FDS.update((call_w, result_r, side.fileno()))
+    return (call_w, result_r, side), (call_r, result_w, side_worker.detach())
+
+
 def _state(pid: int) -> bytes | None:
     """A process's state letter in /proc/PID/stat (Linux): T stopped, Z a zombie...; None when there is
     no such process."""
@@ -298,4 +317,4 @@ def _emergency_close(template: Any, ctrl: socket.socket) -> None:
         pass
 
 
-__all__ = ["HOST_FDS", "SPAWN_ACK_TIMEOUT", "TEMPLATE_CHECK_S", "TemplateGone", "TemplateLink"]
+__all__ = ["HOST_FDS", "SPAWN_ACK_TIMEOUT", "TEMPLATE_CHECK_S", "TemplateGone", "TemplateLink", "worker_channels"]

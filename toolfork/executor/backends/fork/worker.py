@@ -32,7 +32,7 @@ import signal
 import socket
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 from toolfork.executor import framing, oob, tracing
 from toolfork.executor.backends.base import Hooks
@@ -77,6 +77,15 @@ class WorkerRuntime(ToolRuntime):
             raise TypeError(f"progress value of type {type(value).__name__} cannot be sent to the host: "
                             f"{type(exc).__name__}: {exc}") from None
         writer.send_payload(payload)
+
+
+class ServedSession(Protocol):
+    """What a session's process adds to the loop (see ``fork.session_worker``): the frames that are not
+    calls (open, snapshot), and what happens after each frame of calls (a checkpoint)."""
+
+    def handle(self, msg: tuple[Any, ...], channels: Channels, writer: framing.FrameWriter) -> None: ...
+
+    def after_frame(self) -> None: ...
 
 
 class _Leave(BaseException):  # not an error: the worker's way out when its channels are gone
@@ -147,7 +156,7 @@ def _on_sigterm(signum: int, frame: Any) -> None:
     raise CallInterrupted("the executor stopped this call (deadline passed or executor closing)")
 
 
-def _die_with_parent() -> None:
+def die_with_parent() -> None:
     """Ask Linux to SIGKILL us when the template (our parent) dies, so no worker outlives it."""
     try:
         import ctypes
@@ -172,8 +181,19 @@ def become_subreaper() -> None:
         pass
 
 
+def child_pids() -> list[int]:
+    """This process's children, from /proc (a single-threaded process: one task)."""
+    me = os.getpid()
+    try:
+        with open(f"/proc/{me}/task/{me}/children") as f:
+            return [int(p) for p in f.read().split()]
+    except (OSError, ValueError):
+        return []
+
+
 def worker_main(call_fd: int, result_fd: int, side_fd: int, tools: dict[str, Any], hooks: Hooks,
-                parent_pid: int, sandbox: Limits | None = None, spare: int | None = None) -> None:
+                parent_pid: int, sandbox: Limits | None = None, spare: int | None = None,
+                session: ServedSession | None = None) -> None:
     """Entry point in the freshly forked worker; never returns. With ``sandbox`` (a one-shot for a
     sandboxed call) the sandbox is entered first, before ``on_worker_start`` or any tool code; if it
     cannot be, every call is refused naming why. A spare (``spare``: a unix socket to the template;
@@ -182,7 +202,7 @@ def worker_main(call_fd: int, result_fd: int, side_fd: int, tools: dict[str, Any
     code = 0
     try:
         os.setpgid(0, 0)
-        _die_with_parent()
+        die_with_parent()
         become_subreaper()  # what its calls start stays below it, whatever they do (see fork.template)
         if os.getppid() != parent_pid:  # the template died between fork and prctl
             os._exit(1)
@@ -198,7 +218,7 @@ def worker_main(call_fd: int, result_fd: int, side_fd: int, tools: dict[str, Any
         signal.signal(signal.SIGTERM, _on_sigterm)
         signal.signal(signal.SIGINT, signal.SIG_DFL)
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-        _serve(Channels(call_fd, result_fd, side_fd), tools, hooks, sandbox, refused)
+        _serve(Channels(call_fd, result_fd, side_fd), tools, hooks, sandbox, refused, session)
     except (EOFError, CallInterrupted, BrokenPipeError):
         code = 0
     except (_Leave, ChannelDamaged):
@@ -210,7 +230,7 @@ def worker_main(call_fd: int, result_fd: int, side_fd: int, tools: dict[str, Any
 
 
 def _serve(channels: Channels, tools: dict[str, Any], hooks: Hooks, sandbox: Limits | None = None,
-           refused: ErrorInfo | None = None) -> None:
+           refused: ErrorInfo | None = None, session: ServedSession | None = None) -> None:
     pid = os.getpid()
     call_fd, result_fd = channels.call_fd, channels.result_fd
     side = oob.SidePort(socket.socket(fileno=channels.side_fd))
@@ -252,6 +272,10 @@ def _serve(channels: Channels, tools: dict[str, Any], hooks: Hooks, sandbox: Lim
 
             tools.update(dill.loads(msg[1]))
             limited.forget()
+            continue
+        if session is not None and kind != frames.CALLS:
+            session.handle(msg, channels, writer)
+            pid = getpid()  # the first checkpoint is forked at OPEN: its copy may come back here
             continue
         items = msg[1] if kind == frames.CALLS else msg[3]
         last_id = items[-1][0] if items else None
@@ -317,6 +341,9 @@ def _serve(channels: Channels, tools: dict[str, Any], hooks: Hooks, sandbox: Lim
             baseline.disarm_alarm()
         baseline.reset()
         release_limits()  # kept for the calls of one frame: reading the next frame is the worker's own work
+        if session is not None:
+            session.after_frame()  # a checkpoint: its copy may come back here as the session's process
+            pid = getpid()
 
 
 def _run_layered(limited: CallLimits, limits: Limits | None, trace: TraceParent | None,
@@ -392,4 +419,5 @@ def _lane_calls(parse: Any, context: dict[str, Any] | None, items: list[tuple[An
         yield seq, (call_id, name, arguments, timeout, context, meta, None)  # a CallItem's fields (no trace)
 
 
-__all__ = ["Channels", "WorkerRuntime", "become_subreaper", "worker_main"]
+__all__ = ["Channels", "ServedSession", "WorkerRuntime", "become_subreaper", "child_pids", "die_with_parent",
+           "worker_main"]

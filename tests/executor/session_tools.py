@@ -1,0 +1,127 @@
+"""Tools and states for the session tests (a module of their own: a session's process gets them by name)."""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import os
+import signal
+import time
+
+from toolfork import tool
+from toolfork.tools.runtime import ToolRuntime
+
+
+class Account:
+    """A session's state: a balance and the history of what happened to it."""
+
+    def __init__(self, owner: str, balance: int = 0) -> None:
+        self.owner = owner
+        self.balance = balance
+        self.history: list[int] = []
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Account) and (self.owner, self.balance, self.history) == (
+            other.owner, other.balance, other.history)
+
+
+def broken_factory(owner: str) -> Account:
+    raise ValueError(f"no account for {owner}")
+
+
+class Unsendable:
+    def __init__(self) -> None:
+        self.lock = __import__("threading").Lock()  # cannot be pickled
+
+
+@tool
+def deposit(amount: int, runtime: ToolRuntime) -> int:
+    """Add to the balance.
+
+    Args:
+        amount: how much
+    """
+    runtime.state.balance += amount
+    runtime.state.history.append(amount)
+    return int(runtime.state.balance)
+
+
+@tool
+def where(runtime: ToolRuntime) -> list[int]:
+    """The pid running this call, and whether it has a state (1) or not (0)."""
+    return [os.getpid(), 0 if runtime.state is None else 1]
+
+
+@tool
+def spoil_then(how: str, runtime: ToolRuntime) -> int:
+    """Change the state, then fail the way ``how`` says: exit, segv, hang, hang_in_c, raise.
+
+    Args:
+        how: exit | segv | hang | hang_in_c | raise | kill_children
+    """
+    runtime.state.balance += 1000
+    runtime.state.history.append(1000)
+    if how == "exit":
+        os._exit(7)
+    if how == "segv":
+        ctypes.string_at(0)
+    if how == "hang":
+        while True:
+            time.sleep(0.05)
+    if how == "hang_in_c":
+        hashlib.pbkdf2_hmac("sha256", b"x", b"y", 2**31 - 1)  # minutes in C: no Python code runs meanwhile
+    if how == "kill_children":  # the checkpoint is a child of the session's process: take it away, then die
+        for pid in _children():
+            os.kill(pid, signal.SIGKILL)
+        time.sleep(0.2)
+        os._exit(9)
+    raise RuntimeError("refused")
+
+
+def _children() -> list[int]:
+    me = os.getpid()
+    with open(f"/proc/{me}/task/{me}/children") as f:
+        return [int(p) for p in f.read().split()]
+
+
+SESSION_TOOLS = [deposit, where, spoil_then]
+
+
+@tool(max_concurrency=1)
+def one_at_a_time(log: str, runtime: ToolRuntime) -> str:
+    """Write start and end marks around a pause; with the cap, marks never interleave.
+
+    Args:
+        log: the file the marks go to
+    """
+    with open(log, "a") as f:
+        f.write(f"start {runtime.state.owner}\n")
+    time.sleep(0.1)
+    with open(log, "a") as f:
+        f.write(f"end {runtime.state.owner}\n")
+    return "done"
+
+
+@tool(limits=__import__("toolfork").Limits(file_size_mb=1))
+def write_mb(path: str, mb: int, runtime: ToolRuntime) -> int:
+    """Write ``mb`` MiB to ``path`` and count it in the state.
+
+    Args:
+        path: the file
+        mb: how many MiB
+    """
+    with open(path, "wb") as f:
+        for _ in range(mb):
+            f.write(b"x" * (1 << 20))
+    runtime.state.balance += mb
+    return int(runtime.state.balance)
+
+
+@tool
+def start_daemon(runtime: ToolRuntime) -> int:
+    """Start a process that leaves its session and process group and would outlive everything."""
+    import subprocess
+
+    proc = subprocess.Popen(["sleep", "300"], start_new_session=True)
+    runtime.state.history.append(proc.pid)
+    return proc.pid

@@ -1,0 +1,330 @@
+"""The host's side of one session's process: open it, run one call at a time on it, tell a fault, have its
+checkpoint take over, snapshot its state, close it.
+
+Why apart from the worker core: a session's calls go to one process only, one after the other, driven
+by the thread that runs the session (``Session.run``); nothing is scheduled. The process is the
+template's like a worker (see ``fork.session_worker``), but the core's table of workers never holds
+it, so the pool's calls and the sessions never wait for each other. The fault rules are the worker
+core's, reused: ``timeout_result``, ``crashed_result`` (with the wait status the supervisor reports),
+``limit_result``, and the frame checks of ``wire.frames``.
+
+    Session.run ──call frame──> session process ──result frame──> Session.run
+                └─kill / resume──> supervisor ──exited / resumed / lost──┘
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import select
+import socket
+import threading
+import time
+from collections import deque
+from typing import TYPE_CHECKING, Any
+
+from toolfork.executor import framing, oob
+from toolfork.executor.backends.fork.core import crashed_result, describe_exit, limit_result, timeout_result
+from toolfork.executor.backends.fork.session_worker import OPEN, SNAPSHOT
+from toolfork.executor.backends.fork.template_link import HOST_FDS, TemplateLink, worker_channels
+from toolfork.executor.types import ErrorInfo, ToolResult
+from toolfork.executor.wire import frames
+from toolfork.executor.wire.frames import Leaving, Progress, Spans, damaged_result, unreadable_result
+from toolfork.governance import rlimits
+
+if TYPE_CHECKING:
+    from toolfork.executor.backends.fork.core import WorkerCore
+    from toolfork.executor.wire.callitem import CallItem
+    from toolfork.governance.policy import Governance
+
+REPLY_TIMEOUT = 10.0  # how long the supervisor may take to answer (it does nothing else)
+SPARES = 2  # session processes forked ahead, waiting for a session to open on them
+
+
+class Fault(Exception):
+    """The session process is gone, or must go: ``result`` is the call's outcome."""
+
+    def __init__(self, result: ToolResult | None, reason: str) -> None:
+        super().__init__(reason)
+        self.result = result
+        self.reason = reason
+
+
+class SessionProcessLink:
+    """One session process (see the module docstring). One thread at a time (the session's lock)."""
+
+    def __init__(self, core: WorkerCore, governance: Governance, kill_grace: float) -> None:
+        self._governance = governance
+        self._kill_grace = kill_grace
+        channels, self._ctl = core.open_session()
+        self._use(channels)
+        self.pid: int | None = None
+        self._exit_status: int | None = None
+        self._supervisor_gone = False
+        self.seq = 0  # the calls this session's state has run: the next call's seq
+        self._closed = False
+        self.interrupted = False  # closed from another thread while a call ran
+
+    def _use(self, channels: tuple[int, int, socket.socket]) -> None:
+        self._call_fd, self._result_fd, side = channels
+        self._side = oob.SidePort(side)
+        self._reader = framing.FrameReader(self._result_fd, self._side)
+        self._pending: deque[Any] = deque()
+
+    def _drop_channels(self) -> None:
+        fds = (self._call_fd, self._result_fd, self._side.sock.fileno())
+        TemplateLink.forget_fds(fds)
+        for fd in fds[:2]:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        self._side.close()
+
+    # ----------------------------------------------------------------- requests
+
+    def open(self, blob: bytes, checkpoint: bool) -> ErrorInfo | None:
+        """Build the state in the session process (``blob``: dill bytes of (factory, args, kwargs)).
+        Returns the factory's error, or None; raises ``Fault`` if the process died."""
+        self._send((OPEN, blob, checkpoint))
+        reply = self._reply(OPEN)
+        self.pid = reply[2]
+        return reply[1]  # type: ignore[no-any-return]
+
+    def snapshot(self) -> Any:
+        self._send((SNAPSHOT,))
+        reply = self._reply(SNAPSHOT)
+        if reply[2] is not None:
+            raise RuntimeError(reply[2].message)
+        return reply[1]
+
+    def call(self, item: CallItem) -> ToolResult:
+        """Run one call; its result, or ``Fault`` (whose result is the call's) when the process is lost."""
+        call_id, name, _, timeout = item[:4]
+        start = time.monotonic()
+        frame = frames.calls_frame([item])
+        try:
+            self._send(frame)
+        except Fault:
+            raise
+        except Exception as exc:  # the arguments could not be sent: only this call fails
+            return ToolResult(call_id, name, "error", error=ErrorInfo(
+                type(exc).__name__, f"the arguments of call {call_id!r} could not be sent to the session's "
+                                    f"process: {exc}"))
+        deadline = None if timeout is None else start + timeout
+        while True:
+            try:
+                f = self._next(deadline)
+            except Fault as fault:
+                raise self._fault(fault, call_id, name, timeout, start) from None
+            msg = frames.decode(f)
+            if msg is None:
+                if type(f) is tuple and f and f[0] == framing.BAD_FRAME:
+                    self.seq += 1
+                    return unreadable_result(call_id, name, f, self.pid, time.monotonic() - start)
+                raise self._damaged(call_id, name, frames.describe_shape(f), start)
+            if msg.seq != self.seq:
+                if msg.seq < self.seq and type(msg) is Progress:
+                    continue
+                raise self._damaged(call_id, name, f"a frame for call #{msg.seq} while #{self.seq} was running",
+                                    start)
+            if isinstance(msg, (Progress, Spans)):  # progress is not reported; session calls are not traced
+                continue
+            result, _ = msg.rebuilt(call_id, name, self.pid)
+            if type(msg) is Leaving:  # its tool closed the process's channels: it leaves
+                self._stop()
+                raise Fault(result, result.error.message if result.error else "its process left")
+            self.seq += 1
+            return result
+
+    def restore(self) -> str | None:
+        """After a fault: the checkpoint takes over with fresh channels. None when it did, else why not."""
+        ours, theirs = worker_channels()
+        try:
+            socket.send_fds(self._ctl, [pickle.dumps(("resume",))], list(theirs))
+        except OSError as exc:
+            self._drop_other(ours)
+            return f"its supervisor is gone ({exc})"
+        finally:
+            for fd in theirs:
+                os.close(fd)
+        try:
+            reply = self._control(lambda m: m[0] in ("resumed", "lost"), time.monotonic() + REPLY_TIMEOUT)
+        except Fault as fault:
+            self._drop_other(ours)
+            return fault.reason
+        if reply[0] != "resumed":
+            self._drop_other(ours)
+            return str(reply[1])
+        self._drop_channels()
+        self._use(ours)
+        self.pid = reply[1]
+        self._exit_status = None
+        return None
+
+    def interrupt(self) -> None:
+        """From another thread, while a call runs: the session's process is killed (the call fails, the
+        session is closing). One message to the supervisor."""
+        self.interrupted = True
+        try:
+            self._ctl.send(pickle.dumps(("kill", 0.0)))
+        except OSError:
+            pass
+
+    def close(self) -> None:
+        """The session process and its checkpoint end (the supervisor kills them at EOF of its socket).
+        Once: the descriptors' numbers may name something else afterwards."""
+        if self._closed:
+            return
+        self._closed = True
+        self._drop_channels()
+        HOST_FDS.discard(self._ctl.fileno())
+        self._ctl.close()
+
+    # ----------------------------------------------------------------- faults
+
+    def _fault(self, fault: Fault, call_id: str, name: str, timeout: float | None, start: float) -> Fault:
+        duration = time.monotonic() - start
+        if fault.reason == "timeout":
+            self._stop()
+            return Fault(timeout_result(call_id, name, timeout, self.pid, duration), "it timed out")
+        status = self._await_exit()
+        described = describe_exit(status) if not self._supervisor_gone else (
+            "WorkerCrashed", "the session's supervisor process is gone (the executor's template died or closed)")
+        limits = self._governance.limits_for(name)
+        hit = None if limits is None or status is None else rlimits.classify(status, limits)
+        if hit is not None:
+            return Fault(limit_result(call_id, name, hit, described, self.pid, duration), hit.message)
+        return Fault(crashed_result(call_id, name, described, self.pid, duration), described[1])
+
+    def _damaged(self, call_id: str, name: str, reason: str, start: float) -> Fault:
+        self._stop()
+        return Fault(damaged_result(call_id, name, reason, self.pid, time.monotonic() - start), reason)
+
+    def _stop(self) -> None:
+        """Kill the session process (SIGTERM to its group, SIGKILL after the grace) and wait for its end."""
+        try:
+            self._ctl.send(pickle.dumps(("kill", self._kill_grace)))
+        except OSError:
+            self._supervisor_gone = True
+            return
+        self._await_exit()
+
+    def _await_exit(self) -> int | None:
+        if self._exit_status is None and not self._supervisor_gone:
+            try:
+                self._control(lambda m: m[0] == "exited", time.monotonic() + self._kill_grace + REPLY_TIMEOUT)
+            except Fault:
+                pass
+        return self._exit_status
+
+    # ----------------------------------------------------------------- wire
+
+    def _send(self, msg: Any) -> None:
+        try:
+            framing.send(self._call_fd, msg, self._side)
+        except (BrokenPipeError, ConnectionError) as exc:
+            raise Fault(None, f"its process is gone ({exc})") from None
+
+    def _reply(self, kind: str) -> tuple[Any, ...]:
+        f = self._next(None)
+        if type(f) is tuple and f and f[0] == framing.BAD_FRAME:
+            raise RuntimeError(f"the session's process sent what the host cannot rebuild: {f[1]}: {f[2]}")
+        if type(f) is not tuple or not f or f[0] != kind:
+            self._stop()
+            raise Fault(None, f"its process answered with {frames.describe_shape(f)}")
+        return f
+
+    def _next(self, deadline: float | None) -> Any:
+        """The next frame of the session process; ``Fault`` (reason "timeout" at ``deadline``, else how
+        it ended) when there is none to come."""
+        reader = self._reader
+        while not self._pending:
+            self._pending.extend(reader.read())
+            if self._pending:
+                break
+            if reader.damaged is not None:
+                self._stop()
+                raise Fault(None, reader.damaged)
+            if reader.eof or self._exit_status is not None or self._supervisor_gone:
+                raise Fault(None, "died")
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                raise Fault(None, "timeout")
+            ready = select.select([self._result_fd, self._ctl.fileno()], [], [], left)[0]
+            if self._ctl.fileno() in ready:
+                self._control_message()
+        return self._pending.popleft()
+
+    def _control(self, done: Any, deadline: float) -> tuple[Any, ...]:
+        """Read the supervisor's messages until one is ``done``; ``Fault`` when it is gone or silent."""
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([self._ctl], [], [], left)[0]:
+                raise Fault(None, "its supervisor did not answer")
+            msg = self._control_message()
+            if msg is None:
+                raise Fault(None, "its supervisor is gone")
+            if done(msg):
+                return msg
+
+    def _control_message(self) -> tuple[Any, ...] | None:
+        try:
+            data = self._ctl.recv(4096)
+        except OSError:
+            data = b""
+        if not data:
+            self._supervisor_gone = True
+            return None
+        msg: tuple[Any, ...] = pickle.loads(data)
+        if msg[0] == "exited":
+            self._exit_status = msg[1]
+        return msg
+
+    @staticmethod
+    def _drop_other(channels: tuple[int, int, socket.socket]) -> None:
+        call_fd, result_fd, side = channels
+        TemplateLink.forget_fds((call_fd, result_fd, side.fileno()))
+        os.close(call_fd)
+        os.close(result_fd)
+        side.close()
+
+
+class SessionSpares:
+    """Session processes forked ahead (``SPARES`` of them, asked of the template when one is taken), each
+    waiting for its OPEN: opening a session is then one round trip to a process that is there already,
+    not two forks. A spare has the tools the template had when it forked; when the tools change, the
+    spares go. Any thread."""
+
+    def __init__(self, core: WorkerCore, governance: Governance, kill_grace: float) -> None:
+        self._make = lambda: SessionProcessLink(core, governance, kill_grace)
+        self._lock = threading.Lock()
+        self._ready: deque[SessionProcessLink] = deque()
+        self._tools: object = None
+        self._closed = False
+
+    def take(self, tools: object, *, fresh: bool = False) -> SessionProcessLink:
+        """A session process with the tools ``tools`` (any value that changes when they change);
+        ``fresh``: the spares are let go first (one was found dead: its template was replaced)."""
+        with self._lock:
+            if self._closed:
+                raise RuntimeError("this executor is closed")
+            if tools != self._tools or fresh:
+                self._let_go()
+                self._tools = tools
+            link = self._ready.popleft() if self._ready else self._make()
+            while len(self._ready) < SPARES:
+                self._ready.append(self._make())
+            return link
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            self._let_go()
+
+    def _let_go(self) -> None:
+        while self._ready:
+            self._ready.popleft().close()
+
+
+__all__ = ["Fault", "SessionProcessLink", "SessionSpares"]

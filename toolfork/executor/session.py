@@ -1,0 +1,349 @@
+"""Sessions: a state built once by a factory, and calls that run on it in order (``Executor.session``).
+
+Why: stateful tools (a file system a model ``cd``s around in, an account, a game) need every call of
+one episode to reach the same state, and a fault must never leave an episode going on silently on a
+reset state. Where the state lives depends on the mode:
+
+* fork: in a process of its own, forked from the pool's template (``fork.session_worker``); calls run
+  there with the worker loop (hooks, limits, timeouts as in any worker). Sessions do not take the
+  pool's worker slots: each one is its own process, so any number run beside each other and beside
+  the pool's calls. A crash or timeout loses the session (``SessionLost``), or, with
+  ``checkpoint=True``, the paused copy forked before the call takes over with the state as it was.
+* sequential: in the host, and the calls run in the host (a crash there is the host's). With
+  ``checkpoint=True`` the state is deep-copied before each call and put back after a timeout.
+* ray: refused (a session would need an actor of its own).
+
+    Session.run(calls) ──> for each call, in order: unknown tool? timeout? caps ──> the state's place
+                           (fork: SessionProcessLink | sequential: in this thread) ──> results in order
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import math
+import pickle
+import threading
+import weakref
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any, Protocol
+
+from toolfork.executor.types import ErrorInfo, ToolCall, ToolResult
+from toolfork.tools.runtime import SESSION_STATE
+
+if TYPE_CHECKING:
+    from toolfork.executor.backends.base import Backend
+    from toolfork.executor.wire.callitem import CallItem
+    from toolfork.governance.policy import Governance
+    from toolfork.tools.tool import Tool
+
+
+class Executor(Protocol):
+    """What a session asks of its ``Executor``."""
+
+    context: dict[str, Any]
+    governance: Governance
+    kill_grace: float
+
+    @property
+    def mode(self) -> str: ...
+
+    @property
+    def tools(self) -> dict[str, Tool]: ...
+
+    @property
+    def timeout(self) -> float | None: ...
+
+    @property
+    def backend(self) -> Backend: ...
+
+    def dispatch_context(self) -> dict[str, Any]: ...
+
+    def unknown_tool_result(self, call: ToolCall) -> ToolResult: ...
+
+    def closing(self, resource: Any) -> None: ...
+
+
+class SessionLost(RuntimeError):
+    """A session's state is gone: a call crashed or timed out in it (without ``checkpoint=True``, or its
+    checkpoint could not take over). Raised by every later ``run`` of the session; the calls after the
+    lost one in the same ``run`` come back as errors of this type, not run."""
+
+    def __init__(self, call_id: str, name: str, reason: str) -> None:
+        self.call_id = call_id
+        self.name = name
+        self.reason = reason
+        super().__init__(f"the session was lost at call {call_id!r} (tool {name!r}): {reason}; its state is "
+                         "gone, so no later call of it runs (checkpoint=True restores the state instead)")
+
+
+class Session:
+    """A state and the calls that run on it, one at a time, in order (see ``Executor.session``)."""
+
+    def __init__(self, executor: Executor, prepare: Callable[[Iterable[Any]], list[ToolCall]],
+                 place: ProcessPlace | HostPlace) -> None:
+        self._executor = executor
+        self._prepare = prepare
+        self._place = place
+        self._lock = threading.Lock()  # one run (or snapshot) at a time: its calls depend on each other
+        self.lost: SessionLost | None = None
+        self.restores = 0  # faults the checkpoint took over from
+        self.closed = False
+
+    @property
+    def pid(self) -> int | None:
+        """The process that holds the state now (the host's pid for a sequential session)."""
+        return self._place.pid
+
+    def run(self, calls: Iterable[ToolCall | dict[str, Any]]) -> list[ToolResult]:
+        """Run ``calls`` on the state, one after the other, in order; one result per call, in call order.
+        Raises ``SessionLost`` if the session was lost before."""
+        batch = self._prepare(calls)
+        with self._lock:
+            self._check()
+            ex = self._executor
+            tools = ex.tools
+            context = ex.dispatch_context()
+            results: list[ToolResult] = []
+            for call in batch:
+                if self.lost is not None:
+                    results.append(ToolResult(call.id, call.name, "error", error=ErrorInfo(
+                        "SessionLost", str(self.lost))))
+                    continue
+                results.append(self._one(call, tools.get(call.name), context))
+            for r in results:  # merged in call order, as run() does
+                if r.context_updates:
+                    ex.context.update(r.context_updates)
+            return results
+
+    async def arun(self, calls: Iterable[ToolCall | dict[str, Any]]) -> list[ToolResult]:
+        """``run`` in a thread of the event loop's default executor."""
+        return await asyncio.get_running_loop().run_in_executor(None, self.run, calls)
+
+    def snapshot(self) -> Any:
+        """The state, rebuilt in the host (pickled in the session's process); raises what could not be sent."""
+        with self._lock:
+            self._check()
+            return self._place.snapshot()
+
+    def close(self) -> None:
+        """End the session: its process (and checkpoint) go, its state with them. Safe to call twice, and
+        from another thread while a call runs (that call is stopped: its result says so)."""
+        if not self._lock.acquire(blocking=False):
+            self._place.interrupt()
+            self._lock.acquire()
+        try:
+            if not self.closed:
+                self.closed = True
+                self._place.close()
+        finally:
+            self._lock.release()
+
+    def __enter__(self) -> Session:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = "closed" if self.closed else "lost" if self.lost is not None else "open"
+        return f"<Session {state} pid={self.pid}>"
+
+    def _check(self) -> None:
+        if self.closed:
+            raise RuntimeError("this session is closed")
+        if self.lost is not None:
+            raise self.lost
+
+    def _one(self, call: ToolCall, tool: Tool | None, context: dict[str, Any]) -> ToolResult:
+        ex = self._executor
+        if tool is None:
+            return ex.unknown_tool_result(call)
+        timeout = call.timeout if call.timeout is not None else tool.timeout
+        if timeout is None:
+            timeout = ex.timeout
+        elif timeout == math.inf:
+            timeout = None
+        elif not _is_positive_finite(timeout):
+            return ToolResult(call.id, call.name, "error", error=ErrorInfo(
+                "ValueError", f"call {call.id!r}: timeout must be a positive number of seconds, got {timeout!r}"))
+        governance = ex.governance
+        if governance.restricted(call.name) and ex.mode == "fork":
+            return ToolResult(call.id, call.name, "error", error=ErrorInfo(
+                "LimitsNotEnforceable", f"tool '{call.name}' was not run: its Limits need the sandbox, a process "
+                                        "of its own for each call, and a session's calls share one process"))
+        slot = governance.acquire(call.name) if governance.gated(call.name) else None
+        try:
+            result, lost = self._place.call(call, tool, timeout, context)
+        finally:
+            if slot is not None:
+                governance.release(slot)
+        if lost is not None:
+            why = self._place.restore()
+            if why is None:
+                self.restores += 1
+            else:
+                self.lost = SessionLost(call.id, call.name, lost if why == "" else f"{lost} ({why})")
+        return result
+
+
+class ProcessPlace:
+    """The state in a process of its own (fork mode)."""
+
+    def __init__(self, executor: Executor, factory: Callable[..., Any], args: tuple[Any, ...],
+                 kwargs: dict[str, Any], checkpoint: bool) -> None:
+        from toolfork.executor.backends.fork.session_link import Fault
+
+        try:  # by reference where it can be (the process is a fork of this one: it has the same classes)
+            blob = _dumps((factory, args, kwargs))
+        except Exception as exc:
+            raise TypeError(f"the session's factory and its arguments cannot be sent to its process: "
+                            f"{type(exc).__name__}: {exc}") from None
+        self._fault = Fault
+        self.checkpoint = checkpoint
+        for attempt in (1, 2):  # a spare forked by a template that died since is gone: a fresh one is not
+            self._link = _spares(executor).take(tuple(executor.tools), fresh=attempt == 2)
+            try:
+                error = self._link.open(blob, checkpoint)
+                break
+            except Fault as fault:
+                self._link.close()
+                if attempt == 2:
+                    raise RuntimeError(f"the session's process died while it was built: {fault.reason}") from None
+            except BaseException:
+                self._link.close()
+                raise
+        weakref.finalize(self, self._link.close)  # a session dropped unclosed: its processes go when it does
+        if error is not None:
+            self._link.close()
+            raise RuntimeError(f"{error.message}\n{error.traceback}".rstrip())
+
+    @property
+    def pid(self) -> int | None:
+        return self._link.pid
+
+    def call(self, call: ToolCall, tool: Tool, timeout: float | None,
+             context: dict[str, Any]) -> tuple[ToolResult, str | None]:
+        try:
+            # Not traced: a session's calls are not the pool's (no span is made for them yet).
+            item: CallItem = (call.id, call.name, call.arguments, timeout, context or None, call.meta, None)
+            return self._link.call(item), None
+        except self._fault as fault:
+            result = fault.result if fault.result is not None else ToolResult(call.id, call.name, "crashed", error=(
+                ErrorInfo("WorkerCrashed", f"tool '{call.name}' crashed: the session's process {fault.reason}")))
+            return result, f"it {result.status}: {result.error.message if result.error else fault.reason}"
+
+    def restore(self) -> str | None:
+        if not self.checkpoint or self._link.interrupted:
+            return ""
+        return self._link.restore()
+
+    def interrupt(self) -> None:
+        self._link.interrupt()
+
+    def snapshot(self) -> Any:
+        try:
+            return self._link.snapshot()
+        except self._fault as fault:
+            raise RuntimeError(f"the session's process died while sending its state: {fault.reason}") from None
+
+    def close(self) -> None:
+        self._link.close()
+
+
+class HostPlace:
+    """The state in the host (sequential mode): calls run in the calling thread, as sequential calls do."""
+
+    def __init__(self, executor: Executor, factory: Callable[..., Any], args: tuple[Any, ...],
+                 kwargs: dict[str, Any], checkpoint: bool) -> None:
+        import os
+
+        self._executor = executor
+        self.state = factory(*args, **kwargs)
+        self.checkpoint = checkpoint
+        self._saved: Any = None
+        self.pid: int | None = os.getpid()
+
+    def call(self, call: ToolCall, tool: Tool, timeout: float | None,
+             context: dict[str, Any]) -> tuple[ToolResult, str | None]:
+        from toolfork.executor.backends.base import Dispatch
+        from toolfork.executor.backends.sequential import run_in_host
+
+        if self.checkpoint:
+            self._saved = copy.deepcopy(self.state)
+        token = SESSION_STATE.set(self.state)
+        try:
+            result = run_in_host(Dispatch(call, tool, timeout, context), lambda *_: None)
+        finally:
+            SESSION_STATE.reset(token)
+        if result.status == "timeout":  # interrupted part-way: the state may be half changed
+            return result, "it timed out"
+        return result, None
+
+    def restore(self) -> str | None:
+        if not self.checkpoint:
+            return ""
+        self.state = self._saved
+        return None
+
+    def interrupt(self) -> None:
+        """A call in the host cannot be stopped from another thread: ``close`` waits for it."""
+
+    def snapshot(self) -> Any:
+        return pickle.loads(pickle.dumps(self.state))
+
+    def close(self) -> None:
+        self.state = self._saved = None
+
+
+def open_session(executor: Executor, prepare: Callable[[Iterable[Any]], list[ToolCall]],
+                 factory: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any],
+                 checkpoint: bool) -> Session:
+    if not callable(factory):
+        raise TypeError(f"session(factory, ...): the factory must be callable, got {type(factory).__name__}")
+    mode = executor.mode
+    if mode == "ray":
+        raise NotImplementedError("sessions need mode='fork' (or 'sequential'): a session's state lives in one "
+                                  "process, and in Ray mode calls run as tasks on any node")
+    place: ProcessPlace | HostPlace
+    if mode == "fork":
+        place = ProcessPlace(executor, factory, args, kwargs, checkpoint)
+    else:
+        place = HostPlace(executor, factory, args, kwargs, checkpoint)
+    return Session(executor, prepare, place)
+
+
+_SPARES: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()  # Executor -> SessionSpares
+_SPARES_LOCK = threading.Lock()
+
+
+def _spares(executor: Executor) -> Any:
+    """The executor's spare session processes (made on its first session; closed with it)."""
+    from toolfork.executor.backends.fork.session_link import SessionSpares
+
+    with _SPARES_LOCK:
+        spares = _SPARES.get(executor)
+        if spares is None:
+            backend: Any = executor.backend
+            spares = _SPARES[executor] = SessionSpares(backend.core, executor.governance, executor.kill_grace)
+            executor.closing(spares)
+        return spares
+
+
+def _dumps(value: Any) -> bytes:
+    try:
+        return pickle.dumps(value, pickle.HIGHEST_PROTOCOL)
+    except Exception:  # a lambda, a local function: by value
+        import dill
+
+        return dill.dumps(value)  # type: ignore[no-any-return]
+
+
+def _is_positive_finite(value: Any) -> bool:
+    try:
+        return bool(0 < value < math.inf)
+    except TypeError:
+        return False
+
+
+__all__ = ["Session", "SessionLost", "open_session"]
