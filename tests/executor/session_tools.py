@@ -84,7 +84,13 @@ def _children() -> list[int]:
         return [int(p) for p in f.read().split()]
 
 
-SESSION_TOOLS = [deposit, where, spoil_then]
+
+@tool
+def tagged(runtime: ToolRuntime) -> str:
+    """The owner of the session's account and the call's meta tag."""
+    return f"{runtime.state.owner}:{runtime.meta.get('tag', '-')}"
+
+SESSION_TOOLS = [deposit, where, spoil_then, tagged]
 
 
 @tool(max_concurrency=1)

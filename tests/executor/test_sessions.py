@@ -56,6 +56,12 @@ def test_calls_run_on_one_state_in_order_and_snapshot_rebuilds_it(ex: Executor) 
     assert snap.history == [10, 20, -3, 1]
 
 
+def test_a_session_call_carries_its_meta(ex: Executor) -> None:
+    with ex.session(S.Account, "ada") as s:
+        first, second = s.run([ToolCall("m1", "tagged", {}, meta={"tag": "t-1"}), ToolCall("m2", "tagged", {})])
+    assert [first.output.as_text(), second.output.as_text()] == ["ada:t-1", "ada:-"]  # type: ignore[union-attr]
+
+
 def test_sessions_are_apart_from_each_other_and_from_pool_calls(ex: Executor) -> None:
     with ex.session(S.Account, "a") as a, ex.session(S.Account, "b", 100) as b:
         assert values(a.run([dep(1, 1)])) == [1]
