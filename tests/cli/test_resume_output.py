@@ -21,6 +21,7 @@ import pytest
 
 from tests.cli.conftest import REPO, child_env, read_jsonl, write_jsonl
 from toolfork import cli
+from toolfork.commands._output import RUN_FIELDS
 
 SPEC = "tests/cli/journal_tools.py:TOOLS"
 
@@ -41,7 +42,7 @@ def _rows(n: int, seconds: float = 0.0) -> list[Any]:
 
 
 def _comparable(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [{k: v for k, v in r.items() if k != "duration_s"} for r in records]
+    return [{k: v for k, v in r.items() if k not in RUN_FIELDS} for r in records]
 
 
 @pytest.mark.parametrize("lane", ["1", "0"], ids=["lane", "general"])
