@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import time
+import warnings
 
 from tests.cli.cli_tools import boom, die, echo, echo_here, nap
 from toolfork import tool
@@ -24,5 +25,17 @@ def grumble(seconds: float, text: str = "grumbling from a worker") -> str:
     return text
 
 
+@tool(inline=True)
+def shout_here(text: str = "inline says hi") -> str:
+    """Log a warning and warn (``warnings.warn``) in the host, as an inline tool runs there.
+
+    Args:
+        text: the log line's message
+    """
+    logging.getLogger("observe_tools").warning(text)
+    warnings.warn("careful with inline tools", UserWarning, stacklevel=1)
+    return text
+
+
 TOOLS = [echo, boom, nap, die, grumble]
-INLINE_TOOLS = [echo_here]
+INLINE_TOOLS = [echo_here, shout_here]

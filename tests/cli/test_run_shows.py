@@ -6,18 +6,22 @@ record."""
 from __future__ import annotations
 
 import json
+import logging
 import os
 import pty
 import re
 import signal
 import subprocess
+import sys
 import time
+import warnings
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.cli.conftest import REPO, child_env, read_jsonl, run_process, toolfork_cmd, write_jsonl
+from toolfork import cli
 
 SPEC = "tests/cli/observe_tools.py:TOOLS"
 INLINE_SPEC = "tests/cli/observe_tools.py:INLINE_TOOLS"
@@ -125,6 +129,29 @@ def test_without_a_terminal_log_lines_are_plain_lines(tmp_path: Path) -> None:
     lines = done.stderr.splitlines()
     assert "WARNING observe_tools: grumbling in a worker" in lines, lines
     assert any(ln.startswith("WARNING toolfork.executor: tool 'nap' (call slow) passed its timeout") for ln in lines)
+
+
+def test_a_basicconfig_handler_is_set_aside_with_its_format_kept_then_put_back(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A tools module's ``logging.basicConfig`` handler: its format is kept for the log lines (and
+    ``warnings.warn``) of the run, each printed once, and after the run the logging set-up is as before."""
+    root = logging.getLogger()
+    theirs = logging.StreamHandler(sys.stderr)
+    theirs.setFormatter(logging.Formatter("CUSTOM %(name)s| %(message)s"))
+    root.addHandler(theirs)
+    try:
+        before = (list(root.handlers), logging.getLogger("toolfork").level, warnings.showwarning)
+        calls = write_jsonl(tmp_path / "calls.jsonl", [{"id": "a", "name": "shout_here", "arguments": {}}])
+        code = cli.main(["run", str(calls), "-o", str(tmp_path / "out.jsonl"), "-q", "--workers", "1",
+                         "--tools", INLINE_SPEC])
+        after = (list(root.handlers), logging.getLogger("toolfork").level, warnings.showwarning)
+    finally:
+        root.removeHandler(theirs)
+    assert code == 0
+    assert after == before
+    err = capsys.readouterr().err
+    assert err.count("inline says hi") == 1 and "CUSTOM observe_tools| inline says hi" in err, err
+    assert err.count("UserWarning: careful with inline tools") == 1 and "CUSTOM py.warnings| " in err, err
 
 
 # ------------------------------------------------------------------ -v, -vv, --log-level

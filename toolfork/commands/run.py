@@ -16,6 +16,10 @@ With ``-o OUT.jsonl`` the job keeps a journal beside it, ``OUT.jsonl.journal`` (
 ``--resume`` a call that started and has no record in OUT gets an ``OutcomeUnknown`` record instead of
 running again (unless its tool is idempotent, or ``--rerun-unknown``); ``--durable`` syncs each start
 entry to the disk before the call starts.
+
+What the user sees on stderr: the progress (``_progress``), log lines above it (``_logs``: ``-v``,
+``--log-level``), and at the end the records counted by status and error type (``_summary``: this
+run's, and after ``--resume`` all of OUT's; after Ctrl-C or SIGTERM, what was written).
 """
 
 from __future__ import annotations
