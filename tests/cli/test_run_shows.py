@@ -22,6 +22,7 @@ import pytest
 
 from tests.cli.conftest import REPO, child_env, read_jsonl, run_process, toolfork_cmd, write_jsonl
 from toolfork import cli
+from toolfork.commands._summary import Tally
 
 SPEC = "tests/cli/observe_tools.py:TOOLS"
 INLINE_SPEC = "tests/cli/observe_tools.py:INLINE_TOOLS"
@@ -79,7 +80,7 @@ MIX = [
     {"id": "err1", "name": "boom", "arguments": {"message": "broken"}},
     {"id": "bad-args", "name": "echo", "arguments": {}},
     {"id": "ok2", "name": "echo", "arguments": {"text": "b"}},
-    {"id": "slow", "name": "nap", "arguments": {"seconds": 60}, "timeout": 1},
+    {"id": "slow", "name": "nap", "arguments": {"seconds": 60}, "timeout": 0.5},
     {"id": "dead", "name": "die", "arguments": {"code": 3}},
     {"id": "unknown", "name": "no_such_tool", "arguments": {}},
     "this line is not JSON",
@@ -230,6 +231,20 @@ def test_a_resumed_run_counts_its_own_lines_and_the_whole_file(tmp_path: Path) -
         f"toolfork run: 9 records in all of {out}: {MIX_SUMMARY}",
     ], done.stderr
     assert len(read_jsonl(out)) == 9
+
+
+def test_counts_name_ok_records_with_an_error_output() -> None:
+    tally = Tally()
+    for record in [{"status": "ok", "output": {"is_error": True}, "error": None},
+                   {"status": "ok", "output": {"is_error": False}, "error": None},
+                   {"status": "cancelled", "output": None, "error": {"type": "Cancelled"}}]:
+        tally.add(record)
+    tally.add_ok(2)
+    assert tally.records == 5
+    assert tally.describe() == ("ok 4 (1 with an error output), error 0, timeout 0, crashed 0, cancelled 1; "
+                                "error types: Cancelled 1")
+    both = tally.merged(tally)
+    assert both.records == 10 and both.describe().startswith("ok 8 (2 with an error output), ")
 
 
 @pytest.mark.parametrize("how", [signal.SIGTERM, signal.SIGINT], ids=["sigterm", "sigint"])
