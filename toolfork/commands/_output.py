@@ -58,15 +58,15 @@ def record_of(result: Any, *, in_worker: bool = False) -> dict[str, Any]:
     try:
         record: dict[str, Any] = result.to_dict()
         pid = result.worker_pid
+        record["worker_pid"] = pid if in_worker or pid != os.getpid() else None
         started = result.started_at
         if started is None:  # a result that did not pass the executor (made by the job), or one in its worker
             started = time.time() - result.duration_s
+        record["started_at"] = int(started * 1_000_000) / 1_000_000  # to the microsecond (round() costs 4x)
+        return record
     except Exception as exc:
         return _unwritable(getattr(result, "call_id", "?"), getattr(result, "name", None),
                            getattr(result, "duration_s", 0.0), exc)
-    record["worker_pid"] = pid if in_worker or pid != os.getpid() else None
-    record["started_at"] = round(started, 6)
-    return record
 
 
 def encode_ok_result(result: Any) -> bytes | None:
