@@ -2,9 +2,10 @@
 
 The input mixes calls with the records that never run: duplicate ids (of lines before and after the
 point where the job stopped), malformed lines, unknown tools. OUT cut at every point, then resumed,
-must give the uninterrupted output line for line (durations aside); so must a real Ctrl-C (SIGINT) and
-a real SIGKILL, then ``--resume``. The tool is idempotent (it only echoes), so the calls the
-interruption caught are run again rather than reported ``OutcomeUnknown``.
+must give the uninterrupted output line for line, apart from ``RUN_FIELDS`` (``duration_s``,
+``worker_pid``, ``started_at``: where and when a call ran, which differs from run to run); so must a
+real Ctrl-C (SIGINT) and a real SIGKILL, then ``--resume``. The tool is idempotent (it only echoes),
+so the calls the interruption caught are run again rather than reported ``OutcomeUnknown``.
 """
 
 from __future__ import annotations
