@@ -24,6 +24,7 @@ from toolfork.commands._loading import (
     parse_call,
     split_spec,
 )
+from toolfork.commands._output import RUN_FIELDS
 from toolfork.executor import ToolCall
 from toolfork.tools import Toolkit, collect_tools
 
@@ -188,7 +189,8 @@ def test_malformed_lines_name_the_problem(raw: object, bad_id: str, name: str | 
     assert re.search(message, bad.message), bad.message
     record = bad.record()
     assert record["status"] == "error" and record["error"]["type"] == "MalformedCallError"
-    assert set(record) == {"id", "name", "status", "output", "error", "duration_s"}
+    assert set(record) == {"id", "name", "status", "output", "error", *RUN_FIELDS}
+    assert record["worker_pid"] is None and record["duration_s"] == 0.0
 
 
 # ------------------------------------------------------------------ one spec grammar, stable names

@@ -315,7 +315,9 @@ def test_plain_progress_lines_when_stderr_is_not_a_terminal(tmp_path: Path) -> N
     periodic = [ln for ln in lines
                 if re.fullmatch(r"toolfork run: \d+%, \d+ done, \d failed, [\d.]+ calls/s, ETA \d+:\d\d", ln)]
     assert len(periodic) >= 2, result.stderr
-    assert re.fullmatch(r"toolfork run: 41 done, 1 failed, [\d.]+ calls/s, [\d.]+ s", lines[-1]), lines[-1]
+    assert re.fullmatch(r"toolfork run: 41 done, 1 failed, [\d.]+ calls/s, [\d.]+ s", lines[-2]), lines[-2]
+    assert lines[-1] == ("toolfork run: 41 records: ok 40, error 1, timeout 0, crashed 0, cancelled 0; "
+                         "error types: RuntimeError 1"), lines[-1]
 
 
 def test_progress_bar_when_stderr_is_a_terminal(tmp_path: Path) -> None:

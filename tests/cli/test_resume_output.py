@@ -2,9 +2,10 @@
 
 The input mixes calls with the records that never run: duplicate ids (of lines before and after the
 point where the job stopped), malformed lines, unknown tools. OUT cut at every point, then resumed,
-must give the uninterrupted output line for line (durations aside); so must a real Ctrl-C (SIGINT) and
-a real SIGKILL, then ``--resume``. The tool is idempotent (it only echoes), so the calls the
-interruption caught are run again rather than reported ``OutcomeUnknown``.
+must give the uninterrupted output line for line, apart from ``RUN_FIELDS`` (``duration_s``,
+``worker_pid``, ``started_at``: where and when a call ran, which differs from run to run); so must a
+real Ctrl-C (SIGINT) and a real SIGKILL, then ``--resume``. The tool is idempotent (it only echoes),
+so the calls the interruption caught are run again rather than reported ``OutcomeUnknown``.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import pytest
 
 from tests.cli.conftest import REPO, child_env, read_jsonl, write_jsonl
 from toolfork import cli
+from toolfork.commands._output import RUN_FIELDS
 
 SPEC = "tests/cli/journal_tools.py:TOOLS"
 
@@ -41,7 +43,7 @@ def _rows(n: int, seconds: float = 0.0) -> list[Any]:
 
 
 def _comparable(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [{k: v for k, v in r.items() if k != "duration_s"} for r in records]
+    return [{k: v for k, v in r.items() if k not in RUN_FIELDS} for r in records]
 
 
 @pytest.mark.parametrize("lane", ["1", "0"], ids=["lane", "general"])

@@ -14,9 +14,10 @@ import pytest
 from tests.cli.conftest import TOOLS_SPEC, read_jsonl, write_jsonl
 from toolfork import cli
 from toolfork.commands._idset import IdSet
+from toolfork.commands._output import RUN_FIELDS
 from toolfork.commands.run import Job
 
-RECORD_KEYS = {"id", "name", "status", "output", "error", "duration_s"}
+RECORD_KEYS = {"id", "name", "status", "output", "error", *RUN_FIELDS}
 
 
 def run(*args: str) -> int:

@@ -18,7 +18,7 @@ from toolfork import cli
 from toolfork.commands import _input
 from toolfork.commands._idset import IdSet
 from toolfork.commands._lane_job import LaneJob
-from toolfork.commands._output import OutFile
+from toolfork.commands._output import RUN_FIELDS, OutFile
 from toolfork.commands._progress import Progress
 from toolfork.executor import Executor, ToolCall
 
@@ -70,7 +70,7 @@ def _text(record: dict[str, Any]) -> str:
 
 
 def _comparable(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [{k: v for k, v in r.items() if k != "duration_s"} for r in records]
+    return [{k: v for k, v in r.items() if k not in RUN_FIELDS} for r in records]
 
 
 def test_the_lane_writes_what_the_general_path_writes_line_for_line(tmp_path: Path,

@@ -20,6 +20,7 @@ Data flow::
 
 from __future__ import annotations
 
+import logging
 from collections import deque
 from collections.abc import Iterator
 from typing import Any
@@ -36,6 +37,8 @@ from toolfork.executor.journal import Journal
 # Bad-line records held back behind running calls before the feeder waits for those calls: without a
 # bound, a million bad lines behind one slow call would all sit in memory.
 MAX_HELD_RECORDS = 1024
+
+log = logging.getLogger("toolfork.run")
 
 
 class Job:
@@ -69,7 +72,7 @@ class Job:
             assert placeholder is None, "results and calls out of step"
             if result.encoded is not None:  # an ok result its worker already wrote as a line
                 self.out.write_line(result.encoded)
-                self.progress.note(failed=False, lineno=lineno, ran=True)
+                self.progress.note_ok(1, lineno)
             else:
                 self._write(record_of(result), lineno, ran=True)
             if self.held:
@@ -129,7 +132,13 @@ class Job:
 
     def _write(self, record: dict[str, Any], lineno: int, *, ran: bool) -> None:
         record = self.out.write(record)  # a result that cannot be written comes back as an error record
-        self.progress.note(failed=result_failed(record), lineno=lineno, ran=ran)
+        failed = result_failed(record)
+        self.progress.tally.add(record)
+        self.progress.note(failed=failed, lineno=lineno, ran=ran)
+        if failed and log.isEnabledFor(logging.DEBUG):
+            error = record.get("error") or {}
+            log.debug("line %d: call %s (%s) %s: %s: %s", lineno, record.get("id"), record.get("name"),
+                      record.get("status"), error.get("type", "error output"), str(error.get("message", ""))[:200])
 
 
 __all__ = ["MAX_HELD_RECORDS", "Job"]

@@ -41,6 +41,7 @@ duplicate and ``--resume`` rules and messages. What makes that hold with ids tak
 from __future__ import annotations
 
 import re
+import time
 from collections import deque
 from typing import Any
 
@@ -220,6 +221,8 @@ class LaneJob(Job):
 
     def _settle(self, line: Line | None, out: Any, lineno: int) -> bool:
         """A line whose outcome is known without running it: written now if nothing is owed before it."""
+        if getattr(out, "started_at", 0.0) is None:  # a result made here (an unknown tool): made now
+            out.started_at = time.time()
         if line is not None:
             line.raw = None
             line.out = out

@@ -29,6 +29,7 @@ import math
 import os
 import re
 import sys
+import time
 import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -285,6 +286,8 @@ class BadLine:
             "output": None,
             "error": {"type": "MalformedCallError", "message": self.message, "traceback": ""},
             "duration_s": 0.0,
+            "worker_pid": None,  # nothing ran; started_at: when the record was made
+            "started_at": round(time.time(), 6),
         }
 
 

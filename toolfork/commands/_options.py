@@ -17,6 +17,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from toolfork.commands._loading import UsageError, default_tools_file, load_all_tools, load_hook
+from toolfork.commands._logs import add_logging_arguments
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 # Default window floor: quick calls travel to the workers in chunks no larger than the window, so a
@@ -68,10 +69,12 @@ def interrupted_once() -> Iterator[Interruption]:
 
 
 def add_common_arguments(parser: argparse.ArgumentParser) -> None:
-    """The options ``run`` and ``worker`` share: where tools come from and how they are executed."""
+    """The options ``run`` and ``worker`` share: where tools come from, how they are executed, and how much
+    is logged (``_logs``)."""
     from toolfork.executor.modes import MODES
 
     add_tools_arguments(parser)
+    add_logging_arguments(parser)
     parser.add_argument("--workers", type=positive_int, default=None, metavar="N",
                         help="worker processes (default: 4 x CPUs, between 4 and 32)")
     parser.add_argument("--timeout", type=positive_float, default=None, metavar="S",

@@ -19,6 +19,7 @@ import math
 import os
 import sys
 import threading
+import time
 from array import array
 from collections import deque
 from collections.abc import Callable
@@ -27,6 +28,7 @@ from typing import Any
 from toolfork.commands._loading import UsageError
 from toolfork.commands._nesting import MAX_JSON_DEPTH, nested_deeper_than
 from toolfork.commands._resume import ResumePoint
+from toolfork.commands._summary import Tally
 from toolfork.executor.idset import IdSet, id_hash
 from toolfork.executor.wire import write_all
 
@@ -40,10 +42,27 @@ def result_failed(record: dict[str, Any]) -> bool:
     return isinstance(output, dict) and bool(output.get("is_error"))
 
 
-def record_of(result: Any) -> dict[str, Any]:
-    """``result.to_dict()``, or an error record for its id if even that fails."""
+# The fields of a record that say where and when its call ran: ``duration_s`` (seconds), ``worker_pid``
+# (the worker process that ran it; null for a call that ran in the toolfork process itself: sequential
+# mode, inline tools, and records made without running anything) and ``started_at`` (when it started
+# running, Unix time in seconds with microseconds; for a record made without running a call, when it
+# was made). They differ from run to run: a resumed job's output equals an uninterrupted one's in
+# everything else.
+RUN_FIELDS = ("duration_s", "worker_pid", "started_at")
+
+
+def record_of(result: Any, *, in_worker: bool = False) -> dict[str, Any]:
+    """The output record of a ``ToolResult``: ``result.to_dict()`` and where and when it ran (see
+    ``RUN_FIELDS``), or an error record for its id if that fails. ``in_worker``: made in the worker
+    that ran the call (``encode_ok_result``), which is its ``worker_pid``."""
     try:
         record: dict[str, Any] = result.to_dict()
+        pid = result.worker_pid
+        record["worker_pid"] = pid if in_worker or pid != os.getpid() else None
+        started = result.started_at
+        if started is None:  # a result that did not pass the executor (made by the job), or one in its worker
+            started = time.time() - result.duration_s
+        record["started_at"] = int(started * 1_000_000) / 1_000_000  # to the microsecond (round() costs 4x)
         return record
     except Exception as exc:
         return _unwritable(getattr(result, "call_id", "?"), getattr(result, "name", None),
@@ -54,7 +73,7 @@ def encode_ok_result(result: Any) -> bytes | None:
     """Run in a fork worker (``Executor(encode_results=...)``): the output line of an ok result, so the
     host of a batch job only moves bytes. None when the record had to be replaced (it cannot be written
     as it is): the host then encodes the result itself and counts the replacement as a failure."""
-    data, record = encode_record(record_of(result))
+    data, record = encode_record(record_of(result, in_worker=True))
     return data if record.get("status") == "ok" else None
 
 
@@ -87,7 +106,8 @@ def encode_record(record: dict[str, Any]) -> tuple[bytes, dict[str, Any]]:
             return (json.dumps(record, ensure_ascii=True, allow_nan=False, default=str) + "\n").encode(
                 "ascii"), record
     except Exception as exc:  # RecursionError, ValueError (an int too long), a raising __str__ ...
-        replacement = _unwritable(record.get("id"), record.get("name"), record.get("duration_s"), exc)
+        replacement = _unwritable(record.get("id"), record.get("name"), record.get("duration_s"), exc,
+                                  record.get("worker_pid"), record.get("started_at"))
         return (json.dumps(replacement, ensure_ascii=True) + "\n").encode("ascii"), replacement
 
 
@@ -104,7 +124,8 @@ def _finite(value: Any, depth: int = 0) -> Any:
     return value
 
 
-def _unwritable(call_id: Any, name: Any, duration: Any, exc: BaseException) -> dict[str, Any]:
+def _unwritable(call_id: Any, name: Any, duration: Any, exc: BaseException, pid: Any = None,
+                started: Any = None) -> dict[str, Any]:
     """The error record that stands for a result that cannot be written as JSON."""
     try:
         why = f"{type(exc).__name__}: {exc}"
@@ -118,6 +139,8 @@ def _unwritable(call_id: Any, name: Any, duration: Any, exc: BaseException) -> d
         "error": {"type": "UnwritableResultError", "traceback": "",
                   "message": f"the result of this call could not be written as JSON ({why[:1000]})"},
         "duration_s": duration if isinstance(duration, float) and math.isfinite(duration) else 0.0,
+        "worker_pid": pid if type(pid) is int else None,
+        "started_at": started if isinstance(started, float) and math.isfinite(started) else round(time.time(), 6),
     }
 
 
@@ -270,12 +293,13 @@ class OutFile:
             self.fd = None
 
 
-def scan_previous(path: str) -> tuple[ResumePoint, int, int]:
-    """For --resume: what OUT's complete lines hold (see ``ResumePoint``), how many distinct ids and how
-    many of them failed. A trailing partial line (the job was killed mid-write) is cut off so the
-    appended lines start clean; a complete line that is not a JSON record is left alone (it ends the
-    prefix of records: past it, lines are skipped by id)."""
+def scan_previous(path: str) -> tuple[ResumePoint, int, int, Tally]:
+    """For --resume: what OUT's complete lines hold (see ``ResumePoint``), how many distinct ids, how
+    many of them failed, and its records counted by status and error type. A trailing partial line (the
+    job was killed mid-write) is cut off so the appended lines start clean; a complete line that is not
+    a JSON record is left alone (it ends the prefix of records: past it, lines are skipped by id)."""
     done = IdSet()
+    tally = Tally()
     order = array("Q")
     count = failed = 0
     keep = 0
@@ -292,6 +316,7 @@ def scan_previous(path: str) -> tuple[ResumePoint, int, int]:
                     order.append(0)  # matches no id
                     continue
                 order.append(id_hash(call_id))
+                tally.add(record)
                 if done.add(call_id):
                     count += 1
                     failed += result_failed(record)
@@ -301,7 +326,7 @@ def scan_previous(path: str) -> tuple[ResumePoint, int, int]:
         pass
     except OSError as exc:
         raise UsageError(f"--resume: cannot read {path!r}: {exc.strerror}") from exc
-    return ResumePoint(done, order), count, failed
+    return ResumePoint(done, order), count, failed, tally
 
 
-__all__ = ["OutFile", "encode_ok_result", "encode_record", "record_of", "result_failed", "scan_previous"]
+__all__ = ["RUN_FIELDS", "OutFile", "encode_ok_result", "encode_record", "record_of", "result_failed", "scan_previous"]

@@ -1,10 +1,26 @@
 """``run``'s progress report on stderr: a bar redrawn in place on a terminal; plain, periodic lines
-otherwise, because a log file or a CI console would fill up with carriage returns and escape codes."""
+otherwise, because a log file or a CI console would fill up with carriage returns and escape codes.
+
+Other lines (the start line, log lines: see ``_logs``) go above the bar, never onto its line::
+
+    Progress.message(text) / .log(text) ──> clear the bar's line, write the text and a newline,
+                                            draw the bar again below it (on a terminal)
+    Job, LaneJob ──> note / note_ok ──> counts (and the Tally of the final summary) ──> the bar
+
+Writes are whole (one ``write`` a line or a bar) and made under a lock, since log lines come from any
+thread; a forked worker that inherited the log handler only clears the line before it writes its own
+(the host draws the bar again at its next update).
+"""
 
 from __future__ import annotations
 
+import os
+import sys
+import threading
 import time
 from typing import IO
+
+from toolfork.commands._summary import Tally
 
 
 class Progress:
@@ -23,6 +39,14 @@ class Progress:
         self.last = self.start
         self.done = self.failed = self.skipped = self.position = 0
         self._ran = 0
+        self.tally = Tally()  # the records of this run, by status and error type (the final summary)
+        self._lock = threading.RLock()
+        self._pid = os.getpid()
+        self._bar = ""  # the bar last drawn on a terminal, drawn again below a message ("" once final)
+
+    def begin(self) -> None:
+        """The job starts now (the rate does not count the pool's start)."""
+        self.start = self.last = time.monotonic()
 
     def note(self, *, failed: bool, lineno: int, ran: bool = True) -> None:
         """A line's record was written; ``ran`` False for records made without running a call (bad
@@ -36,6 +60,7 @@ class Progress:
         """``count`` calls ran ok and their records were written, the last from line ``lineno``."""
         self.done += count
         self._ran += count
+        self.tally.add_ok(count)
         self._reached(lineno)
 
     def _reached(self, lineno: int) -> None:
@@ -51,9 +76,22 @@ class Progress:
         self.position = max(self.position, lineno)
 
     def message(self, text: str) -> None:
+        """A line of its own above the bar (nothing with ``stream`` None)."""
         if self.stream is not None:
-            self.stream.write(("\r\x1b[K" if self.tty else "") + text + "\n")
-            self.stream.flush()
+            self._line(self.stream, text)
+
+    def log(self, text: str) -> None:
+        """A log line: above the bar, or plainly on stderr when the progress report is off (``-q``)."""
+        self._line(self.stream if self.stream is not None else sys.stderr, text)
+
+    def _line(self, stream: IO[str], text: str) -> None:
+        if os.getpid() != self._pid:  # a forked worker: its copy of the bar is stale, and the lock may be too
+            stream.write(("\r\x1b[K" if self.tty else "") + text + "\n")
+            stream.flush()
+            return
+        with self._lock:
+            stream.write(("\r\x1b[K" if self.tty else "") + text + "\n" + self._bar)
+            stream.flush()
 
     def finish(self, note: str = "") -> None:
         if self.stream is not None:
@@ -78,11 +116,14 @@ class Progress:
             if self.total:
                 filled = min(self.BAR, self.BAR * self.position // max(self.total, 1))
                 bar = f"[{'#' * filled}{'.' * (self.BAR - filled)}] {100 * self.position // self.total:3d}% "
-            self.stream.write(f"\r\x1b[K{bar}{text}" + ("\n" if final else ""))
+            line = f"\r\x1b[K{bar}{text}" + ("\n" if final else "")
+            self._bar = "" if final else line
         else:
             percent = f"{100 * self.position // self.total}%, " if self.total and not final else ""
-            self.stream.write(f"toolfork run: {percent}{text}\n")
-        self.stream.flush()
+            line = f"toolfork run: {percent}{text}\n"
+        with self._lock:
+            self.stream.write(line)
+            self.stream.flush()
 
 
 __all__ = ["Progress"]

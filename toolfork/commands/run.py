@@ -16,13 +16,19 @@ With ``-o OUT.jsonl`` the job keeps a journal beside it, ``OUT.jsonl.journal`` (
 ``--resume`` a call that started and has no record in OUT gets an ``OutcomeUnknown`` record instead of
 running again (unless its tool is idempotent, or ``--rerun-unknown``); ``--durable`` syncs each start
 entry to the disk before the call starts.
+
+What the user sees on stderr: the progress (``_progress``), log lines above it (``_logs``: ``-v``,
+``--log-level``), and at the end the records counted by status and error type (``_summary``: this
+run's, and after ``--resume`` all of OUT's; after Ctrl-C or SIGTERM, what was written).
 """
 
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import sys
+import time
 
 from toolfork.commands._governance import add_governance_arguments, govern
 from toolfork.commands._idset import IdSet
@@ -30,6 +36,7 @@ from toolfork.commands._input import LineSource, count_lines, open_input
 from toolfork.commands._job import MAX_HELD_RECORDS, Job
 from toolfork.commands._lane_job import LaneJob
 from toolfork.commands._loading import UsageError
+from toolfork.commands._logs import chosen_level, routed_logs
 from toolfork.commands._options import (
     EXIT_FAILED,
     EXIT_OK,
@@ -46,9 +53,12 @@ from toolfork.commands._options import (
 )
 from toolfork.commands._output import OutFile, scan_previous
 from toolfork.commands._progress import Progress
+from toolfork.commands._summary import Tally
 from toolfork.executor.journal import Journal, JournalError
 
 JOURNAL_SUFFIX = ".journal"
+
+log = logging.getLogger("toolfork.run")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -110,6 +120,14 @@ def main(args: argparse.Namespace) -> int:
         return error("run", "--durable needs -o OUT.jsonl: the journal it syncs is kept beside OUT")
     if args.calls != "-" and args.output != "-" and _same_file(args.calls, args.output):
         return error("run", f"-o {args.output!r} is the input file; it would be overwritten")
+    total = count_lines(args.calls) if args.calls != "-" else None  # None unless a regular file
+    progress = Progress(None if args.quiet else sys.stderr, total, args.progress_interval)
+    # Before the tools load and the pool forks: their log lines too go above the bar (workers inherit it).
+    with routed_logs(chosen_level(args), progress.log):
+        return _main(args, progress)
+
+
+def _main(args: argparse.Namespace, progress: Progress) -> int:
     try:
         tools, origin = resolve_tools(args, args.calls)
         tools, governance = govern(args, tools)
@@ -118,9 +136,11 @@ def main(args: argparse.Namespace) -> int:
         return error("run", str(exc))
     executor = out = journal = None
     try:
-        done, previous, previous_failed = scan_previous(args.output) if args.resume else (IdSet(), 0, 0)
+        done, previous, previous_failed, before = (
+            scan_previous(args.output) if args.resume else (IdSet(), 0, 0, Tally()))
         out = OutFile.open(args.output, append=args.resume, background=True)  # before the pool forks
         journal = open_journal(args)
+        started = time.monotonic()
         executor = build_executor(args, tools, **governance)
     except UsageError as exc:
         if executor is not None:
@@ -132,23 +152,31 @@ def main(args: argparse.Namespace) -> int:
         if stream is not sys.stdin.buffer:
             stream.close()
         return error("run", str(exc))
-    total = count_lines(args.calls) if args.calls != "-" else None  # None unless a regular file
-    progress = Progress(None if args.quiet else sys.stderr, total, args.progress_interval)
     reason = f" ({executor.fallback_reason})" if executor.fallback_reason else ""
     resuming = f"; resuming after {previous} done" if args.resume else ""
     progress.message(f"toolfork run: {len(executor.tools)} tools from {origin}; "
                      f"{executor.mode} mode{reason}, {executor.workers} workers{resuming}")
+    pids = getattr(executor.backend, "worker_pids", None)
+    log.info("pool started in %.2f s: %s mode%s, %d workers%s", time.monotonic() - started, executor.mode, reason,
+             executor.workers, f" (pids {', '.join(map(str, pids))})" if pids else "")
     source = LineSource(stream)  # after the executor: its pool must not inherit the wake-up pipe
     out.on_error = source.wake  # a write that fails while the input is quiet must not go unnoticed
     window = args.window or default_window(executor.workers)
     lane = LaneJob.fits(executor) and os.environ.get("TOOLFORK_LINE_LANE", "1") != "0"
+    log.debug("input %s (%s lines), output %s%s, journal %s; window %d, %s", args.calls,
+              "?" if progress.total is None else progress.total, args.output, " (appended)" if args.resume else "",
+              journal.path if journal is not None else "none", window,
+              "the line lane (workers parse the lines)" if lane else "Executor.imap")
     job = (LaneJob if lane else Job)(executor, source, out, progress, done, window, journal)
+    progress.begin()
     code = EXIT_OK
+    note = ""
     with interrupted_once() as stop:
         try:
             job.run()
         except KeyboardInterrupt:
-            progress.finish("interrupted; rerun with --resume to continue")
+            note = "interrupted; rerun with --resume to continue"
+            progress.finish(note)
             code = stop.exit_code
         except BrokenPipeError:
             code = EXIT_FAILED  # the reader of our output went away: nothing left to do
@@ -166,7 +194,24 @@ def main(args: argparse.Namespace) -> int:
             source.close()
             if stream is not sys.stdin.buffer:
                 stream.close()
+    summarize(progress, before if args.resume else None, args.output, interrupted=bool(note))
+    log.info("job done in %.2f s: %d records written, exit status %d", time.monotonic() - started,
+             progress.tally.records, code)
     return code
+
+
+def summarize(progress: Progress, before: Tally | None, output: str, *, interrupted: bool) -> None:
+    """The counts the run ends with (see ``_summary``): this run's records; after ``--resume``, the
+    whole output file's too."""
+    tally = progress.tally
+    if before is None and not interrupted:
+        progress.message(f"toolfork run: {tally.records} records: {tally.describe()}")
+        return
+    what = "written before the interruption" if interrupted else "written by this run"
+    progress.message(f"toolfork run: {tally.records} records {what}: {tally.describe()}")
+    if before is not None:
+        whole = before.merged(tally)
+        progress.message(f"toolfork run: {whole.records} records in all of {output}: {whole.describe()}")
 
 
 __all__ = ["MAX_HELD_RECORDS", "Job", "add_arguments", "main"]

@@ -16,6 +16,7 @@ bad input and exits 0 at the end of stdin.
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 from collections.abc import Iterator
 from typing import Any
@@ -23,6 +24,7 @@ from typing import Any
 from toolfork.commands._governance import add_governance_arguments, govern
 from toolfork.commands._input import LineSource, read_call
 from toolfork.commands._loading import BadLine, UsageError
+from toolfork.commands._logs import chosen_level, routed_logs
 from toolfork.commands._metrics import MetricsEndpoint, add_metrics_arguments
 from toolfork.commands._options import (
     EXIT_OK,
@@ -37,6 +39,8 @@ from toolfork.commands._options import (
 )
 from toolfork.commands._output import OutFile, record_of
 from toolfork.executor import WAIT
+
+log = logging.getLogger("toolfork.worker")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -76,6 +80,17 @@ def serve(executor: Any, source: LineSource, out: OutFile, window: int) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
+    # Before the pool forks: its workers inherit where log lines go (whole lines on stderr).
+    with routed_logs(chosen_level(args), _log_line):
+        return _main(args)
+
+
+def _log_line(text: str) -> None:
+    sys.stderr.write(text + "\n")
+    sys.stderr.flush()
+
+
+def _main(args: argparse.Namespace) -> int:
     try:
         endpoint = MetricsEndpoint.from_args(args)
         if endpoint is not None:
@@ -95,6 +110,9 @@ def main(args: argparse.Namespace) -> int:
             return error("worker", str(exc))
     print(f"toolfork worker: {len(executor.tools)} tools from {origin}; {executor.mode} mode, "
           f"{executor.workers} workers; reading calls on stdin", file=sys.stderr, flush=True)
+    pids = getattr(executor.backend, "worker_pids", None)
+    log.info("pool started: %s mode, %d workers%s", executor.mode, executor.workers,
+             f" (pids {', '.join(map(str, pids))})" if pids else "")
     source = LineSource(sys.stdin.buffer)  # after the executor: its pool must not inherit the wake-up pipe
     with interrupted_once() as stop:
         try:

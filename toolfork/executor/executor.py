@@ -29,6 +29,7 @@ import math
 import os
 import secrets
 import threading
+import time
 import weakref
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
 from concurrent.futures import Future
@@ -491,6 +492,8 @@ class Executor:
             for event in self._backend.execute(feed):
                 if type(event) is CallFinished:
                     result = event.result
+                    if result.started_at is None:  # the one place every backend's result passes in the host
+                        result.started_at = time.time() - result.duration_s
                     if result.status in RETRYABLE and not feed.cancelled and not _is_input_error(result):
                         tool = self._tools.get(result.name)
                         n = attempts.get(result.call_id, 0)

@@ -79,6 +79,7 @@ class ToolResult:
     # The result already encoded where the call ran (``Executor(encode_results=...)``); then ``output``
     # is None and these bytes stand for it, so the host neither rebuilds nor re-encodes the output.
     encoded: bytes | None = None
+    started_at: float | None = None  # when the call started running (Unix time in seconds), set by the host
 
     @property
     def ok(self) -> bool:

@@ -252,12 +252,15 @@ class LineLane:
         if kind is EncodedResult:  # the common case: the output line itself, no result object
             line.out = msg.line  # type: ignore[union-attr]
             return msg.duration_s  # type: ignore[union-attr]
-        line.out, duration = msg.rebuilt(line.call_id, line.name, w.pid)
+        result, duration = msg.rebuilt(line.call_id, line.name, w.pid)
+        result.started_at = time.time() - duration  # as Executor does for its results (an encoded line has it)
+        line.out = result
         return duration
 
     @staticmethod
     def fail(line: Line, result: ToolResult) -> None:
         line.raw = None
+        result.started_at = time.time() - result.duration_s
         line.out = result
 
     @staticmethod
