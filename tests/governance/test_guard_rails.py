@@ -25,15 +25,20 @@ from toolfork.executor.types import ToolResult
 
 
 def start_threads(n: int) -> str:
-    """Start ``n`` threads that wait (each needs a stack of its own)."""
+    """Start ``n`` threads that wait (each needs a stack of its own: 12 MiB here, so under a 32 MB budget
+    the third stack cannot be mapped while what a started thread allocates still fits; a thread whose
+    stack fits but whose start-up then cannot allocate would leave ``Thread.start()`` waiting for ever,
+    which only the call's timeout can end)."""
     stop = threading.Event()
     started = []
+    threading.stack_size(12 << 20)
     try:
         for _ in range(n):
             t = threading.Thread(target=stop.wait)
             t.start()
             started.append(t)
     finally:
+        threading.stack_size(0)
         stop.set()
         for t in started:
             t.join()
@@ -66,7 +71,7 @@ def _limit(r: ToolResult, name: str, message: str) -> None:
 
 
 def test_memory_limit_hit_by_threads_or_a_private_mapping_is_named(executors: Executors) -> None:
-    tools = [Tool("threads", fn=start_threads, description="t", limits=Limits(memory_mb=32)),
+    tools = [Tool("threads", fn=start_threads, description="t", limits=Limits(memory_mb=32), timeout=30),
              Tool("mapped", fn=private_map, description="m", limits=Limits(memory_mb=64))]
     ex = executors(tools, workers=1)
     threads, mapped, small = executors.run(ex, [call(1, "threads", n=64), call(2, "mapped", mb=400),
