@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import pty
 import subprocess
 import sys
 from collections.abc import Iterable
@@ -38,6 +39,25 @@ def run_process(*args: str, stdin: str | None = None,
                 timeout: float = 60) -> subprocess.CompletedProcess[str]:
     return subprocess.run(toolfork_cmd(*args), input=stdin, capture_output=True, text=True, cwd=REPO,
                           timeout=timeout, env=child_env())
+
+
+def run_on_a_terminal(*args: str, timeout: float = 60) -> tuple[int, str]:
+    """Run ``toolfork`` with a pseudo-terminal as its stderr: (exit status, what the terminal got)."""
+    master, slave = pty.openpty()
+    proc = subprocess.Popen(toolfork_cmd(*args), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                            stderr=slave, cwd=REPO, env=child_env())
+    os.close(slave)
+    chunks: list[bytes] = []
+    while True:  # drain as we go: a full pty buffer would block the child
+        try:
+            data = os.read(master, 4096)
+        except OSError:  # EIO once the child has closed its end
+            break
+        if not data:
+            break
+        chunks.append(data)
+    os.close(master)
+    return proc.wait(timeout=timeout), b"".join(chunks).decode()
 
 
 def child_env() -> dict[str, str]:

@@ -4,8 +4,6 @@ codes, progress output with and without a terminal, bounded memory."""
 from __future__ import annotations
 
 import json
-import os
-import pty
 import random
 import re
 import select
@@ -27,6 +25,7 @@ from tests.cli.conftest import (
     TOOLS_SPEC,
     child_env,
     read_jsonl,
+    run_on_a_terminal,
     run_process,
     toolfork_cmd,
     write_jsonl,
@@ -323,24 +322,9 @@ def test_plain_progress_lines_when_stderr_is_not_a_terminal(tmp_path: Path) -> N
 def test_progress_bar_when_stderr_is_a_terminal(tmp_path: Path) -> None:
     rows = [{"id": f"p{i}", "name": "nap", "arguments": {"seconds": 0.05}} for i in range(30)]
     calls = write_jsonl(tmp_path / "c.jsonl", rows)
-    master, slave = pty.openpty()
-    proc = subprocess.Popen(toolfork_cmd("run", str(calls), "-o", str(tmp_path / "o.jsonl"),
-                                         "--tools", TOOLS_SPEC, "--workers", "2"),
-                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=slave, cwd=REPO,
-                            env=child_env())
-    os.close(slave)
-    chunks: list[bytes] = []
-    while True:  # drain as we go: a full pty buffer would block the child
-        try:
-            data = os.read(master, 4096)
-        except OSError:  # EIO once the child has closed its end
-            break
-        if not data:
-            break
-        chunks.append(data)
-    os.close(master)
-    assert proc.wait(timeout=20) == 0
-    text = b"".join(chunks).decode()
+    status, text = run_on_a_terminal("run", str(calls), "-o", str(tmp_path / "o.jsonl"), "--tools", TOOLS_SPEC,
+                                     "--workers", "2", timeout=20)
+    assert status == 0
     assert "\r\x1b[K[" in text  # redrawn in place
     assert re.search(r"\[#+\.*\] +\d+% \d+ done, 0 failed, [\d.]+ calls/s", text), text
     assert re.search(r"\[#{24}\] 100% 30 done, 0 failed, [\d.]+ calls/s, [\d.]+ s", text), text

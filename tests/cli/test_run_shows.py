@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import pty
 import re
 import signal
 import subprocess
@@ -20,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from tests.cli.conftest import REPO, child_env, read_jsonl, run_process, toolfork_cmd, write_jsonl
+from tests.cli.conftest import REPO, child_env, read_jsonl, run_on_a_terminal, run_process, toolfork_cmd, write_jsonl
 from toolfork import cli
 from toolfork.commands._summary import Tally
 
@@ -54,25 +53,6 @@ def screen_lines(text: str) -> list[str]:
         i += 1
     lines.append("".join(line))
     return lines
-
-
-def run_on_a_terminal(*args: str) -> tuple[int, str]:
-    """Run ``toolfork`` with a pseudo-terminal as its stderr: (exit status, what the terminal got)."""
-    master, slave = pty.openpty()
-    proc = subprocess.Popen(toolfork_cmd(*args), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                            stderr=slave, cwd=REPO, env=child_env())
-    os.close(slave)
-    chunks: list[bytes] = []
-    while True:  # drain as we go: a full pty buffer would block the child
-        try:
-            data = os.read(master, 4096)
-        except OSError:  # EIO once the child has closed its end
-            break
-        if not data:
-            break
-        chunks.append(data)
-    os.close(master)
-    return proc.wait(timeout=60), b"".join(chunks).decode()
 
 
 MIX = [

@@ -4,6 +4,7 @@ nothing at all when no MeterProvider is configured."""
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import subprocess
 import sys
@@ -27,22 +28,28 @@ from toolfork.executor import Executor, ToolCall, metering
 REPO = Path(__file__).resolve().parents[2]
 
 
-@pytest.fixture
-def reader() -> Iterator[InMemoryMetricReader]:
-    """A global MeterProvider of the SDK for this test alone (the API lets a process set one once: the
-    test puts the API's globals back afterwards, so later tests see none configured)."""
+@contextlib.contextmanager
+def global_reader() -> Iterator[InMemoryMetricReader]:
+    """A global MeterProvider of the SDK for this block alone (the API lets a process set one once: the
+    API's globals are put back afterwards, so later tests see none configured)."""
     saved = (metrics_globals._METER_PROVIDER_SET_ONCE, metrics_globals._METER_PROVIDER)
     metrics_globals._METER_PROVIDER_SET_ONCE = Once()
     metrics_globals._METER_PROVIDER = None
     reader = InMemoryMetricReader()
     provider = MeterProvider(metric_readers=[reader])
     metrics.set_meter_provider(provider)
-    assert metering.recorder() is not None  # the instruments are made now (else: by the next Executor built)
     try:
         yield reader
     finally:
         provider.shutdown()
         metrics_globals._METER_PROVIDER_SET_ONCE, metrics_globals._METER_PROVIDER = saved
+
+
+@pytest.fixture
+def reader() -> Iterator[InMemoryMetricReader]:
+    with global_reader() as reader:
+        assert metering.recorder() is not None  # the instruments are made now (else: by the next Executor built)
+        yield reader
 
 
 def points(reader: InMemoryMetricReader) -> dict[str, dict[tuple[tuple[str, Any], ...], Any]]:
@@ -180,17 +187,8 @@ def test_no_meter_provider_means_no_recording_and_no_import() -> None:
 def test_a_provider_set_after_the_executor_is_seen_by_the_next_batch() -> None:
     with Executor(TOOLS, mode="sequential") as ex:
         ex.run([call(1, "add", a=1, b=1)])  # no provider yet: nothing recorded
-        saved = (metrics_globals._METER_PROVIDER_SET_ONCE, metrics_globals._METER_PROVIDER)
-        metrics_globals._METER_PROVIDER_SET_ONCE = Once()
-        metrics_globals._METER_PROVIDER = None
-        reader = InMemoryMetricReader()
-        provider = MeterProvider(metric_readers=[reader])
-        metrics.set_meter_provider(provider)
-        try:
+        with global_reader() as reader:
             ex.run([call(2, "add", a=1, b=1)])
             got = points(reader)
-        finally:
-            provider.shutdown()
-            metrics_globals._METER_PROVIDER_SET_ONCE, metrics_globals._METER_PROVIDER = saved
     assert {k: p.count for k, p in got[metering.CALL_DURATION].items()} == {calls_key("add", "ok"): 1}
     assert got[metering.CALLS][calls_key("add", "ok")].value >= 2  # the counter has both: it reads stats()

@@ -3,7 +3,7 @@
 from toolfork.executor.backends.base import WAIT, Wait
 from toolfork.executor.executor import Executor, default_workers
 from toolfork.executor.journal import OUTCOME_UNKNOWN, Journal, JournalError
-from toolfork.executor.session import Session, SessionLost
+from toolfork.executor.session import Session, SessionLost, SessionUnavailable
 from toolfork.executor.stats import ExecutorStats
 from toolfork.executor.types import (
     CallFinished,
@@ -30,6 +30,7 @@ __all__ = [
     "JournalError",
     "Session",
     "SessionLost",
+    "SessionUnavailable",
     "ToolCall",
     "ToolResult",
     "ToolRuntime",

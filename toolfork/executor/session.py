@@ -64,6 +64,11 @@ class Executor(Protocol):
     def closing(self, resource: Any) -> None: ...
 
 
+class SessionUnavailable(NotImplementedError):
+    """This executor's mode cannot hold a session (Ray: calls run as tasks on any node, while a session's
+    state lives in one process). Raised by ``Executor.session``; fork and sequential mode have them."""
+
+
 class SessionLost(RuntimeError):
     """A session's state is gone: a call crashed or timed out in it (without ``checkpoint=True``, or its
     checkpoint could not take over). Raised by every later ``run`` of the session; the calls after the
@@ -303,8 +308,8 @@ def open_session(executor: Executor, prepare: Callable[[Iterable[Any]], list[Too
         raise TypeError(f"session(factory, ...): the factory must be callable, got {type(factory).__name__}")
     mode = executor.mode
     if mode == "ray":
-        raise NotImplementedError("sessions need mode='fork' (or 'sequential'): a session's state lives in one "
-                                  "process, and in Ray mode calls run as tasks on any node")
+        raise SessionUnavailable("sessions need mode='fork' (or 'sequential'): a session's state lives in one "
+                                 "process, and in Ray mode calls run as tasks on any node")
     place: ProcessPlace | HostPlace
     if mode == "fork":
         place = ProcessPlace(executor, factory, args, kwargs, checkpoint)

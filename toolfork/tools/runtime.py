@@ -85,10 +85,10 @@ class ToolRuntime:
         agent = self.context.pop(AGENT_CONTEXT_KEY, None)
         self.context.pop(NEXT_TURN_KEY, None)
         self._job_key: str | None = self.context.pop(JOB_CONTEXT_KEY, None)
-        meta = agent if isinstance(agent, dict) else {}
-        self.run_id: str | None = meta.get("run_id")
-        self.agent_id: str | None = meta.get("agent_id")
-        self.step_index: int | None = meta.get("step_index")
+        identity = agent if isinstance(agent, dict) else {}
+        self.run_id: str | None = identity.get("run_id")
+        self.agent_id: str | None = identity.get("agent_id")
+        self.step_index: int | None = identity.get("step_index")
         # The ToolCall being run (id, name, raw arguments); set by the executor before the tool runs.
         self.tool_call: Any = None
         # The object the session's factory built, when the call runs in a session (else None).

@@ -299,8 +299,9 @@ def _serve(channels: Channels, tools: dict[str, Any], hooks: Hooks, sandbox: Lim
                         deadline = None if timeout is None else monotonic() + timeout
                         runtime = WorkerRuntime(writer, seq, call_id, name, deadline, context, meta)
                     limits = limits_of(tool) if default_limits is not None or tool.limits is not None else None
-                    if limits is None and trace is None:
+                    if limits is None:
                         release_limits()  # limits an earlier call kept in place are not this call's
+                    if limits is None and trace is None:
                         result = execute_call(tool, call_id, arguments, runtime, before, after, pid)
                     else:
                         result = _run_layered(limited, limits, trace, writer, seq, call_id, name, pid,
@@ -351,11 +352,8 @@ def _run_layered(limited: CallLimits, limits: Limits | None, trace: TraceParent 
                  run: Callable[..., ToolResult]) -> ToolResult:
     """A call with layers around it: its limits (``fork.limited``) and its span (``tracing``: the
     spans its tool finished go to the host in a SPANS frame, before its result)."""
-    if limits is None:
-        rlimits.release()  # limits an earlier call kept in place are not this call's
-        call: Callable[[], ToolResult] = run
-    else:
-        call = functools.partial(limited.run, limits, call_id, name, pid, run)
+    call: Callable[[], ToolResult] = run if limits is None else functools.partial(
+        limited.run, limits, call_id, name, pid, run)
     if trace is None:
         return call()
     result, spans = tracing.run_traced(trace, call)
