@@ -21,12 +21,17 @@ def hog(mb: int = 2048) -> int:
     return len(bytearray(mb * 1024 * 1024))
 
 
-def _timed(seconds: float = 0.0) -> dict[str, float]:
+_KEPT: list[bytearray] = []  # memory a call leaves in its worker (``keep_mb``)
+
+
+def _timed(seconds: float = 0.0, keep_mb: int = 0) -> dict[str, float]:
     """Sleep, and say when the call started and ended.
 
     Args:
         seconds: how long to sleep
+        keep_mb: MiB of memory to write and leave in the worker (its own memory grows by that much)
     """
+    _KEPT.append(bytearray(b"\x01" * (keep_mb << 20)))
     start = time.monotonic()
     time.sleep(seconds)
     return {"start": start, "end": time.monotonic(), "pid": os.getpid()}

@@ -99,8 +99,9 @@ def test_rate_limit_spaces_the_starts_of_a_tool(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(("flag", "value"), [("--max-calls-per-worker", "1"), ("--max-worker-memory-mb", "1")])
 def test_worker_recycling_gives_every_call_a_fresh_worker(tmp_path: Path, flag: str, value: str) -> None:
-    # Every worker is above 1 MiB and has run its one call: each call is served by a new process.
-    rows = [{"id": f"p{i}", "name": "slow", "arguments": {}} for i in range(6)]
+    # Every call leaves 4 MiB of the worker's own memory (over the 1 MiB budget) and is its one call: each
+    # call is served by a new process.
+    rows = [{"id": f"p{i}", "name": "slow", "arguments": {"keep_mb": 4}} for i in range(6)]
     done, records = run_job(tmp_path, rows, flag, value, "--workers", "2")
     assert done.returncode == 0, done.stderr
     pids = [s["pid"] for s in spans_of(records)]
