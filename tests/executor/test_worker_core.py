@@ -18,6 +18,7 @@ import pytest
 from tests.executor.tools_for_tests import ALL
 from toolfork.executor.backends.base import Hooks
 from toolfork.executor.backends.fork.core import MAX_REQUEUES, Worker, WorkerCore
+from toolfork.executor.backends.fork.pool import ForkBackend
 from toolfork.executor.types import ToolResult
 from toolfork.executor.wire import frames
 from toolfork.governance import Governance
@@ -61,7 +62,7 @@ class Recorder:
 
 @pytest.fixture
 def core() -> Iterator[WorkerCore]:
-    c = WorkerCore({t.name: t for t in ALL}, 2, Hooks(), 1.0, Governance("fork"))
+    c = WorkerCore({t.name: t for t in ALL}, 2, Hooks(), 1.0, Governance(ForkBackend.capabilities))
     try:
         yield c
     finally:

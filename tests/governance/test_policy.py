@@ -10,7 +10,12 @@ import time
 import pytest
 
 from toolfork import Limits, LimitsNotEnforceable, Tool
+from toolfork.executor.backends.fork.pool import ForkBackend
+from toolfork.executor.backends.ray import RayBackend
+from toolfork.executor.backends.sequential import SequentialBackend
 from toolfork.governance import Governance, SandboxUnavailable
+
+BACKENDS = {"fork": ForkBackend, "ray": RayBackend, "sequential": SequentialBackend}
 
 
 def _fn(x: int = 0) -> int:
@@ -23,7 +28,7 @@ def make(name: str, **settings: object) -> Tool:
 
 
 def test_a_tools_own_limits_win_over_the_default_field_by_field() -> None:
-    g = Governance("fork", limits=Limits(memory_mb=64, cpu_s=5))
+    g = Governance(ForkBackend.capabilities, limits=Limits(memory_mb=64, cpu_s=5))
     g.register([make("own", limits=Limits(memory_mb=512)), make("plain")])
     assert g.limits_for("own") == Limits(memory_mb=512, cpu_s=5)
     assert g.limits_for("plain") == Limits(memory_mb=64, cpu_s=5)
@@ -31,7 +36,7 @@ def test_a_tools_own_limits_win_over_the_default_field_by_field() -> None:
 
 
 def test_only_restrictions_make_a_tool_restricted_and_only_caps_or_rates_make_it_gated() -> None:
-    g = Governance("fork", concurrency={"db": 2})
+    g = Governance(ForkBackend.capabilities, concurrency={"db": 2})
     g.register([make("net", limits=Limits(network=False)), make("mem", limits=Limits(memory_mb=64)),
                 make("capped", max_concurrency=1), make("grouped", concurrency_group="db"),
                 make("rated", rate_limit="5/s"), make("free"), make("net_on", limits=Limits(network=True))])
@@ -42,14 +47,14 @@ def test_only_restrictions_make_a_tool_restricted_and_only_caps_or_rates_make_it
 
 
 def test_an_executor_with_no_governance_shapes_nothing() -> None:
-    g = Governance("fork")
+    g = Governance(ForkBackend.capabilities)
     g.register([make("a"), make("b", limits=Limits(enforce="best-effort"))])
     assert not g.alone and not g.any_gated and not g.recycles
     assert g.limits_for("b") is None  # enforce alone limits nothing
 
 
 def test_caps_admit_up_to_the_cap_and_a_release_lets_the_next_in() -> None:
-    g = Governance("fork", concurrency={"db": 3})
+    g = Governance(ForkBackend.capabilities, concurrency={"db": 3})
     g.register([make("one", max_concurrency=2), make("q1", concurrency_group="db"),
                 make("q2", concurrency_group="db")])
     a, b = g.admit("one"), g.admit("one")
@@ -63,7 +68,7 @@ def test_caps_admit_up_to_the_cap_and_a_release_lets_the_next_in() -> None:
 
 
 def test_a_slot_cannot_be_released_twice() -> None:
-    g = Governance("fork")
+    g = Governance(ForkBackend.capabilities)
     g.register([make("one", max_concurrency=1)])
     slot = g.admit("one")
     assert slot is not None
@@ -73,7 +78,7 @@ def test_a_slot_cannot_be_released_twice() -> None:
 
 
 def test_a_rate_limited_tool_gets_a_token_an_interval_apart_and_wake_at_says_when() -> None:
-    g = Governance("fork")
+    g = Governance(ForkBackend.capabilities)
     g.register([make("rated", rate_limit="10/s"), make("both", rate_limit="10/s", max_concurrency=1)])
     assert g.admit("rated", now=100.0) is not None
     assert g.admit("rated", now=100.05) is None
@@ -87,7 +92,7 @@ def test_a_rate_limited_tool_gets_a_token_an_interval_apart_and_wake_at_says_whe
 
 
 def test_a_refused_cap_does_not_spend_a_token() -> None:
-    g = Governance("fork")
+    g = Governance(ForkBackend.capabilities)
     g.register([make("both", rate_limit="1/h", max_concurrency=1)])
     first = g.admit("both", now=0.0)
     assert first is not None
@@ -100,7 +105,7 @@ def test_a_refused_cap_does_not_spend_a_token() -> None:
 
 
 def test_acquire_waits_for_a_token_and_gives_up_when_stopped() -> None:
-    g = Governance("sequential")
+    g = Governance(SequentialBackend.capabilities)
     g.register([make("rated", rate_limit="4/s"), make("capped", max_concurrency=1)])
     start = time.monotonic()
     slots = [g.acquire("rated") for _ in range(3)]
@@ -122,7 +127,7 @@ def test_acquire_waits_for_a_token_and_gives_up_when_stopped() -> None:
 
 
 def test_register_is_all_or_nothing_and_names_the_missing_group() -> None:
-    g = Governance("fork", concurrency={"db": 2})
+    g = Governance(ForkBackend.capabilities, concurrency={"db": 2})
     with pytest.raises(ValueError, match=r"concurrency_group='cache' of tool 'q' has no cap.*groups with a cap: db"):
         g.register([make("ok", max_concurrency=1), make("q", concurrency_group="cache")])
     assert not g.gated("ok")
@@ -134,30 +139,30 @@ def test_register_is_all_or_nothing_and_names_the_missing_group() -> None:
 ])
 def test_bad_group_caps_are_refused_naming_them(concurrency: dict, message: str) -> None:
     with pytest.raises(ValueError, match=message):
-        Governance("fork", concurrency=concurrency)
+        Governance(ForkBackend.capabilities, concurrency=concurrency)
 
 
 @pytest.mark.parametrize("setting", ["max_calls_per_worker", "max_worker_memory_mb"])
 @pytest.mark.parametrize("value", [0, -3, 1.5, True])
 def test_bad_recycling_settings_are_refused_naming_them(setting: str, value: object) -> None:
     with pytest.raises(ValueError, match=rf"{setting} must be a whole number"):
-        Governance("fork", **{setting: value})  # type: ignore[arg-type]
+        Governance(ForkBackend.capabilities, **{setting: value})  # type: ignore[arg-type]
 
 
 def test_limits_must_be_a_limits_value() -> None:
     with pytest.raises(TypeError, match=r"limits must be a toolfork\.Limits"):
-        Governance("fork", limits={"memory_mb": 5})  # type: ignore[arg-type]
+        Governance(ForkBackend.capabilities, limits={"memory_mb": 5})  # type: ignore[arg-type]
 
 
 def test_sequential_mode_refuses_limits_naming_the_tool_the_field_and_why() -> None:
-    g = Governance("sequential")
+    g = Governance(SequentialBackend.capabilities)
     with pytest.raises(LimitsNotEnforceable, match=r"tool 'snippet': memory_mb=256 cannot be enforced here: "
                                                    r"sequential mode runs every call in the host process"):
         g.register([make("snippet", limits=Limits(memory_mb=256))])
 
 
 def test_best_effort_logs_what_it_does_not_apply(caplog: pytest.LogCaptureFixture) -> None:
-    g = Governance("sequential")
+    g = Governance(SequentialBackend.capabilities)
     with caplog.at_level(logging.WARNING, logger="toolfork.governance"):
         g.register([make("snippet", limits=Limits(memory_mb=256, cpu_s=1, enforce="best-effort"))])
     assert {u.field for u in g.skipped} == {"memory_mb", "cpu_s"}
@@ -173,7 +178,7 @@ def test_best_effort_logs_what_it_does_not_apply(caplog: pytest.LogCaptureFixtur
                          ids=["network", "read_paths", "sandbox-best-effort", "sandbox"])
 def test_a_sandboxed_tool_is_refused_where_there_is_no_sandbox_even_best_effort(
         mode: str, inline: bool, why: str, limits: Limits) -> None:
-    g = Governance(mode)
+    g = Governance(BACKENDS[mode].capabilities)
     said = r"tool 'snippet': its calls are sandboxed \(.*\) and " + re.escape(why)
     with pytest.raises(SandboxUnavailable, match=said):
         g.register([make("snippet", inline=inline, limits=limits)])
@@ -181,22 +186,22 @@ def test_a_sandboxed_tool_is_refused_where_there_is_no_sandbox_even_best_effort(
 
 
 def test_an_inline_tool_cannot_be_limited_even_on_the_fork_pool() -> None:
-    g = Governance("fork")
+    g = Governance(ForkBackend.capabilities)
     with pytest.raises(LimitsNotEnforceable, match=r"tool 'here'.*it is inline"):
         g.register([make("here", inline=True, limits=Limits(cpu_s=1))])
 
 
 def test_ray_mode_refuses_limits_and_recycling_and_takes_caps() -> None:
     with pytest.raises(LimitsNotEnforceable, match="Ray mode runs calls in Ray's own worker processes"):
-        Governance("ray").register([make("t", limits=Limits(file_size_mb=1))])
-    ray = Governance("ray", concurrency={"db": 1})
+        Governance(RayBackend.capabilities).register([make("t", limits=Limits(file_size_mb=1))])
+    ray = Governance(RayBackend.capabilities, concurrency={"db": 1})
     ray.register([make("t", rate_limit="1/s", max_concurrency=2), make("q", concurrency_group="db")])
     assert ray.gated("t") and ray.gated("q")  # caps and rate limits hold in Ray mode (the driver admits)
     with pytest.raises(ValueError, match="Ray mode runs calls in Ray's own workers"):
-        Governance("ray", max_calls_per_worker=10)
+        Governance(RayBackend.capabilities, max_calls_per_worker=10)
 
 
 def test_sequential_mode_has_no_workers_to_recycle_and_says_so(caplog: pytest.LogCaptureFixture) -> None:
     with caplog.at_level(logging.WARNING, logger="toolfork.governance"):
-        Governance("sequential", max_calls_per_worker=5)
+        Governance(SequentialBackend.capabilities, max_calls_per_worker=5)
     assert "sequential mode has no workers to recycle" in caplog.text

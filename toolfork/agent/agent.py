@@ -624,7 +624,8 @@ class Agent:
         context for the calls' runtimes, and timeouts that cannot be enforced here are lifted (see
         ``timeouts.py``)."""
         executor = self._get_executor()
-        lifted = lift_unenforceable(op.calls, executor.tools, executor.mode, self.tool_timeout, preemptible)
+        lifted = lift_unenforceable(op.calls, executor.tools, executor.capabilities, self.tool_timeout,
+                                    preemptible)
         if op.meta is not None:
             executor.context[AGENT_CONTEXT_KEY] = op.meta
         if self._telemetry is not None:

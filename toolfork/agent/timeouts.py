@@ -15,11 +15,14 @@ import logging
 import math
 import threading
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from toolfork.executor.invoke import effective_timeout
 from toolfork.executor.types import ToolCall, ToolResult
 from toolfork.tools.output import ContentBlock, ToolOutput
+
+if TYPE_CHECKING:
+    from toolfork.executor.backends.capabilities import Capabilities
 
 logger = logging.getLogger("toolfork.agent")
 
@@ -29,16 +32,18 @@ def can_preempt_in_host() -> bool:
     return threading.current_thread() is threading.main_thread()
 
 
-def lift_unenforceable(calls: Iterable[ToolCall], tools: Mapping[str, Any], mode: str,
+def lift_unenforceable(calls: Iterable[ToolCall], tools: Mapping[str, Any], capabilities: Capabilities,
                        default_timeout: float | None, preemptible: bool) -> dict[str, float]:
-    """For calls that will run in the host where no deadline can be enforced, remove the timeout and
-    return ``{call_id: timeout}`` to check afterwards. Empty when every timeout can be enforced."""
+    """For calls that will run in the host where no deadline can be enforced (an inline tool, or a
+    backend that cannot stop a call at its deadline: ``capabilities.kills_at_deadline``), remove the
+    timeout and return ``{call_id: timeout}`` to check afterwards. Empty when every timeout can be
+    enforced."""
     if preemptible:
         return {}
     lifted: dict[str, float] = {}
     for call in calls:
         tool = tools.get(call.name)
-        if tool is None or (mode != "sequential" and not getattr(tool, "inline", False)):
+        if tool is None or (capabilities.kills_at_deadline and not getattr(tool, "inline", False)):
             continue
         timeout = effective_timeout(call.timeout, getattr(tool, "timeout", None), default_timeout)
         if timeout is None or not 0 < timeout < math.inf:

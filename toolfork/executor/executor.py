@@ -55,6 +55,7 @@ from toolfork.executor.types import (
 from toolfork.tools.runtime import JOB_CONTEXT_KEY
 
 if TYPE_CHECKING:
+    from toolfork.executor.backends.capabilities import Capabilities
     from toolfork.executor.session import Session
     from toolfork.governance.limits import Limits
     from toolfork.tools.tool import Tool
@@ -153,8 +154,9 @@ class Executor:
         self._sessions: weakref.WeakSet[Any] = weakref.WeakSet()  # open sessions (and their spares), closed with us
         self.kill_grace = kill_grace
         self._mode, self._fallback_reason = resolve_mode(mode)
-        # Limits, caps, rate limits and recycling: checked before any process starts (fail closed).
-        self.governance = Governance(self._mode, limits=limits, concurrency=concurrency,
+        # Limits, caps, rate limits and recycling: checked before any process starts (fail closed), from
+        # what the backend the mode names can do.
+        self.governance = Governance(backend_class(self._mode).capabilities, limits=limits, concurrency=concurrency,
                                      max_calls_per_worker=max_calls_per_worker,
                                      max_worker_memory_mb=max_worker_memory_mb)
         self.governance.register(self._tools.values())
@@ -181,6 +183,11 @@ class Executor:
     def mode(self) -> str:
         """The effective mode: "fork", "sequential" or "ray" (never "auto")."""
         return self._mode
+
+    @property
+    def capabilities(self) -> Capabilities:
+        """What its backend can do (see ``backends.capabilities``): what decisions about it read."""
+        return self._backend.capabilities
 
     @property
     def fallback_reason(self) -> str | None:
@@ -622,7 +629,7 @@ class Executor:
     def _check_open(self) -> None:
         if self._closed:
             raise RuntimeError("this Executor is closed; create a new one")
-        if self._pid != os.getpid() and self._mode != "sequential":
+        if self._pid != os.getpid() and not self._backend.capabilities.in_host:
             raise RuntimeError(
                 f"this Executor (mode {self._mode!r}) was created in process {self._pid} and cannot be used in "
                 f"process {os.getpid()}: an Executor does not cross a fork (its workers, pipes and threads belong "
@@ -665,6 +672,19 @@ class Executor:
     def __repr__(self) -> str:
         state = "closed" if self._closed else f"{len(self._tools)} tools"
         return f"<Executor mode={self._mode} workers={self.workers} {state}>"
+
+
+def backend_class(mode: str) -> type[Backend]:
+    """The backend an effective mode names (the fork pool and Ray are imported only when chosen)."""
+    if mode == "fork":
+        from toolfork.executor.backends.fork.pool import ForkBackend
+
+        return ForkBackend
+    if mode == "ray":
+        from toolfork.executor.backends.ray import RayBackend
+
+        return RayBackend
+    return SequentialBackend
 
 
 def _call_from_dict(data: dict[str, Any]) -> ToolCall:

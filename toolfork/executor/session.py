@@ -173,7 +173,7 @@ class Session:
             return ToolResult(call.id, call.name, "error", error=ErrorInfo(
                 "ValueError", f"call {call.id!r}: timeout must be a positive number of seconds, got {timeout!r}"))
         governance = ex.governance
-        if governance.restricted(call.name) and ex.mode == "fork":
+        if governance.restricted(call.name) and ex.backend.capabilities.sandbox:
             return ToolResult(call.id, call.name, "error", error=ErrorInfo(
                 "LimitsNotEnforceable", f"tool '{call.name}' was not run: its Limits need the sandbox, a process "
                                         "of its own for each call, and a session's calls share one process"))
@@ -306,15 +306,14 @@ def open_session(executor: Executor, prepare: Callable[[Iterable[Any]], list[Too
                  checkpoint: bool) -> Session:
     if not callable(factory):
         raise TypeError(f"session(factory, ...): the factory must be callable, got {type(factory).__name__}")
-    mode = executor.mode
-    if mode == "ray":
-        raise SessionUnavailable("sessions need mode='fork' (or 'sequential'): a session's state lives in one "
-                                 "process, and in Ray mode calls run as tasks on any node")
+    can = executor.backend.capabilities
+    if not can.sessions:
+        raise SessionUnavailable(can.refusal("sessions"))
     place: ProcessPlace | HostPlace
-    if mode == "fork":
-        place = ProcessPlace(executor, factory, args, kwargs, checkpoint)
-    else:
+    if can.in_host:
         place = HostPlace(executor, factory, args, kwargs, checkpoint)
+    else:
+        place = ProcessPlace(executor, factory, args, kwargs, checkpoint)
     return Session(executor, prepare, place)
 
 

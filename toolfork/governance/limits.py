@@ -161,13 +161,6 @@ class Limits(BaseModel):
             return self
         return Limits(**{**default.set_fields(), **self.set_fields()})
 
-    @staticmethod
-    def effective(own: Limits | None, default: Limits | None) -> Limits | None:
-        """What a tool's calls run under: its own limits over the Executor's default; None when that
-        limits nothing (no limits, or only ``enforce`` said)."""
-        limits = own.merged_over(default) if own is not None else default
-        return limits if limits is not None and limits.set_fields().keys() - {"enforce"} else None
-
     @classmethod
     def parse(cls, text: str, *, setting: str = "--limits") -> Limits:
         """Read the CLI form: ``memory_mb=256,cpu_s=2,network=off,read_paths=/data:/srv``.

@@ -3,8 +3,8 @@
 Why one object: every backend, `toolfork run`, `toolfork mcp serve`, the agent and the adapters reach
 tools through an Executor, so the rules live on the Executor and every path asks the same object:
 
-* which `Limits` a tool's calls run under (`limits_for`: the tool's own fields over the Executor's
-  default, field by field), and whether this mode can enforce them (`register` fails closed, naming the
+* which `Limits` a tool's calls run under (`limits_for`: the rule of ``effective``, the same one the
+  fork worker applies), and whether the backend can enforce them (`register` fails closed, naming the
   tool, the field and why, unless the limits say enforce="best-effort", which logs instead);
 * whether a call may start now (`admit`: a slot under its tool's and its group's caps and a token of
   its tool's rate limit, both or neither; never waits) and when to look again (`wake_at`), so the fork
@@ -13,6 +13,9 @@ tools through an Executor, so the rules live on the Executor and every path asks
   parked instead, see ``executor/inline.py``);
 * when a warm worker has done enough (`max_calls_per_worker`, `max_worker_memory_mb`), which the worker
   core checks between calls.
+
+What the backend can do (enforce limits, recycle workers) is read from its declared ``Capabilities``,
+never from its mode string.
 
 A tool with no governance setting and an Executor with no default limits cost nothing: `gated` is
 false for it and the pool takes its usual path.
@@ -27,11 +30,13 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from .caps import ConcurrencyCaps, Slot
+from .effective import EffectiveLimits
 from .enforceable import Unenforceable, check
 from .limits import Limits
 from .ratelimit import RateLimit, TokenBucket
 
 if TYPE_CHECKING:
+    from toolfork.executor.backends.capabilities import Capabilities
     from toolfork.tools.tool import Tool
 
 log = logging.getLogger("toolfork.governance")
@@ -50,20 +55,22 @@ def _count(setting: str, value: Any) -> int | None:
 class Governance:
     """The governance of one Executor (see the module docstring). Thread-safe."""
 
-    def __init__(self, mode: str, *, limits: Limits | None = None, concurrency: Mapping[str, int] | None = None,
-                 max_calls_per_worker: int | None = None, max_worker_memory_mb: int | None = None) -> None:
+    def __init__(self, capabilities: Capabilities, *, limits: Limits | None = None,
+                 concurrency: Mapping[str, int] | None = None, max_calls_per_worker: int | None = None,
+                 max_worker_memory_mb: int | None = None) -> None:
         if limits is not None and not isinstance(limits, Limits):
             raise TypeError(f"limits must be a toolfork.Limits or None, got {type(limits).__name__}")
-        self.mode = mode
-        self.default = limits if limits is not None and limits.set_fields() else None
+        self.capabilities = capabilities
+        self.effective = EffectiveLimits(limits)
+        self.default = self.effective.default
         self.caps = ConcurrencyCaps(concurrency)  # a bad cap: CapError, a ValueError naming it
         self.max_calls_per_worker = _count("max_calls_per_worker", max_calls_per_worker)
         self.max_worker_memory_mb = _count("max_worker_memory_mb", max_worker_memory_mb)
-        if mode == "ray" and (self.max_calls_per_worker or self.max_worker_memory_mb):
-            raise ValueError("max_calls_per_worker and max_worker_memory_mb recycle fork workers; Ray mode runs "
-                             "calls in Ray's own workers (use Ray's max_calls option in ray_options instead)")
-        if mode == "sequential" and (self.max_calls_per_worker or self.max_worker_memory_mb):
-            log.warning("max_calls_per_worker / max_worker_memory_mb: sequential mode has no workers to recycle")
+        if (self.max_calls_per_worker or self.max_worker_memory_mb) and not capabilities.recycles:
+            why = capabilities.refusal("recycles")
+            if capabilities.has_workers:  # workers it cannot replace: the setting would be silently wrong
+                raise ValueError(f"max_calls_per_worker and max_worker_memory_mb recycle workers; {why}")
+            log.warning("max_calls_per_worker / max_worker_memory_mb: %s", why)
         self._limits: dict[str, Limits | None] = {}
         self._buckets: dict[str, TokenBucket] = {}
         self._gated: set[str] = set()
@@ -79,7 +86,7 @@ class Governance:
         """Take each tool's settings; refuse (naming the tool and the setting) what cannot be honoured.
         All or nothing: a refused tool leaves the governance as it was."""
         tools = list(tools)
-        staged_limits = {t.name: Limits.effective(t.limits, self.default) for t in tools}
+        staged_limits = {t.name: self.effective.resolve(t) for t in tools}
         for t in tools:
             self.caps.validate(t.name, max_concurrency=t.max_concurrency, concurrency_group=t.concurrency_group)
             limits = staged_limits[t.name]
@@ -106,13 +113,8 @@ class Governance:
         nowhere = None
         if t.inline:
             nowhere = "it is inline: its calls run in the host process, where a call cannot be limited"
-        elif self.mode == "sequential":
-            nowhere = ("sequential mode runs every call in the host process, where a call cannot be limited "
-                       "(fork is unavailable or was turned off)")
-        elif self.mode == "ray":
-            nowhere = ("Ray mode runs calls in Ray's own worker processes, which Ray's threads and other tasks "
-                       "share: a limit there would bind Ray too, and the CPU limit's signal would kill Ray's "
-                       "worker (use mode='fork' for limits)")
+        elif not self.capabilities.limits:
+            nowhere = self.capabilities.refusal("limits")
         return check(limits, where=f"tool {t.name!r}", nowhere=nowhere)
 
     def limits_for(self, name: str) -> Limits | None:

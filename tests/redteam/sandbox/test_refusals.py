@@ -8,6 +8,7 @@ import pytest
 
 from toolfork import Limits
 from toolfork.executor import Executor
+from toolfork.executor.backends.ray import RayBackend
 from toolfork.governance import LimitsNotEnforceable
 from toolfork.governance.enforceable import SandboxUnavailable
 from toolfork.governance.limits import LimitsError
@@ -34,7 +35,7 @@ def test_sequential_mode_refuses_a_sandboxed_default() -> None:
 
 
 def test_ray_mode_refuses_the_sandbox() -> None:
-    governance = Governance("ray")
+    governance = Governance(RayBackend.capabilities)
     with pytest.raises(LimitsNotEnforceable, match=r"sandbox=True.*Ray"):
         governance.register([Tool("plain", fn=where_am_i, limits=Limits(sandbox=True, env=["HOME"]))])
 

@@ -16,6 +16,11 @@ owner pulls its own feed (so user iterables and inline tools stay in the caller'
 owner needs progress *drives* the backend for everyone (leader/follower, no host thread of our own);
 the driver starts calls from the batches in turn (round-robin, one call or one chunk of quick calls
 per turn, so a huge batch cannot starve a one-call batch) and routes every event to its batch.
+
+What a backend can do (stop a call at its deadline, enforce ``Limits``, recycle workers, host sessions)
+it declares as ``capabilities`` (a class attribute, see ``capabilities.py``): the Executor, its
+governance, sessions and the agent decide from that, never from ``mode``, which only names the backend
+for the user who chooses it.
 """
 
 from __future__ import annotations
@@ -30,8 +35,9 @@ from abc import ABC, abstractmethod
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar
 
+from toolfork.executor.backends.capabilities import Capabilities
 from toolfork.executor.stats import Load
 from toolfork.executor.types import CallFinished, CallStarted, ErrorInfo, Event, ToolCall, ToolResult
 from toolfork.executor.wire import drain
@@ -643,9 +649,11 @@ class Hooks:
 
 
 class Backend(ABC):
-    """A place where calls run. Subclasses set ``mode``."""
+    """A place where calls run. Subclasses set ``mode`` (its name for the user) and ``capabilities``
+    (what it can do, which every decision about it reads)."""
 
     mode: str = ""
+    capabilities: ClassVar[Capabilities]
 
     def add_tools(self, tools: list[Tool]) -> None:  # noqa: B027 - optional for in-process backends
         """Make tools registered after start reachable where calls run."""

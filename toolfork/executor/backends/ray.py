@@ -51,6 +51,7 @@ from toolfork.executor.backends.base import (
     Hooks,
     Hub,
 )
+from toolfork.executor.backends.capabilities import Capabilities
 from toolfork.executor.invoke import timeout_result
 from toolfork.executor.stats import Load
 from toolfork.executor.types import CallFinished, CallProgress, CallStarted, ErrorInfo, Event, ToolResult
@@ -86,6 +87,16 @@ class _Running:
 
 class RayBackend(Backend):
     mode = "ray"
+    capabilities = Capabilities(
+        "ray", in_host=False, kills_at_deadline=True, limits=False, sandbox=False, has_workers=True,
+        recycles=False, sessions=False, why_not={
+            "limits": "Ray mode runs calls in Ray's own worker processes, which Ray's threads and other tasks "
+                      "share: a limit there would bind Ray too, and the CPU limit's signal would kill Ray's "
+                      "worker (use mode='fork' for limits)",
+            "recycles": "Ray mode runs calls in Ray's own workers (use Ray's max_calls option in ray_options "
+                        "instead)",
+            "sessions": "sessions need mode='fork' (or 'sequential'): a session's state lives in one process, "
+                        "and in Ray mode calls run as tasks on any node"})
 
     def __init__(self, tools: dict[str, Tool], workers: int, hooks: Hooks, kill_grace: float = 1.0, *,
                  address: str | None = None, options: dict[str, Any] | None = None,
@@ -96,7 +107,7 @@ class RayBackend(Backend):
             raise ValueError(f"workers must be at least 1, got {workers}")
         # Caps and rate limits: a call waits in its batch's held queue (Hub.take_next) until it may
         # start, and its slot goes back when its task is forgotten (finished, timed out, stopped).
-        self._governance = governance if governance is not None else Governance("ray")
+        self._governance = governance if governance is not None else Governance(self.capabilities)
         ray = ray_session.import_ray()
         self._ray = ray
         self._size = workers

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from toolfork.executor import tracing
 from toolfork.executor.backends.base import Backend, Dispatch, Feed, cancelled, run_batch
+from toolfork.executor.backends.capabilities import Capabilities
 from toolfork.executor.invoke import CallInterrupted, execute_call, timeout_result
 from toolfork.executor.runtime import CallbackRuntime
 from toolfork.executor.stats import Load
@@ -36,6 +37,14 @@ if TYPE_CHECKING:
 
 class SequentialBackend(Backend):
     mode = "sequential"
+    capabilities = Capabilities(
+        "sequential", in_host=True, kills_at_deadline=False, limits=False, sandbox=False, has_workers=False,
+        recycles=False, sessions=True, why_not={
+            "kills_at_deadline": "sequential mode runs every call in the host process, where only the main "
+                                 "thread can interrupt a call at its deadline",
+            "limits": "sequential mode runs every call in the host process, where a call cannot be limited "
+                      "(fork is unavailable or was turned off)",
+            "recycles": "sequential mode has no workers to recycle"})
 
     def __init__(self, governance: Governance | None = None) -> None:
         self._governance = governance

@@ -19,7 +19,8 @@ the worker sees what the tool raised (MemoryError, OSError(EFBIG), the SIGXCPU i
   sandboxed call in a process that did not enter its very sandbox is refused, not run, and so is an
   unsandboxed call in a sandbox.
 
-Each tool's effective limits (its own over the Executor's default) are worked out once per worker.
+Each tool's effective limits are worked out once per worker, by the rule the host uses
+(``governance.effective``).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from typing import Any
 
 from toolfork.executor.types import ErrorInfo, ToolResult
 from toolfork.governance import rlimits, sandbox
+from toolfork.governance.effective import EffectiveLimits
 from toolfork.governance.limits import Limits
 
 RunCall = Callable[[Callable[[BaseException], ErrorInfo | None] | None], ToolResult]
@@ -37,25 +39,12 @@ RunCall = Callable[[Callable[[BaseException], ErrorInfo | None] | None], ToolRes
 class CallLimits:
     """One worker's view of limits: each tool's effective limits, and the restrictions it entered."""
 
-    __slots__ = ("_default", "_of", "entered")
+    __slots__ = ("effective", "entered")
 
     def __init__(self, default: Limits | None, entered: Limits | None = None) -> None:
-        self._default = default
-        self._of: dict[str, Limits | None] = {}
+        self.effective = EffectiveLimits(default)  # ``of(tool)``, ``forget()``: the host's rule
         # the restriction key of the sandbox this process entered for good, or None
         self.entered: Any = None if entered is None else entered.restriction_key
-
-    def forget(self) -> None:
-        """Tools were added or replaced: work their limits out again."""
-        self._of.clear()
-
-    def of(self, tool: Any) -> Limits | None:
-        """``tool``'s effective limits (None: none)."""
-        name = tool.name
-        if name in self._of:
-            return self._of[name]
-        limits = self._of[name] = Limits.effective(tool.limits, self._default)
-        return limits
 
     def run(self, limits: Limits, call_id: str, name: str, pid: int, run: RunCall) -> ToolResult:
         """Run one call (``run(limit_hit)`` calls ``execute_call``) under ``limits``."""

@@ -49,6 +49,7 @@ from typing import TYPE_CHECKING, Any
 
 from toolfork.executor import framing
 from toolfork.executor.backends.base import POLL_INTERVAL, Backend, BatchState, Dispatch, Feed, Hooks, Hub
+from toolfork.executor.backends.capabilities import Capabilities
 from toolfork.executor.backends.fork.core import Worker, WorkerCore
 from toolfork.executor.backends.fork.template_link import TemplateGone
 from toolfork.executor.stats import Load
@@ -65,6 +66,9 @@ class ForkBackend(Backend):
     """The pool: batches in, events out, on the workers of its ``core`` (which the line lane borrows)."""
 
     mode = "fork"
+    capabilities = Capabilities(
+        "fork", in_host=False, kills_at_deadline=True, limits=True, sandbox=True, has_workers=True,
+        recycles=True, sessions=True)
 
     def __init__(self, tools: dict[str, Tool], workers: int, hooks: Hooks, kill_grace: float = 1.0,
                  governance: Governance | None = None) -> None:
@@ -72,7 +76,7 @@ class ForkBackend(Backend):
 
         self._kill_grace = kill_grace
         self._closed = False
-        self._governance = governance if governance is not None else Governance("fork")
+        self._governance = governance if governance is not None else Governance(self.capabilities)
         self.core = WorkerCore(tools, workers, hooks, kill_grace, self._governance)
         self._hub = Hub(self)
         self._tool_frames: list[bytes] = []  # tools added later, for the workers (sent by the driver)

@@ -260,8 +260,7 @@ def _serve(channels: Channels, tools: dict[str, Any], hooks: Hooks, sandbox: Lim
     monotonic, getpid, look = time.monotonic, os.getpid, channels.poller.poll
     lock = writer.lock
     limited = CallLimits(hooks.limits, sandbox)  # each tool's limits, worked out once (see fork.limited)
-    default_limits = hooks.limits
-    limits_of = limited.of
+    limits_of = limited.effective.of
     release_limits = rlimits.release
     next_seq = 0  # the place of the next call among those this worker was sent (see wire.frames: seq)
     while True:
@@ -271,7 +270,7 @@ def _serve(channels: Channels, tools: dict[str, Any], hooks: Hooks, sandbox: Lim
             import dill
 
             tools.update(dill.loads(msg[1]))
-            limited.forget()
+            limited.effective.forget()
             continue
         if session is not None and kind != frames.CALLS:
             session.handle(msg, channels, writer)
@@ -298,7 +297,7 @@ def _serve(channels: Channels, tools: dict[str, Any], hooks: Hooks, sandbox: Lim
                     if tool.uses_runtime:
                         deadline = None if timeout is None else monotonic() + timeout
                         runtime = WorkerRuntime(writer, seq, call_id, name, deadline, context, meta)
-                    limits = limits_of(tool) if default_limits is not None or tool.limits is not None else None
+                    limits = limits_of(tool)
                     if limits is None:
                         release_limits()  # limits an earlier call kept in place are not this call's
                     if limits is None and trace is None:
