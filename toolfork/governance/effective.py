@@ -22,11 +22,13 @@ from .limits import Limits
 class EffectiveLimits:
     """Each tool's effective limits under one Executor's default, worked out once per tool name."""
 
-    __slots__ = ("_of", "default")
+    __slots__ = ("default", "known")
 
     def __init__(self, default: Limits | None) -> None:
         self.default = default if default is not None and default.set_fields() else None
-        self._of: dict[str, Limits | None] = {}
+        # tool name -> its effective limits, as worked out so far (a hot loop may read it first: ``of``
+        # fills it, ``forget`` empties it in place)
+        self.known: dict[str, Limits | None] = {}
 
     def resolve(self, tool: Any) -> Limits | None:
         """The rule, for ``tool`` (anything with ``limits``), without remembering it."""
@@ -41,14 +43,14 @@ class EffectiveLimits:
         """``tool``'s effective limits (None: none), remembered by its name until ``forget``."""
         name = tool.name
         try:
-            return self._of[name]
+            return self.known[name]
         except KeyError:
-            limits = self._of[name] = self.resolve(tool)
+            limits = self.known[name] = self.resolve(tool)
             return limits
 
     def forget(self) -> None:
         """Tools were added or replaced: work their limits out again."""
-        self._of.clear()
+        self.known.clear()
 
 
 __all__ = ["EffectiveLimits"]

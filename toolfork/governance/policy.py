@@ -77,6 +77,7 @@ class Governance:
         # Tools whose calls each go to a worker alone, never in a chunk of quick calls: gated ones (each
         # holds its own slot) and restricted ones (each runs in a process of its own).
         self.alone: set[str] = set()
+        self.any_gated = False  # whether any tool is gated (read on every round of a backend's driver)
         self._cond = threading.Condition()
         self.skipped: list[Unenforceable] = []  # what enforce="best-effort" let through, for the curious
 
@@ -107,6 +108,7 @@ class Governance:
                     members.add(name)
                 else:
                     members.discard(name)
+        self.any_gated = bool(self._gated)
 
     def _check(self, t: Tool, limits: Limits) -> list[Unenforceable]:
         """Fail closed (``enforceable.check``), where the calls run where nothing can limit them too."""
@@ -130,10 +132,6 @@ class Governance:
     def gated(self, name: str) -> bool:
         """Whether ``name``'s calls wait for a cap or a rate limit before they start."""
         return name in self._gated
-
-    @property
-    def any_gated(self) -> bool:
-        return bool(self._gated)
 
     @property
     def recycles(self) -> bool:

@@ -284,12 +284,24 @@ class WorkerCore:
         """When the template is to be looked at next (``time.monotonic``): a driver's wait ends by then."""
         return self._link.checked_at + TEMPLATE_CHECK_S
 
+    def next_wake(self) -> float:
+        """When a driver's wait must end (``time.monotonic``): the earliest deadline of a running item or
+        the next look at the template, whichever comes first (always one). Any thread, as ``next_deadline``."""
+        wake = self._link.checked_at + TEMPLATE_CHECK_S
+        for w in tuple(self._workers.values()):
+            deadline = w.deadline
+            if deadline is not None and deadline < wake:
+                wake = deadline
+        return wake
+
     def supervise(self, client: Client) -> bool:
         """Look at the template (at most every ``TEMPLATE_CHECK_S``; its death is also seen at once on
         its control socket): one that died or was stopped is replaced (see ``_replace_template``).
         Returns whether it was."""
         link = self._link
         if link.broken is None:
+            if time.monotonic() < link.checked_at + TEMPLATE_CHECK_S:  # not due (most rounds): nothing to read
+                return False
             link.check()
             if link.broken is None:
                 return False

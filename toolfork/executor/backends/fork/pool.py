@@ -141,7 +141,7 @@ class ForkBackend(Backend):
         if live is None:
             return
         # The wait ends at the next deadline, and when the template is to be looked at (supervise).
-        timeout = max(0.0, self.next_deadline() - time.monotonic())
+        timeout = max(0.0, core.next_wake() - time.monotonic())
         if self._governance.any_gated:  # a call waiting for a token: look again when it is due
             due = self._hub.locked(lambda: self._governance.wake_at(self._hub.held_tools()), wake=False)
             if due is not None:
@@ -222,10 +222,12 @@ class ForkBackend(Backend):
         core = self.core
         ready = b.ready
         chunk = [first]
-        if first.tool.fresh_process or self._governance.restricted(first.call.name):
+        governance = self._governance
+        name = first.call.name
+        if first.tool.fresh_process or (name in governance.alone and governance.restricted(name)):
             # a process of its own, forked from the pristine template, in w's slot; a sandboxed call
             # enters its sandbox before anything else, and its frames cross as data only
-            limits = self._governance.limits_for(first.call.name)
+            limits = governance.limits_for(name)
             w = core.one_shot(w, limits if limits is not None and limits.sandboxed else None)
         elif self._joins_chunk(first):
             limit = core.chunk_limit(len(ready) + 1, len(core.idle) + 1, w)
@@ -277,10 +279,7 @@ class ForkBackend(Backend):
     def next_deadline(self) -> float:
         """The earliest deadline of a running call, or the next look at the template (always one: the
         template is looked at even while no batch runs, by the Hub's watcher)."""
-        core = self.core
-        deadline = core.next_deadline()
-        check = core.next_check()
-        return check if deadline is None or check < deadline else deadline
+        return self.core.next_wake()
 
     def wake(self) -> None:
         self.core.wake()

@@ -260,7 +260,7 @@ def _serve(channels: Channels, tools: dict[str, Any], hooks: Hooks, sandbox: Lim
     monotonic, getpid, look = time.monotonic, os.getpid, channels.poller.poll
     lock = writer.lock
     limited = CallLimits(hooks.limits, sandbox)  # each tool's limits, worked out once (see fork.limited)
-    limits_of = limited.effective.of
+    limits_of, known_limits = limited.effective.of, limited.effective.known
     release_limits = rlimits.release
     next_seq = 0  # the place of the next call among those this worker was sent (see wire.frames: seq)
     while True:
@@ -297,7 +297,9 @@ def _serve(channels: Channels, tools: dict[str, Any], hooks: Hooks, sandbox: Lim
                     if tool.uses_runtime:
                         deadline = None if timeout is None else monotonic() + timeout
                         runtime = WorkerRuntime(writer, seq, call_id, name, deadline, context, meta)
-                    limits = limits_of(tool)
+                    limits = known_limits.get(name, _UNKNOWN)
+                    if limits is _UNKNOWN:  # the first call of this tool here: its limits, worked out once
+                        limits = limits_of(tool)
                     if limits is None:
                         release_limits()  # limits an earlier call kept in place are not this call's
                     if limits is None and trace is None:
@@ -344,6 +346,9 @@ def _serve(channels: Channels, tools: dict[str, Any], hooks: Hooks, sandbox: Lim
         if session is not None:
             session.after_frame()  # a checkpoint: its copy may come back here as the session's process
             pid = getpid()
+
+
+_UNKNOWN: Any = object()  # a tool whose limits this worker has not worked out yet
 
 
 def _run_layered(limited: CallLimits, limits: Limits | None, trace: TraceParent | None,
