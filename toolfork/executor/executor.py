@@ -156,8 +156,8 @@ class Executor:
         self._mode, self._fallback_reason = resolve_mode(mode)
         # Limits, caps, rate limits and recycling: checked before any process starts (fail closed), from
         # what the backend the mode names can do.
-        self.governance = Governance(backend_class(self._mode).capabilities, limits=limits, concurrency=concurrency,
-                                     max_calls_per_worker=max_calls_per_worker,
+        self.governance = Governance(_backend_class(self._mode).capabilities, limits=limits,
+                                     concurrency=concurrency, max_calls_per_worker=max_calls_per_worker,
                                      max_worker_memory_mb=max_worker_memory_mb)
         self.governance.register(self._tools.values())
         hooks = Hooks(before_child, after_child, on_worker_start, encode_results, self.governance.default)
@@ -674,7 +674,7 @@ class Executor:
         return f"<Executor mode={self._mode} workers={self.workers} {state}>"
 
 
-def backend_class(mode: str) -> type[Backend]:
+def _backend_class(mode: str) -> type[Backend]:
     """The backend an effective mode names (the fork pool and Ray are imported only when chosen)."""
     if mode == "fork":
         from toolfork.executor.backends.fork.pool import ForkBackend

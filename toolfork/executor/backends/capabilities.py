@@ -37,7 +37,7 @@ class Capabilities:
     has_workers: bool  # its calls run in worker processes (its own or a cluster's)
     recycles: bool  # it can replace a worker between calls (max_calls_per_worker, max_worker_memory_mb)
     sessions: bool  # ``Executor.session`` can pin a state where its calls run
-    why_not: Mapping[str, str] = field(default_factory=dict)  # capability name -> why this backend lacks it
+    why_not: Mapping[str, str] = field(default_factory=dict, hash=False)  # capability -> why this backend lacks it
 
     def __post_init__(self) -> None:
         missing = [n for n in NAMES if not getattr(self, n) and not self.why_not.get(n)]
