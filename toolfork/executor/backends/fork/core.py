@@ -280,10 +280,6 @@ class WorkerCore:
         """Whether work waits on a worker the template has not reported forked (look at it soon)."""
         return any(w.pid is None and w.inflight for w in self._workers.values())
 
-    def next_check(self) -> float:
-        """When the template is to be looked at next (``time.monotonic``): a driver's wait ends by then."""
-        return self._link.checked_at + TEMPLATE_CHECK_S
-
     def next_wake(self) -> float:
         """When a driver's wait must end (``time.monotonic``): the earliest deadline of a running item or
         the next look at the template, whichever comes first (always one). Any thread, as ``next_deadline``."""

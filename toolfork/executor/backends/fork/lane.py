@@ -155,9 +155,7 @@ class LineLane:
         timeout = 0.0
         if wait:
             # At most until the next deadline, and until the template is to be looked at again.
-            deadline = core.next_deadline()
-            check = core.next_check()
-            timeout = max(0.0, (check if deadline is None or check < deadline else deadline) - time.monotonic())
+            timeout = max(0.0, core.next_wake() - time.monotonic())
             if poll:
                 timeout = min(timeout, POLL_INTERVAL)
         if wait and self.inflight > 2 * len(core.workers):
