@@ -23,7 +23,7 @@ import time
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
-from toolfork.executor import framing, oob
+from toolfork.executor import framing, oob, tracing
 from toolfork.executor.backends.fork.core import crashed_result, describe_exit, limit_result, timeout_result
 from toolfork.executor.backends.fork.session_worker import OPEN, SNAPSHOT
 from toolfork.executor.backends.fork.template_link import HOST_FDS, TemplateLink, worker_channels
@@ -128,7 +128,9 @@ class SessionProcessLink:
                     continue
                 raise self._damaged(call_id, name, f"a frame for call #{msg.seq} while #{self.seq} was running",
                                     start)
-            if isinstance(msg, (Progress, Spans)):  # progress is not reported; session calls are not traced
+            if isinstance(msg, (Progress, Spans)):  # progress is not reported: a session's run returns results
+                if type(msg) is Spans:  # the tool's own spans: to the host's exporters, as the pool's are
+                    tracing.export(msg.spans)
                 continue
             result, _ = msg.rebuilt(call_id, name, self.pid)
             if type(msg) is Leaving:  # its tool closed the process's channels: it leaves
