@@ -32,7 +32,6 @@ from __future__ import annotations
 import functools
 import json
 import os
-import select
 import stat
 import threading
 from collections import deque
@@ -49,6 +48,7 @@ from toolfork.executor.journal import OUTCOME_UNKNOWN
 from toolfork.executor.session import SessionLost
 from toolfork.executor.types import ErrorInfo, ToolResult
 from toolfork.executor.wire import WakePipe, drain
+from toolfork.executor.wire.pipes import readable
 
 NOT_RESUMED = "SessionNotResumed"
 FACTORY_FAILED = "SessionFactoryFailed"
@@ -250,8 +250,7 @@ class SessionJob(Job):
     def _wait(self, fd: int | None) -> None:
         """Until a result is in (or, with ``fd``, the input has news)."""
         fds = [self.wake.fd] if fd is None else [self.wake.fd, fd]
-        ready = select.select(fds, [], [])[0]
-        for f in ready:
+        for f in readable(fds, None):
             drain(f)
 
     # ----------------------------------------------------------------- sessions (lock held)

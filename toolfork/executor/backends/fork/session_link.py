@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import os
 import pickle
-import select
 import socket
 import threading
 import time
@@ -30,6 +29,7 @@ from toolfork.executor.backends.fork.template_link import HOST_FDS, TemplateLink
 from toolfork.executor.types import ErrorInfo, ToolResult
 from toolfork.executor.wire import frames
 from toolfork.executor.wire.frames import Leaving, Progress, Spans, damaged_result, unreadable_result
+from toolfork.executor.wire.pipes import readable
 from toolfork.governance import rlimits
 
 if TYPE_CHECKING:
@@ -253,7 +253,7 @@ class SessionProcessLink:
             left = None if deadline is None else deadline - time.monotonic()
             if left is not None and left <= 0:
                 raise Fault(None, "timeout")
-            ready = select.select([self._result_fd, self._ctl.fileno()], [], [], left)[0]
+            ready = readable([self._result_fd, self._ctl.fileno()], left)
             if self._ctl.fileno() in ready:
                 self._control_message()
         return self._pending.popleft()
@@ -262,7 +262,7 @@ class SessionProcessLink:
         """Read the supervisor's messages until one is ``done``; ``Fault`` when it is gone or silent."""
         while True:
             left = deadline - time.monotonic()
-            if left <= 0 or not select.select([self._ctl], [], [], left)[0]:
+            if left <= 0 or not readable([self._ctl.fileno()], left):
                 raise Fault(None, "its supervisor did not answer")
             msg = self._control_message()
             if msg is None:
