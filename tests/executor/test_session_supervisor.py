@@ -75,3 +75,21 @@ def test_sessions_on_old_tools_go_on_and_their_supervisor_leaves_after_the_last(
         except psutil.NoSuchProcess:
             pass
         assert new.run([deposit(3, 1)])[0].output.data == 1
+
+
+def test_checkpoints_take_over_while_other_sessions_die_around_them(fork_ex: Executor) -> None:
+    """Every crash, in every session, is restored: one supervisor reaps them all, and the death of one
+    session's process must never take another's newest checkpoint with it."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def episode(i: int) -> list[object]:
+        with fork_ex.session(S.Account, f"owner{i}", checkpoint=True) as s:
+            out: list[object] = []
+            for k in range(6):
+                crashed, after = s.run([ToolCall(f"x{k}", "spoil_then", {"how": "exit"}), deposit(k, 1)])
+                out.append((crashed.status, after.output.data if after.status == "ok" else after.status))
+            return [*out, s.restores]
+
+    with ThreadPoolExecutor(6) as pool:
+        got = list(pool.map(episode, range(12)))
+    assert got == [[*(("crashed", k + 1) for k in range(6)), 6] for _ in range(12)]

@@ -270,7 +270,7 @@ class _Supervisor:
     def reap(self) -> None:
         """Reap what died; tell a session its process's end. Whatever died, what it started (handed to
         us now) goes too, and so does what that started in turn, as it comes."""
-        reaped = False
+        reaped: list[tuple[int, int]] = []
         while True:
             try:
                 dead, status = os.waitpid(-1, os.WNOHANG)
@@ -278,7 +278,12 @@ class _Supervisor:
                 break
             if dead == 0:
                 break
-            reaped = True
+            reaped.append((dead, status))
+        if not reaped:
+            return
+        for s in self.by_ctl.values():  # a dead process's last word (its newest checkpoint) is in by now
+            self.read_checkpoints(s)
+        for dead, status in reaped:
             for s in self.by_ctl.values():
                 if dead == s.running:
                     s.running, s.kill_at = None, None
@@ -286,8 +291,7 @@ class _Supervisor:
                 elif s.checkpoint is not None and dead == s.checkpoint[0]:
                     s.checkpoint[1].close()
                     s.checkpoint = None
-        if reaped:
-            self.kill_leftovers()
+        self.kill_leftovers()
 
     def kill_leftovers(self) -> None:
         """Children that are no session's process or checkpoint came from a dead session process (each
