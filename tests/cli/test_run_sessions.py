@@ -267,5 +267,8 @@ def test_a_session_call_that_may_have_run_stops_its_session_on_resume(job: Path)
 
 
 def test_the_session_options_need_their_partners(job: Path) -> None:
-    assert toolfork_run(job, BANK, "--replay-sessions").returncode == 2  # without --resume
-    assert toolfork_run(job, BANK, "--session-checkpoint", factory=None).returncode == 2
+    no_resume = toolfork_run(job, BANK, "--replay-sessions")
+    assert no_resume.returncode == 2 and "--replay-sessions is for --resume" in no_resume.stderr
+    no_factory = toolfork_run(job, BANK, "--session-checkpoint", factory=None)
+    assert no_factory.returncode == 2 and "are for --session-factory" in no_factory.stderr
+    assert not (job / "effects.txt").exists()
