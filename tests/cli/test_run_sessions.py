@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -272,3 +273,30 @@ def test_the_session_options_need_their_partners(job: Path) -> None:
     no_factory = toolfork_run(job, BANK, "--session-checkpoint", factory=None)
     assert no_factory.returncode == 2 and "are for --session-factory" in no_factory.stderr
     assert not (job / "effects.txt").exists()
+
+
+def test_a_co_process_gets_each_session_record_before_it_sends_the_next_line(job: Path) -> None:
+    """``run - -o -`` driven line by line: the next line of a session is written only after the record
+    of the one before was read, so a record held back until more input came would hang here."""
+    args = ["-", "-o", "-", "--tools", f"{job}/bank.py:TOOLS", "--session-factory", f"{job}/bank.py:make", "-q"]
+    proc = subprocess.Popen([sys.executable, "-m", "toolfork.cli", "run", *args], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, text=True, cwd=REPO,
+                            env={**child_env(), "EFFECTS": str(job / "effects.txt")})
+    assert proc.stdin is not None and proc.stdout is not None
+    watchdog = threading.Timer(60, proc.kill)  # a record that never comes: readline sees EOF, not a hang
+    watchdog.start()
+    try:
+        got = []
+        for row in [dep("a1", 5, "A", {"owner": "ann"}), dep("a2", 5, "A"),
+                    {"id": "p1", "name": "double", "arguments": {"x": 4}}, dep("a3", 1, "A")]:
+            proc.stdin.write(json.dumps(row) + "\n")
+            proc.stdin.flush()
+            record = json.loads(proc.stdout.readline())
+            got.append((record["id"], record["output"]["content"][0]["text"]))
+        proc.stdin.close()
+        assert proc.wait(60) == 0
+    finally:
+        watchdog.cancel()
+        proc.kill()
+        proc.wait()
+    assert got == [("a1", "ann:5"), ("a2", "ann:10"), ("p1", "8"), ("a3", "ann:11")]
