@@ -93,3 +93,24 @@ def test_checkpoints_take_over_while_other_sessions_die_around_them(fork_ex: Exe
     with ThreadPoolExecutor(6) as pool:
         got = list(pool.map(episode, range(12)))
     assert got == [[*(("crashed", k + 1) for k in range(6)), 6] for _ in range(12)]
+
+
+def test_a_lost_session_left_open_leaves_the_supervisor_asleep(fork_ex: Executor) -> None:
+    """Its process is gone (and so is the socket it named checkpoints on): the supervisor waits for the
+    host to close the session, asleep, instead of being woken by that dead socket again and again."""
+    import time
+
+    with fork_ex.session(S.Account, "ada") as s:
+        assert s.run([ToolCall("x", "spoil_then", {"how": "exit"})])[0].status == "crashed"
+        supervisor = psutil.Process(supervisor_of_live(fork_ex))
+        states = []
+        for _ in range(40):
+            states.append(supervisor.status())
+            time.sleep(0.02)
+    assert states.count(psutil.STATUS_SLEEPING) >= 36, states
+
+
+def supervisor_of_live(ex: Executor) -> int:
+    """The supervisor's pid, from a session opened for it (the executor keeps sessions' processes ahead)."""
+    with ex.session(S.Account, "probe") as probe:
+        return supervisor_of(probe.pid)

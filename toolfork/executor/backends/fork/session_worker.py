@@ -260,7 +260,8 @@ class _Supervisor:
                 return
             except OSError:
                 data, got = b"", []
-            if not data:
+            if not data:  # its process and checkpoints are gone: nothing more will come (poll would spin)
+                self.by_up.pop(s.up.fileno(), None)
                 return
             if got:
                 if s.checkpoint is not None:
@@ -281,7 +282,7 @@ class _Supervisor:
             reaped.append((dead, status))
         if not reaped:
             return
-        for s in self.by_ctl.values():  # a dead process's last word (its newest checkpoint) is in by now
+        for s in list(self.by_up.values()):  # a dead process's last word (its newest checkpoint) is in by now
             self.read_checkpoints(s)
         for dead, status in reaped:
             for s in self.by_ctl.values():
@@ -337,7 +338,7 @@ class _Supervisor:
             if p is not None:
                 _kill(p)
         del self.by_ctl[s.ctl.fileno()]
-        del self.by_up[s.up.fileno()]
+        self.by_up.pop(s.up.fileno(), None)
         for sock in s.sockets():
             sock.close()
 
