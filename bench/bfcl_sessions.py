@@ -7,8 +7,8 @@ instances; each turn's calls go through ``s.run``; every class method is one too
 reaches its instance as ``runtime.state``. The per-call results and the final public state of every
 episode are compared with a direct run (the same calls on the same classes, in this process, as BFCL's
 own executor runs them, each episode starting from freshly loaded classes as a session does). Printed:
-the wall time of the 200 episodes, the opening time of a session (median and 95th percentile), and how
-many episodes match the direct run.
+the wall time of the 200 episodes, the opening time of a session (median and 95th percentile, while the
+episodes run, and one at a time before), and how many episodes match the direct run.
 
 ``--faults``: after the first turn of every episode, one crash (os._exit), one hang in Python and one
 hang inside C (hashlib.pbkdf2_hmac) are injected, each with a timeout of ``FAULT_TIMEOUT`` s. Without
@@ -223,6 +223,11 @@ def main() -> None:
                 except SessionLost as lost:
                     return out, lost.call_id, ""
 
+        alone: list[float] = []  # opening with nothing else running: what one session costs to open
+        for entry in entries[:50]:
+            t = time.perf_counter()
+            with ex.session(build_episode, entry["initial_config"], entry["involved_classes"]):
+                alone.append(time.perf_counter() - t)
         t0 = time.perf_counter()
         with ThreadPoolExecutor(threads) as pool:
             got = dict(zip([e["id"] for e in entries], pool.map(episode, entries), strict=True))
@@ -240,8 +245,10 @@ def main() -> None:
     print(f"mode {mode}, {len(entries)} episodes, {sum(len(c) for t in turns.values() for c in t)} calls, "
           f"{threads} episodes at once, {os.cpu_count()} cores, faults={a.faults} checkpoint={a.checkpoint}")
     print(f"direct run, one process: {direct_s:.2f} s")
+    alone.sort()
     print(f"sessions: {wall:.2f} s wall; opening a session: median {statistics.median(opening) * 1000:.1f} ms, "
-          f"p95 {opening[int(len(opening) * 0.95) - 1] * 1000:.1f} ms")
+          f"p95 {opening[int(len(opening) * 0.95) - 1] * 1000:.1f} ms ({threads} at once); one at a time: "
+          f"median {statistics.median(alone) * 1000:.1f} ms, p95 {alone[int(len(alone) * 0.95) - 1] * 1000:.1f} ms")
     same_shared = sum(1 for i, (out, lost_at, state) in got.items() if lost_at is None and out == shared[i][0]
                       and json.loads(state) == json.loads(shared[i][1]))
     print(f"equal to one direct run of all episodes in one process: {same_shared}/{len(entries)}")

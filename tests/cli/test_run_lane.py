@@ -101,9 +101,9 @@ def test_the_host_reads_no_plain_line_itself(tmp_path: Path, monkeypatch: pytest
     parsed_here: list[int] = []
     real = _input.parse_call
 
-    def counting(raw: Any, lineno: int) -> Any:
+    def counting(raw: Any, lineno: int, **options: Any) -> Any:
         parsed_here.append(lineno)
-        return real(raw, lineno)
+        return real(raw, lineno, **options)
 
     monkeypatch.setattr(_input, "parse_call", counting)
     lines = [json.dumps({"id": f"c{i}", "name": "echo", "arguments": {"text": str(i)}}).encode() for i in range(200)]

@@ -230,8 +230,9 @@ def _maybe_not_finite(raw: bytes) -> bool:
             or (len(raw) >= 309 and _LONG_NUMBER.search(raw) is not None))
 
 
-def read_call(raw: bytes | LongLine, lineno: int) -> Any:
-    """One input line -> a ``ToolCall`` or a ``BadLine``; never raises, whatever the bytes."""
+def read_call(raw: bytes | LongLine, lineno: int, *, sessions: bool = False) -> Any:
+    """One input line -> a ``ToolCall`` or a ``BadLine``; never raises, whatever the bytes. ``sessions``:
+    see ``parse_call``."""
     here = f"line {lineno}"
     if isinstance(raw, LongLine):
         return BadLine(f"line-{lineno}", None,
@@ -239,7 +240,7 @@ def read_call(raw: bytes | LongLine, lineno: int) -> Any:
     try:
         if nested_deeper_than(raw):  # refused on every Python alike, not where the interpreter gives up
             raise RecursionError
-        call = parse_call(raw, lineno)
+        call = parse_call(raw, lineno, sessions=sessions)
     except RecursionError:
         return BadLine(f"line-{lineno}", None,
                        f"{here}: not valid JSON: nested too deeply to parse (arguments may be nested "

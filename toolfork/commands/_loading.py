@@ -335,7 +335,7 @@ def _tool_call_class() -> Any:
     return ToolCall
 
 
-def parse_call(raw: bytes | str, lineno: int) -> Any:
+def parse_call(raw: bytes | str, lineno: int, *, sessions: bool = False) -> Any:
     """One input line -> a ``ToolCall`` or a ``BadLine``. Accepted shapes:
 
     * ``{"id", "name", "arguments", "timeout"?}`` (arguments an object; a JSON string is decoded too);
@@ -345,7 +345,8 @@ def parse_call(raw: bytes | str, lineno: int) -> Any:
     * an Anthropic ``{"type": "tool_use", "id", "name", "input"}`` block.
 
     A missing id becomes ``line-N`` (1-based), stable across runs of the same file, so ``--resume``
-    works for hand-written inputs too.
+    works for hand-written inputs too. A line with a ``"session"`` key is refused unless ``sessions``
+    (the job has a session factory, which reads that key itself).
     """
     ToolCall = _tool_call_class()
     try:
@@ -389,6 +390,9 @@ def parse_call(raw: bytes | str, lineno: int) -> Any:
     if not isinstance(name, str) or not name:
         what = "missing" if name is None else f"must be a non-empty string, got {_kind(name)}"
         return BadLine(call_id, None, f"{here}: {name_where} {what}")
+    if not sessions and ("session" in obj or "session_args" in obj):
+        return BadLine(call_id, name, f'{here}: a line with a "session" key runs in a session, which needs '
+                                      "--session-factory module:function (the function that builds its state)")
     try:
         arguments = _arguments(args_value, args_where, json_string=json_string)
     except ValueError as exc:

@@ -29,13 +29,14 @@ import logging
 import os
 import sys
 import time
+from typing import Any
 
 from toolfork.commands._governance import add_governance_arguments, govern
 from toolfork.commands._idset import IdSet
 from toolfork.commands._input import LineSource, count_lines, open_input
 from toolfork.commands._job import MAX_HELD_RECORDS, Job
 from toolfork.commands._lane_job import LaneJob
-from toolfork.commands._loading import UsageError
+from toolfork.commands._loading import UsageError, load_hook
 from toolfork.commands._logs import chosen_level, routed_logs
 from toolfork.commands._options import (
     EXIT_FAILED,
@@ -53,6 +54,7 @@ from toolfork.commands._options import (
 )
 from toolfork.commands._output import OutFile, scan_previous
 from toolfork.commands._progress import Progress
+from toolfork.commands._session_job import SessionJob, last_lines
 from toolfork.commands._summary import Tally
 from toolfork.executor.journal import Journal, JournalError
 
@@ -80,6 +82,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--durable", action="store_true",
                         help="sync each call's start entry in OUT.journal to the disk before the call starts, "
                              "so --resume is exact after a power loss too (costs a disk sync per dispatch)")
+    parser.add_argument("--session-factory", metavar="MODULE:FUNCTION", default=None,
+                        help='lines with a "session" key run as sessions, one per key, in input order: the '
+                             "state of each is built by this function, called with the key's first "
+                             '"session_args" (an object: keyword arguments; an array: positional ones)')
+    parser.add_argument("--session-checkpoint", action="store_true",
+                        help="with --session-factory: a call that crashes or times out in a session leaves the "
+                             "state as it was before it, and the session goes on (else its later lines fail)")
+    parser.add_argument("--replay-sessions", action="store_true",
+                        help="with --resume: a session that had calls done runs them again on a fresh state "
+                             "before its next line (else its later lines get SessionNotResumed records)")
     parser.add_argument("--window", type=positive_int, default=None, metavar="N",
                         help="calls in flight or buffered at most (default 4 x workers, at least "
                              f"{MIN_DEFAULT_WINDOW}); lower it when single results are very large")
@@ -93,6 +105,20 @@ def _same_file(a: str, b: str) -> bool:
         return os.path.samefile(a, b)
     except OSError:
         return False
+
+
+def session_options(args: argparse.Namespace) -> dict[str, Any] | None:
+    """``SessionJob``'s keywords from the options (None without --session-factory); a factory that
+    cannot be loaded is a usage error, before any call runs."""
+    if args.session_factory is None:
+        return None
+    factory = load_hook(args.session_factory, "--session-factory")
+    try:
+        last = last_lines(args.calls) if args.calls != "-" else None
+    except OSError as exc:
+        raise UsageError(f"cannot read {args.calls!r}: {exc.strerror}") from exc
+    return {"factory": factory, "factory_spec": args.session_factory, "last": last,
+            "replay": args.replay_sessions, "checkpoint": args.session_checkpoint}
 
 
 def open_journal(args: argparse.Namespace) -> Journal | None:
@@ -118,6 +144,11 @@ def main(args: argparse.Namespace) -> int:
                             "unfinished")
     if args.durable and args.output == "-":
         return error("run", "--durable needs -o OUT.jsonl: the journal it syncs is kept beside OUT")
+    if (args.session_checkpoint or args.replay_sessions) and args.session_factory is None:
+        return error("run", "--session-checkpoint and --replay-sessions are for --session-factory")
+    if args.replay_sessions and not args.resume:
+        return error("run", "--replay-sessions is for --resume: it says what to do with sessions an earlier run "
+                            "left half done")
     if args.calls != "-" and args.output != "-" and _same_file(args.calls, args.output):
         return error("run", f"-o {args.output!r} is the input file; it would be overwritten")
     total = count_lines(args.calls) if args.calls != "-" else None  # None unless a regular file
@@ -131,6 +162,7 @@ def _main(args: argparse.Namespace, progress: Progress) -> int:
     try:
         tools, origin = resolve_tools(args, args.calls)
         tools, governance = govern(args, tools)
+        sessions = session_options(args)  # before the pool forks: its module is in every worker
         stream = open_input(args.calls)
     except UsageError as exc:
         return error("run", str(exc))
@@ -162,12 +194,16 @@ def _main(args: argparse.Namespace, progress: Progress) -> int:
     source = LineSource(stream)  # after the executor: its pool must not inherit the wake-up pipe
     out.on_error = source.wake  # a write that fails while the input is quiet must not go unnoticed
     window = args.window or default_window(executor.workers)
-    lane = LaneJob.fits(executor) and os.environ.get("TOOLFORK_LINE_LANE", "1") != "0"
+    lane = sessions is None and LaneJob.fits(executor) and os.environ.get("TOOLFORK_LINE_LANE", "1") != "0"
     log.debug("input %s (%s lines), output %s%s, journal %s; window %d, %s", args.calls,
               "?" if progress.total is None else progress.total, args.output, " (appended)" if args.resume else "",
               journal.path if journal is not None else "none", window,
               "the line lane (workers parse the lines)" if lane else "Executor.imap")
-    job = (LaneJob if lane else Job)(executor, source, out, progress, done, window, journal)
+    job: Job
+    if sessions is not None:
+        job = SessionJob(executor, source, out, progress, done, window, journal, **sessions)
+    else:
+        job = (LaneJob if lane else Job)(executor, source, out, progress, done, window, journal)
     progress.begin()
     code = EXIT_OK
     note = ""

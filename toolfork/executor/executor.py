@@ -430,6 +430,18 @@ class Executor:
             self._sessions.add(s)
         return s
 
+    @contextlib.contextmanager
+    def counted(self) -> Iterator[dict[tuple[str, str], int]]:
+        """A batch's own counts of finished calls by (tool, status), in ``stats()`` while it runs and
+        after; written by the caller's thread alone (a session's ``run`` counts its calls so)."""
+        with self._lock:
+            counts = self._tally.open()
+        try:
+            yield counts
+        finally:
+            with self._lock:
+                self._tally.close(counts)
+
     def closing(self, resource: Any) -> None:
         """``resource.close()`` is called when this executor closes (before its workers end)."""
         with self._lock:

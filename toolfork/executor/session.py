@@ -20,20 +20,25 @@ reset state. Where the state lives depends on the mode:
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import copy
 import math
 import pickle
 import threading
+import time
 import weakref
 from collections.abc import Callable, Iterable
+from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, Protocol
 
+from toolfork.executor import metering, tracing
+from toolfork.executor.stats import UNKNOWN_TOOL
 from toolfork.executor.types import ErrorInfo, ToolCall, ToolResult
 from toolfork.tools.runtime import SESSION_STATE
 
 if TYPE_CHECKING:
     from toolfork.executor.backends.base import Backend
-    from toolfork.executor.wire.callitem import CallItem
+    from toolfork.executor.wire.callitem import CallItem, TraceParent
     from toolfork.governance.policy import Governance
     from toolfork.tools.tool import Tool
 
@@ -58,6 +63,8 @@ class Executor(Protocol):
     def backend(self) -> Backend: ...
 
     def dispatch_context(self) -> dict[str, Any]: ...
+
+    def counted(self) -> AbstractContextManager[dict[tuple[str, str], int]]: ...
 
     def unknown_tool_result(self, call: ToolCall) -> ToolResult: ...
 
@@ -102,28 +109,49 @@ class Session:
 
     def run(self, calls: Iterable[ToolCall | dict[str, Any]]) -> list[ToolResult]:
         """Run ``calls`` on the state, one after the other, in order; one result per call, in call order.
-        Raises ``SessionLost`` if the session was lost before."""
+        Raises ``SessionLost`` if the session was lost before. Each call is traced (its ``execute_tool``
+        span under the span current here) and counted (``Executor.stats()``, the metrics) as any call."""
         batch = self._prepare(calls)
+        parent = tracing.capture()
         with self._lock:
             self._check()
             ex = self._executor
             tools = ex.tools
             context = ex.dispatch_context()
+            spans = tracing.CallSpans() if parent is not None else None
+            recorder = metering.recorder()
             results: list[ToolResult] = []
-            for call in batch:
-                if self.lost is not None:
-                    results.append(ToolResult(call.id, call.name, "error", error=ErrorInfo(
-                        "SessionLost", str(self.lost))))
-                    continue
-                results.append(self._one(call, tools.get(call.name), context))
+            with ex.counted() as counts:
+                try:
+                    for call in batch:
+                        trace = None if spans is None else spans.start(call.id, call.name, parent, call.meta)
+                        if self.lost is not None:
+                            result = ToolResult(call.id, call.name, "error", error=ErrorInfo(
+                                "SessionLost", str(self.lost)))
+                        else:
+                            result = self._one(call, tools.get(call.name), context, trace)
+                        if result.started_at is None:
+                            result.started_at = time.time() - result.duration_s
+                        key = (call.name if call.name in tools else UNKNOWN_TOOL, result.status)
+                        counts[key] = counts.get(key, 0) + 1
+                        if recorder is not None:
+                            recorder.finished(key[0], result)
+                        if spans is not None:
+                            spans.finish(result)
+                        results.append(result)
+                finally:
+                    if spans is not None:
+                        spans.close()
             for r in results:  # merged in call order, as run() does
                 if r.context_updates:
                     ex.context.update(r.context_updates)
             return results
 
     async def arun(self, calls: Iterable[ToolCall | dict[str, Any]]) -> list[ToolResult]:
-        """``run`` in a thread of the event loop's default executor."""
-        return await asyncio.get_running_loop().run_in_executor(None, self.run, calls)
+        """``run`` in a thread of the event loop's default executor, in this task's context (its
+        current span is the calls' parent)."""
+        here = contextvars.copy_context()
+        return await asyncio.get_running_loop().run_in_executor(None, here.run, self.run, calls)
 
     def snapshot(self) -> Any:
         """The state, rebuilt in the host (pickled in the session's process); raises what could not be sent."""
@@ -160,7 +188,8 @@ class Session:
         if self.lost is not None:
             raise self.lost
 
-    def _one(self, call: ToolCall, tool: Tool | None, context: dict[str, Any]) -> ToolResult:
+    def _one(self, call: ToolCall, tool: Tool | None, context: dict[str, Any],
+             trace: TraceParent | None) -> ToolResult:
         ex = self._executor
         if tool is None:
             return ex.unknown_tool_result(call)
@@ -179,7 +208,7 @@ class Session:
                                         "of its own for each call, and a session's calls share one process"))
         slot = governance.acquire(call.name) if governance.gated(call.name) else None
         try:
-            result, lost = self._place.call(call, tool, timeout, context)
+            result, lost = self._place.call(call, tool, timeout, context, trace)
         finally:
             if slot is not None:
                 governance.release(slot)
@@ -227,11 +256,10 @@ class ProcessPlace:
     def pid(self) -> int | None:
         return self._link.pid
 
-    def call(self, call: ToolCall, tool: Tool, timeout: float | None,
-             context: dict[str, Any]) -> tuple[ToolResult, str | None]:
+    def call(self, call: ToolCall, tool: Tool, timeout: float | None, context: dict[str, Any],
+             trace: TraceParent | None) -> tuple[ToolResult, str | None]:
         try:
-            # Not traced: a session's calls are not the pool's (no span is made for them yet).
-            item: CallItem = (call.id, call.name, call.arguments, timeout, context or None, call.meta, None)
+            item: CallItem = (call.id, call.name, call.arguments, timeout, context or None, call.meta, trace)
             return self._link.call(item), None
         except self._fault as fault:
             result = fault.result if fault.result is not None else ToolResult(call.id, call.name, "crashed", error=(
@@ -269,8 +297,8 @@ class HostPlace:
         self._saved: Any = None
         self.pid: int | None = os.getpid()
 
-    def call(self, call: ToolCall, tool: Tool, timeout: float | None,
-             context: dict[str, Any]) -> tuple[ToolResult, str | None]:
+    def call(self, call: ToolCall, tool: Tool, timeout: float | None, context: dict[str, Any],
+             trace: TraceParent | None) -> tuple[ToolResult, str | None]:
         from toolfork.executor.backends.base import Dispatch
         from toolfork.executor.backends.sequential import run_in_host
 
@@ -278,7 +306,7 @@ class HostPlace:
             self._saved = copy.deepcopy(self.state)
         token = SESSION_STATE.set(self.state)
         try:
-            result = run_in_host(Dispatch(call, tool, timeout, context), lambda *_: None)
+            result = run_in_host(Dispatch(call, tool, timeout, context, trace=trace), lambda *_: None)
         finally:
             SESSION_STATE.reset(token)
         if result.status == "timeout":  # interrupted part-way: the state may be half changed

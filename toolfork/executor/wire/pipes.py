@@ -40,6 +40,19 @@ def wait_for(fd: int, *, write: bool) -> None:
     poller.poll()
 
 
+def readable(fds: list[int], timeout: float | None) -> list[int]:
+    """Those of ``fds`` that are readable within ``timeout`` seconds (None: no limit); ``poll``, as
+    ``wait_for`` (a host with hundreds of sessions holds descriptors past 1024)."""
+    poller = select.poll()
+    for fd in fds:
+        poller.register(fd, select.POLLIN)
+    try:
+        events = poller.poll(None if timeout is None else max(0.0, timeout) * 1000)
+    except InterruptedError:
+        return []
+    return [fd for fd, _ in events]
+
+
 def drain(fd: int) -> None:
     """Read a non-blocking fd until it is empty (a wake-up pipe); a closed or bad fd is left alone."""
     try:
@@ -84,4 +97,4 @@ class WakePipe:
                 pass
 
 
-__all__ = ["WakePipe", "drain", "read_some", "wait_for", "write_all"]
+__all__ = ["WakePipe", "drain", "read_some", "readable", "wait_for", "write_all"]

@@ -258,8 +258,8 @@ class WorkerCore:
         return self._link.gone
 
     def open_session(self) -> tuple[tuple[int, int, socket.socket], socket.socket]:
-        """A session's process, forked from the template (see ``fork.session_worker``): the host's ends
-        of its channels and of its supervisor's control socket. Any thread (one message to the template)."""
+        """A session's process, forked by the template's sessions' supervisor (see ``fork.session_worker``):
+        the host's ends of its channels and of its control socket. Any thread (one message to the template)."""
         return self._link.open_session()
 
     def is_quick(self, name: str) -> bool:

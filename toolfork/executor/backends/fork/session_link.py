@@ -16,20 +16,20 @@ from __future__ import annotations
 
 import os
 import pickle
-import select
 import socket
 import threading
 import time
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
-from toolfork.executor import framing, oob
+from toolfork.executor import framing, oob, tracing
 from toolfork.executor.backends.fork.core import crashed_result, describe_exit, limit_result, timeout_result
 from toolfork.executor.backends.fork.session_worker import OPEN, SNAPSHOT
 from toolfork.executor.backends.fork.template_link import HOST_FDS, TemplateLink, worker_channels
 from toolfork.executor.types import ErrorInfo, ToolResult
 from toolfork.executor.wire import frames
 from toolfork.executor.wire.frames import Leaving, Progress, Spans, damaged_result, unreadable_result
+from toolfork.executor.wire.pipes import readable
 from toolfork.governance import rlimits
 
 if TYPE_CHECKING:
@@ -128,7 +128,9 @@ class SessionProcessLink:
                     continue
                 raise self._damaged(call_id, name, f"a frame for call #{msg.seq} while #{self.seq} was running",
                                     start)
-            if isinstance(msg, (Progress, Spans)):  # progress is not reported; session calls are not traced
+            if isinstance(msg, (Progress, Spans)):  # progress is not reported: a session's run returns results
+                if type(msg) is Spans:  # the tool's own spans: to the host's exporters, as the pool's are
+                    tracing.export(msg.spans)
                 continue
             result, _ = msg.rebuilt(call_id, name, self.pid)
             if type(msg) is Leaving:  # its tool closed the process's channels: it leaves
@@ -251,7 +253,7 @@ class SessionProcessLink:
             left = None if deadline is None else deadline - time.monotonic()
             if left is not None and left <= 0:
                 raise Fault(None, "timeout")
-            ready = select.select([self._result_fd, self._ctl.fileno()], [], [], left)[0]
+            ready = readable([self._result_fd, self._ctl.fileno()], left)
             if self._ctl.fileno() in ready:
                 self._control_message()
         return self._pending.popleft()
@@ -260,7 +262,7 @@ class SessionProcessLink:
         """Read the supervisor's messages until one is ``done``; ``Fault`` when it is gone or silent."""
         while True:
             left = deadline - time.monotonic()
-            if left <= 0 or not select.select([self._ctl], [], [], left)[0]:
+            if left <= 0 or not readable([self._ctl.fileno()], left):
                 raise Fault(None, "its supervisor did not answer")
             msg = self._control_message()
             if msg is None:

@@ -1,18 +1,24 @@
-"""A session's processes: the supervisor the template forks, the session process that holds the state
-and runs the calls, and its checkpoint.
+"""Sessions' processes: the supervisor the template forks, each session's process that holds its state
+and runs its calls, and its checkpoint.
 
 Why a supervisor: a checkpoint is a paused fork of the session process, kept to take over when a call
 crashes or hangs. When the session process dies its children go to the nearest subreaper, and the
-template kills every child of its own that is not a worker. So the template forks one supervisor per
-session (a subreaper): the session process and, after its death, its checkpoint are the supervisor's,
-which knows them, reaps them, reports how the session process died, and hands a checkpoint the new
-channels.
+template kills every child of its own that is not a worker. So the template forks one supervisor (a
+subreaper) for the sessions: the session processes and, after such a process's death, its checkpoint
+are the supervisor's, which knows them, reaps them, reports how a session process died, and hands a
+checkpoint the new channels. One for all the sessions, not one each: opening a session is then one
+fork, by a process that is warm already. Each session has its own control socket to it.
 
-    host ──("session",) + channels + control──> template ──fork──> supervisor ──fork──> session process
+    host ──("session",) + channels + control──> template ──fds──> supervisor ──fork──> session process
     host ═══ calls / results (the worker's frames) ═════════════════════════════════> session process
-    host <──control: kill | resume + channels / exited, resumed, lost──> supervisor
+    host <──control (per session): kill | resume + channels / exited, resumed, lost──> supervisor
     session process ──fork (after each frame of calls)──> checkpoint (paused, its own process group)
     session process ──("checkpoint", pid) + the checkpoint's socket──> supervisor
+
+Each session process is the subreaper of what its calls start; when one dies, those come to the
+supervisor, which kills every child that is no live session's process or checkpoint. The supervisor
+goes with the template (and with every session process and checkpoint); when the tools change the
+template forks a new one for the sessions opened after, and the old one leaves after its last session.
 
 The session process runs the worker loop (``fork.worker``) with the session's frames added: OPEN
 (build the state with the factory, fork the first checkpoint) and SNAPSHOT (send the state back). A
@@ -131,39 +137,218 @@ class SessionProcess:
         die_with_parent()  # the supervisor's now
 
 
-def supervise_session(fds: tuple[int, int, int], ctl_fd: int, tools: dict[str, Any], hooks: Hooks) -> NoReturn:
-    """The supervisor, forked by the template: forks the session process, then serves the host's control
-    messages until the host closes its end (or the template goes). Never returns."""
+def supervise_sessions(mux_fd: int, tools: dict[str, Any], hooks: Hooks) -> NoReturn:
+    """The sessions' supervisor, forked by the template once (again after its tools change): forks a
+    session process for each session the template hands it, and serves each session's control socket.
+    Ends when the template closes ``mux_fd`` and no session is left, or with the template. Never returns."""
     try:
-        _supervise(fds, ctl_fd, tools, hooks)
+        _Supervisor(socket.socket(fileno=mux_fd), tools, hooks).serve()
     finally:
         os._exit(0)
 
 
-def _supervise(fds: tuple[int, int, int], ctl_fd: int, tools: dict[str, Any], hooks: Hooks) -> None:
-    os.setpgid(0, 0)
-    die_with_parent()
-    become_subreaper()
-    ctl = socket.socket(fileno=ctl_fd)
-    up, down = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-    me = os.getpid()
-    pid = os.fork()
-    if pid == 0:
-        ctl.close()
-        up.close()
-        worker_main(*fds, tools, hooks, me, session=SessionProcess(down))
-    for fd in fds:
-        os.close(fd)
-    down.close()
-    up.setblocking(False)  # (socket.recv_fds ignores its flags before Python 3.13)
-    running: int | None = pid  # the session process
-    checkpoint: tuple[int, socket.socket] | None = None
-    kill_at: float | None = None
+class _Session:
+    """The supervisor's view of one session: its control socket, the socket its process names each new
+    checkpoint on, its process, its checkpoint, and when a kill turns into SIGKILL."""
 
-    def kill_everything() -> NoReturn:
-        for p in [running, checkpoint[0] if checkpoint else None, *child_pids()]:
+    __slots__ = ("checkpoint", "ctl", "kill_at", "running", "up")
+
+    def __init__(self, ctl: socket.socket, up: socket.socket, running: int) -> None:
+        self.ctl = ctl
+        self.up = up
+        self.running: int | None = running
+        self.checkpoint: tuple[int, socket.socket] | None = None
+        self.kill_at: float | None = None
+
+    def sockets(self) -> list[socket.socket]:
+        return [self.ctl, self.up, *([self.checkpoint[1]] if self.checkpoint else [])]
+
+
+class _Supervisor:
+    """See ``supervise_sessions`` and the module docstring. One thread; every socket non-blocking where
+    it is drained in a loop."""
+
+    def __init__(self, mux: socket.socket, tools: dict[str, Any], hooks: Hooks) -> None:
+        self.mux: socket.socket | None = mux
+        self.tools = tools
+        self.hooks = hooks
+        self.by_ctl: dict[int, _Session] = {}
+        self.by_up: dict[int, _Session] = {}
+        self.wake = WakePipe()
+
+    def serve(self) -> None:
+        os.setpgid(0, 0)
+        die_with_parent()
+        become_subreaper()
+        signal.signal(signal.SIGTERM, lambda *_: self.kill_everything())
+        signal.set_wakeup_fd(self.wake.write_fd)
+        signal.signal(signal.SIGCHLD, lambda *_: None)
+        while self.mux is not None or self.by_ctl:
+            deadlines = [s.kill_at for s in self.by_ctl.values() if s.kill_at is not None]
+            timeout = max(0.0, min(deadlines) - time.monotonic()) if deadlines else None
+            poller = select.poll()  # not select(): hundreds of sessions pass its 1024 descriptors
+            for fd in (self.wake.fd, *self.by_ctl, *self.by_up, *([self.mux.fileno()] if self.mux else [])):
+                poller.register(fd, select.POLLIN)
+            try:
+                ready = {fd for fd, _ in poller.poll(None if timeout is None else timeout * 1000)}
+            except InterruptedError:
+                ready = set()
+            if self.wake.fd in ready:
+                self.wake.drain()
+            # What a session process said before reaping it: it may have named a new checkpoint and died.
+            for fd in ready & self.by_up.keys():
+                self.read_checkpoints(self.by_up[fd])
+            self.reap()
+            now = time.monotonic()
+            for s in self.by_ctl.values():
+                if s.kill_at is not None and s.running is not None and now >= s.kill_at:
+                    _kill(s.running)
+                    s.kill_at = None
+            if self.mux is not None and self.mux.fileno() in ready:
+                self.open_one()
+            for fd in ready & self.by_ctl.keys():
+                told = self.by_ctl.get(fd)  # (ended by an earlier message of this round: gone)
+                if told is not None:
+                    self.control(told)
+
+    def open_one(self) -> None:
+        """The template handed over a session: its three channels and its control socket."""
+        assert self.mux is not None
+        try:
+            data, fds, _flags, _addr = socket.recv_fds(self.mux, 16, 4)
+        except OSError:
+            data, fds = b"", []
+        if not data:  # the template closed it (its tools changed, it is closing, or it died)
+            self.mux.close()
+            self.mux = None
+            return
+        if len(fds) != 4:
+            for fd in fds:
+                os.close(fd)
+            return
+        up, down = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        me = os.getpid()
+        mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+        pid = os.fork()
+        if pid == 0:  # the session process: nothing of the other sessions, nor the supervisor's handlers
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+            signal.set_wakeup_fd(-1)
+            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+            self.wake.close()
+            for other in self.by_ctl.values():
+                for sock in other.sockets():
+                    sock.close()
+            self.mux.close()
+            up.close()
+            os.close(fds[3])
+            worker_main(fds[0], fds[1], fds[2], self.tools, self.hooks, me, session=SessionProcess(down))
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+        for fd in fds[:3]:
+            os.close(fd)
+        down.close()
+        up.setblocking(False)  # (socket.recv_fds ignores its flags before Python 3.13)
+        s = _Session(socket.socket(fileno=fds[3]), up, pid)
+        self.by_ctl[s.ctl.fileno()] = s
+        self.by_up[up.fileno()] = s
+
+    def read_checkpoints(self, s: _Session) -> None:
+        while True:
+            try:
+                data, got, _flags, _addr = socket.recv_fds(s.up, MAX_MESSAGE, 1)
+            except BlockingIOError:
+                return
+            except OSError:
+                data, got = b"", []
+            if not data:  # its process and checkpoints are gone: nothing more will come (poll would spin)
+                self.by_up.pop(s.up.fileno(), None)
+                return
+            if got:
+                if s.checkpoint is not None:
+                    s.checkpoint[1].close()
+                s.checkpoint = (pickle.loads(data)[1], socket.socket(fileno=got[0]))
+
+    def reap(self) -> None:
+        """Reap what died; tell a session its process's end. Whatever died, what it started (handed to
+        us now) goes too, and so does what that started in turn, as it comes."""
+        reaped: list[tuple[int, int]] = []
+        while True:
+            try:
+                dead, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                break
+            if dead == 0:
+                break
+            reaped.append((dead, status))
+        if not reaped:
+            return
+        for s in list(self.by_up.values()):  # a dead process's last word (its newest checkpoint) is in by now
+            self.read_checkpoints(s)
+        for dead, status in reaped:
+            for s in self.by_ctl.values():
+                if dead == s.running:
+                    s.running, s.kill_at = None, None
+                    _send(s.ctl, ("exited", status))
+                elif s.checkpoint is not None and dead == s.checkpoint[0]:
+                    s.checkpoint[1].close()
+                    s.checkpoint = None
+        self.kill_leftovers()
+
+    def kill_leftovers(self) -> None:
+        """Children that are no session's process or checkpoint came from a dead session process (each
+        live one is the subreaper of what its own calls start): they go."""
+        keep = {p for s in self.by_ctl.values() for p in (s.running, s.checkpoint[0] if s.checkpoint else None)}
+        for p in child_pids():
+            if p not in keep:
+                _kill(p)
+
+    def control(self, s: _Session) -> None:
+        try:
+            data, got, _flags, _addr = socket.recv_fds(s.ctl, MAX_MESSAGE, 3)
+        except OSError:
+            data, got = b"", []
+        if not data:  # the host closed the session: its processes go
+            self.end(s)
+            return
+        msg = pickle.loads(data)
+        if msg[0] == "kill" and s.running is not None:
+            try:
+                os.killpg(s.running, signal.SIGTERM)
+            except OSError:
+                pass
+            s.kill_at = time.monotonic() + msg[1]
+        elif msg[0] == "resume":
+            if s.running is None and s.checkpoint is not None:
+                try:
+                    socket.send_fds(s.checkpoint[1], [b"go"], got)
+                    s.running = s.checkpoint[0]
+                    _send(s.ctl, ("resumed", s.running))
+                except OSError as exc:
+                    _send(s.ctl, ("lost", f"its checkpoint could not take over: {exc}"))
+                s.checkpoint[1].close()
+                s.checkpoint = None
+            else:
+                _send(s.ctl, ("lost", "it has no checkpoint to take over" if s.running is None
+                                      else "its process is still running"))
+        for fd in got:
+            os.close(fd)
+
+    def end(self, s: _Session) -> None:
+        for p in (s.running, s.checkpoint[0] if s.checkpoint else None):
             if p is not None:
                 _kill(p)
+        del self.by_ctl[s.ctl.fileno()]
+        self.by_up.pop(s.up.fileno(), None)
+        for sock in s.sockets():
+            sock.close()
+
+    def kill_everything(self) -> NoReturn:
+        for s in self.by_ctl.values():
+            for p in (s.running, s.checkpoint[0] if s.checkpoint else None):
+                if p is not None:
+                    _kill(p)
+        for p in child_pids():
+            _kill(p)
         while True:
             try:
                 os.waitpid(-1, 0)
@@ -173,83 +358,6 @@ def _supervise(fds: tuple[int, int, int], ctl_fd: int, tools: dict[str, Any], ho
                 continue
             for p in child_pids():
                 _kill(p)
-
-    signal.signal(signal.SIGTERM, lambda *_: kill_everything())
-    wake = WakePipe()
-    signal.set_wakeup_fd(wake.write_fd)
-    signal.signal(signal.SIGCHLD, lambda *_: None)
-    watched: list[Any] = [ctl, up, wake.fd]
-    while True:
-        timeout = None if kill_at is None else max(0.0, kill_at - time.monotonic())
-        try:
-            ready = select.select(watched, [], [], timeout)[0]
-        except InterruptedError:
-            ready = []
-        if wake.fd in ready:
-            wake.drain()
-        # Read what the session process said before reaping it: it may have named a new checkpoint and died.
-        while up in watched:
-            try:
-                data, got, _flags, _addr = socket.recv_fds(up, MAX_MESSAGE, 1)
-            except BlockingIOError:
-                break
-            except OSError:
-                data, got = b"", []
-            if not data:
-                watched.remove(up)
-            elif got:
-                if checkpoint is not None:
-                    checkpoint[1].close()
-                checkpoint = (pickle.loads(data)[1], socket.socket(fileno=got[0]))
-        while True:  # reap
-            try:
-                dead, status = os.waitpid(-1, os.WNOHANG)
-            except ChildProcessError:
-                break
-            if dead == 0:
-                break
-            if dead == running:
-                running, kill_at = None, None
-                _send(ctl, ("exited", status))
-                keep = checkpoint[0] if checkpoint else None
-                for p in child_pids():  # what the dead process's calls started
-                    if p != keep:
-                        _kill(p)
-            elif checkpoint is not None and dead == checkpoint[0]:
-                checkpoint[1].close()
-                checkpoint = None
-        if kill_at is not None and running is not None and time.monotonic() >= kill_at:
-            _kill(running)
-            kill_at = None
-        if ctl in ready:
-            try:
-                data, got, _flags, _addr = socket.recv_fds(ctl, MAX_MESSAGE, 3)
-            except OSError:
-                data, got = b"", []
-            if not data:
-                kill_everything()
-            msg = pickle.loads(data)
-            if msg[0] == "kill" and running is not None:
-                try:
-                    os.killpg(running, signal.SIGTERM)
-                except OSError:
-                    pass
-                kill_at = time.monotonic() + msg[1]
-            elif msg[0] == "resume":
-                if running is None and checkpoint is not None:
-                    try:
-                        socket.send_fds(checkpoint[1], [b"go"], got)
-                        running = checkpoint[0]
-                        _send(ctl, ("resumed", running))
-                    except OSError as exc:
-                        _send(ctl, ("lost", f"its checkpoint could not take over: {exc}"))
-                    checkpoint[1].close()
-                    checkpoint = None
-                else:
-                    _send(ctl, ("lost", "it has no checkpoint to take over" if running is None
-                                else "its process is still running"))
-            for fd in got:
-                os.close(fd)
 
 
 def _kill(pid: int) -> None:
@@ -268,4 +376,4 @@ def _send(ctl: socket.socket, msg: Any) -> None:
         pass
 
 
-__all__ = ["OPEN", "SNAPSHOT", "SessionProcess", "supervise_session"]
+__all__ = ["OPEN", "SNAPSHOT", "SessionProcess", "supervise_sessions"]

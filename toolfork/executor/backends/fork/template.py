@@ -26,8 +26,10 @@ Control messages (host -> template, one pickle per SOCK_SEQPACKET message):
     ("tools", seq, last, chunk)   dill bytes of {name: Tool}, in chunks, for tools added later
     ("term", pid, grace)      stop a worker: SIGTERM its group now, SIGKILL after `grace` seconds
     ("exit", grace)           end: let workers leave, SIGKILL what is left after `grace`, exit
-    ("session",)              + four fds (a worker's three, and the session's control socket): fork a
-                              session's supervisor (see ``fork.session_worker``); no reply
+    ("session",)              + four fds (a worker's three, and the session's control socket): handed to
+                              the sessions' supervisor (forked for the first session, and again after
+                              the tools change), which forks the session's process
+                              (see ``fork.session_worker``); no reply
 Replies (template -> host):
     ("spawned", wid, pid)     ("exited", pid, wait_status)
 
@@ -54,7 +56,7 @@ import time
 from typing import Any
 
 from toolfork.executor.backends.base import Hooks
-from toolfork.executor.backends.fork.session_worker import supervise_session
+from toolfork.executor.backends.fork.session_worker import supervise_sessions
 from toolfork.executor.backends.fork.worker import become_subreaper, child_pids, worker_main
 from toolfork.executor.wire import WakePipe
 from toolfork.governance import hook_threads
@@ -107,7 +109,7 @@ def template_main(ctrl: socket.socket, tools: dict[str, Any], hooks: Hooks) -> N
             for _pid, sock in spares.pop(k):
                 sock.close()
 
-    def fork_worker(fds: tuple[int, int, int], sandbox: Any, spare: int | None, session_ctl: int | None = None) -> int:
+    def fork_worker(fds: tuple[int, int, int], sandbox: Any, spare: int | None, sessions: int | None = None) -> int:
         # A SIGTERM (a kill the host asked for) may reach the new worker before it has handlers of
         # its own: it would run ours, whose leave() kills every sibling. So SIGTERM is held across
         # the fork and the child gets the default action before it can see one.
@@ -123,12 +125,40 @@ def template_main(ctrl: socket.socket, tools: dict[str, Any], hooks: Hooks) -> N
             for waiting in spares.values():  # only the template may hand a spare its call
                 for _pid, sock in waiting:
                     sock.close()
-            if session_ctl is not None:
-                supervise_session(fds, session_ctl, tools, hooks)
+            if supervisor:  # the supervisor must see EOF when the template lets it go
+                supervisor[1].close()
+            if sessions is not None:
+                supervise_sessions(sessions, tools, hooks)
             worker_main(*fds, tools, hooks, os.getppid(), sandbox, spare)
         signal.pthread_sigmask(signal.SIG_SETMASK, mask)
         children.add(pid)
         return pid
+
+    # The sessions' supervisor (pid, the socket sessions are handed to it on), forked for the first session
+    # and again after the tools change (it forks the session processes: they must have the new tools).
+    supervisor: list[Any] = []
+
+    def drop_supervisor() -> None:
+        """No more sessions for it: it serves those it has and leaves after the last."""
+        if supervisor:
+            supervisor[1].close()
+            supervisor.clear()
+
+    def to_supervisor(fds: list[int]) -> None:
+        for _attempt in (1, 2):  # a supervisor that died since (killed by hand) is replaced once
+            if not supervisor or supervisor[0] not in children:
+                drop_supervisor()
+                ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+                supervisor[:] = [None, ours]  # listed before the fork: the child closes its copy of ours
+                try:
+                    supervisor[0] = fork_worker((-1, -1, -1), None, None, theirs.fileno())
+                finally:
+                    theirs.close()
+            try:
+                socket.send_fds(supervisor[1], [b"s"], fds)
+                return
+            except OSError:
+                drop_supervisor()
 
     def fork_spares(key: bytes, sandbox: Any, want: int) -> None:
         waiting = spares.pop(key, [])
@@ -201,8 +231,8 @@ def template_main(ctrl: socket.socket, tools: dict[str, Any], hooks: Hooks) -> N
                 fork_spares(key, sandbox, SPARES_PER_SANDBOX if took_spare else 1)
         elif kind == "session":
             if len(fds) == 4 and exiting_until is None:
-                fork_worker((fds[0], fds[1], fds[2]), None, None, fds[3])
-            for fd in fds:  # the session's supervisor has them; a refused one's host sees EOF
+                to_supervisor(fds)
+            for fd in fds:  # the sessions' supervisor has them; a refused one's host sees EOF
                 os.close(fd)
         elif kind == "term":
             _, pid, grace = msg
@@ -218,9 +248,11 @@ def template_main(ctrl: socket.socket, tools: dict[str, Any], hooks: Hooks) -> N
                 tools.update(dill.loads(b"".join(tool_chunks)))
                 tool_chunks.clear()
                 let_spares_go()
+                drop_supervisor()
         elif kind == "exit":
             exiting_until = time.monotonic() + msg[1]
             let_spares_go()
+            drop_supervisor()
             if not children and not _kill_leftovers(children):
                 os._exit(0)
 

@@ -104,8 +104,9 @@ class TemplateLink:
         return self._send_channels(msg)
 
     def open_session(self) -> tuple[tuple[int, int, socket.socket], socket.socket]:
-        """Have the template fork a session's supervisor (see ``fork.session_worker``): the host's ends
-        of the session process's channels (as ``spawn``'s), and of its supervisor's control socket."""
+        """Have the template hand a new session to the sessions' supervisor, which forks its process (see
+        ``fork.session_worker``): the host's ends of the session process's channels (as ``spawn``'s),
+        and of the session's control socket to the supervisor."""
         ctl, ctl_theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         HOST_FDS.add(ctl.fileno())
         try:

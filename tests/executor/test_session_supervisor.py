@@ -1,0 +1,116 @@
+"""The sessions' supervisor: one process forks every session's process (one fork to open a session), and
+hundreds of sessions are open at once. Attacks: more sessions than ``select()`` can watch, the
+supervisor killed under open sessions, tools changed while sessions run on the old ones."""
+
+from __future__ import annotations
+
+import os
+import signal
+from collections.abc import Callable
+
+import psutil
+import pytest
+
+from tests.executor import session_tools as S
+from tests.executor import tools_for_tests as T
+from toolfork import SessionLost
+from toolfork.executor import Executor, ToolCall
+
+
+@pytest.fixture
+def fork_ex(make_executor: Callable[..., Executor]) -> Executor:
+    return make_executor([*S.SESSION_TOOLS, T.add], mode="fork", kill_grace=0.3)
+
+
+def deposit(i: int, amount: int) -> ToolCall:
+    return ToolCall(f"d{i}", "deposit", {"amount": amount})
+
+
+def supervisor_of(pid: int | None) -> int:
+    assert pid is not None
+    return psutil.Process(pid).ppid()
+
+
+def test_hundreds_of_sessions_at_once_each_with_its_state(fork_ex: Executor) -> None:
+    """Four descriptors a session in the host: 260 sessions are past select()'s 1024."""
+    sessions = [fork_ex.session(S.Account, f"owner{i}", i) for i in range(260)]
+    try:
+        assert len(os.listdir("/proc/self/fd")) > 1024
+        got = [s.run([deposit(1, 1)])[0] for s in sessions]
+        assert [r.output.data if r.status == "ok" else r.status for r in got] == [i + 1 for i in range(260)]
+        assert len({supervisor_of(s.pid) for s in sessions}) == 1  # one supervisor forked them all
+    finally:
+        for s in sessions:
+            s.close()
+
+
+def test_killing_the_supervisor_loses_the_open_sessions_and_the_next_ones_open(fork_ex: Executor) -> None:
+    with fork_ex.session(S.Account, "ada", checkpoint=True) as a, fork_ex.session(S.Account, "bob") as b:
+        assert [s.run([deposit(1, 1)])[0].output.data for s in (a, b)] == [1, 1]
+        supervisor = supervisor_of(a.pid)
+        assert supervisor == supervisor_of(b.pid) != fork_ex.backend.template_pid  # type: ignore[attr-defined]
+        os.kill(supervisor, signal.SIGKILL)
+        psutil.Process(a.pid).wait(10)  # its processes die with it (and its checkpoints: nothing to restore)
+        for s in (a, b):
+            assert s.run([deposit(2, 1)])[0].status == "crashed"
+            with pytest.raises(SessionLost):
+                s.run([deposit(3, 1)])
+    with fork_ex.session(S.Account, "cyd", 10) as c:
+        assert c.run([deposit(1, 1)])[0].output.data == 11
+        assert supervisor_of(c.pid) != supervisor
+
+
+def test_sessions_on_old_tools_go_on_and_their_supervisor_leaves_after_the_last(fork_ex: Executor) -> None:
+    old = fork_ex.session(S.Account, "ada")
+    old.run([deposit(1, 1)])
+    first = supervisor_of(old.pid)
+    fork_ex.add_tools(T.whoami)
+    with fork_ex.session(S.Account, "bob") as new:
+        assert new.run([ToolCall("w", "whoami", {})])[0].output.data == new.pid  # the new tool is there
+        assert supervisor_of(new.pid) != first
+        assert old.run([deposit(2, 1)])[0].output.data == 2  # the old session goes on, on its old tools
+        old.close()
+        try:
+            psutil.Process(first).wait(10)  # raises TimeoutExpired if the old supervisor stays
+        except psutil.NoSuchProcess:
+            pass
+        assert new.run([deposit(3, 1)])[0].output.data == 1
+
+
+def test_checkpoints_take_over_while_other_sessions_die_around_them(fork_ex: Executor) -> None:
+    """Every crash, in every session, is restored: one supervisor reaps them all, and the death of one
+    session's process must never take another's newest checkpoint with it."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def episode(i: int) -> list[object]:
+        with fork_ex.session(S.Account, f"owner{i}", checkpoint=True) as s:
+            out: list[object] = []
+            for k in range(6):
+                crashed, after = s.run([ToolCall(f"x{k}", "spoil_then", {"how": "exit"}), deposit(k, 1)])
+                out.append((crashed.status, after.output.data if after.status == "ok" else after.status))
+            return [*out, s.restores]
+
+    with ThreadPoolExecutor(6) as pool:
+        got = list(pool.map(episode, range(12)))
+    assert got == [[*(("crashed", k + 1) for k in range(6)), 6] for _ in range(12)]
+
+
+def test_a_lost_session_left_open_leaves_the_supervisor_asleep(fork_ex: Executor) -> None:
+    """Its process is gone (and so is the socket it named checkpoints on): the supervisor waits for the
+    host to close the session, asleep, instead of being woken by that dead socket again and again."""
+    import time
+
+    with fork_ex.session(S.Account, "ada") as s:
+        assert s.run([ToolCall("x", "spoil_then", {"how": "exit"})])[0].status == "crashed"
+        supervisor = psutil.Process(supervisor_of_live(fork_ex))
+        states = []
+        for _ in range(40):
+            states.append(supervisor.status())
+            time.sleep(0.02)
+    assert states.count(psutil.STATUS_SLEEPING) >= 36, states
+
+
+def supervisor_of_live(ex: Executor) -> int:
+    """The supervisor's pid, from a session opened for it (the executor keeps sessions' processes ahead)."""
+    with ex.session(S.Account, "probe") as probe:
+        return supervisor_of(probe.pid)
