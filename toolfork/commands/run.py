@@ -51,10 +51,12 @@ from toolfork.commands._options import (
     positive_int,
     resolve_tools,
 )
+from toolfork.commands._otel import configure as configure_otel
 from toolfork.commands._output import OutFile, scan_previous
 from toolfork.commands._progress import Progress
 from toolfork.commands._summary import Tally
 from toolfork.executor.journal import Journal, JournalError
+from toolfork.executor.tracing.providers import flush as flush_telemetry
 
 JOURNAL_SUFFIX = ".journal"
 
@@ -128,6 +130,7 @@ def main(args: argparse.Namespace) -> int:
 
 
 def _main(args: argparse.Namespace, progress: Progress) -> int:
+    configure_otel("run")  # before the tools load and the pool forks, as opentelemetry-instrument would
     try:
         tools, origin = resolve_tools(args, args.calls)
         tools, governance = govern(args, tools)
@@ -194,6 +197,7 @@ def _main(args: argparse.Namespace, progress: Progress) -> int:
             source.close()
             if stream is not sys.stdin.buffer:
                 stream.close()
+            flush_telemetry()  # the last calls' spans, after the close ended the open ones
     summarize(progress, before if args.resume else None, args.output, interrupted=bool(note))
     log.info("job done in %.2f s: %d records written, exit status %d", time.monotonic() - started,
              progress.tally.records, code)
