@@ -34,6 +34,8 @@ duplicate and ``--resume`` rules and messages. What makes that hold with ids tak
   worker, so only lines that were sent count as started. A line whose id started in an earlier run
   goes the slow way, where it gets an OutcomeUnknown record unless its tool is idempotent or
   ``--rerun-unknown`` was given.
+* With OpenTelemetry on (``observed``), ``toolfork run`` takes the general path: every call gets its
+  span and its measures there.
 * ``--window`` bounds every line owed to the output (running, waiting to run, or settled behind an
   earlier one), so memory stays bounded as on the general path.
 """
@@ -52,13 +54,20 @@ from toolfork.commands._loading import BadLine
 from toolfork.commands._output import OutFile, record_of
 from toolfork.commands._progress import Progress
 from toolfork.commands._resume import ResumePoint
-from toolfork.executor import WAIT, invoke
+from toolfork.executor import WAIT, invoke, metering, tracing
 from toolfork.executor.backends.fork.lane import Line, LineLane, effective_timeout
 from toolfork.executor.journal import Journal, outcome_unknown
 
 # The plain line shape as ``json.dumps`` writes it, id and name without escapes or control characters.
 _PLAIN = re.compile(rb'\{"id": ?"([^"\\\x00-\x1f]*)", ?"name": ?"([^"\\\x00-\x1f]+)", ?"arguments": ?\{')
 _SKIP = object()  # the out of an owed line that --resume skips after all (it was in OUT)
+
+
+def observed() -> bool:
+    """Whether OpenTelemetry traces or meters this process's calls (nothing imported when it does not).
+    The lane makes no span and records no metric per line: a job so observed takes the general path,
+    where every call gets its ``execute_tool`` span, its tool's spans and its measures."""
+    return tracing.capture() is not None or metering.recorder() is not None
 
 
 class LaneJob(Job):
@@ -287,4 +296,4 @@ class LaneJob(Job):
         super()._write(record, lineno, ran=ran)
 
 
-__all__ = ["LaneJob"]
+__all__ = ["LaneJob", "observed"]

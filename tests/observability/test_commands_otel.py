@@ -1,0 +1,145 @@
+"""``toolfork run`` and ``toolfork worker`` set OpenTelemetry up from the standard ``OTEL_*`` variables
+(exporting over OTLP/HTTP to a receiver the test runs): every call's ``execute_tool`` span, the tool's own
+spans under it and the calls' metrics reach the exporter, on the line lane's jobs too, also when the job
+is stopped by SIGTERM; without the variables the SDK is not even imported and the lane runs as before."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from tests.mcp.conftest import ROOT
+from tests.observability.otlp_receiver import Receiver, otlp_receiver
+
+TOOLS = ["--tools", "tests/observability/tools_traced.py:LANE_TOOLS"]
+PARENT_TRACE, PARENT_SPAN = "ab" * 16, "cd" * 8
+# Batches and metric exports far past the test: what reaches the receiver, the exit flushed.
+HELD = {"OTEL_BSP_SCHEDULE_DELAY": "600000", "OTEL_METRIC_EXPORT_INTERVAL": "600000"}
+
+
+def _env(receiver: Receiver | None, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "TOOLFORK_"))}
+    env["PYTHONPATH"] = str(ROOT)
+    return {**env, **(receiver.env() if receiver is not None else {}), **extra}
+
+
+def _lines(calls: list[dict[str, Any]]) -> str:
+    return "".join(json.dumps(c) + "\n" for c in calls)
+
+
+CALLS = [{"id": f"c{i}", "name": "traced_work", "arguments": {"label": f"c{i}"}} for i in range(3)] + [
+    {"id": "joined", "name": "traced_work", "arguments": {"label": "joined"},
+     "meta": {"traceparent": f"00-{PARENT_TRACE}-{PARENT_SPAN}-01"}},
+    {"id": "sdk", "name": "sdk_imported", "arguments": {}}]
+
+
+def _check(receiver: Receiver, records: dict[str, Any]) -> None:
+    assert {r["status"] for r in records.values()} == {"ok"}, records
+    assert records["sdk"]["output"]["content"][0]["text"] == "true"
+    receiver.wait_for(lambda: len([s for s in receiver.spans() if s.name.startswith("execute_tool")]) == 5)
+    spans = receiver.spans()
+    calls = {s.attributes["gen_ai.tool.call.id"]: s for s in spans if s.name.startswith("execute_tool")}
+    assert sorted(calls) == sorted(records)
+    for label in ("c0", "c1", "c2", "joined"):
+        call = calls[label]
+        outer = next(s for s in spans if s.name == f"outer {label}")
+        inner = next(s for s in spans if s.name == f"inner {label}")
+        assert (outer.trace_id, outer.parent_id) == (call.trace_id, call.span_id)
+        assert (inner.trace_id, inner.parent_id) == (call.trace_id, outer.span_id)
+        assert call.attributes["toolfork.worker.pid"] == outer.attributes["tool.pid"]
+        assert call.service == "toolfork-under-test"
+    assert (calls["joined"].trace_id, calls["joined"].parent_id) == (PARENT_TRACE, PARENT_SPAN)
+    counted = {attrs["gen_ai.tool.name"]: point.as_int for attrs, point in receiver.metric_points("toolfork.calls")
+               if attrs.get("toolfork.call.status") == "ok"}
+    assert counted == {"traced_work": 4, "sdk_imported": 1}, counted
+    durations = [p for attrs, p in receiver.metric_points("toolfork.call.duration")
+                 if attrs.get("gen_ai.tool.name") == "traced_work"]
+    assert durations and durations[-1].count == 4
+
+
+def test_toolfork_run_exports_its_calls_spans_and_metrics(tmp_path: Path) -> None:
+    calls, out = tmp_path / "calls.jsonl", tmp_path / "out.jsonl"
+    calls.write_text(_lines(CALLS))
+    with otlp_receiver() as receiver:
+        done = subprocess.run([sys.executable, "-m", "toolfork", "run", str(calls), "-o", str(out), "-q", "--mode",
+                               "fork", "--workers", "2", *TOOLS], cwd=ROOT, env=_env(receiver, **HELD),
+                              capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr
+        _check(receiver, {r["id"]: r for r in map(json.loads, out.read_text().splitlines())})
+
+
+def test_toolfork_worker_exports_its_calls_spans_and_metrics() -> None:
+    with otlp_receiver() as receiver:
+        done = subprocess.run([sys.executable, "-m", "toolfork", "worker", "--mode", "fork", "--workers", "2", *TOOLS],
+                              input=_lines(CALLS), cwd=ROOT, env=_env(receiver, **HELD), capture_output=True,
+                              text=True, timeout=120)
+        assert done.returncode == 0, done.stderr
+        _check(receiver, {r["id"]: r for r in map(json.loads, done.stdout.splitlines())})
+
+
+def test_toolfork_run_stopped_by_sigterm_still_exports_what_it_did(tmp_path: Path) -> None:
+    calls, out = tmp_path / "calls.jsonl", tmp_path / "out.jsonl"
+    calls.write_text(_lines([*CALLS[:2], {"id": "stuck", "name": "hang", "arguments": {"seconds": 60}}]))
+    with otlp_receiver() as receiver:
+        proc = subprocess.Popen([sys.executable, "-m", "toolfork", "run", str(calls), "-o", str(out), "-q", "--mode",
+                                 "fork", "--workers", "2", *TOOLS], cwd=ROOT, env=_env(receiver, **HELD),
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        try:
+            deadline = time.monotonic() + 60
+            while not (out.exists() and len(out.read_text().splitlines()) == 2):
+                assert time.monotonic() < deadline and proc.poll() is None, "the two quick calls never finished"
+                time.sleep(0.05)
+            assert receiver.spans() == []
+            proc.send_signal(signal.SIGTERM)
+            assert proc.wait(60) == 128 + signal.SIGTERM
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait(30)
+        receiver.wait_for(lambda: len([s for s in receiver.spans() if s.name.startswith("execute_tool")]) == 3)
+        status = {s.attributes["gen_ai.tool.call.id"]: s.attributes["toolfork.call.status"]
+                  for s in receiver.spans() if s.name.startswith("execute_tool")}
+        assert status == {"c0": "ok", "c1": "ok", "stuck": "cancelled"}
+
+
+def test_without_otel_variables_nothing_is_set_up_and_the_lane_runs(tmp_path: Path) -> None:
+    calls, out = tmp_path / "calls.jsonl", tmp_path / "out.jsonl"
+    calls.write_text(_lines(CALLS))
+    done = subprocess.run([sys.executable, "-m", "toolfork", "run", str(calls), "-o", str(out), "--log-level",
+                           "debug", "--mode", "fork", "--workers", "2", *TOOLS], cwd=ROOT,
+                          env=_env(None, OTEL_TRACES_EXPORTER="none"), capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    records = {r["id"]: r for r in map(json.loads, out.read_text().splitlines())}
+    assert records["sdk"]["output"]["content"][0]["text"] == "false"
+    assert "the line lane" in done.stderr, done.stderr
+
+
+def test_an_exporter_that_is_not_installed_is_a_warning_and_the_job_runs(tmp_path: Path) -> None:
+    calls, out = tmp_path / "calls.jsonl", tmp_path / "out.jsonl"
+    calls.write_text(_lines(CALLS[:1]))
+    done = subprocess.run([sys.executable, "-m", "toolfork", "run", str(calls), "-o", str(out), "-q", "--mode",
+                           "fork", "--workers", "1", *TOOLS], cwd=ROOT, env=_env(None, OTEL_TRACES_EXPORTER="nonesuch"),
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "OTEL_TRACES_EXPORTER set, but OpenTelemetry could not be set up" in done.stderr
+    assert "nonesuch" in done.stderr and json.loads(out.read_text())["status"] == "ok"
+
+
+def test_workers_run_no_metric_reader_thread_of_the_hosts() -> None:
+    """The host's periodic metric reader (OTEL_METRICS_EXPORTER) is restarted by the SDK in every forked
+    child; in a worker it would export the child's stale copy of the host's metrics from a thread of its
+    own. The worker runs its calls with its main thread alone."""
+    calls = [{"id": f"t{i}", "name": "traced_work", "arguments": {"label": f"t{i}"}} for i in range(4)]
+    with otlp_receiver() as receiver:
+        done = subprocess.run([sys.executable, "-m", "toolfork", "worker", "--mode", "fork", "--workers", "2", *TOOLS],
+                              input=_lines(calls), cwd=ROOT, env=_env(receiver, OTEL_METRIC_EXPORT_INTERVAL="100"),
+                              capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    seen = [json.loads(json.loads(line)["output"]["content"][0]["text"]) for line in done.stdout.splitlines()]
+    assert len(seen) == 4 and all(s["names"] == ["MainThread"] for s in seen), seen
