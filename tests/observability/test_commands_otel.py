@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -143,3 +144,47 @@ def test_workers_run_no_metric_reader_thread_of_the_hosts() -> None:
     assert done.returncode == 0, done.stderr
     seen = [json.loads(json.loads(line)["output"]["content"][0]["text"]) for line in done.stdout.splitlines()]
     assert len(seen) == 4 and all(s["names"] == ["MainThread"] for s in seen), seen
+
+
+def test_metrics_port_keeps_its_metrics_beside_otel_traces() -> None:
+    """``--metrics-port`` owns the MeterProvider; OTEL_TRACES_EXPORTER still sets tracing up, quietly."""
+    with otlp_receiver() as receiver:
+        env = _env(receiver, **HELD)
+        del env["OTEL_METRICS_EXPORTER"]
+        proc = subprocess.Popen([sys.executable, "-m", "toolfork", "worker", "--mode", "fork", "--workers", "1",
+                                 "--metrics-port", "0", *TOOLS], cwd=ROOT, env=env, stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+            said = [proc.stderr.readline()]
+            while "metrics at http://" not in said[-1]:
+                assert said[-1], "the worker never announced its metrics"
+                said.append(proc.stderr.readline())
+            announced = said[-1]
+            proc.stdin.write(_lines(CALLS[:1]))
+            proc.stdin.flush()
+            assert json.loads(proc.stdout.readline())["status"] == "ok"
+            url = announced.rsplit(" ", 1)[-1].strip()
+            with urllib.request.urlopen(url, timeout=10) as response:
+                scraped = response.read().decode()
+            assert any(line.startswith("toolfork_calls_total{") and 'gen_ai_tool_name="traced_work"' in line
+                       and 'toolfork_call_status="ok"' in line and line.endswith(" 1.0")
+                       for line in scraped.splitlines()), scraped
+            proc.stdin.close()
+            assert proc.wait(60) == 0
+            rest = "".join(said) + proc.stderr.read()
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait(30)
+        assert "Overriding" not in rest and "MeterProvider" not in rest, rest
+        receiver.wait_for(lambda: any(s.name == "execute_tool traced_work" for s in receiver.spans()))
+        assert receiver.metric_points("toolfork.calls") == []  # the metrics are --metrics-port's alone
+
+
+def test_metrics_port_and_otel_metrics_exporter_together_are_a_usage_error() -> None:
+    with otlp_receiver() as receiver:
+        done = subprocess.run([sys.executable, "-m", "toolfork", "worker", "--metrics-port", "0", *TOOLS],
+                              input="", cwd=ROOT, env=_env(receiver), capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2
+    assert "--metrics-port and OTEL_METRICS_EXPORTER both say where the metrics go: use one" in done.stderr
