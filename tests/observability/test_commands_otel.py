@@ -188,3 +188,40 @@ def test_metrics_port_and_otel_metrics_exporter_together_are_a_usage_error() -> 
                               input="", cwd=ROOT, env=_env(receiver), capture_output=True, text=True, timeout=60)
     assert done.returncode == 2
     assert "--metrics-port and OTEL_METRICS_EXPORTER both say where the metrics go: use one" in done.stderr
+
+
+def test_the_line_lane_counts_its_calls_in_stats_as_the_general_path_does() -> None:
+    """``Executor.stats()`` after a job on the lane and after the same job on the general path: the same
+    calls by (tool, status), whatever each line was (ok, a tool error, a timeout, an unknown tool, a line
+    that is no call, a duplicate id)."""
+    import io
+
+    from tests.observability.tools_traced import LANE_TOOLS
+    from toolfork.commands import _input
+    from toolfork.commands._idset import IdSet
+    from toolfork.commands._job import Job
+    from toolfork.commands._lane_job import LaneJob
+    from toolfork.commands._output import OutFile
+    from toolfork.commands._progress import Progress
+    from toolfork.executor import Executor
+
+    lines = [{"id": f"ok{i}", "name": "traced_work", "arguments": {"label": str(i)}} for i in range(20)] + [
+        {"id": "bad-args", "name": "traced_work", "arguments": {"label": 5}},
+        {"id": "slow", "name": "hang", "arguments": {"seconds": 30}, "timeout": 0.5},
+        {"id": "nope", "name": "teleport", "arguments": {}},
+        {"id": "ok3", "name": "traced_work", "arguments": {"label": "dup"}}]
+    data = _lines(lines).encode() + b"not json\n"
+    counted = []
+    for job_class in (LaneJob, Job):
+        with Executor(LANE_TOOLS, mode="fork", workers=2) as executor:
+            assert LaneJob.fits(executor)
+            out = OutFile(None, "<null>", close=False)
+            out.fd = os.open(os.devnull, os.O_WRONLY)
+            try:
+                job_class(executor, _input.LineSource(io.BytesIO(data)), out, Progress(None, None, 1.0), IdSet(),
+                          64).run()
+            finally:
+                os.close(out.fd)
+            counted.append(dict(executor.stats().calls))
+    assert counted[0] == counted[1] == {("traced_work", "ok"): 20, ("traced_work", "error"): 1,
+                                        ("hang", "timeout"): 1, ("(unknown)", "error"): 1}, counted

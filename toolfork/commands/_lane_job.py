@@ -57,6 +57,7 @@ from toolfork.commands._resume import ResumePoint
 from toolfork.executor import WAIT, invoke, metering, tracing
 from toolfork.executor.backends.fork.lane import Line, LineLane, effective_timeout
 from toolfork.executor.journal import Journal, outcome_unknown
+from toolfork.executor.stats import UNKNOWN_TOOL
 
 # The plain line shape as ``json.dumps`` writes it, id and name without escapes or control characters.
 _PLAIN = re.compile(rb'\{"id": ?"([^"\\\x00-\x1f]*)", ?"name": ?"([^"\\\x00-\x1f]+)", ?"arguments": ?\{')
@@ -266,6 +267,7 @@ class LaneJob(Job):
         owed, pending, seen, out, progress = self.owed, self.pending, self.seen, self.out, self.progress
         run: list[bytes] = []
         last = 0
+        counts: dict[tuple[str, str], int] = {}  # the calls written, by (tool, status): for Executor.stats()
         while owed and owed[0].out is not None:
             line = owed.popleft()
             if pending.get(line.call_id) is line:
@@ -275,6 +277,8 @@ class LaneJob(Job):
             if type(result) is bytes:
                 run.append(result)
                 last = line.lineno
+                key = (line.name, "ok")
+                counts[key] = counts.get(key, 0) + 1
                 continue
             if run:
                 out.write_line(b"".join(run), len(run))
@@ -285,15 +289,25 @@ class LaneJob(Job):
             elif type(result) is dict:
                 self._write(result, line.lineno, ran=False)
             else:
+                self._count(result, counts)
                 self._write(record_of(result), line.lineno, ran=True)
         if run:
             out.write_line(b"".join(run), len(run))
             progress.note_ok(len(run), last)
+        if counts:
+            self.executor.count_finished(counts)
 
     def _write(self, record: Any, lineno: int, *, ran: bool) -> None:
         if not isinstance(record, dict):  # a ToolResult made here (an unknown tool)
+            counts: dict[tuple[str, str], int] = {}
+            self._count(record, counts)
+            self.executor.count_finished(counts)
             record, ran = record_of(record), True
         super()._write(record, lineno, ran=ran)
+
+    def _count(self, result: Any, counts: dict[tuple[str, str], int]) -> None:
+        key = (result.name if result.name in self.timeouts else UNKNOWN_TOOL, result.status)  # timeouts: by tool
+        counts[key] = counts.get(key, 0) + 1
 
 
 __all__ = ["LaneJob", "observed"]
