@@ -34,8 +34,9 @@ duplicate and ``--resume`` rules and messages. What makes that hold with ids tak
   worker, so only lines that were sent count as started. A line whose id started in an earlier run
   goes the slow way, where it gets an OutcomeUnknown record unless its tool is idempotent or
   ``--rerun-unknown`` was given.
-* With OpenTelemetry on (``observed``), ``toolfork run`` takes the general path: every call gets its
-  span and its measures there.
+* Each call written is counted in ``Executor.stats()`` as the general path counts it (by tool and
+  status). With OpenTelemetry on (``observed``), ``toolfork run`` takes the general path: every call
+  gets its span and its measures there.
 * ``--window`` bounds every line owed to the output (running, waiting to run, or settled behind an
   earlier one), so memory stays bounded as on the general path.
 """
