@@ -30,6 +30,7 @@ MODULE_EXTRAS: dict[str, tuple[str, str]] = {
     "opentelemetry": ("otel", "opentelemetry-api"),
     "opentelemetry.sdk": ("prometheus", "opentelemetry-sdk"),
     "opentelemetry.exporter.prometheus": ("prometheus", "opentelemetry-exporter-prometheus"),
+    "opentelemetry.exporter.otlp": ("otlp", "opentelemetry-exporter-otlp-proto-http"),
     "prometheus_client": ("prometheus", "prometheus-client"),
     "pebble": ("bench", "pebble"),
     "loky": ("bench", "loky"),

@@ -215,3 +215,14 @@ def test_a_traceparent_in_meta_is_the_calls_parent(spans: InMemorySpanExporter) 
     assert calls["x"].context.trace_id == int("ab" * 16, 16) and calls["x"].parent.span_id == int("cd" * 8, 16)
     _check_tool_spans(spans, calls["x"], "x")
     assert _under(calls["bad"], _named(spans, "current"))
+
+
+def test_a_tracestate_in_meta_goes_with_its_traceparent(spans: InMemorySpanExporter) -> None:
+    """The vendors' ``tracestate`` beside a ``traceparent`` (as a client's MCP request or a batch line
+    carries it) is the call's span's trace state."""
+    parent = "00-" + "ab" * 16 + "-" + "cd" * 8 + "-01"
+    with Executor(TOOLS, mode="fork", workers=1) as ex:
+        meta = {"traceparent": parent, "tracestate": "vendor=1,b=2"}
+        assert ex.run([ToolCall("x", "show_meta", {}, meta=meta)])[0].ok
+    state = _calls(spans)["x"].context.trace_state
+    assert (state.get("vendor"), state.get("b")) == ("1", "2")

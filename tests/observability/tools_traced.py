@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import threading
 import time
 
@@ -71,4 +72,11 @@ def show_meta_fresh(runtime: ToolRuntime) -> str:
     return json.dumps(dict(runtime.meta), sort_keys=True)
 
 
+@tool
+def sdk_imported() -> bool:
+    """Whether the OpenTelemetry SDK was imported in the process this worker was forked from."""
+    return "opentelemetry.sdk.trace" in sys.modules
+
+
 TOOLS = [show_meta, poke_meta, traced_work, hang, die, show_meta_inline, show_meta_fresh]
+LANE_TOOLS = [show_meta, traced_work, hang, sdk_imported]  # every one fits toolfork run's line lane

@@ -34,6 +34,9 @@ duplicate and ``--resume`` rules and messages. What makes that hold with ids tak
   worker, so only lines that were sent count as started. A line whose id started in an earlier run
   goes the slow way, where it gets an OutcomeUnknown record unless its tool is idempotent or
   ``--rerun-unknown`` was given.
+* Each call written is counted in ``Executor.stats()`` as the general path counts it (by tool and
+  status). With OpenTelemetry on (``observed``), ``toolfork run`` takes the general path: every call
+  gets its span and its measures there.
 * ``--window`` bounds every line owed to the output (running, waiting to run, or settled behind an
   earlier one), so memory stays bounded as on the general path.
 """
@@ -52,13 +55,21 @@ from toolfork.commands._loading import BadLine
 from toolfork.commands._output import OutFile, record_of
 from toolfork.commands._progress import Progress
 from toolfork.commands._resume import ResumePoint
-from toolfork.executor import WAIT, invoke
+from toolfork.executor import WAIT, invoke, metering, tracing
 from toolfork.executor.backends.fork.lane import Line, LineLane, effective_timeout
 from toolfork.executor.journal import Journal, outcome_unknown
+from toolfork.executor.stats import UNKNOWN_TOOL
 
 # The plain line shape as ``json.dumps`` writes it, id and name without escapes or control characters.
 _PLAIN = re.compile(rb'\{"id": ?"([^"\\\x00-\x1f]*)", ?"name": ?"([^"\\\x00-\x1f]+)", ?"arguments": ?\{')
 _SKIP = object()  # the out of an owed line that --resume skips after all (it was in OUT)
+
+
+def observed() -> bool:
+    """Whether OpenTelemetry traces or meters this process's calls (nothing imported when it does not).
+    The lane makes no span and records no metric per line: a job so observed takes the general path,
+    where every call gets its ``execute_tool`` span, its tool's spans and its measures."""
+    return tracing.capture() is not None or metering.recorder() is not None
 
 
 class LaneJob(Job):
@@ -257,6 +268,7 @@ class LaneJob(Job):
         owed, pending, seen, out, progress = self.owed, self.pending, self.seen, self.out, self.progress
         run: list[bytes] = []
         last = 0
+        counts: dict[tuple[str, str], int] = {}  # the calls written, by (tool, status): for Executor.stats()
         while owed and owed[0].out is not None:
             line = owed.popleft()
             if pending.get(line.call_id) is line:
@@ -266,6 +278,8 @@ class LaneJob(Job):
             if type(result) is bytes:
                 run.append(result)
                 last = line.lineno
+                key = (line.name, "ok")
+                counts[key] = counts.get(key, 0) + 1
                 continue
             if run:
                 out.write_line(b"".join(run), len(run))
@@ -276,15 +290,25 @@ class LaneJob(Job):
             elif type(result) is dict:
                 self._write(result, line.lineno, ran=False)
             else:
+                self._count(result, counts)
                 self._write(record_of(result), line.lineno, ran=True)
         if run:
             out.write_line(b"".join(run), len(run))
             progress.note_ok(len(run), last)
+        if counts:
+            self.executor.count_finished(counts)
 
     def _write(self, record: Any, lineno: int, *, ran: bool) -> None:
         if not isinstance(record, dict):  # a ToolResult made here (an unknown tool)
+            counts: dict[tuple[str, str], int] = {}
+            self._count(record, counts)
+            self.executor.count_finished(counts)
             record, ran = record_of(record), True
         super()._write(record, lineno, ran=ran)
 
+    def _count(self, result: Any, counts: dict[tuple[str, str], int]) -> None:
+        key = (result.name if result.name in self.timeouts else UNKNOWN_TOOL, result.status)  # timeouts: by tool
+        counts[key] = counts.get(key, 0) + 1
 
-__all__ = ["LaneJob"]
+
+__all__ = ["LaneJob", "observed"]

@@ -14,6 +14,7 @@ from toolfork.commands._governance import add_governance_arguments, check_app, d
 from toolfork.commands._loading import UsageError, load_all_tools, load_hook
 from toolfork.commands._metrics import MetricsEndpoint, add_metrics_arguments
 from toolfork.commands._options import EXIT_USAGE, add_tools_arguments, positive_float, positive_int
+from toolfork.commands._otel import configure as configure_otel
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -77,6 +78,7 @@ def _serve(args: argparse.Namespace, run: Any) -> int:
         endpoint = MetricsEndpoint.from_args(args)
         if endpoint is not None:
             endpoint.prepare()  # the MeterProvider, before the Executor makes its instruments
+        configure_otel("mcp serve", metrics_taken=endpoint is not None)  # before the tools load and the pool forks
         if not args.toolkit and not args.tools and not args.app:
             raise UsageError("no tools: pass --toolkit NAME or --tools MODULE:ATTR (repeatable), or --app FILE.py:ATTR")
         if args.app and (args.toolkit or args.tools):

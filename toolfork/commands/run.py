@@ -35,7 +35,7 @@ from toolfork.commands._governance import add_governance_arguments, govern
 from toolfork.commands._idset import IdSet
 from toolfork.commands._input import LineSource, count_lines, open_input
 from toolfork.commands._job import MAX_HELD_RECORDS, Job
-from toolfork.commands._lane_job import LaneJob
+from toolfork.commands._lane_job import LaneJob, observed
 from toolfork.commands._loading import UsageError, load_hook
 from toolfork.commands._logs import chosen_level, routed_logs
 from toolfork.commands._options import (
@@ -52,11 +52,13 @@ from toolfork.commands._options import (
     positive_int,
     resolve_tools,
 )
+from toolfork.commands._otel import configure as configure_otel
 from toolfork.commands._output import OutFile, scan_previous
 from toolfork.commands._progress import Progress
 from toolfork.commands._session_job import SessionJob, last_lines
 from toolfork.commands._summary import Tally
 from toolfork.executor.journal import Journal, JournalError
+from toolfork.executor.tracing.providers import flush as flush_telemetry
 
 JOURNAL_SUFFIX = ".journal"
 
@@ -159,6 +161,7 @@ def main(args: argparse.Namespace) -> int:
 
 
 def _main(args: argparse.Namespace, progress: Progress) -> int:
+    configure_otel("run")  # before the tools load and the pool forks, as opentelemetry-instrument would
     try:
         tools, origin = resolve_tools(args, args.calls)
         tools, governance = govern(args, tools)
@@ -194,7 +197,7 @@ def _main(args: argparse.Namespace, progress: Progress) -> int:
     source = LineSource(stream)  # after the executor: its pool must not inherit the wake-up pipe
     out.on_error = source.wake  # a write that fails while the input is quiet must not go unnoticed
     window = args.window or default_window(executor.workers)
-    lane = sessions is None and LaneJob.fits(executor) and os.environ.get("TOOLFORK_LINE_LANE", "1") != "0"
+    lane = sessions is None and LaneJob.fits(executor) and _lane_wanted(os.environ.get("TOOLFORK_LINE_LANE", ""))
     log.debug("input %s (%s lines), output %s%s, journal %s; window %d, %s", args.calls,
               "?" if progress.total is None else progress.total, args.output, " (appended)" if args.resume else "",
               journal.path if journal is not None else "none", window,
@@ -230,10 +233,17 @@ def _main(args: argparse.Namespace, progress: Progress) -> int:
             source.close()
             if stream is not sys.stdin.buffer:
                 stream.close()
+            flush_telemetry()  # the last calls' spans, after the close ended the open ones
     summarize(progress, before if args.resume else None, args.output, interrupted=bool(note))
     log.info("job done in %.2f s: %d records written, exit status %d", time.monotonic() - started,
              progress.tally.records, code)
     return code
+
+
+def _lane_wanted(setting: str) -> bool:
+    """``TOOLFORK_LINE_LANE``: "0" never takes the lane, "1" whenever the tools fit it; unset, unless
+    OpenTelemetry traces or meters the calls (the lane makes no spans: ``_lane_job.observed``)."""
+    return setting != "0" and (setting == "1" or not observed())
 
 
 def summarize(progress: Progress, before: Tally | None, output: str, *, interrupted: bool) -> None:

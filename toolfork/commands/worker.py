@@ -37,8 +37,10 @@ from toolfork.commands._options import (
     positive_int,
     resolve_tools,
 )
+from toolfork.commands._otel import configure as configure_otel
 from toolfork.commands._output import OutFile, record_of
 from toolfork.executor import WAIT
+from toolfork.executor.tracing.providers import flush as flush_telemetry
 
 log = logging.getLogger("toolfork.worker")
 
@@ -95,6 +97,7 @@ def _main(args: argparse.Namespace) -> int:
         endpoint = MetricsEndpoint.from_args(args)
         if endpoint is not None:
             endpoint.prepare()  # the MeterProvider, before the Executor makes its instruments
+        configure_otel("worker", metrics_taken=endpoint is not None)  # before the tools load and the pool forks
         tools, origin = resolve_tools(args, None)
         tools, governance = govern(args, tools)
         out = OutFile.open("-", append=True)  # before the pool forks: see OutFile
@@ -126,6 +129,7 @@ def _main(args: argparse.Namespace) -> int:
         finally:
             executor.close()
             source.close()
+            flush_telemetry()  # the last calls' spans, after the close ended the open ones
             if endpoint is not None:
                 endpoint.close()
     return EXIT_OK

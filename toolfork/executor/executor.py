@@ -216,6 +216,12 @@ class Executor:
         return ExecutorStats(self._mode, load.workers, load.busy, load.idle, load.queued, frozen(calls),
                              frozen(load.restarts), load.template_restarts)
 
+    def count_finished(self, counts: dict[tuple[str, str], int]) -> None:
+        """Calls that ran outside its batches (``toolfork run``'s line lane) join ``stats()``: counts by
+        (tool, status), a tool it does not have under ``"(unknown)"``, as its batches count them."""
+        with self._lock:
+            self._tally.close(dict(counts))
+
     @property
     def closed(self) -> bool:
         return self._closed

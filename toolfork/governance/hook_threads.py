@@ -5,12 +5,14 @@ Why: a sandbox is entered by one thread (``unshare(CLONE_NEWUSER)`` refuses a pr
 and a Landlock domain binds only the calling thread), so a one-shot for a sandboxed call must run one
 thread. A library that restarts its background thread after every fork puts one in the template and in
 each worker it forks. OpenTelemetry's batch processors do (``BatchSpanProcessor``,
-``BatchLogRecordProcessor``: an exporter thread per processor). Their thread can be stopped cleanly:
-the processor's own shutdown flag, a wake-up, a join; the queue it would drain is empty (the SDK's
-at-fork hook clears the child's copy), so nothing is exported twice.
+``BatchLogRecordProcessor``: an exporter thread per processor), and so does its periodic metric reader
+(``PeriodicExportingMetricReader``: a ticker that would export the child's copy of the host's metrics).
+Their thread can be stopped cleanly: the processor's own shutdown flag, a wake-up, a join; the queue it
+would drain is empty (the SDK's at-fork hook clears the child's copy), so nothing is exported twice.
 
-    host ── fork ──> template: park()   each such thread stopped and joined; the processors are kept
-                       │                (not shut down), so warm workers' hooks restart working threads
+    host ── fork ──> template: park()   each such thread stopped and joined; the span processors are kept
+                       │                (not shut down), so warm workers' hooks restart working threads;
+                       │                a metric reader is stopped for good, and so in every worker
                        └── fork ──> sandboxed one-shot: sandbox.enter() calls stop(): the hook's fresh
                                     thread is stopped and joined for good (spans emitted in the sandbox
                                     are dropped), then the sandbox is entered with one thread
@@ -36,11 +38,28 @@ def _owner(thread: threading.Thread) -> Any:
         return owner
     if hasattr(owner, "condition") and hasattr(owner, "done"):  # older BatchSpanProcessor
         return owner
+    if hasattr(owner, "_shutdown_event") and hasattr(owner, "_ticker"):  # PeriodicExportingMetricReader
+        return owner
     return None
+
+
+def _no_collect(*args: Any, **kwargs: Any) -> None:
+    pass
 
 
 def _halt(owner: Any, stopped: bool) -> None:
     """Stop ``owner``'s thread and join it; ``stopped`` is its shutdown flag afterwards."""
+    if hasattr(owner, "_ticker"):
+        # A periodic metric reader is stopped for good in any child, silently: its copy of the host's
+        # meters (the host's Executors' counts, as they were at the fork) is not this process's to
+        # export. Its last collection, on the way out of its loop, does nothing; the children forked
+        # later inherit the stop (their at-fork hook's thread leaves at once).
+        owner.collect = _no_collect
+        owner._shutdown_event.set()
+        thread = getattr(owner, "_daemon_thread", None)
+        if isinstance(thread, threading.Thread) and thread.is_alive() and thread is not threading.current_thread():
+            thread.join(JOIN_S)
+        return
     thread = getattr(owner, "_worker_thread", None) or getattr(owner, "worker_thread", None)
     if hasattr(owner, "_worker_awaken"):
         owner._shutdown = True

@@ -362,9 +362,12 @@ EXIT_BACKSTOP_S = 10.0  # seconds an HTTP server gets to shut down on SIGTERM be
 
 def close_and_exit(executors: list[Executor]) -> None:
     """Close the executors (no worker left behind), then end the process with status 0."""
+    from toolfork.executor.tracing.providers import flush
+
     for executor in executors:
         with contextlib.suppress(Exception):
             executor.close()
+    flush()  # os._exit runs no atexit hook: the SDK's exporters get what they hold now
     os._exit(0)
 
 
@@ -405,7 +408,10 @@ def run(executor: Executor, http: tuple[str, int] | None = None, wire: Wire | No
     except KeyboardInterrupt:
         pass
     finally:
+        from toolfork.executor.tracing.providers import flush
+
         executor.close()
+        flush()  # the last calls' spans, after the close ended the open ones
         if callbacks is not None:
             callbacks.remove()
 

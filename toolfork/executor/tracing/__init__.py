@@ -15,7 +15,7 @@ cost of one dictionary look-up per batch or submitted call, unless the OpenTelem
 and its ``TracerProvider`` is the global one.
 """
 
-from toolfork.executor.tracing.host import TRACEPARENT, CallSpans, capture, export, traceparent
+from toolfork.executor.tracing.host import TRACEPARENT, TRACESTATE, CallSpans, capture, export, traceparent
 from toolfork.executor.tracing.worker import run_traced
 
-__all__ = ["TRACEPARENT", "CallSpans", "capture", "export", "run_traced", "traceparent"]
+__all__ = ["TRACEPARENT", "TRACESTATE", "CallSpans", "capture", "export", "run_traced", "traceparent"]

@@ -34,6 +34,7 @@ SDK_MODULE = "opentelemetry.sdk.trace"
 TRACER_NAME = "toolfork.executor"
 _SIGNAL = re.compile(r"\bSIG[A-Z0-9]+\b")
 TRACEPARENT = "traceparent"  # the meta key a call's explicit parent goes under (W3C Trace Context)
+TRACESTATE = "tracestate"  # and its vendors' trace state, carried with it when there is one
 _tracers: dict[int, tuple[Any, Any]] = {}  # id(provider) -> (provider, tracer)
 _propagators: dict[str, Any] = {}
 
@@ -80,14 +81,17 @@ class CallSpans:
 
     def start(self, call_id: str, name: str, parent: Any, meta: dict[str, str] | None = None) -> TraceParent | None:
         """Open the call's span under ``parent`` (a captured context), or under the W3C ``traceparent``
-        in the call's ``meta`` when it has a valid one; its ids for the CallItem."""
+        (and ``tracestate``) in the call's ``meta`` when it has a valid one; its ids for the CallItem."""
         tracer = self._tracer
         if tracer is None:
             tracer = self._tracer = _tracer()
             if tracer is None:
                 return None
         if meta is not None and TRACEPARENT in meta:
-            parent = _propagator().extract({TRACEPARENT: meta[TRACEPARENT]}, context=parent)
+            carrier = {TRACEPARENT: meta[TRACEPARENT]}
+            if TRACESTATE in meta:
+                carrier[TRACESTATE] = meta[TRACESTATE]
+            parent = _propagator().extract(carrier, context=parent)
         now = time.time_ns()
         span = tracer.start_span(f"execute_tool {name}", context=parent, start_time=now, attributes={
             "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": name, "gen_ai.tool.call.id": call_id})
@@ -167,4 +171,4 @@ def export(spans: Any) -> None:
         processor.on_end(span)
 
 
-__all__ = ["TRACEPARENT", "CallSpans", "capture", "export", "provider", "traceparent"]
+__all__ = ["TRACEPARENT", "TRACESTATE", "CallSpans", "capture", "export", "provider", "traceparent"]

@@ -82,31 +82,51 @@ def install() -> Collector:
 
 
 def parent_context(parent: TraceParent) -> Any:
-    from opentelemetry import trace
-
+    api = _API or _api()
     trace_id, span_id, flags = parent
-    return trace.set_span_in_context(trace.NonRecordingSpan(trace.SpanContext(
-        trace_id, span_id, is_remote=True, trace_flags=trace.TraceFlags(flags))))
+    trace_flags = api.flags.get(flags) or api.trace.TraceFlags(flags)
+    return api.trace.set_span_in_context(api.trace.NonRecordingSpan(api.trace.SpanContext(
+        trace_id, span_id, is_remote=True, trace_flags=trace_flags)))
 
 
 def run_traced(parent: TraceParent, run: Callable[[], R], *, collect: bool = True) -> tuple[R, list[Any]]:
     """``run()`` with the call's span as the current parent; its result and, with ``collect``, the
     spans finished meanwhile as plain data."""
-    from opentelemetry import context
-
+    api = _API or _api()
     collector = install() if collect else None
-    if collector is not None:
+    if collector is not None and collector._spans:
         collector.take()  # spans finished outside any traced call are not this call's
-    token = context.attach(parent_context(parent))
+    token = api.context.attach(parent_context(parent))
     try:
         result = run()
     finally:
-        context.detach(token)
-    if collector is None:
+        api.context.detach(token)
+    if collector is None or not collector._spans:  # a list's truth is read whole: no lock needed to look
         return result, []
     from toolfork.executor.tracing import spandata
 
     return result, [spandata.encode(span) for span in collector.take()]
+
+
+class _Api:
+    """The OpenTelemetry API modules a traced call uses, imported once (an import statement in the
+    function would cost every call a look-up in the import machinery)."""
+
+    def __init__(self) -> None:
+        from opentelemetry import context, trace
+
+        self.context = context
+        self.trace = trace
+        self.flags = {int(f): trace.TraceFlags(f) for f in (0, 1)}  # sampled or not: the two a span has
+
+
+def _api() -> _Api:
+    global _API
+    _API = _Api()
+    return _API
+
+
+_API: _Api | None = None
 
 
 __all__ = ["Collector", "install", "parent_context", "run_traced"]
