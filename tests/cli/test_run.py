@@ -168,7 +168,7 @@ def test_many_bad_lines_behind_a_slow_call_keep_their_place(tmp_path: Path,
 
     def spy(self: Job, record: dict[str, Any], lineno: int) -> None:
         hold_or_write(self, record, lineno)
-        peak[0] = max(peak[0], self.held_records)
+        peak[0] = max(peak[0], self.owed_records)
 
     monkeypatch.setattr(Job, "_hold_or_write", spy)
     rows: list[Any] = [{"id": "slow", "name": "nap", "arguments": {"seconds": 0.5}}]
@@ -178,7 +178,7 @@ def test_many_bad_lines_behind_a_slow_call_keep_their_place(tmp_path: Path,
     assert run(str(write_jsonl(tmp_path / "c.jsonl", rows)), "-o", str(out), "--tools", TOOLS_SPEC) == 1
     ids = [r["id"] for r in read_jsonl(out)]
     assert ids == ["slow", *[f"line-{i}" for i in range(2, 1502)], "last"]
-    assert peak[0] == Job.max_held_records == 1024
+    assert peak[0] == Job.max_owed_records == 1024
 
 
 # ------------------------------------------------------------------------------------------ resume

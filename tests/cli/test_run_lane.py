@@ -174,7 +174,7 @@ def test_bad_lines_behind_a_slow_call_are_bounded_by_the_window(tmp_path: Path,
 
     def spy(self: LaneJob, item: Any) -> bool:
         taken = take(self, item)
-        peak[0] = max(peak[0], len(self.owed))
+        peak[0] = max(peak[0], len(self.owed_lines))
         return taken
 
     monkeypatch.setattr(LaneJob, "_take", spy)

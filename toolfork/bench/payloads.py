@@ -1,5 +1,5 @@
 """The payloads workload (``toolfork bench --only payloads``): large results crossing the process
-boundary, in three shapes a batch job returns, at 1, 10 and 100 MB, for every executor.
+boundary, in three shapes a job returns, at 1, 10 and 100 MB, for every executor.
 
 * ``str``: one large text (a parsed document);
 * ``file``: bytes in a ``ToolOutput.file`` (an image or a PDF: base64 text in a content block);

@@ -1,4 +1,4 @@
-"""The workloads: each submits batches the way an agent or a batch job would and turns the outcomes
+"""The workloads: each submits batches the way an agent or a job would and turns the outcomes
 into figures. They only talk to the ``Peer`` interface, so every executor runs exactly the same code.
 
 Every pool is warm before timing starts (made, then a warm-up batch on every worker); every figure

@@ -220,7 +220,7 @@ def _lines_of(fd: int, limit: int | None = None) -> Iterator[bytes | LongLine]:
 # ---------------------------------------------------------------------------------- one line -> call
 
 # Worth a look for numbers JSON does not have: NaN, Infinity, an exponent of 3+ digits, 309+ digits.
-# Two substring tests and a regex with one short alternative: this runs once per line of a batch job.
+# Two substring tests and a regex with one short alternative: this runs once per line of a job.
 _BIG_EXPONENT = re.compile(rb"[eE][+]?[0-9]{3}")
 _LONG_NUMBER = re.compile(rb"[0-9]{309}")
 

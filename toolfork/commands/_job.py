@@ -36,7 +36,7 @@ from toolfork.executor.journal import Journal
 
 # Bad-line records held back behind running calls before the feeder waits for those calls: without a
 # bound, a million bad lines behind one slow call would all sit in memory.
-MAX_HELD_RECORDS = 1024
+MAX_OWED_RECORDS = 1024
 
 log = logging.getLogger("toolfork.run")
 
@@ -44,11 +44,11 @@ log = logging.getLogger("toolfork.run")
 class Job:
     """Feeds the executor from the input and writes every line's record in input order.
 
-    ``held`` lists what is owed to the output in input order: ``None`` for a call whose result the
+    ``owed`` lists what is owed to the output in input order: ``None`` for a call whose result the
     executor has not returned yet, or a ready record (a bad line) that must wait behind those calls.
     """
 
-    max_held_records = MAX_HELD_RECORDS
+    max_owed_records = MAX_OWED_RECORDS
 
     def __init__(self, executor: Any, source: LineSource, out: OutFile, progress: Progress,
                  done: IdSet | ResumePoint, window: int, journal: Journal | None = None) -> None:
@@ -61,35 +61,35 @@ class Job:
         self.progress = progress
         self.seen = IdSet()
         self.window = window
-        self.held: deque[tuple[int, dict[str, Any] | None]] = deque()
-        self.held_records = 0
+        self.owed: deque[tuple[int, dict[str, Any] | None]] = deque()
+        self.owed_records = 0
 
     def run(self) -> None:
         results = self.executor.imap(self._calls(), window=self.window, wakeup_fd=self.source.wakeup_fd,
                                      journal=self.journal)
         for result in results:
-            lineno, placeholder = self.held.popleft()
+            lineno, placeholder = self.owed.popleft()
             assert placeholder is None, "results and calls out of step"
             if result.encoded is not None:  # an ok result its worker already wrote as a line
                 self.out.write_line(result.encoded)
                 self.progress.note_ok(1, lineno)
             else:
                 self._write(record_of(result), lineno, ran=True)
-            if self.held:
-                self._emit_held()
-        assert not self.held, "a call got no result"
+            if self.owed:
+                self._emit_owed()
+        assert not self.owed, "a call got no result"
         self.out.flush()  # a write error (a full disk, a closed pipe) is raised here, inside the job
 
     def _calls(self) -> Iterator[Any]:
         """ToolCalls for the executor, in input order, or WAIT. Bad lines never reach it: their records
-        are written here, or held until the calls before them are written."""
+        are written here, or kept until the calls before them are written."""
         lines = self.source.items()
         out = self.out
         while True:
             if out.error is not None:  # the output is gone (a closed pipe, a full disk): stop reading
                 raise out.error
-            if self.held_records >= self.max_held_records:
-                yield WAIT  # the calls in flight finish first; their results let the held records out
+            if self.owed_records >= self.max_owed_records:
+                yield WAIT  # the calls in flight finish first; their results let the records owed behind them out
                 continue
             item = next(lines, None)
             if item is None:
@@ -113,20 +113,20 @@ class Job:
                               f"line {lineno}: duplicate id {call.id!r}: an earlier line has the same id")
                 self._hold_or_write(bad.record(), lineno)
                 continue
-            self.held.append((lineno, None))
+            self.owed.append((lineno, None))
             yield call
 
     def _hold_or_write(self, record: dict[str, Any], lineno: int) -> None:
-        if self.held:
-            self.held.append((lineno, record))
-            self.held_records += 1
+        if self.owed:
+            self.owed.append((lineno, record))
+            self.owed_records += 1
         else:
             self._write(record, lineno, ran=False)
 
-    def _emit_held(self) -> None:
-        while self.held and self.held[0][1] is not None:
-            lineno, record = self.held.popleft()
-            self.held_records -= 1
+    def _emit_owed(self) -> None:
+        while self.owed and self.owed[0][1] is not None:
+            lineno, record = self.owed.popleft()
+            self.owed_records -= 1
             assert record is not None
             self._write(record, lineno, ran=False)
 
@@ -141,4 +141,4 @@ class Job:
                       record.get("status"), error.get("type", "error output"), str(error.get("message", ""))[:200])
 
 
-__all__ = ["MAX_HELD_RECORDS", "Job"]
+__all__ = ["MAX_OWED_RECORDS", "Job"]

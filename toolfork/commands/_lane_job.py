@@ -73,13 +73,13 @@ def observed() -> bool:
 
 
 class LaneJob(Job):
-    """What ``Job`` does, on the line lane; see the module docstring. ``owed`` takes the place of
-    ``Job.held``: every line owed to the output, in input order."""
+    """What ``Job`` does, on the line lane; see the module docstring. ``owed_lines`` takes the place of
+    ``Job.owed``: every line owed to the output, in input order."""
 
     def __init__(self, executor: Any, source: LineSource, out: OutFile, progress: Progress,
                  done: IdSet | ResumePoint, window: int, journal: Journal | None = None) -> None:
         super().__init__(executor, source, out, progress, done, window, journal)
-        self.owed: deque[Line] = deque()
+        self.owed_lines: deque[Line] = deque()
         self.pending: dict[str, Line] = {}  # id -> the line holding it until its worker checks it
         self.lane = LineLane(executor.backend, read_call, executor.dispatch_context(journal))
         if journal is not None:
@@ -94,7 +94,7 @@ class LaneJob(Job):
         return LineLane.fits(executor)
 
     def run(self) -> None:
-        lane, owed, out, window = self.lane, self.owed, self.out, self.window
+        lane, owed, out, window = self.lane, self.owed_lines, self.out, self.window
         items = self.source.items()
         wakeup_fd = self.source.wakeup_fd
         refill = max(1, window // 4)
@@ -164,7 +164,7 @@ class LaneJob(Job):
                             not (self.journal is not None and self.journal.started(call_id)):
                         line = Line(lineno, call_id, name, raw, None, timeouts[name])
                         self.pending[call_id] = line
-                        self.owed.append(line)
+                        self.owed_lines.append(line)
                         self.lane.ready.append(line)
                         return True
         return self._read_here(lineno, raw, None)
@@ -220,7 +220,7 @@ class LaneJob(Job):
         timeout = invoke.effective_timeout(call.timeout, tool.timeout, self.executor.timeout)
         if line is None:
             line = Line(lineno, cid, call.name, None, call.arguments, timeout, meta=call.meta)
-            self.owed.append(line)
+            self.owed_lines.append(line)
             self.lane.ready.append(line)
         else:
             line.call_id, line.name, line.arguments, line.timeout = cid, call.name, call.arguments, timeout
@@ -239,12 +239,12 @@ class LaneJob(Job):
             line.out = out
         elif out is _SKIP:
             self.progress.skip(lineno)
-        elif not self.owed:
+        elif not self.owed_lines:
             self._write(out, lineno, ran=False)
         else:
             settled = Line(lineno, "", "", None, None, None)
             settled.out = out
-            self.owed.append(settled)
+            self.owed_lines.append(settled)
         return True
 
     def _reread(self) -> None:
@@ -265,7 +265,7 @@ class LaneJob(Job):
     # ------------------------------------------------------------------ writing records
 
     def _emit(self) -> None:
-        owed, pending, seen, out, progress = self.owed, self.pending, self.seen, self.out, self.progress
+        owed, pending, seen, out, progress = self.owed_lines, self.pending, self.seen, self.out, self.progress
         run: list[bytes] = []
         last = 0
         counts: dict[tuple[str, str], int] = {}  # the calls written, by (tool, status): for Executor.stats()

@@ -329,7 +329,7 @@ _DECODER = json.JSONDecoder()
 @functools.cache
 def _tool_call_class() -> Any:
     """``ToolCall``, imported on first use (loading tools must not import the executor) and then kept:
-    an import statement in ``parse_call`` would run once per line of a batch job."""
+    an import statement in ``parse_call`` would run once per line of a job."""
     from toolfork.executor.types import ToolCall
 
     return ToolCall
@@ -352,7 +352,7 @@ def parse_call(raw: bytes | str, lineno: int, *, sessions: bool = False) -> Any:
     try:
         if type(raw) is bytes and raw[:1] == b"{" and raw[1:2] != b"\0":
             # What json.loads does with bytes that are UTF-8 (as a line opening with "{" is), minus its
-            # encoding detection: this runs once per line of a batch job.
+            # encoding detection: this runs once per line of a job.
             text = raw.decode("utf-8", "surrogatepass")
             obj, end = _DECODER.raw_decode(text)  # no leading whitespace to skip: it opens with "{"
             if end != len(text) and not text[end:].isspace():

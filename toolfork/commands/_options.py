@@ -21,7 +21,7 @@ from toolfork.commands._logs import add_logging_arguments
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 # Default window floor: quick calls travel to the workers in chunks no larger than the window, so a
-# batch job with thousands of trivial calls needs a wide one (measured on 2 workers: window 8 ->
+# job with thousands of trivial calls needs a wide one (measured on 2 workers: window 8 ->
 # 16k calls/s, 512 -> 44k calls/s). What it costs is at most this many results held in memory.
 MIN_DEFAULT_WINDOW = 256
 
@@ -163,7 +163,7 @@ def default_window(workers: int) -> int:
 def build_executor(args: argparse.Namespace, tools: list[Any], **governance: Any) -> Any:
     """The Executor the options describe; any refusal (mode impossible here, Ray missing, a limit this
     host cannot enforce) is a usage error because the user can fix it on the command line. Fork workers
-    encode the ok results as output lines themselves, so the host of a batch job only moves bytes.
+    encode the ok results as output lines themselves, so the host of a job only moves bytes.
     ``governance``: the Executor's limits keywords (``_governance.govern``)."""
     from toolfork.commands._output import encode_ok_result
     from toolfork.executor import Executor

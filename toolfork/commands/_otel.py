@@ -16,7 +16,7 @@ found by their entry-point names (``otlp``, ``otlp_proto_http``, ``console``, ..
 adds works without us. Its module is private by name; the class is the SDK's named extension point.
 
 When it cannot run (no SDK, an exporter that is not installed) the command says why on stderr and goes
-on without telemetry: a batch job is not stopped by its telemetry. Already configured (the command runs
+on without telemetry: a job is not stopped by its telemetry. Already configured (the command runs
 under ``opentelemetry-instrument``): nothing is configured twice.
 """
 

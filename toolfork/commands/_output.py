@@ -35,7 +35,7 @@ from toolfork.executor.wire import write_all
 
 def result_failed(record: dict[str, Any]) -> bool:
     """A call failed when its status is not ok, or it is ok with an error output (the tool reported
-    a failure the model could act on: for a batch job that is still a failure)."""
+    a failure the model could act on: for a job that is still a failure)."""
     if record.get("status") != "ok":
         return True
     output = record.get("output")
@@ -71,13 +71,13 @@ def record_of(result: Any, *, in_worker: bool = False) -> dict[str, Any]:
 
 def encode_ok_result(result: Any) -> bytes | None:
     """Run in a fork worker (``Executor(encode_results=...)``): the output line of an ok result, so the
-    host of a batch job only moves bytes. None when the record had to be replaced (it cannot be written
+    host of a job only moves bytes. None when the record had to be replaced (it cannot be written
     as it is): the host then encodes the result itself and counts the replacement as a failure."""
     data, record = encode_record(record_of(result, in_worker=True))
     return data if record.get("status") == "ok" else None
 
 
-# ``json.dumps`` with these options builds an encoder per call; a line of a batch job needs only one.
+# ``json.dumps`` with these options builds an encoder per call; a line of a job needs only one.
 _dumps = json.JSONEncoder(ensure_ascii=False, allow_nan=False, default=str).encode
 
 

@@ -1,6 +1,6 @@
 """The counts ``toolfork run`` ends with: its records by status (all five, zeros too) and by error type.
 
-A batch job of a million calls needs one look to say what happened: how many ran, how many failed and
+A job of a million calls needs one look to say what happened: how many ran, how many failed and
 of what. The counts are of records written (one a non-blank input line), so they add up to the output's
 length; after ``--resume`` there are two sets, this run's lines and the whole output file's.
 

@@ -1,10 +1,10 @@
-"""``toolfork run CALLS.jsonl``: a batch job, one result line per input line, in input order.
+"""``toolfork run CALLS.jsonl``: a job, one result line per input line, in input order.
 
 The job itself is ``Job`` (``_job``: through ``Executor.imap``) or ``LaneJob`` (``_lane_job``: the fork
 pool's line lane, when every tool fits it); this module reads the options and runs one of them.
 
 Memory stays bounded whatever the input size: ``imap`` keeps at most ``--window`` calls in flight,
-at most ``MAX_HELD_RECORDS`` bad-line records wait behind them, the pipe reader's queue is bounded, and
+at most ``MAX_OWED_RECORDS`` bad-line records wait behind them, the pipe reader's queue is bounded, and
 the only thing that grows with the input is the set of ids seen (16 bytes an id, see ``IdSet``).
 
 Driven as a co-process (``toolfork run - -o -``), a line that arrives while calls run starts at once:
@@ -34,7 +34,7 @@ from typing import Any
 from toolfork.commands._governance import add_governance_arguments, govern
 from toolfork.commands._idset import IdSet
 from toolfork.commands._input import LineSource, count_lines, open_input
-from toolfork.commands._job import MAX_HELD_RECORDS, Job
+from toolfork.commands._job import MAX_OWED_RECORDS, Job
 from toolfork.commands._lane_job import LaneJob, observed
 from toolfork.commands._loading import UsageError, load_hook
 from toolfork.commands._logs import chosen_level, routed_logs
@@ -260,4 +260,4 @@ def summarize(progress: Progress, before: Tally | None, output: str, *, interrup
         progress.message(f"toolfork run: {whole.records} records in all of {output}: {whole.describe()}")
 
 
-__all__ = ["MAX_HELD_RECORDS", "Job", "add_arguments", "main"]
+__all__ = ["MAX_OWED_RECORDS", "Job", "add_arguments", "main"]

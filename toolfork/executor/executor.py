@@ -9,7 +9,7 @@
 ``run`` puts the ``CallFinished`` results back in call order; the context updates the calls asked for
 are merged into ``Executor.context`` in call order too, so the last call wins whatever finished last.
 A tool that declares ``retries`` gets that many more attempts for calls that crashed, timed out or raised.
-``imap`` is the same path for batch jobs: the backend pulls calls lazily within a window.
+``imap`` is the same path for jobs: the backend pulls calls lazily within a window.
 With ``journal=Journal(path)`` (``journal.py``) a call's start is written before its Dispatch is handed
 to the backend and its result when it finishes, so running the batch again resumes it without guessing.
 

@@ -167,10 +167,10 @@ def _may_raise_hard_limits() -> bool:
     """CAP_SYS_RESOURCE, looked at once per process (a worker's capabilities only ever shrink, and the
     backstop it allows is only a backstop)."""
     pid = _pid[0]
-    held = _CAPS.get(pid)
-    if held is None:
-        held = _CAPS[pid] = has_capability(CAP_SYS_RESOURCE)
-    return held
+    known = _CAPS.get(pid)
+    if known is None:
+        known = _CAPS[pid] = has_capability(CAP_SYS_RESOURCE)
+    return known
 
 
 def _user_tasks(uid: int) -> int:
@@ -235,8 +235,8 @@ class Applied:
     def __init__(self, limits: Limits, keep: bool = False) -> None:
         self.limits = limits
         self.keep = keep
-        held = _held
-        self.plan = held.plan if held is not None and held.limits is limits else _plan(limits)
+        kept = _kept
+        self.plan = kept.plan if kept is not None and kept.limits is limits else _plan(limits)
         self.cpu_start_s = 0.0
         self.tripped: set[str] = set()
         self._saved: list[tuple[int, tuple[int, int]]] = []
@@ -269,9 +269,9 @@ class Applied:
         if resource is None:
             raise OSError("rlimits are not available on this platform")
         limits = self.limits
-        held = None
+        kept = None
         if self.keep:
-            held = _hold(limits)
+            kept = _keep(limits)
         else:
             release()  # limits a worker kept from an earlier call are not this call's
         main = threading.get_ident() == threading.main_thread().ident
@@ -284,15 +284,15 @@ class Applied:
         if main and limits.file_size_mb is not None:
             wanted.append((SIGXFSZ, _on_xfsz_signal))
         _current[0] = self
-        if held is None:
+        if kept is None:
             self._handlers = [(signum, _set_handler(signum, handler)) for signum, handler in wanted]
         else:
-            held.install(wanted)
+            kept.install(wanted)
         try:
-            if held is None:
+            if kept is None:
                 _apply(self, plan, timer)
             else:
-                _apply_kept(self, held, plan, timer)
+                _apply_kept(self, kept, plan, timer)
             if timer:
                 _setitimer(ITIMER_PROF, limits.cpu_s or 0)
         except BaseException:
@@ -408,7 +408,7 @@ _getrlimit: Any = getattr(resource, "getrlimit", None)
 _setrlimit: Any = getattr(resource, "setrlimit", None)
 
 
-class _Held:
+class _Kept:
     """The rlimits a process kept in place after a call (``applied(limits, keep=True)``): for which
     Limits, what the process had before (`original`), what is set now (`current`), and the open
     descriptors as last counted with the lowest free number then (`fds`, `fd_mark`)."""
@@ -441,22 +441,22 @@ class _Held:
         return self.fds
 
 
-_held: _Held | None = None
+_kept: _Kept | None = None
 _touched = [False]  # a call used resource.setrlimit or resource.prlimit since the limits were kept
 
 
 def release() -> None:
     """Put back the worker's own rlimits and limit-signal handlers where a call's were kept in place
     (nothing otherwise)."""
-    global _held
-    held = _held
-    if held is None:
+    global _kept
+    kept = _kept
+    if kept is None:
         return
-    _held = None
-    for signum, old in held.handlers.items():
+    _kept = None
+    for signum, old in kept.handlers.items():
         _set_handler(signum, old)
     everything = _touched[0]  # a call set limits itself: what is in place is not what was kept
-    _put_back(((w, old) for w, old in held.original.items() if everything or held.current.get(w) != old),
+    _put_back(((w, old) for w, old in kept.original.items() if everything or kept.current.get(w) != old),
               "kept after the calls under them")
 
 
@@ -475,29 +475,29 @@ def _watch_setters() -> None:
         setattr(resource, name, watched)
 
 
-def _hold(limits: Limits) -> _Held:
+def _keep(limits: Limits) -> _Kept:
     """The kept state for a call under `limits`: the one in place, or a new one once the worker's own
     limits are back (another Limits value, a call that set limits itself, a forked copy)."""
-    global _held
-    held = _held
-    if held is not None and (_touched[0] or held.pid != _pid[0]
-                             or (held.limits is not limits and held.limits != limits)):
+    global _kept
+    kept = _kept
+    if kept is not None and (_touched[0] or kept.pid != _pid[0]
+                             or (kept.limits is not limits and kept.limits != limits)):
         release()
-        held = None
-    if held is None:
+        kept = None
+    if kept is None:
         _watch_setters()
         _touched[0] = False
-        held = _held = _Held(limits, _plan(limits))
-    return held
+        kept = _kept = _Kept(limits, _plan(limits))
+    return kept
 
 
-def _apply_kept(applied: Applied, held: _Held, plan: tuple[tuple[str, int], ...], timer: bool) -> None:
+def _apply_kept(applied: Applied, kept: _Kept, plan: tuple[tuple[str, int], ...], timer: bool) -> None:
     """Set `applied`'s limits where they are not in place already, and keep them after the call.
 
     On the path of every call of a run: each value is worked out as ``_values`` does and compared with
     the one the kept limit was made from before anything is set."""
     limits = applied.limits
-    made_from = held.made_from
+    made_from = kept.made_from
     for name, which in plan:
         hard = None
         if name == "memory_mb":
@@ -509,19 +509,19 @@ def _apply_kept(applied: Applied, held: _Held, plan: tuple[tuple[str, int], ...]
         elif name == "file_size_mb":
             soft = (limits.file_size_mb or 0) * MIB
         elif name == "open_files":
-            soft = held.open_fds() + (limits.open_files or 0)
+            soft = kept.open_fds() + (limits.open_files or 0)
         else:
             soft = _user_tasks(os.getuid()) + (limits.processes or 0)
         if made_from.get(which) == soft:
             continue  # in place since an earlier call
         made_from.pop(which, None)  # unknown until the call below succeeds
-        old = held.original.get(which)
+        old = kept.original.get(which)
         if old is None:
-            old = held.original[which] = _getrlimit(which)
+            old = kept.original[which] = _getrlimit(which)
         target = _target(old, soft, hard)
-        if held.current.get(which, old) != target:
+        if kept.current.get(which, old) != target:
             _setrlimit(which, target)
-            held.current[which] = target
+            kept.current[which] = target
         made_from[which] = soft
 
 

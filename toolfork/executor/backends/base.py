@@ -241,9 +241,9 @@ def run_batch(feed: Feed, submit: Callable[[list[Event]], int],
             events.extend(ready)
         if events:
             outstanding -= sum(1 for ev in events if type(ev) is CallFinished)
-            batch = events[:]
+            taken = events[:]
             events.clear()
-            yield from batch
+            yield from taken
             yielded = True
             continue
         if not outstanding:
@@ -269,14 +269,14 @@ def _settled(feed: Feed, yielded: bool) -> bool:
 class BatchState:
     """One ``execute`` call inside a ``Hub``: what its owner pulled, and what the driver routed to it."""
 
-    __slots__ = ("abandoned", "events", "feed", "held", "outstanding", "poked", "ready")
+    __slots__ = ("abandoned", "capped", "events", "feed", "outstanding", "poked", "ready")
 
     def __init__(self, feed: Feed) -> None:
         self.feed = feed
         self.ready: deque[Dispatch] = deque()  # pulled by the owner, not sent yet (requeued ones in front)
         # Calls of gated tools that were refused a slot or a token, by tool, in call order: they wait
         # here, off ``ready``, so the calls behind them go first (see ``Hub.take_next``).
-        self.held: dict[str, deque[Dispatch]] = {}
+        self.capped: dict[str, deque[Dispatch]] = {}
         self.events: list[Event] = []  # routed by the driver, taken by the owner
         self.outstanding = 0  # dispatches pulled whose CallFinished the owner has not taken yet
         self.poked = False  # the owner should look at its feed again (its live source has more)
@@ -510,10 +510,10 @@ class Hub:
         for d, running in placed:
             self.finish(d, cancelled(d, running=running).result)
         for b in tuple(self.batches):
-            for d in (*b.ready, *(d for waiting in b.held.values() for d in waiting)):
+            for d in (*b.ready, *(d for waiting in b.capped.values() for d in waiting)):
                 self.finish(d, cancelled(d).result)
             b.ready.clear()
-            b.held.clear()
+            b.capped.clear()
         self._requests.clear()
 
     # ------------------------------------------------------------ the one settle/route rule
@@ -559,7 +559,7 @@ class Hub:
                     d.stopped = True
                     if running:
                         kills.append(d)
-            for queue in (b.ready, *b.held.values()):  # calls not sent yet
+            for queue in (b.ready, *b.capped.values()):  # calls not sent yet
                 keep: list[Dispatch] = []
                 for d in queue:
                     if whole or id(d.call) in stops:
@@ -569,18 +569,18 @@ class Hub:
                         keep.append(d)
                 queue.clear()
                 queue.extend(keep)
-            for name in [name for name, waiting in b.held.items() if not waiting]:
-                del b.held[name]
+            for name in [name for name, waiting in b.capped.items() if not waiting]:
+                del b.capped[name]
             if kills:
                 kill(kills)
 
     def queued(self) -> int:
         """Calls pulled by their owners and not yet sent (ready, or held for a cap): any thread, a snapshot."""
-        return sum(len(b.ready) + sum(len(q) for q in list(b.held.values())) for b in list(self.batches))
+        return sum(len(b.ready) + sum(len(q) for q in list(b.capped.values())) for b in list(self.batches))
 
     def held_tools(self) -> set[str]:
-        """The tools whose calls wait in some batch's held queue (inside a ``locked`` step)."""
-        return {name for b in self.batches for name in b.held}
+        """The tools whose calls wait in some batch's capped queue (inside a ``locked`` step)."""
+        return {name for b in self.batches for name in b.capped}
 
     def take_next(self, admit: Callable[[Dispatch], bool] | None = None) -> tuple[BatchState, Dispatch] | None:
         """The next call to start, taken off its batch's queue (inside a ``locked`` step): the batches
@@ -603,21 +603,21 @@ class Hub:
     @staticmethod
     def _first_admitted(b: BatchState, admit: Callable[[Dispatch], bool]) -> Dispatch | None:
         """``b``'s first call that ``admit`` lets start. A call of a gated tool that is refused moves to
-        ``b.held`` for its tool, so the calls behind it are looked at (a waiting call delays nobody) and
+        ``b.capped`` for its tool, so the calls behind it are looked at (a waiting call delays nobody) and
         each call is looked at once per refusal; held calls go first, in call order, when their tool is
         admitted again."""
-        for name, waiting in b.held.items():
+        for name, waiting in b.capped.items():
             if admit(waiting[0]):
                 d = waiting.popleft()
                 if not waiting:
-                    del b.held[name]
+                    del b.capped[name]
                 return d
         ready = b.ready
         while ready:
             d = ready.popleft()
             if admit(d):
                 return d
-            b.held.setdefault(d.call.name, deque()).append(d)
+            b.capped.setdefault(d.call.name, deque()).append(d)
         return None
 
 

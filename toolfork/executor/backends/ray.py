@@ -105,7 +105,7 @@ class RayBackend(Backend):
 
         if workers < 1:
             raise ValueError(f"workers must be at least 1, got {workers}")
-        # Caps and rate limits: a call waits in its batch's held queue (Hub.take_next) until it may
+        # Caps and rate limits: a call waits in its batch's capped queue (Hub.take_next) until it may
         # start, and its slot goes back when its task is forgotten (finished, timed out, stopped).
         self._governance = governance if governance is not None else Governance(self.capabilities)
         ray = ray_session.import_ray()

@@ -63,11 +63,11 @@ def _tracer() -> Any:
     current = provider()
     if current is None:
         return None
-    held = _tracers.get(id(current))
-    if held is None or held[0] is not current:
-        held = (current, current.get_tracer(TRACER_NAME))
-        _tracers[id(current)] = held
-    return held[1]
+    cached = _tracers.get(id(current))
+    if cached is None or cached[0] is not current:
+        cached = (current, current.get_tracer(TRACER_NAME))
+        _tracers[id(current)] = cached
+    return cached[1]
 
 
 class CallSpans:
@@ -103,9 +103,9 @@ class CallSpans:
         return (ctx.trace_id, ctx.span_id, int(ctx.trace_flags))
 
     def finish(self, result: ToolResult) -> None:
-        held = self._open.pop(result.call_id, None)
-        if held is not None:
-            span, start = held
+        opened = self._open.pop(result.call_id, None)
+        if opened is not None:
+            span, start = opened
             # What the call did not spend running: waiting for a worker, a cap or a rate limit (and the trip).
             _end(span, result.status, result.worker_pid, result.error,
                  max(0.0, (time.time_ns() - start) / 1e9 - result.duration_s))
@@ -120,10 +120,10 @@ class CallSpans:
 def _propagator() -> Any:
     from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
-    held = _propagators.get("w3c")
-    if held is None:
-        held = _propagators["w3c"] = TraceContextTextMapPropagator()
-    return held
+    cached = _propagators.get("w3c")
+    if cached is None:
+        cached = _propagators["w3c"] = TraceContextTextMapPropagator()
+    return cached
 
 
 def traceparent(span: Any) -> str:

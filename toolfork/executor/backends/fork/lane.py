@@ -1,4 +1,4 @@
-"""The line lane: a batch job's input lines run on the fork pool's workers with no per-call object in
+"""The line lane: a job's input lines run on the fork pool's workers with no per-call object in
 the host.
 
 The general path (``Executor.imap`` -> ``Hub`` -> ``ForkBackend``) builds a ``ToolCall``, a
@@ -21,14 +21,14 @@ The rest is the worker core's (``fork.core``), the same rules the pool's calls g
 is the core's other client: the core kills a worker at its running line's deadline and sends the lines
 behind it back to the front of ``ready``; EOF or the template's report of a worker's death fails the
 line it ran ("crashed") and sends the rest back; a frame the host cannot rebuild fails that line only.
-The lane borrows the pool's workers and its driver lock while it runs and gives them back idle: a batch
+The lane borrows the pool's workers and its driver lock while it runs and gives them back idle: a run
 that ends early (an exception, Ctrl-C) has its busy workers killed and replaced, so the executor stays
 usable.
 
 Limits a call runs under (rlimits) and worker recycling hold on the lane as on the pool: the worker
 applies the limits, the core recycles. What a lane cannot do, the Job keeps off it (``LineLane.fits``):
 inline tools (they run in the host), ``fresh_process`` tools, tools that declare ``retries``, tools
-with a cap or a rate limit (their calls wait in the Hub's held queues) and tools whose limits carry a
+with a cap or a rate limit (their calls wait in the Hub's capped queues) and tools whose limits carry a
 restriction (a process each); a job with one of those takes the general path whole.
 """
 
@@ -239,7 +239,7 @@ class LineLane:
     # ------------------------------------------------------------------ the core's client
 
     def progress(self, line: Line, msg: Progress) -> None:
-        """A batch job has no progress events: dropped."""
+        """A job has no progress events: dropped."""
 
     def finished(self, w: Worker, line: Line, msg: ResultMessage) -> float | None:
         kind = type(msg)

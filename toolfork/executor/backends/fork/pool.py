@@ -34,7 +34,7 @@ Data flow (``ForkBackend.execute`` joins the ``Hub``; whichever batch owner need
   ``network=False``, ``read_paths``, ``write_paths``, ``sandbox=True``): its one-shot enters the
   sandbox before any tool or hook code and is gone after the call, so no warm worker is ever restricted.
 * Caps and rate limits (``Governance``): with a gated tool on the Executor, calls are taken by
-  ``Hub.take_next``: a call refused a slot or a token waits in its batch's ``held`` queue, holding
+  ``Hub.take_next``: a call refused a slot or a token waits in its batch's ``capped`` queue, holding
   no worker, and the calls behind it go first; its slot is handed back when it leaves its worker
   (result, failure, cancel, or sent back unstarted). The driver's wait ends when the next token of a
   waiting call is due.
