@@ -71,7 +71,8 @@ def test_mypy_sees_the_decorated_functions_signature(tmp_path: Path) -> None:
     errors = re.findall(r"snippet\.py:(\d+): error: (.*)", done.stdout)
     lines = SNIPPET.splitlines()
     reveals = [str(n) for n, text in enumerate(lines, 1) if text.startswith("reveal_type(")]
-    misuses = [str(n) for n, text in enumerate(lines, 1) if text in ('add("x", 2)', "greet(1)", "not_a_tool: Tool = len")]
+    wrong = ('add("x", 2)', "greet(1)", "not_a_tool: Tool = len")
+    misuses = [str(n) for n, text in enumerate(lines, 1) if text in wrong]
     assert [line for line, _ in notes] == reveals and len(reveals) == 5, done.stdout + done.stderr
     revealed = [text.replace("builtins.", "") for _, text in notes]  # older mypy names builtins in full
     assert re.fullmatch(r"toolfork\.tools\.decorator\.FunctionTool\[\[a: int, b: int\], int\]", revealed[0])
