@@ -29,6 +29,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tests.mcp.conformance import node_env
 from tests.mcp.warm_python import warm_starter
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -67,7 +68,7 @@ def warm_clients() -> contextlib.AbstractContextManager[list[str]]:
 
 
 def client_env() -> dict[str, str]:
-    env = dict(os.environ)
+    env = node_env()
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), *filter(None, [env.get("PYTHONPATH")])])
     return env
 
@@ -77,7 +78,7 @@ def client_scenarios(version: str, spec_version: str | None = None) -> list[str]
     args = [str(NODE), str(suite(version)), "list", "--client"]
     if spec_version:
         args += ["--spec-version", spec_version]
-    listed = subprocess.run(args, capture_output=True, text=True, timeout=120, check=True).stdout
+    listed = subprocess.run(args, capture_output=True, text=True, timeout=120, check=True, env=node_env()).stdout
     return re.findall(r"^\s+- (\S+)", listed.split("Client scenarios", 1)[-1], flags=re.M)
 
 
