@@ -51,7 +51,7 @@ def script(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def shim(script: Path) -> Iterator[list[str]]:
     before = children()
-    with warm_starter([str(script)]) as command:
+    with warm_starter([str(script)], grace_s=1.0) as command:
         allow_new(before)
         yield command
 
@@ -83,6 +83,7 @@ def test_an_uncaught_error_prints_its_traceback_and_exits_1(shim: list[str], scr
 def test_a_script_that_leaves_a_process_behind_fails(shim: list[str], script: Path, tmp_path: Path) -> None:
     done = run(shim, script, "orphan", tmp_path)
     assert done.returncode == LEFT_BEHIND_STATUS
+    assert done.stderr.endswith(f"warm_python: {script} left processes behind 1 s after it exited; killed\n")
 
 
 def test_killing_the_shim_kills_the_script_and_its_children(shim: list[str], script: Path, tmp_path: Path) -> None:

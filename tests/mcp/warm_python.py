@@ -14,8 +14,8 @@ directory, argv and standard streams (the shim's own descriptors), ``sys.path[0]
 the script's module-level code run anew, a normal interpreter exit (atexit, threads joined). Only the
 imports were done before the fork. The child leads a process group of its own: when the shim is
 killed (the suite's timeout), the zygote kills that group; when the child exits and something of its
-group is still there a few seconds later, the zygote kills it and the exit status is 97 with a line on
-its stderr (a client that leaves a process behind fails its scenario).
+group is still there ``grace_s`` later, the zygote kills it, and the exit status is 97 with a line on
+the script's stderr (a client that leaves a process behind fails its scenario).
 
     with warm_starter([script]) as command:      # command: the shim's argv up to SCRIPT
         subprocess.run([*command, script, url])  # as [sys.executable, script, url] would
@@ -54,13 +54,15 @@ def imported_modules(script: str) -> list[str]:
 
 
 @contextlib.contextmanager
-def warm_starter(scripts: Sequence[str], env: dict[str, str] | None = None) -> Iterator[list[str]]:
+def warm_starter(scripts: Sequence[str], env: dict[str, str] | None = None,
+                 grace_s: float = 5.0) -> Iterator[list[str]]:
     """A zygote that has imported what ``scripts`` import; yields the shim command to put before a
-    script and its arguments. The zygote is stopped (and its children killed) on leaving."""
+    script and its arguments. A script's processes left ``grace_s`` after it exits are killed and fail
+    it. The zygote is stopped (and its children killed) on leaving."""
     with tempfile.TemporaryDirectory(prefix="toolfork-warm-") as folder:
         path = os.path.join(folder, "zygote.sock")
-        zygote = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--zygote", path, *scripts],
-                                  env=env, stdin=subprocess.PIPE, start_new_session=True)
+        zygote = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--zygote", path, str(grace_s),
+                                   *scripts], env=env, stdin=subprocess.PIPE, start_new_session=True)
         try:
             assert zygote.stdin is not None
             end = time.monotonic() + 120
@@ -144,7 +146,7 @@ def _kill_group(pgid: int) -> None:
         os.killpg(pgid, signal.SIGKILL)
 
 
-def _serve_one(conn: socket.socket, listener: socket.socket) -> None:
+def _serve_one(conn: socket.socket, listener: socket.socket, grace_s: float) -> None:
     header, fds, _, _ = socket.recv_fds(conn, _LEN.size, 3)
     request = json.loads(_recv_exact(conn, _LEN.unpack(header)[0]))
     pid = os.fork()
@@ -152,19 +154,26 @@ def _serve_one(conn: socket.socket, listener: socket.socket) -> None:
         _become_child(request, fds, conn, listener)  # never returns: raises SystemExit
     with contextlib.suppress(OSError):  # in the parent too, so that no kill can come before it
         os.setpgid(pid, pid)
+    stderr = fds.pop()
     for fd in fds:
         os.close(fd)
-    status = _wait_child(pid, conn)
-    if status is None:  # the shim is gone: so is the child's group
-        return
-    end = time.monotonic() + 5
-    while _group_alive(pid) and time.monotonic() < end:
-        time.sleep(0.05)
-    if _group_alive(pid):
-        _kill_group(pid)
-        status = LEFT_BEHIND_STATUS
-    with contextlib.suppress(OSError):
-        conn.sendall(f"{status:4d}".encode())
+    try:
+        status = _wait_child(pid, conn)
+        if status is None:  # the shim is gone: so is the child's group
+            return
+        end = time.monotonic() + grace_s
+        while _group_alive(pid) and time.monotonic() < end:
+            time.sleep(0.05)
+        if _group_alive(pid):
+            _kill_group(pid)
+            status = LEFT_BEHIND_STATUS
+            with contextlib.suppress(OSError):
+                os.write(stderr, f"warm_python: {request['argv'][0]} left processes behind "
+                                 f"{grace_s:g} s after it exited; killed\n".encode())
+        with contextlib.suppress(OSError):
+            conn.sendall(f"{status:4d}".encode())
+    finally:
+        os.close(stderr)
 
 
 def _wait_child(pid: int, conn: socket.socket) -> int | None:
@@ -202,7 +211,7 @@ def _become_child(request: dict, fds: list[int], conn: socket.socket, listener: 
     raise SystemExit(0)
 
 
-def zygote(path: str, scripts: list[str]) -> None:
+def zygote(path: str, grace_s: float, scripts: list[str]) -> None:
     """Import what ``scripts`` import, then serve starts at ``path`` one at a time until stdin ends."""
     import importlib
 
@@ -223,7 +232,7 @@ def zygote(path: str, scripts: list[str]) -> None:
             if listener in readable:
                 conn, _ = listener.accept()
                 with conn:
-                    _serve_one(conn, listener)
+                    _serve_one(conn, listener, grace_s)
     finally:
         if os.getpid() == me:
             listener.close()
@@ -231,6 +240,6 @@ def zygote(path: str, scripts: list[str]) -> None:
 
 if __name__ == "__main__":
     if sys.argv[1:2] == ["--zygote"]:
-        zygote(sys.argv[2], sys.argv[3:])
+        zygote(sys.argv[2], float(sys.argv[3]), sys.argv[4:])
     else:
         sys.exit(shim(sys.argv[1], sys.argv[2:]))
