@@ -3,8 +3,8 @@ subprocess, sees a decorated function as a Tool that is callable with the origin
 
 mypy follows only toolfork's modules (and the standard library's stubs); other packages' modules are
 skipped, i.e. Any. What is revealed here is built from toolfork's classes and ``typing`` alone, so it
-is the same either way, at about a tenth of the time; the assignment of a plain function to ``Tool``
-is an error, which shows no class on the way became Any.
+is the same either way, at about a tenth of the time; and a plain function assigned to ``Tool`` must
+still be an error (it would not be if ``Tool`` itself had become Any).
 """
 
 from __future__ import annotations
