@@ -57,8 +57,8 @@ def _wait_dead(pid: int, timeout: float = 3.0) -> bool:
 # --- everything, tiny -----------------------------------------------------------------------------
 
 
-# Ray-based executors pay ~6 s of Ray start-up and shutdown each; they get their own run so that each
-# test's share stays well inside the per-test time limit.
+# Ray-based executors pay ~6 s of Ray start-up and shutdown each; they get their own run (in
+# tests/test_bench_ray.py, an xdist group of its own, so that the two runs go on beside each other).
 RAY_BASED = ("toolfork-ray", "ray")
 
 
@@ -68,10 +68,10 @@ def _tiny_run(out: Path, executors: list[str]) -> tuple[dict[str, Any], Path]:
     return results, out
 
 
-# The two tiny runs (session-scoped fixtures: a module scope would end whenever the worker runs another
-# module between two of these tests) take about 30 s each on a quiet 2-core machine and several
+# The tiny run (a session-scoped fixture: a module scope would end whenever the worker runs another
+# module between two of these tests) takes about 30 s on a quiet 2-core machine and several
 # times that while the rest of the suite runs beside them. One xdist worker runs the whole module, so
-# each run is made once, and whichever test pays for it has the room.
+# the run is made once, and whichever test pays for it has the room.
 pytestmark = [pytest.mark.xdist_group("bench"), pytest.mark.timeout(600)]
 
 
@@ -79,12 +79,6 @@ pytestmark = [pytest.mark.xdist_group("bench"), pytest.mark.timeout(600)]
 def full_tiny_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], Path]:
     executors = [e for e in default_executors() if e not in RAY_BASED]
     return _tiny_run(tmp_path_factory.mktemp("bench-out"), executors)
-
-
-@pytest.fixture(scope="session")
-def ray_tiny_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], Path]:
-    executors = [e for e in default_executors() if e in RAY_BASED]
-    return _tiny_run(tmp_path_factory.mktemp("bench-ray-out"), executors)
 
 
 def test_every_executor_is_in_one_of_the_runs() -> None:
@@ -112,10 +106,6 @@ def test_every_executor_gives_a_figure_or_a_recorded_failure(full_tiny_run: tupl
     _check_every_figure(full_tiny_run[0], ray=False)
 
 
-def test_every_ray_executor_gives_a_figure_or_a_recorded_failure(ray_tiny_run: tuple[dict[str, Any], Path]) -> None:
-    _check_every_figure(ray_tiny_run[0], ray=True)
-
-
 def _check_every_figure(results: dict[str, Any], *, ray: bool) -> None:
     """(The runs are asked for as arguments, not with request.getfixturevalue from a parametrized test:
     pytest made such a session-scoped run again for the next test that needed it.)"""
@@ -138,16 +128,6 @@ def _check_every_figure(results: dict[str, Any], *, ray: bool) -> None:
                 assert spec.key in cell["metrics"], (ex, spec.key)
                 if spec.key != "hang_next_batch_s" and (ex, spec.key) not in NO_WARM_WORKER:
                     assert cell["metrics"][spec.key] is not None, (ex, spec.key)
-
-
-def test_ray_kills_a_hung_task_and_isolates_a_crash(ray_tiny_run: tuple[dict[str, Any], Path]) -> None:
-    cells = ray_tiny_run[0]["cells"]["ray"]
-    if cells["hang"]["status"] == "n/a: ray not installed":
-        pytest.fail("ray is a declared test dependency (the ray extra) but is not installed")
-    assert cells["hang"]["metrics"]["hang_status"] == "timeout"
-    assert cells["hang"]["metrics"]["hang_still_running"] == 0
-    assert cells["crash"]["metrics"]["crash_status"] == "crashed"
-    assert cells["crash"]["metrics"]["crash_results_back"] == 3
 
 
 def test_peers_fail_the_way_they_are_known_to(full_tiny_run: tuple[dict[str, Any], Path]) -> None:

@@ -191,18 +191,20 @@ def test_fifty_sigkills_across_ten_thousand_calls_never_repeat_an_effect(tmp_pat
 
 
 @pytest.mark.timeout(300)
-@pytest.mark.parametrize("extra, lane, stop_first, pad", [
-    (["--workers", "2"], False, False, 0),  # the general path (Executor.imap)
-    (["--mode", "sequential"], False, False, 0),
-    (["--workers", "2"], True, True, 4000),  # the host stopped while workers fill its result pipes
-    (["--workers", "2", "--max-calls-per-worker", "3"], False, False, 0),  # workers being replaced
+@pytest.mark.parametrize("extra, lane, stop_first, pad, n", [
+    (["--workers", "2"], False, False, 0, 4000),  # the general path (Executor.imap)
+    (["--mode", "sequential"], False, False, 0, 4000),
+    (["--workers", "2"], True, True, 4000, 4000),  # the host stopped while workers fill its result pipes
+    (["--workers", "2", "--max-calls-per-worker", "3"], False, False, 0, 1000),  # workers being replaced
 ], ids=["general", "sequential", "pipes-full", "recycling"])
 def test_sigkills_in_every_way_of_running(tmp_path: Path, extra: list[str], lane: bool, stop_first: bool,
-                                          pad: int) -> None:
+                                          pad: int, n: int) -> None:
     # A run goes through about 10,000 trivial calls a second and a kill lands up to 30 ms after its mark:
     # 4,000 calls and marks within a run's first 60 records leave the job unfinished until the 8 kills
-    # are done, even when a loaded machine delays them.
-    ids, records, charges, applied = _kill_and_resume(tmp_path, 4000, 8, extra, seed=7, pad=pad, lane=lane,
+    # are done, even when a loaded machine delays them. Replacing a worker every 3 calls makes a run go
+    # about 500 calls a second (about 20 records a killed run): 1,000 calls leave it unfinished as well,
+    # and the last run does not spend its time starting workers for thousands of calls after the kills.
+    ids, records, charges, applied = _kill_and_resume(tmp_path, n, 8, extra, seed=7, pad=pad, lane=lane,
                                                       stop_first=stop_first, records=(1, 60))
     _check(ids, records, charges, applied)
 

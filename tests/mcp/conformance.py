@@ -38,6 +38,14 @@ _STAMP = re.compile(r"-\d{4}-\d{2}-\d{2}T[\d-]+Z$")  # how the suite suffixes ea
 _NOT_SCORED = re.compile(r"^\s+[✓✗] (\S+) \((?:extension|added-after-release|pending|not scored)\)\s*$")
 
 
+def node_env(env: dict[str, str] | None = None) -> dict[str, str]:
+    """``env`` (default: ours) with node's on-disk compile cache (node >= 22.1): the suite's bundle is
+    compiled once, not by every run of it (about 0.1 s of CPU each)."""
+    env = dict(os.environ if env is None else env)
+    env.setdefault("NODE_COMPILE_CACHE", os.path.join(tempfile.gettempdir(), "toolfork-node-compile-cache"))
+    return env
+
+
 class ConformanceError(RuntimeError):
     """The suite could not be run (not installed, timed out, or wrote no result)."""
 
@@ -76,7 +84,8 @@ def _run(version: str, args: list[str], timeout: float, prefix: str, strict: boo
     with tempfile.TemporaryDirectory(prefix="toolfork-conformance-") as out:
         try:
             done = subprocess.run([*cli(version), *args, "-o", out], capture_output=True, text=True,
-                                  timeout=timeout, cwd=out, stdin=subprocess.DEVNULL, start_new_session=True)
+                                  timeout=timeout, cwd=out, stdin=subprocess.DEVNULL, start_new_session=True,
+                                  env=node_env())
         except subprocess.TimeoutExpired as exc:
             raise ConformanceError(f"conformance {version} {' '.join(args)}: no end in {timeout:.0f} s; "
                                    f"output so far:\n{_text(exc.stdout)}{_text(exc.stderr)}") from None
@@ -119,4 +128,5 @@ def failing(results: dict[str, bool]) -> list[str]:
     return sorted(name for name, passed in results.items() if not passed)
 
 
-__all__ = ["VERSIONS", "ConformanceError", "cli", "failing", "run_client_scenario", "run_server_scenarios"]
+__all__ = ["VERSIONS", "ConformanceError", "cli", "failing", "node_env", "run_client_scenario",
+           "run_server_scenarios"]

@@ -17,6 +17,7 @@ prints one line per scenario and the count; ``--sdk`` runs the SDK's own conform
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import re
@@ -24,8 +25,12 @@ import shlex
 import subprocess
 import sys
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from tests.mcp.conformance import node_env
+from tests.mcp.warm_python import warm_starter
 
 ROOT = Path(__file__).resolve().parents[2]
 NPM_DIR = Path(os.environ.get("TOOLFORK_NPM_TOOLS") or ROOT / ".npm-tools")
@@ -50,8 +55,22 @@ def missing() -> str | None:
     return None
 
 
-def client_command(sdk: bool = False) -> list[str]:
-    return [sys.executable, str(SDK_CLIENT if sdk else OUR_CLIENT)]
+def client_command(sdk: bool = False, starter: Sequence[str] = (sys.executable,)) -> list[str]:
+    """The client program's command; ``starter`` is what runs the script (the interpreter, or the shim of
+    a ``warm_clients()`` zygote)."""
+    return [*starter, str(SDK_CLIENT if sdk else OUR_CLIENT)]
+
+
+def warm_clients() -> contextlib.AbstractContextManager[list[str]]:
+    """A zygote with both client programs' imports done: its shim, for ``client_command(starter=...)``.
+    Each scenario's client is still a process of its own (``tests/mcp/warm_python.py``)."""
+    return warm_starter([str(OUR_CLIENT), str(SDK_CLIENT)], env=client_env())
+
+
+def client_env() -> dict[str, str]:
+    env = node_env()
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), *filter(None, [env.get("PYTHONPATH")])])
+    return env
 
 
 def client_scenarios(version: str, spec_version: str | None = None) -> list[str]:
@@ -59,7 +78,7 @@ def client_scenarios(version: str, spec_version: str | None = None) -> list[str]
     args = [str(NODE), str(suite(version)), "list", "--client"]
     if spec_version:
         args += ["--spec-version", spec_version]
-    listed = subprocess.run(args, capture_output=True, text=True, timeout=120, check=True).stdout
+    listed = subprocess.run(args, capture_output=True, text=True, timeout=120, check=True, env=node_env()).stdout
     return re.findall(r"^\s+- (\S+)", listed.split("Client scenarios", 1)[-1], flags=re.M)
 
 
@@ -74,8 +93,7 @@ class Outcome:
 def run_client_scenario(command: list[str], version: str, scenario: str, spec_version: str | None = None,
                         timeout_s: float = 60.0) -> Outcome:
     """Run one client scenario; passed = the harness's verdict (its exit status)."""
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), *filter(None, [env.get("PYTHONPATH")])])
+    env = client_env()
     with tempfile.TemporaryDirectory(prefix="toolfork-conformance-") as out:
         args = [str(NODE), str(suite(version)), "client", "--command", shlex.join(command), "--scenario", scenario,
                 "--timeout", str(int(timeout_s * 1000)), "-o", out]
@@ -104,13 +122,15 @@ def main() -> None:
         sys.exit(why)
     scenarios = opts.scenarios or client_scenarios(opts.version, opts.spec_version)
     passed = 0
-    for scenario in scenarios:
-        outcome = run_client_scenario(client_command(opts.sdk), opts.version, scenario, opts.spec_version)
-        passed += outcome.passed
-        print(f"{'PASS' if outcome.passed else 'FAIL'} {scenario}", *[f"\n    {c}" for c in outcome.failed_checks],
-              flush=True)
-        if opts.verbose and not outcome.passed:
-            print(outcome.output[-4000:])
+    with warm_clients() as starter:
+        outcomes = (run_client_scenario(client_command(opts.sdk, starter), opts.version, scenario, opts.spec_version)
+                    for scenario in scenarios)
+        for outcome in outcomes:
+            passed += outcome.passed
+            print(f"{'PASS' if outcome.passed else 'FAIL'} {outcome.scenario}",
+                  *[f"\n    {c}" for c in outcome.failed_checks], flush=True)
+            if opts.verbose and not outcome.passed:
+                print(outcome.output[-4000:])
     print(f"{passed}/{len(scenarios)} passed ({opts.version}{', ' + opts.spec_version if opts.spec_version else ''})")
 
 

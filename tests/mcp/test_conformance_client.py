@@ -3,11 +3,15 @@
 has) and 0.2.0-alpha.11 at the 2026-07-28 revision. Auth scenarios included: the suite's mock
 authorization servers drive the SDK's OAuth providers as ``toolfork.mcp.auth`` builds them.
 
-Each scenario is one test (the harness starts its own mock server on a free port). The one scenario
-the SDK's own client fails as well is run by both clients, and the test is that they agree.
+Each scenario is one test (the harness starts its own mock server on a free port, and a client process
+of its own). The one scenario the SDK's own client fails as well is run by both clients, and the test
+is that they agree. The client processes are forked from a zygote that has done their imports once
+(``tests/mcp/warm_python.py``): each still runs the client program as ``__main__``, in its own process.
 """
 
 from __future__ import annotations
+
+from collections.abc import Iterator
 
 import pytest
 
@@ -18,7 +22,9 @@ from tests.mcp.conformance_client import (
     client_scenarios,
     missing,
     run_client_scenario,
+    warm_clients,
 )
+from tests.mcp.conftest import allow_new, children
 
 LEGS = {"0.1.16": None, "0.2.0-alpha.11": "2026-07-28"}  # suite version -> --spec-version
 # What the SDK's client (the baseline) fails too, with the reason; see docs/mcp.md.
@@ -36,21 +42,32 @@ def explain(outcome: Outcome) -> str:
     return "\n".join([*outcome.failed_checks, outcome.output[-3000:]])
 
 
+@pytest.fixture(scope="session")
+def starter() -> Iterator[list[str]]:
+    """The zygote's shim (session-scoped: xdist interleaves this module's tests with others')."""
+    before = children()
+    with warm_clients() as command:
+        allow_new(before)  # the zygote; a client it forks that leaves something behind fails its scenario
+        yield command
+
+
 @pytest.mark.timeout(240)
 @pytest.mark.parametrize(("version", "scenario"), [leg for leg in legs() if leg not in SDK_FAILS])
-def test_client_scenario(version: str, scenario: str) -> None:
+def test_client_scenario(version: str, scenario: str, starter: list[str]) -> None:
     why = missing()
     assert why is None, why
-    outcome = run_client_scenario(client_command(), version, scenario, LEGS[version], timeout_s=90)
+    outcome = run_client_scenario(client_command(starter=starter), version, scenario, LEGS[version], timeout_s=90)
     assert outcome.passed, explain(outcome)
 
 
 @pytest.mark.timeout(400)
 @pytest.mark.parametrize(("version", "scenario"), sorted(SDK_FAILS))
-def test_scenarios_the_sdk_client_fails_too_go_as_they_go_for_it(version: str, scenario: str) -> None:
+def test_scenarios_the_sdk_client_fails_too_go_as_they_go_for_it(version: str, scenario: str,
+                                                                 starter: list[str]) -> None:
     why = missing()
     assert why is None, why
-    ours = run_client_scenario(client_command(), version, scenario, LEGS[version], timeout_s=90)
-    sdk = run_client_scenario(client_command(sdk=True), version, scenario, LEGS[version], timeout_s=90)
+    ours = run_client_scenario(client_command(starter=starter), version, scenario, LEGS[version], timeout_s=90)
+    sdk = run_client_scenario(client_command(sdk=True, starter=starter), version, scenario, LEGS[version],
+                              timeout_s=90)
     assert (ours.passed, sorted(ours.failed_checks)) == (sdk.passed, sorted(sdk.failed_checks)), \
         f"ours:\n{explain(ours)}\n\nthe SDK's:\n{explain(sdk)}"
