@@ -35,6 +35,17 @@ def _env(receiver: Receiver, **extra: str) -> dict[str, str]:
     return {**env, **receiver.env(), **extra}
 
 
+@pytest.fixture(autouse=True)
+def client_without_an_sdk(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The client here is one without the OpenTelemetry SDK, which sends the ``_meta`` it is given. This
+    test process may hold an SDK TracerProvider another test set (the API allows one per process); the MCP
+    SDK's client would then open a span of its own per request and send that span's context instead."""
+    from mcp.shared import _otel
+    from opentelemetry import trace
+
+    monkeypatch.setattr(_otel, "_tracer", trace.NoOpTracer())
+
+
 async def _calls(server: Any, results: list[Any], then: Callable[[], None] = lambda: None) -> None:
     from mcp import Client
 
