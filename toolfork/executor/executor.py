@@ -156,24 +156,20 @@ class Executor:
         self._mode, self._fallback_reason = resolve_mode(mode)
         # Limits, caps, rate limits and recycling: checked before any process starts (fail closed), from
         # what the backend the mode names can do.
-        self.governance = Governance(_backend_class(self._mode).capabilities, limits=limits,
+        backend_class = _backend_class(self._mode)
+        self.governance = Governance(backend_class.capabilities, limits=limits,
                                      concurrency=concurrency, max_calls_per_worker=max_calls_per_worker,
                                      max_worker_memory_mb=max_worker_memory_mb)
         self.governance.register(self._tools.values())
         hooks = Hooks(before_child, after_child, on_worker_start, encode_results, self.governance.default)
         self.workers = workers if workers is not None else default_workers()
         self._backend: Backend
-        if self._mode == "fork":
-            from toolfork.executor.backends.fork.pool import ForkBackend
-
-            self._backend = ForkBackend(self._tools, self.workers, hooks, kill_grace, self.governance)
-        elif self._mode == "ray":
-            from toolfork.executor.backends.ray import RayBackend
-
-            self._backend = RayBackend(self._tools, self.workers, hooks, kill_grace, address=address,
-                                       options=ray_options, governance=self.governance)
-        else:
+        if backend_class is SequentialBackend:
             self._backend = SequentialBackend(self.governance)
+        else:
+            where = {"address": address, "options": ray_options} if self._mode == "ray" else {}
+            self._backend = backend_class(self._tools, self.workers, hooks, kill_grace,  # type: ignore[call-arg]
+                                          governance=self.governance, **where)
         _LIVE.add(self)
         metering.track(self)
 
