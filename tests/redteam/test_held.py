@@ -144,6 +144,26 @@ the call with a timeout of "nan")
     -> test_timeouts_that_are_not_finite_numbers_do_not_end_the_job
 CLI: SIGKILL of run, then SIGKILL of its --resume, then --resume (HELD: each line once, no worker left)
     -> test_sigkill_of_run_and_of_its_resume_then_resume_answers_every_line_once
+
+Sessions and telemetry (kept elsewhere):
+session lines with a key that is not a string, session_args that change, no --session-factory
+    -> tests/cli/test_run_sessions.py::test_bad_session_lines_get_their_own_records,
+       ::test_session_lines_without_a_factory_are_refused_line_by_line
+a factory that cannot be loaded -> ::test_a_factory_that_cannot_be_loaded_is_exit_2_before_any_call
+a session tool that crashes; --resume after a kill mid-session (no reset state, no silent replay)
+    -> ::test_a_crash_loses_its_session_only_unless_checkpointed,
+       ::test_resume_does_not_run_a_half_done_session_on_a_fresh_state,
+       ::test_a_session_call_that_may_have_run_stops_its_session_on_resume
+input from a pipe, a co-process that waits for each record before it writes the next line
+    -> ::test_the_same_from_a_pipe_and_in_sequential_mode,
+       ::test_a_co_process_gets_each_session_record_before_it_sends_the_next_line
+a tool that kills the sessions' supervisor; 260 sessions at once (past select()'s 1024 descriptors);
+sessions dying while checkpoints are named
+    -> tests/executor/test_session_supervisor.py (every test)
+an OTEL_* exporter that is not installed; SIGTERM mid-job; a worker inheriting the host's metric reader
+    -> tests/observability/test_commands_otel.py::test_an_exporter_that_is_not_installed_is_a_warning_and_the_job_runs,
+       ::test_toolfork_run_stopped_by_sigterm_still_exports_what_it_did,
+       ::test_workers_run_no_metric_reader_thread_of_the_hosts
 """
 
 from __future__ import annotations
