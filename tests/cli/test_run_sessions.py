@@ -29,6 +29,8 @@ class Account:
     def __init__(self, owner, balance=0):
         if owner == "nobody":
             raise ValueError("there is no account for nobody")
+        if owner == "stuck":
+            time.sleep(3600)
         self.owner, self.balance = owner, balance
 
 
@@ -197,6 +199,17 @@ def test_bad_session_lines_get_their_own_records(job: Path) -> None:
     assert '"session_args" must be an object' in message["x4"] and "got a string" in message["x4"]
     assert '"session_args" without a "session" key' in message["x5"]
     assert "there is no account for nobody" in message["n1"] and "bank.py:make" in message["n2"]
+
+
+def test_a_factory_that_never_returns_fails_its_session_at_the_timeout(job: Path) -> None:
+    rows = [dep("s1", 1, "S", {"owner": "stuck"}), dep("a1", 5, "A", {"owner": "ann"}), dep("s2", 1, "S"),
+            dep("a2", 5, "A")]
+    done = toolfork_run(job, rows, "--timeout", "1")
+    assert done.returncode == 1, done.stderr
+    records = {r["id"]: r for r in read_jsonl(job / "out.jsonl")}
+    assert texts(job / "out.jsonl") == {"s1": "SessionFactoryFailed", "a1": "ann:5", "s2": "SessionFactoryFailed",
+                                        "a2": "ann:10"}
+    assert "did not return within the executor's timeout (1 s)" in records["s1"]["error"]["message"]
 
 
 @pytest.mark.parametrize("lane", ["1", "0"])

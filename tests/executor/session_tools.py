@@ -29,6 +29,14 @@ def broken_factory(owner: str) -> Account:
     raise ValueError(f"no account for {owner}")
 
 
+def stuck_factory(pid_file: str) -> Account:
+    """Write this process's pid, then never return."""
+    with open(pid_file, "w") as f:
+        f.write(str(os.getpid()))
+    while True:
+        time.sleep(1)
+
+
 class Unsendable:
     def __init__(self) -> None:
         self.lock = __import__("threading").Lock()  # cannot be pickled

@@ -349,3 +349,20 @@ def test_what_a_session_call_started_dies_with_the_session(fork_ex: Executor, en
         psutil.Process(daemon).wait(10)  # raises TimeoutExpired if it stays
     except psutil.NoSuchProcess:
         pass
+
+
+def test_a_factory_that_never_returns_is_ended_at_the_executors_timeout(
+        make_executor: Callable[..., Executor], tmp_path: Any) -> None:
+    import psutil
+
+    ex = make_executor([*S.SESSION_TOOLS], mode="fork", timeout=1.0, kill_grace=0.3)
+    pid_file = tmp_path / "pid"
+    with pytest.raises(TimeoutError, match=r"factory did not return within the executor's timeout \(1 s\)"):
+        ex.session(S.stuck_factory, str(pid_file))
+    pid = int(pid_file.read_text())
+    try:
+        psutil.Process(pid).wait(10)  # killed, not left behind: TimeoutExpired if it stays
+    except psutil.NoSuchProcess:
+        pass
+    with ex.session(S.Account, "ada") as s:  # the executor goes on
+        assert values(s.run([dep(1, 5)])) == [5]

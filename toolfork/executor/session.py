@@ -235,13 +235,17 @@ class ProcessPlace:
                             f"{type(exc).__name__}: {exc}") from None
         self._fault = Fault
         self.checkpoint = checkpoint
+        timeout = executor.timeout  # the factory is bounded as a call of the executor is
         for attempt in (1, 2):  # a spare forked by a template that died since is gone: a fresh one is not
             self._link = _spares(executor).take(tuple(executor.tools), fresh=attempt == 2)
             try:
-                error = self._link.open(blob, checkpoint)
+                error = self._link.open(blob, checkpoint, timeout)
                 break
             except Fault as fault:
                 self._link.close()
+                if fault.reason == "timeout":
+                    raise TimeoutError(f"the session's factory did not return within the executor's timeout "
+                                       f"({timeout:g} s); its process was killed") from None
                 if attempt == 2:
                     raise RuntimeError(f"the session's process died while it was built: {fault.reason}") from None
             except BaseException:

@@ -83,11 +83,17 @@ class SessionProcessLink:
 
     # ----------------------------------------------------------------- requests
 
-    def open(self, blob: bytes, checkpoint: bool) -> ErrorInfo | None:
+    def open(self, blob: bytes, checkpoint: bool, timeout: float | None = None) -> ErrorInfo | None:
         """Build the state in the session process (``blob``: dill bytes of (factory, args, kwargs)).
-        Returns the factory's error, or None; raises ``Fault`` if the process died."""
+        Returns the factory's error, or None; raises ``Fault`` if the process died, or, its process
+        killed, with the reason "timeout" when the factory did not return within ``timeout`` seconds."""
         self._send((OPEN, blob, checkpoint))
-        reply = self._reply(OPEN)
+        try:
+            reply = self._reply(OPEN, None if timeout is None else time.monotonic() + timeout)
+        except Fault as fault:
+            if fault.reason == "timeout":
+                self._stop()
+            raise
         self.pid = reply[2]
         return reply[1]  # type: ignore[no-any-return]
 
@@ -228,8 +234,8 @@ class SessionProcessLink:
         except (BrokenPipeError, ConnectionError) as exc:
             raise Fault(None, f"its process is gone ({exc})") from None
 
-    def _reply(self, kind: str) -> tuple[Any, ...]:
-        f = self._next(None)
+    def _reply(self, kind: str, deadline: float | None = None) -> tuple[Any, ...]:
+        f = self._next(deadline)
         if type(f) is tuple and f and f[0] == framing.BAD_FRAME:
             raise RuntimeError(f"the session's process sent what the host cannot rebuild: {f[1]}: {f[2]}")
         if type(f) is not tuple or not f or f[0] != kind:
