@@ -151,3 +151,44 @@ def test_anthropic_server_tool_blocks_are_sent_back_verbatim() -> None:
     # Another provider's raw content is ignored: the neutral fields are used.
     other = AssistantMessage(text="hi", raw={"provider": "openai", "content": [{"x": 1}]})
     assert assistant_content(other) == [{"type": "text", "text": "hi"}]
+
+
+# ------------------------------------------------------------------------- event loops
+
+def test_an_agent_answers_from_one_event_loop_after_another(model_server: ScriptedModelServer,
+                                                             flavour: str) -> None:
+    """An async client's connections belong to the loop they were opened in: each ``asyncio.run``
+    (a CLI worker per request, a test's fresh loop) must still get its answer."""
+    import asyncio
+
+    model_server.script([Turn(text="one"), Turn(text="two"), Turn(text="three")])
+    with Agent(provider=make_provider(model_server, flavour), tools=[add]) as agent:
+        answers = [asyncio.run(agent.achat("hi")).text for _ in range(3)]
+    assert answers == ["one", "two", "three"]
+    model_server.assert_exhausted()
+
+
+def test_a_client_of_an_ended_loop_never_closes_itself_in_another(model_server: ScriptedModelServer,
+                                                                  flavour: str) -> None:
+    """A provider dropped after its loop ended: nothing of it runs, and fails, in the loop that runs when
+    it is collected (the SDKs' own HTTP client would schedule its close there)."""
+    import asyncio
+    import gc
+
+    model_server.script([Turn(text="one")])
+    provider = make_provider(model_server, flavour)
+    with Agent(provider=provider, tools=[add]) as agent:
+        assert asyncio.run(agent.achat("hi")).text == "one"
+    errors: list[str] = []
+
+    async def collect_elsewhere() -> None:
+        asyncio.get_running_loop().set_exception_handler(lambda _loop, context: errors.append(
+            f"{context.get('message')}: {context.get('exception')!r}"))
+        nonlocal provider, agent
+        del provider, agent
+        gc.collect()
+        await asyncio.sleep(0.2)  # what the collection scheduled, if anything, runs now
+        gc.collect()  # and a task that failed is reported as it goes
+
+    asyncio.run(collect_elsewhere())
+    assert errors == []

@@ -182,7 +182,9 @@ class Anthropic(SDKProvider):
     def _make_client(self, asynchronous: bool, **kwargs: Any) -> Any:
         anthropic = _sdk()
 
-        return (anthropic.AsyncAnthropic if asynchronous else anthropic.Anthropic)(**kwargs)
+        if asynchronous:  # an HTTP client of the SDK's defaults, without its finalizer (see SDKProvider)
+            return anthropic.AsyncAnthropic(http_client=anthropic.DefaultAsyncHttpxClient(), **kwargs)
+        return anthropic.Anthropic(**kwargs)
 
     def build_params(self, request: ModelRequest) -> dict[str, Any]:
         params: dict[str, Any] = {"model": request.model or self.model, "max_tokens": self.max_tokens,

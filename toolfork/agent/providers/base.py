@@ -6,7 +6,10 @@ message); the loop, the gate and the executor never see a wire format.
 
 from __future__ import annotations
 
+import asyncio
 import os
+import threading
+import weakref
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -83,18 +86,26 @@ class Provider(ABC):
 
 class SDKProvider(Provider):
     """A provider over a vendor SDK. The clients are made on first use, so building a provider
-    neither imports the SDK nor opens a connection; ``close()`` / ``aclose()`` release them."""
+    neither imports the SDK nor opens a connection; ``close()`` / ``aclose()`` release them.
+
+    An async client's connections belong to the event loop they were opened in: reused from another
+    loop (a second ``asyncio.run``, a test's fresh loop) a request fails with "Event loop is closed"
+    or a connection error. So each event loop gets an async client of its own (``async_client``), and
+    it is built on an HTTP client of the SDK's defaults without the SDK's finalizer, which would close
+    a client of an ended loop from whatever loop runs when it is collected (and fail there)."""
 
     api_key: str
     base_url: str | None
     timeout: float | None
     max_retries: int
     _client: Any = None
-    _aclient: Any = None
+    _aclient: Any = None  # the async client made outside any running event loop
+    _aclients: Any = None  # event loop -> its async client (weak keys: an ended loop's entry goes with it)
 
     @abstractmethod
     def _make_client(self, asynchronous: bool, **kwargs: Any) -> Any:
-        """The SDK's sync or async client built with ``kwargs``."""
+        """The SDK's sync or async client built with ``kwargs`` (the async one on an HTTP client
+        without the SDK's finalizer: see the class docstring)."""
         ...
 
     def _client_kwargs(self) -> dict[str, Any]:
@@ -111,21 +122,51 @@ class SDKProvider(Provider):
 
     @property
     def async_client(self) -> Any:
-        if self._aclient is None:
-            self._aclient = self._make_client(True, **self._client_kwargs())
-        return self._aclient
+        """The async client of the running event loop (made on its first use there)."""
+        try:
+            loop: Any = asyncio.get_running_loop()
+        except RuntimeError:
+            loop = None
+        with _CLIENTS_LOCK:
+            if loop is None:
+                if self._aclient is None:
+                    self._aclient = self._make_client(True, **self._client_kwargs())
+                return self._aclient
+            if self._aclients is None:
+                self._aclients = weakref.WeakKeyDictionary()
+            client = self._aclients.get(loop)
+            if client is None:
+                client = self._aclients[loop] = self._make_client(True, **self._client_kwargs())
+            return client
 
     def close(self) -> None:
         if self._client is not None:
             self._client.close()
             self._client = None
-        self._aclient = None
+        with _CLIENTS_LOCK:
+            self._aclient = None
+            self._aclients = None
 
     async def aclose(self) -> None:
-        aclient, self._aclient = self._aclient, None
-        if aclient is not None:
-            await aclient.close()
+        """Close the sync client, and the async client of this event loop (and one made outside a
+        loop); the clients of other loops are dropped (their connections are that loop's)."""
+        try:
+            loop: Any = asyncio.get_running_loop()
+        except RuntimeError:
+            loop = None
+        with _CLIENTS_LOCK:
+            mine = [self._aclient]
+            if self._aclients is not None and loop is not None:
+                mine.append(self._aclients.get(loop))
+            self._aclient = None
+            self._aclients = None
+        for aclient in mine:
+            if aclient is not None:
+                await aclient.close()
         self.close()
+
+
+_CLIENTS_LOCK = threading.Lock()
 
 
 def describe_api_error(exc: Exception) -> str:

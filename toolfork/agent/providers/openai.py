@@ -283,7 +283,9 @@ class OpenAI(SDKProvider):
     def _make_client(self, asynchronous: bool, **kwargs: Any) -> Any:
         openai = _sdk()
 
-        return (openai.AsyncOpenAI if asynchronous else openai.OpenAI)(**kwargs)
+        if asynchronous:  # an HTTP client of the SDK's defaults, without its finalizer (see SDKProvider)
+            return openai.AsyncOpenAI(http_client=openai.DefaultAsyncHttpxClient(), **kwargs)
+        return openai.OpenAI(**kwargs)
 
     def check_request(self, request: ModelRequest) -> None:
         if self.api == "chat" and request.provider_tools:
