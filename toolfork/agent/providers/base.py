@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import os
 import threading
-import weakref
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -100,7 +99,7 @@ class SDKProvider(Provider):
     max_retries: int
     _client: Any = None
     _aclient: Any = None  # the async client made outside any running event loop
-    _aclients: Any = None  # event loop -> its async client (weak keys: an ended loop's entry goes with it)
+    _aclients: Any = None  # id(event loop) -> (the loop, its client); a closed loop's entry goes at the next one's
 
     @abstractmethod
     def _make_client(self, asynchronous: bool, **kwargs: Any) -> Any:
@@ -132,11 +131,16 @@ class SDKProvider(Provider):
                 if self._aclient is None:
                     self._aclient = self._make_client(True, **self._client_kwargs())
                 return self._aclient
-            if self._aclients is None:
-                self._aclients = weakref.WeakKeyDictionary()
-            client = self._aclients.get(loop)
-            if client is None:
-                client = self._aclients[loop] = self._make_client(True, **self._client_kwargs())
+            clients = self._aclients
+            if clients is None:
+                clients = self._aclients = {}
+            mine = clients.get(id(loop))
+            if mine is not None and mine[0] is loop:
+                return mine[1]
+            for key in [key for key, (other, _) in clients.items() if other.is_closed()]:
+                del clients[key]  # an ended loop's client: its connections went with the loop
+            client = self._make_client(True, **self._client_kwargs())
+            clients[id(loop)] = (loop, client)
             return client
 
     def close(self) -> None:
@@ -156,8 +160,9 @@ class SDKProvider(Provider):
             loop = None
         with _CLIENTS_LOCK:
             mine = [self._aclient]
-            if self._aclients is not None and loop is not None:
-                mine.append(self._aclients.get(loop))
+            entry = self._aclients.get(id(loop)) if self._aclients is not None else None
+            if entry is not None and entry[0] is loop:
+                mine.append(entry[1])
             self._aclient = None
             self._aclients = None
         for aclient in mine:
