@@ -654,7 +654,7 @@ def test_an_abandoned_stream_stops_its_task_while_another_batch_runs_on(make_exe
 
 def test_close_while_batches_run_in_threads_leaves_no_task_running(mode, ray_cluster, tmp_path):  # noqa: F811
     """Every batch gets "cancelled"; a tool that ignores the interrupt is killed after the grace;
-    close() has Ray kill the workers that ran the calls (in fork mode it waits until they are gone)."""
+    close() has Ray kill the workers that ran the calls."""
     ex = Executor([T.hang, stubborn, T.add], mode=mode, workers=3, kill_grace=0.5)
     out: dict[str, list] = {"a": [], "b": []}
     pid_files = {"a": tmp_path / "a.pid", "b": tmp_path / "b.pid"}
