@@ -1,8 +1,9 @@
-"""Before a sandbox is entered, ``hook_threads.stop`` leaves the process one thread: the threads an at-fork
-hook restarted are stopped, and a thread already on its way out (its ``run`` returned, ``threading`` still
-lists it) is waited for, not counted. Counted, it made a sandboxed call fail now and then with "this
-process runs 2 threads" when a stopped OpenTelemetry metric reader's at-fork thread was caught leaving.
-Each check runs in a forked child of its own (threads and the process's thread count are its own)."""
+"""Before a sandbox is entered, the process runs one thread: ``hook_threads.stop`` stops the threads an
+at-fork hook restarted, and ``verdict.thread_count`` waits for a thread already on its way out (its
+``run`` returned, ``threading`` still lists it) rather than count it. Counted, it made a sandboxed call
+fail now and then with "this process runs 2 threads" when a stopped OpenTelemetry metric reader's
+at-fork thread was caught leaving. Each check runs in a forked child of its own (threads and the
+process's thread count are its own)."""
 
 from __future__ import annotations
 

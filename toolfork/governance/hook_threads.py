@@ -17,10 +17,6 @@ would drain is empty (the SDK's at-fork hook clears the child's copy), so nothin
                                     thread is stopped and joined for good (spans emitted in the sandbox
                                     are dropped), then the sandbox is entered with one thread
 
-A thread already on its way out (``Thread.run`` has returned; ``threading`` drops it a moment later) is
-waited for too: a hook's fresh thread of a stopped reader leaves at once, and caught in that moment it no
-longer names its owner.
-
 A thread of any other kind stays: the sandbox then refuses, naming the threads.
 """
 
@@ -81,14 +77,6 @@ def _halt(owner: Any, stopped: bool) -> None:
         owner.done = stopped
 
 
-def _leaving() -> list[threading.Thread]:
-    """Threads whose ``run`` has returned but that ``threading`` still lists (``Thread.run`` deletes its
-    ``_target`` on the way out, so their owner can no longer be told)."""
-    current = threading.current_thread()
-    return [thread for thread in threading.enumerate()
-            if thread is not current and not hasattr(thread, "_target") and thread.is_alive()]
-
-
 def _each_owner() -> list[Any]:
     current = threading.current_thread()
     return [owner for thread in threading.enumerate()
@@ -109,10 +97,7 @@ def stop() -> None:
     owners = _each_owner()
     for owner in owners:
         _halt(owner, stopped=True)
-    leaving = _leaving()
-    for thread in leaving:
-        thread.join(JOIN_S)
-    if owners or leaving:
+    if owners:
         thread_count(settle_s=JOIN_S)
 
 

@@ -66,12 +66,18 @@ def has_capability(bit: int, status: bytes | None = None) -> bool:
 
 def thread_count(settle_s: float = 1.0) -> int:
     """The threads this process runs (a namespace or Landlock domain entered now binds only one). A thread
-    Python has already seen end (one a library's at-fork hook ran briefly in a child: OpenTelemetry's
-    SDK detects its resource in a thread pool after each fork) is waited out, for up to ``settle_s``:
-    the kernel lists it a moment longer."""
+    on its way out is waited out, for up to ``settle_s``: one whose ``run`` returned (``Thread.run``
+    deletes its ``_target``) that ``threading`` still lists (a stopped metric reader's at-fork thread
+    leaves at once), and one Python has already seen end (one a library's at-fork hook ran briefly in a
+    child: OpenTelemetry's SDK detects its resource in a thread pool after each fork), which the kernel
+    lists a moment longer."""
     import threading
     import time
 
+    current = threading.current_thread()
+    for thread in threading.enumerate():
+        if thread is not current and not hasattr(thread, "_target"):
+            thread.join(settle_s)
     deadline = None
     while True:
         try:
