@@ -122,10 +122,7 @@ class SDKProvider(Provider):
     @property
     def async_client(self) -> Any:
         """The async client of the running event loop (made on its first use there)."""
-        try:
-            loop: Any = asyncio.get_running_loop()
-        except RuntimeError:
-            loop = None
+        loop = _running_loop()
         with _CLIENTS_LOCK:
             if loop is None:
                 if self._aclient is None:
@@ -154,10 +151,7 @@ class SDKProvider(Provider):
     async def aclose(self) -> None:
         """Close the sync client, and the async client of this event loop (and one made outside a
         loop); the clients of other loops are dropped (their connections are that loop's)."""
-        try:
-            loop: Any = asyncio.get_running_loop()
-        except RuntimeError:
-            loop = None
+        loop = _running_loop()
         with _CLIENTS_LOCK:
             mine = [self._aclient]
             entry = self._aclients.get(id(loop)) if self._aclients is not None else None
@@ -172,6 +166,14 @@ class SDKProvider(Provider):
 
 
 _CLIENTS_LOCK = threading.Lock()
+
+
+def _running_loop() -> Any:
+    """The event loop running in this thread, or None."""
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
 
 
 def describe_api_error(exc: Exception) -> str:
