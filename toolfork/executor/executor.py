@@ -247,7 +247,7 @@ class Executor:
         position = {c.id: i for i, c in enumerate(batch)}
         results: list[ToolResult | None] = [None] * len(batch)
         for event in self._events(batch, None, on_feed=None if handle is None else handle._started,
-                                  journal=journal, parent=parent):
+                                  journal=journal, parent=parent, starts=False):
             if type(event) is CallFinished:
                 results[position[event.call_id]] = event.result
         self._merge_context(results)
@@ -463,17 +463,19 @@ class Executor:
 
     def _events(self, calls: Iterable[ToolCall | Wait], room: Callable[[], bool] | None,
                 wakeup_fd: int | None = None, *, on_feed: Callable[[Feed], None] | None = None,
-                journal: Journal | None = None, parent: Any = None) -> Iterator[Event]:
+                journal: Journal | None = None, parent: Any = None, starts: bool = True) -> Iterator[Event]:
         """Feed the calls to the backend; retry what a tool's ``retries`` allows. ``on_feed`` gets the
         batch's ``Feed`` once it is known (a ``Batch`` handle, to cancel it). ``journal`` gets each
         call's start before its Dispatch reaches the backend, and its result. ``parent``: the context
         captured where the calls were submitted (``tracing.capture``), or a function of the call that
-        gives it (single calls: each its own); None when nothing traces."""
+        gives it (single calls: each its own); None when nothing traces. ``starts``: whether the
+        consumer reads ``CallStarted`` (``run`` keeps results alone)."""
         if parent is None:
-            return self._untraced_events(calls, room, wakeup_fd, on_feed, journal, None)
+            return self._untraced_events(calls, room, wakeup_fd, on_feed, journal, None, starts)
         spans = tracing.CallSpans()
         return self._traced_events(self._untraced_events(calls, room, wakeup_fd, on_feed, journal,
-                                                         (parent if callable(parent) else lambda _c: parent, spans)),
+                                                         (parent if callable(parent) else lambda _c: parent, spans),
+                                                         starts),
                                    spans)
 
     @staticmethod
@@ -489,7 +491,8 @@ class Executor:
 
     def _untraced_events(self, calls: Iterable[ToolCall | Wait], room: Callable[[], bool] | None,
                          wakeup_fd: int | None, on_feed: Callable[[Feed], None] | None, journal: Journal | None,
-                         traced: tuple[Callable[[ToolCall], Any], tracing.CallSpans] | None) -> Iterator[Event]:
+                         traced: tuple[Callable[[ToolCall], Any], tracing.CallSpans] | None,
+                         starts: bool = True) -> Iterator[Event]:
         retriable: dict[str, Dispatch] = {}  # calls of tools that declare retries, until they finish
         # Inline calls run in this thread as the feed pulls them; a gated one that cannot start yet is
         # parked there, never waited for (see inline.py). Parked calls stop when the batch is cancelled
@@ -500,7 +503,7 @@ class Executor:
         pulled: dict[str, float] = {}  # call id -> when the backend pulled it (only with a recorder)
         if recorder is not None:
             source = recorder.stamped(source, pulled)
-        feed = Feed(source, room, wakeup_fd)
+        feed = Feed(source, room, wakeup_fd, starts=starts or recorder is not None)  # the recorder counts starts
         inline.feed = feed
         with self._lock:
             self._check_open()
@@ -522,8 +525,9 @@ class Executor:
                             attempts[result.call_id] = n + 1
                             feed.retry(retriable[result.call_id])
                             continue
-                    attempts.pop(result.call_id, None)
-                    retriable.pop(result.call_id, None)
+                    if retriable:  # a call of a tool that declares retries: it is done now
+                        attempts.pop(result.call_id, None)
+                        retriable.pop(result.call_id, None)
                     if journal is not None:
                         journal.finish(result)
                     key = (result.name if result.name in self._tools else UNKNOWN_TOOL, result.status)

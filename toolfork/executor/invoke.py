@@ -99,7 +99,7 @@ def execute_call(
     try:
         # A ToolOutput with is_error set is still "ok": the tool ran and chose to report a failure
         # the model can act on (the agent forwards it); "error" is reserved for exceptions.
-        output = tool.invoke(arguments, runtime) if tool.uses_runtime else tool.invoke(arguments)
+        output = tool.invoke(arguments, runtime)  # every caller passes a runtime only where the tool uses one
         result = ToolResult(call_id, name, "ok", output=output)
     except CAUGHT as exc:
         hit = limit_hit(exc) if limit_hit is not None else None

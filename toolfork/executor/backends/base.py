@@ -5,9 +5,9 @@ unknown names, duplicate ids, effective timeouts, inline tools, ordering, contex
 only turns ``Dispatch`` items into events. It pulls them from a ``Feed`` as it has room, so a batch
 job of a million lines never sits in memory at once. Contract for ``execute``: yield ``CallStarted`` /
 ``CallProgress`` / ``CallFinished`` in completion order, exactly one ``CallFinished`` per dispatch
-pulled, pass on the feed's ``immediate`` events (results the front made itself), and never raise
-because a tool failed. If the consumer stops early (``GeneratorExit``) the backend stops and kills
-what is still running.
+pulled (a ``CallStarted`` may be left out when the feed says ``starts=False``), pass on the feed's
+``immediate`` events (results the front made itself), and never raise because a tool failed. If the
+consumer stops early (``GeneratorExit``) the backend stops and kills what is still running.
 
 Any number of ``execute`` generators may be live at once on one backend: from several threads, from
 asyncio hosts (each batch in a thread of its own), or nested in one thread (a batch started while
@@ -109,13 +109,16 @@ class Feed:
     """
 
     __slots__ = ("_lock", "_retry", "_room", "_source", "_stops", "_wakeup_fd", "cancelled", "exhausted",
-                 "immediate", "polling", "waiting")
+                 "immediate", "polling", "starts", "waiting")
 
     def __init__(self, source: Iterable[Dispatch | list[Event] | Wait], room: Callable[[], bool] | None = None,
-                 wakeup_fd: int | None = None) -> None:
+                 wakeup_fd: int | None = None, *, starts: bool = True) -> None:
         self._source: Iterator[Dispatch | list[Event] | Wait] = iter(source)
         self._room = room
         self._wakeup_fd = wakeup_fd
+        # Whether the consumer reads CallStarted: ``Executor.run`` keeps results alone, so a backend may
+        # leave out the starts of the calls it sends (the fork pool does: two objects less a call).
+        self.starts = starts
         self.polling = False
         self.waiting = False
         self.exhausted = False

@@ -235,23 +235,28 @@ _NUMBER = (float, int)
 _STATUSES = frozenset(STATUSES)
 
 
+# A message's fields are its frame's after the kind, in order: a result's message is made from the checked
+# frame in one step (a NamedTuple's own ``__new__`` is a Python function: a frame more per result).
+_new = tuple.__new__
+
+
 def _result(f: tuple[Any, ...]) -> Result | None:
     if len(f) == 7 and type(f[2]) is str and f[2] in _STATUSES and (f[3] is None or isinstance(f[3], ToolOutput)) \
             and (f[4] is None or isinstance(f[4], ErrorInfo)) and type(f[5]) in _NUMBER \
             and (f[6] is None or type(f[6]) is dict):
-        return Result(f[1], f[2], f[3], f[4], f[5], f[6])
+        return _new(Result, f[1:])  # type: ignore[no-any-return]
     return None
 
 
 def _text_result(f: tuple[Any, ...]) -> TextResult | None:
     if len(f) == 5 and type(f[2]) is str and type(f[4]) in _NUMBER:
-        return TextResult(f[1], f[2], f[3], f[4])
+        return _new(TextResult, f[1:])  # type: ignore[no-any-return]
     return None
 
 
 def _encoded_result(f: tuple[Any, ...]) -> EncodedResult | None:
     if len(f) == 4 and type(f[2]) is bytes and type(f[3]) in _NUMBER:
-        return EncodedResult(f[1], f[2], f[3])
+        return _new(EncodedResult, f[1:])  # type: ignore[no-any-return]
     return None
 
 

@@ -234,7 +234,7 @@ class ForkBackend(Backend):
             while len(chunk) < limit and ready and self._joins_chunk(ready[0]):
                 chunk.append(ready.popleft())
         frame = frames.calls_frame([d.item() for d in chunk])
-        if core.send(w, chunk, frame, self) and not b.abandoned:
+        if core.send(w, chunk, frame, self) and not b.abandoned and b.feed.starts:
             b.events.extend([CallStarted(d.call.id, d.call.name) for d in chunk])
 
     # ----------------------------------------------------------------- the core's client
