@@ -198,7 +198,7 @@ class BenchConfig:
             mixed_reps=1,
             mixed_quick_calls=3,
             hang_timeout_s=0.3,
-            crash_call_timeout_s=1.0,
+            crash_call_timeout_s=5.0,  # the tests' run: seconds of margin for a loaded machine (the calls sleep 0.1 s)
             payload_sizes=(1 * KB, 100 * KB),
             payload_reps=(1, 1),
             memory_host_mb=4,
