@@ -246,3 +246,29 @@ def test_fractional_floats_are_not_integers(x: float) -> None:
     assert not math.isnan(x)
     with pytest.raises(ToolInputError, match="a:"):
         add.validate({"a": x, "b": 1})
+
+
+@pytest.mark.parametrize("bad", [
+    {"00": "x"},
+    {"0": 1.0, "00": "x"},
+    {"00": "x", "0": 2.0},
+    {"+1": "x", "1": 3.0},
+])
+def test_a_number_like_key_is_named_by_its_text(bad: dict[str, Any]) -> None:
+    # The JSON Schema engine reads "00" and "+1" as the positions 0 and 1; the error still names the
+    # key the caller wrote, next to a valid "0" or "1".
+    for validator in (sigs.collections_, raw_twin(sigs.collections_)):
+        with pytest.raises(ToolInputError) as info:
+            validator.validate({"tags": [], "scores": bad, "pair": [1, "a"]})
+        wrong = next(k for k, v in bad.items() if isinstance(v, str))
+        assert [e["loc"] for e in info.value.errors] == [f"scores.{wrong}"]
+
+
+def test_keys_ambiguous_at_every_level_are_named_quickly() -> None:
+    from toolfork.tools.schema_messages import keyed_path
+
+    # Ten levels with six keys each that all read as 0: the search stops early and names a path.
+    def level(depth: int) -> Any:
+        return "x" if depth == 0 else {"0" * n: level(depth - 1) for n in range(1, 7)}
+    path = keyed_path([0] * 10, level(10), "not there")
+    assert len(path) == 10 and all(p == "0" for p in path)

@@ -10,6 +10,7 @@ tagged union says ``shape.r: missing required field`` rather than "matches no fo
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -76,24 +77,58 @@ _PLAIN: dict[str, tuple[str, str]] = {
 
 
 
-def keyed_path(path: Any, instance: Any) -> Path:
-    """The engine's path with object keys as str and array positions as int. The engine writes a key
-    that looks like a number as an int (``{"0": ...}`` gives ``0``), which would print as ``[0]``, an
-    array position; walking the instance tells the two apart."""
-    out: list[str | int] = []
-    node = instance
-    for part in path:
+_ENGINE_NUMBER = re.compile(r"\+?[0-9]+")  # the keys the engine reads as a position (Rust's usize)
+_NOWHERE = object()
+_SEARCH_STEPS = 500
+
+
+def _keys_read_as(part: int, node: Mapping[Any, Any]) -> list[str]:
+    """The keys of ``node`` that the engine could have written as ``part``: ``"0"``, and also ``"00"``
+    or ``"+0"``, which it reads as the same number. The exact text comes first."""
+    exact = str(part)
+    found = [exact] if exact in node else []
+    return found + [k for k in node if isinstance(k, str) and k != exact and _ENGINE_NUMBER.fullmatch(k)
+                    and int(k) == part]
+
+
+def keyed_path(path: Any, instance: Any, found: Any = _NOWHERE) -> Path:
+    """The engine's path with object keys as str and array positions as int.
+
+    The engine writes a key that looks like a number as an int (``{"0": ...}`` gives ``0``), which
+    would print as ``[0]``, an array position; walking the instance tells the two apart. It also loses
+    the key's text: ``"00"`` and ``"0"`` both come back as ``0``. When more than one key could be
+    meant, the one whose value is ``found`` (the failing value the engine reports) is named; the
+    search gives up after a few hundred steps (arguments built to be ambiguous at every level), naming
+    the exact text first."""
+    parts = list(path)
+    budget = [_SEARCH_STEPS]
+
+    def walk(i: int, node: Any) -> tuple[Path, Any] | None:
+        if i == len(parts):
+            return (), node
+        part = parts[i]
+        budget[0] -= 1
         if isinstance(node, Mapping):
-            key = str(part)
-            out.append(key)
-            node = node.get(key)
-        elif isinstance(node, (list, tuple)) and isinstance(part, int) and -len(node) <= part < len(node):
-            out.append(part)
-            node = node[part]
-        else:
-            out.append(part)
-            node = None
-    return tuple(out)
+            keys = _keys_read_as(part, node) if isinstance(part, int) and not isinstance(part, bool) else []
+            if budget[0] <= 0:
+                keys = keys[:1]
+            fallback: tuple[Path, Any] | None = None
+            for key in keys or [str(part)]:
+                rest = walk(i + 1, node.get(key))
+                if rest is None:
+                    continue
+                full = ((key, *rest[0]), rest[1])
+                if found is _NOWHERE or json_equal(rest[1], found):
+                    return full
+                fallback = fallback or full
+            return fallback
+        if isinstance(node, (list, tuple)) and isinstance(part, int) and -len(node) <= part < len(node):
+            rest = walk(i + 1, node[part])
+            return None if rest is None else ((part, *rest[0]), rest[1])
+        return tuple(parts[i:]), None
+
+    resolved = walk(0, instance)
+    return resolved[0] if resolved is not None else tuple(parts)
 
 
 class Translator:
@@ -114,7 +149,7 @@ class Translator:
     def one(self, err: Any) -> list[Found]:
         kind = err.kind
         name = kind.name
-        path: Path = keyed_path(err.instance_path, self.value)
+        path: Path = keyed_path(err.instance_path, self.value, err.instance)
         spath = tuple(err.schema_path)
         where = spath[:-1]
         inst = err.instance

@@ -263,7 +263,6 @@ def _serve(channels: Channels, tools: dict[str, Any], hooks: Hooks, sandbox: Lim
     limits_of, known_limits = limited.effective.of, limited.effective.known
     release_limits = rlimits.release
     next_seq = 0  # the place of the next call among those this worker was sent (see wire.frames: seq)
-    kept = False  # a call ran under limits since they were last released: they may still be in place
     while True:
         msg = recv(call_fd, side, lock)
         kind = msg[0]
@@ -301,13 +300,11 @@ def _serve(channels: Channels, tools: dict[str, Any], hooks: Hooks, sandbox: Lim
                     limits = known_limits.get(name, _UNKNOWN)
                     if limits is _UNKNOWN:  # the first call of this tool here: its limits, worked out once
                         limits = limits_of(tool)
-                    if limits is None and kept:
+                    if limits is None:
                         release_limits()  # limits an earlier call kept in place are not this call's
-                        kept = False
                     if limits is None and trace is None:
                         result = execute_call(tool, call_id, arguments, runtime, before, after, pid)
                     else:
-                        kept = kept or limits is not None  # the call's limits may stay in place after it
                         result = _run_layered(limited, limits, trace, writer, seq, call_id, name, pid,
                                               functools.partial(execute_call, tool, call_id, arguments, runtime,
                                                                 before, after, pid))
@@ -346,7 +343,6 @@ def _serve(channels: Channels, tools: dict[str, Any], hooks: Hooks, sandbox: Lim
             baseline.disarm_alarm()
         baseline.reset()
         release_limits()  # kept for the calls of one frame: reading the next frame is the worker's own work
-        kept = False
         if session is not None:
             session.after_frame()  # a checkpoint: its copy may come back here as the session's process
             pid = getpid()
