@@ -218,6 +218,17 @@ def test_slow_call_does_not_hold_up_quick_ones(make_executor):
     assert order[-1] == "slow"  # all seven quick calls finished first, on the other worker
 
 
+def test_the_driver_sleeps_through_a_long_call_of_a_tool_known_as_quick(make_executor):
+    # The driver polls for a result due within microseconds before it sleeps; a call of a tool whose
+    # calls were quick so far, that runs for a second now, must be slept through, not polled for.
+    ex = make_executor(mode="fork", workers=2)
+    ex.run([ToolCall(f"w{i}", "sleep_for", {"seconds": 0}) for i in range(40)])
+    cpu = time.process_time()
+    [result] = ex.run([ToolCall("long", "sleep_for", {"seconds": 1.5})])
+    assert result.status == "ok"
+    assert time.process_time() - cpu < 0.5  # a poll that never stopped would take about 1.5 s of CPU
+
+
 def test_close_leaves_no_process_and_no_zombie(make_executor):
     ex = make_executor(mode="fork", workers=3)
     ex.run([ToolCall(str(i), "add", {"a": 1, "b": i}) for i in range(6)])

@@ -118,6 +118,7 @@ def test_each_result_encoder_has_its_decoder():
     back = _roundtrip(f)
     assert (back.status, back.output.content[0].text, back.output.data, back.worker_pid) == ("ok", "hello", {"k": 1},
                                                                                              42)
+    assert (back.error, back.duration_s, back.context_updates, back.encoded) == (None, 0.5, None, None)
 
     error = ToolResult("c2", "t", "error", None, ErrorInfo("ValueError", "bad"), 0.25, context_updates={"a": 1})
     f = frames.result_frame(2, error)
@@ -125,10 +126,13 @@ def test_each_result_encoder_has_its_decoder():
     back = _roundtrip(f)
     assert (back.status, back.error.type, back.error.message, back.context_updates) == ("error", "ValueError", "bad",
                                                                                         {"a": 1})
+    assert (back.output, back.duration_s, back.worker_pid, back.encoded) == (None, 0.25, 42, None)
 
     f = frames.result_frame(1, text, encode=lambda r: b'{"id": "c1"}\n')
     assert f[0] == frames.ENCODED
-    assert _roundtrip(f).encoded == b'{"id": "c1"}\n'
+    back = _roundtrip(f)
+    assert (back.status, back.encoded, back.output, back.duration_s, back.worker_pid) == (
+        "ok", b'{"id": "c1"}\n', None, 0.5, 42)
     assert frames.result_frame(1, text, encode=lambda r: None)[0] == frames.TEXT  # not encoded: as itself
 
     back = _roundtrip(frames.leaving_frame(3, "closed or replaced the worker's side socket"), "closer")

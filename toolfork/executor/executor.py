@@ -512,14 +512,15 @@ class Executor:
         if on_feed is not None:
             on_feed(feed)
         attempts: dict[str, int] = {}
+        wall_clock = time.time
         try:
             for event in self._backend.execute(feed):
                 if type(event) is CallFinished:
                     result = event.result
                     if result.started_at is None:  # the one place every backend's result passes in the host
-                        result.started_at = time.time() - result.duration_s
+                        result.started_at = wall_clock() - result.duration_s
                     if result.status in RETRYABLE and not feed.cancelled and not _is_input_error(result):
-                        tool = self._tools.get(result.name)
+                        tool = self._tools.get(result.name)  # now: add_tools() replaces the mapping
                         n = attempts.get(result.call_id, 0)
                         if tool is not None and n < tool.retries and not tool.inline:
                             attempts[result.call_id] = n + 1
@@ -553,50 +554,51 @@ class Executor:
         calls are parked the feed pulls even without ``room``: then only they are looked at."""
         context = self.dispatch_context(journal)
         default_timeout = self._timeout
-        source = iter(calls)
-        while True:
-            if inline.parked:
+        unset_timeout = effective_timeout(None, None, default_timeout)  # a call and tool that set none
+        parked = inline.parked
+        for call in calls:
+            out: Dispatch | list[Event] | Wait | None
+            if call is WAIT:
+                out = WAIT
+            else:
+                assert isinstance(call, ToolCall)
+                trace = None
+                if traced is not None:  # the call's span, from now on: even an unknown tool's call gets one
+                    parent = traced[0](call)
+                    if parent is not None:
+                        trace = traced[1].start(call.id, call.name, parent, call.meta)
+                tool = self._tools.get(call.name)  # looked up now: a long-lived batch sees add_tools()
+                if tool is None:  # a call's ready events go as one list: the window counts the call once
+                    out = [CallStarted(call.id, call.name), CallFinished(call.id, self.unknown_tool_result(call))]
+                else:
+                    timeout = unset_timeout if call.timeout is None and tool.timeout is None else \
+                        effective_timeout(call.timeout, tool.timeout, default_timeout)
+                    answer = None
+                    if timeout is not None and not _is_positive_finite(timeout):
+                        answer = ToolResult(call.id, call.name, "error", error=ErrorInfo(
+                            "ValueError", f"call {call.id!r}: timeout must be a positive number of seconds, "
+                                          f"got {timeout!r}"))
+                    elif journal is not None:  # None: its start is in the journal now
+                        answer = journal.admit(call.id, call.name, tool)
+                    if answer is not None:
+                        out = [CallStarted(call.id, call.name), CallFinished(call.id, answer)]
+                    else:
+                        d = Dispatch(call, tool, timeout, context)
+                        if trace is not None:  # set apart: a keyword costs every call
+                            d.trace = trace
+                        if tool.inline:
+                            out = inline.run(d, stopped())  # None: parked
+                        else:
+                            if tool.retries:
+                                retriable[call.id] = d
+                            out = d
+            if out is not None:
+                yield out
+            if parked:  # before the next call is pulled: parked calls that may start now
                 yield from inline.ready(stopped())
-                while inline.parked and room is not None and not room():
+                while parked and room is not None and not room():
                     yield WAIT
                     yield from inline.ready(stopped())
-            call = next(source, None)
-            if call is None:
-                break
-            if call is WAIT:
-                yield WAIT
-                continue
-            assert isinstance(call, ToolCall)
-            trace = None
-            if traced is not None:  # the call's span, from now on: even an unknown tool's call gets one
-                parent = traced[0](call)
-                if parent is not None:
-                    trace = traced[1].start(call.id, call.name, parent, call.meta)
-            tool = self._tools.get(call.name)  # looked up now: a long-lived batch sees add_tools()
-            if tool is None:  # a call's ready events go as one list: the window counts the call once
-                yield [CallStarted(call.id, call.name), CallFinished(call.id, self.unknown_tool_result(call))]
-                continue
-            timeout = effective_timeout(call.timeout, tool.timeout, default_timeout)
-            if timeout is not None and not _is_positive_finite(timeout):
-                yield [CallStarted(call.id, call.name), CallFinished(call.id, ToolResult(
-                    call.id, call.name, "error", error=ErrorInfo(
-                        "ValueError", f"call {call.id!r}: timeout must be a positive number of seconds, "
-                                      f"got {timeout!r}")))]
-                continue
-            if journal is not None:
-                answer = journal.admit(call.id, call.name, tool)  # None: its start is in the journal now
-                if answer is not None:
-                    yield [CallStarted(call.id, call.name), CallFinished(call.id, answer)]
-                    continue
-            d = Dispatch(call, tool, timeout, context, trace=trace)
-            if tool.inline:
-                events = inline.run(d, stopped())
-                if events is not None:
-                    yield events
-                continue
-            if tool.retries:
-                retriable[call.id] = d
-            yield d
         while inline.parked:
             yield from inline.ready(stopped())
             if inline.parked:

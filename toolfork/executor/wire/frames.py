@@ -177,9 +177,8 @@ class Result(NamedTuple):
     context_updates: dict[str, Any] | None
 
     def rebuilt(self, call_id: str, name: str, pid: int | None) -> tuple[ToolResult, float]:
-        return ToolResult(call_id, name, self.status, output=self.output, error=self.error,  # type: ignore[arg-type]
-                          duration_s=self.duration_s, worker_pid=pid, context_updates=self.context_updates), \
-            self.duration_s
+        return ToolResult(call_id, name, self.status, self.output, self.error,  # type: ignore[arg-type]
+                          self.duration_s, pid, self.context_updates), self.duration_s
 
 
 class TextResult(NamedTuple):
@@ -191,8 +190,8 @@ class TextResult(NamedTuple):
     duration_s: float
 
     def rebuilt(self, call_id: str, name: str, pid: int | None) -> tuple[ToolResult, float]:
-        return ToolResult(call_id, name, "ok", output=ToolOutput([ContentBlock("text", self.text)], False, self.data),
-                          duration_s=self.duration_s, worker_pid=pid), self.duration_s
+        return ToolResult(call_id, name, "ok", ToolOutput([ContentBlock("text", self.text)], False, self.data),
+                          None, self.duration_s, pid), self.duration_s
 
 
 class EncodedResult(NamedTuple):
@@ -203,8 +202,7 @@ class EncodedResult(NamedTuple):
     duration_s: float
 
     def rebuilt(self, call_id: str, name: str, pid: int | None) -> tuple[ToolResult, float]:
-        return ToolResult(call_id, name, "ok", duration_s=self.duration_s, worker_pid=pid, encoded=self.line), \
-            self.duration_s
+        return ToolResult(call_id, name, "ok", None, None, self.duration_s, pid, None, self.line), self.duration_s
 
 
 class Mismatch(NamedTuple):
@@ -236,58 +234,46 @@ _STATUSES = frozenset(STATUSES)
 
 
 # A message's fields are its frame's after the kind, in order: a result's message is made from the checked
-# frame in one step (a NamedTuple's own ``__new__`` is a Python function: a frame more per result).
+# frame in one step (a NamedTuple's own ``__new__`` is a Python function: a frame more per result). A
+# result's ``rebuilt`` passes ToolResult's fields by position, in their declared order (call_id, name,
+# status, output, error, duration_s, worker_pid, context_updates, encoded): a keyword costs every result.
 _new = tuple.__new__
-
-
-def _result(f: tuple[Any, ...]) -> Result | None:
-    if len(f) == 7 and type(f[2]) is str and f[2] in _STATUSES and (f[3] is None or isinstance(f[3], ToolOutput)) \
-            and (f[4] is None or isinstance(f[4], ErrorInfo)) and type(f[5]) in _NUMBER \
-            and (f[6] is None or type(f[6]) is dict):
-        return _new(Result, f[1:])  # type: ignore[no-any-return]
-    return None
-
-
-def _text_result(f: tuple[Any, ...]) -> TextResult | None:
-    if len(f) == 5 and type(f[2]) is str and type(f[4]) in _NUMBER:
-        return _new(TextResult, f[1:])  # type: ignore[no-any-return]
-    return None
-
-
-def _encoded_result(f: tuple[Any, ...]) -> EncodedResult | None:
-    if len(f) == 4 and type(f[2]) is bytes and type(f[3]) in _NUMBER:
-        return _new(EncodedResult, f[1:])  # type: ignore[no-any-return]
-    return None
-
-
-def _progress(f: tuple[Any, ...]) -> Progress | None:
-    return Progress(f[1], f[2]) if len(f) == 3 else None
-
-
-def _spans(f: tuple[Any, ...]) -> Spans | None:
-    return Spans(f[1], f[2]) if len(f) == 3 and type(f[2]) is list else None
-
-
-def _mismatch(f: tuple[Any, ...]) -> Mismatch | None:
-    return Mismatch(f[1]) if len(f) == 2 else None
-
-
-def _leaving(f: tuple[Any, ...]) -> Leaving | None:
-    return Leaving(f[1], f[2]) if len(f) == 3 and type(f[2]) is str else None
-
-
-_DECODERS: dict[str, Any] = {RESULT: _result, TEXT: _text_result, ENCODED: _encoded_result, PROGRESS: _progress,
-                             MISMATCH: _mismatch, LEAVING: _leaving, SPANS: _spans}
 
 
 def decode(f: Any) -> Message | None:
     """The named message a worker's frame stands for, or None when it is not the shape of one (not a
-    tuple, an unknown kind, a field of the wrong type or number): one decoder per kind, each checking
-    the fields it reads."""
-    if type(f) is not tuple or len(f) < 2 or type(f[1]) is not int or type(f[0]) is not str:
+    tuple, an unknown kind, a field of the wrong type or number): one branch per kind, each checking
+    the fields it reads, the kinds every call sends first."""
+    if type(f) is not tuple or len(f) < 2 or type(f[1]) is not int:
         return None
-    decoder = _DECODERS.get(f[0])
-    return None if decoder is None else decoder(f)  # type: ignore[no-any-return]
+    kind = f[0]
+    if type(kind) is not str:
+        return None
+    n = len(f)
+    if kind == TEXT:
+        if n == 5 and type(f[2]) is str and type(f[4]) in _NUMBER:
+            return _new(TextResult, f[1:])  # type: ignore[no-any-return]
+    elif kind == RESULT:
+        if n == 7 and type(f[2]) is str and f[2] in _STATUSES and (f[3] is None or isinstance(f[3], ToolOutput)) \
+                and (f[4] is None or isinstance(f[4], ErrorInfo)) and type(f[5]) in _NUMBER \
+                and (f[6] is None or type(f[6]) is dict):
+            return _new(Result, f[1:])  # type: ignore[no-any-return]
+    elif kind == ENCODED:
+        if n == 4 and type(f[2]) is bytes and type(f[3]) in _NUMBER:
+            return _new(EncodedResult, f[1:])  # type: ignore[no-any-return]
+    elif kind == PROGRESS:
+        if n == 3:
+            return Progress(f[1], f[2])
+    elif kind == SPANS:
+        if n == 3 and type(f[2]) is list:
+            return Spans(f[1], f[2])
+    elif kind == MISMATCH:
+        if n == 2:
+            return Mismatch(f[1])
+    elif kind == LEAVING:
+        if n == 3 and type(f[2]) is str:
+            return Leaving(f[1], f[2])
+    return None
 
 
 def describe_shape(f: Any) -> str:

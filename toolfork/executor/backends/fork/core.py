@@ -38,9 +38,10 @@ The fault rules, with the results the host makes itself (``timeout_result``, ``c
 
 The core also keeps the quick/slow estimate (a moving mean of each tool's durations), which both
 clients read to decide what to send in chunks, and the selector over the workers' result pipes, the
-template's control socket and the pool's wake-up pipe. It takes no lock: its client calls it from the
-thread that holds the Hub's driver lock (the pool inside ``Hub.locked`` steps, the lane while it holds the
-driver lock for its job), so one thread at a time changes the workers.
+template's control socket and the pool's wake-up pipe. While a worker's items are due within ``SPIN_S``,
+the selector is polled that long (yielding the CPU between looks) before the driver sleeps in it. It takes no lock:
+its client calls it from the thread that holds the Hub's driver lock (the pool inside ``Hub.locked``
+steps, the lane while it holds the driver lock for its job), so one thread at a time changes the workers.
 """
 
 from __future__ import annotations
@@ -71,6 +72,10 @@ if TYPE_CHECKING:
     from toolfork.tools.tool import Tool
 
 QUICK_CALL_S = 0.0005  # tools whose recent calls took less than this are sent in chunks
+# The longest the driver polls for the result of a quick call before it sleeps in the selector: a
+# result due within microseconds is looked for, not slept for. Waking a sleeping thread costs tens of
+# microseconds on a virtual machine, more than a quick call itself (bench/: a batch of 4 trivial calls).
+SPIN_S = 0.00005
 MAX_CHUNK = 64
 MAX_REQUEUES = 3  # an item whose worker died before starting it this many times fails instead
 F_GETPIPE_SZ = 1032
@@ -462,7 +467,9 @@ class WorkerCore:
             except (KeyError, ValueError):
                 pass
         try:
-            ready = sel.select(timeout)
+            ready = self._poll_briefly(sel, timeout) if timeout else []
+            if not ready:
+                ready = sel.select(timeout)
         finally:
             for fd in watched:
                 sel.unregister(fd)
@@ -477,6 +484,21 @@ class WorkerCore:
             elif type(data) is not Worker or data.wid in workers:
                 out.append(data)
         return out
+
+    def _poll_briefly(self, sel: selectors.BaseSelector, timeout: float | None) -> list[Any]:
+        """What is ready within ``SPIN_S`` (at most ``timeout``), looked at without sleeping, when a
+        worker's items are due by then (their tools' mean durations); nothing, at once, otherwise: a
+        worker with a long chunk, or a slow call, is slept for."""
+        means = self._ewma
+        if not any(w.inflight and len(w.inflight) * means.get(w.inflight[0].name, SPIN_S) < SPIN_S
+                   for w in self._workers.values()):
+            return []
+        end = time.monotonic() + (SPIN_S if timeout is None else min(SPIN_S, timeout))
+        while True:
+            ready = sel.select(0)
+            if ready or time.monotonic() >= end:
+                return ready
+            os.sched_yield()  # a worker sharing this CPU runs first
 
     # ------------------------------------------------------------------ the fault rules
 
@@ -516,11 +538,11 @@ class WorkerCore:
                     w.reader.refuse(_out_of_place(seq, expected, len(inflight)))
                     break
                 current = inflight[0]
-                if isinstance(msg, Progress):
-                    client.progress(current, msg)
-                    continue
-                if isinstance(msg, Spans):  # a traced call's own spans: to the host's exporters
-                    tracing.export(msg.spans)
+                if isinstance(msg, (Progress, Spans)):  # one look for the two that do not settle the item
+                    if isinstance(msg, Progress):
+                        client.progress(current, msg)
+                    else:  # a traced call's own spans: to the host's exporters
+                        tracing.export(msg.spans)
                     continue
                 inflight.popleft()
                 settled += 1

@@ -156,15 +156,16 @@ class ForkBackend(Backend):
         self._after_wait(core.select(timeout, watched))
 
     def _begin_round(self) -> list[BatchState] | None:
-        """Settle, ship tools, start calls (inside ``Hub.locked``). None if calls started (their
-        CallStarted events are news: delivered now, the wait is next round), else the live batches."""
+        """Settle, ship tools, start calls (inside ``Hub.locked``). None if calls started and some owner
+        has their CallStarted events (news: delivered now, the wait is next round), else the live
+        batches (a batch whose feed leaves out starts waits for its results in this round)."""
         hub = self._hub
         self.core.supervise(self)
         if hub.pending:
             self._settle()
         if self._tool_frames:
             self._ship_tools()
-        if self._start():
+        if self._start() and any(b.events for b in hub.batches):
             hub.wake_owners()
             return None
         return [b for b in tuple(hub.batches) if b.feed.waiting] if hub.batches else []
@@ -231,7 +232,8 @@ class ForkBackend(Backend):
             w = core.one_shot(w, limits if limits is not None and limits.sandboxed else None)
         elif self._joins_chunk(first):
             limit = core.chunk_limit(len(ready) + 1, len(core.idle) + 1, w)
-            while len(chunk) < limit and ready and self._joins_chunk(ready[0]):
+            joins = self._joins_chunk
+            while len(chunk) < limit and ready and joins(ready[0]):
                 chunk.append(ready.popleft())
         frame = frames.calls_frame([d.item() for d in chunk])
         if core.send(w, chunk, frame, self) and not b.abandoned and b.feed.starts:
