@@ -264,11 +264,15 @@ def test_a_number_like_key_is_named_by_its_text(bad: dict[str, Any]) -> None:
         assert [e["loc"] for e in info.value.errors] == [f"scores.{wrong}"]
 
 
+@pytest.mark.timeout(30)  # without a bound, the search takes 6**10 steps
 def test_keys_ambiguous_at_every_level_are_named_quickly() -> None:
     from toolfork.tools.schema_messages import keyed_path
 
     # Ten levels with six keys each that all read as 0: the search stops early and names a path.
-    def level(depth: int) -> Any:
-        return "x" if depth == 0 else {"0" * n: level(depth - 1) for n in range(1, 7)}
+    def level(depth: int) -> Any:  # one object per level, under six keys: built in linear time
+        if depth == 0:
+            return "x"
+        below = level(depth - 1)
+        return {"0" * n: below for n in range(1, 7)}
     path = keyed_path([0] * 10, level(10), "not there")
     assert len(path) == 10 and all(p == "0" for p in path)
