@@ -3,18 +3,23 @@ database (``LEDGER_ENV`` holds the path or the ``postgresql://`` DSN).
 
 ``charge`` is not idempotent: every run of it adds a row. ``upsert`` is ``idempotent=True``: it adds a
 row only when its ``runtime.idempotency_key`` has none yet, so running it again has no further effect.
-``pad`` makes a result that many bytes longer (to fill pipes).
+``pad`` makes a result that many bytes longer (to fill pipes). While the file named by ``PACE_ENV``
+exists, each call first sleeps a millisecond: a kill test keeps its job unfinished until its kills
+have landed, however long a loaded machine keeps the test itself from running.
 """
 
 from __future__ import annotations
 
 import os
 import sqlite3
+import time
 from typing import Any
 
 from toolfork.tools import ToolRuntime, tool
 
 LEDGER_ENV = "TOOLFORK_TEST_LEDGER"
+PACE_ENV = "TOOLFORK_TEST_PACE"
+PACE_S = 0.001
 _connections: dict[int, Any] = {}
 TABLES = ("CREATE TABLE charges (call_id TEXT NOT NULL, key TEXT NOT NULL)",
           "CREATE TABLE applied (key TEXT PRIMARY KEY, call_id TEXT NOT NULL)")
@@ -50,6 +55,9 @@ def read_ledger(where: str, table: str) -> list[str]:
 
 
 def _record(sql: str, row: tuple[str | None, str | None]) -> None:
+    pace = os.environ.get(PACE_ENV)
+    if pace and os.path.exists(pace):
+        time.sleep(PACE_S)
     pid = os.getpid()  # a connection never crosses a fork
     db = _connections.get(pid)
     where = os.environ[LEDGER_ENV]

@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 
 from tests.cli.conftest import REPO, child_env
-from tests.cli.ledger_tools import LEDGER_ENV, create_ledger, read_ledger
+from tests.cli.ledger_tools import LEDGER_ENV, PACE_ENV, create_ledger, read_ledger
 from tests.executor.conftest_ray import ray_cluster  # noqa: F401 - a fixture
 
 TOOLS = str(REPO / "tests" / "cli" / "ledger_tools.py")
@@ -128,6 +128,9 @@ def _kill_and_resume(tmp_path: Path, n: int, kills: int, extra: list[str], *, se
     out = tmp_path / "out.jsonl"
     env = child_env()
     env[LEDGER_ENV] = ledger
+    pace = tmp_path / "pace"  # the killed runs go at most 1,000 calls a second per worker; the last, at full speed
+    pace.touch()
+    env[PACE_ENV] = str(pace)
     # Each resume is a new interpreter: its modules are compiled once, by the first run, not by every one.
     env.pop("PYTHONDONTWRITEBYTECODE", None)
     env["PYTHONPYCACHEPREFIX"] = str(tmp_path / "pycache")
@@ -151,6 +154,7 @@ def _kill_and_resume(tmp_path: Path, n: int, kills: int, extra: list[str], *, se
                 break  # it finished before the kill
             killed += 1
         assert killed >= kills // 2, f"only {killed} of {kills} runs were killed before the job finished"
+        pace.unlink()
         status, pgid = _run_once(hosts.pop(0), out, rng, kill=False, stop_first=False, start_next=lambda: None)
         groups.append(pgid)
     finally:
@@ -199,11 +203,12 @@ def test_fifty_sigkills_across_ten_thousand_calls_never_repeat_an_effect(tmp_pat
 ], ids=["general", "sequential", "pipes-full", "recycling"])
 def test_sigkills_in_every_way_of_running(tmp_path: Path, extra: list[str], lane: bool, stop_first: bool,
                                           pad: int, n: int) -> None:
-    # A run goes through about 10,000 trivial calls a second and a kill lands up to 30 ms after its mark:
-    # 4,000 calls and marks within a run's first 60 records leave the job unfinished until the 8 kills
-    # are done, even when a loaded machine delays them. Replacing a worker every 3 calls makes a run go
-    # about 500 calls a second (about 20 records a killed run): 1,000 calls leave it unfinished as well,
-    # and the last run does not spend its time starting workers for thousands of calls after the kills.
+    # A killed run goes at most 1,000 calls a second per worker (the ledger's pace) and a kill lands up
+    # to 30 ms after its mark: 4,000 calls and marks within a run's first 60 records leave the job
+    # unfinished until the 8 kills are done, even when a loaded machine keeps this test from running for
+    # a second. Replacing a worker every 3 calls makes a run slower still: 1,000 calls leave it
+    # unfinished as well, and the last run does not spend its time starting workers for thousands of
+    # calls after the kills.
     ids, records, charges, applied = _kill_and_resume(tmp_path, n, 8, extra, seed=7, pad=pad, lane=lane,
                                                       stop_first=stop_first, records=(1, 60))
     _check(ids, records, charges, applied)
