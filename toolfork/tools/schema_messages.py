@@ -101,34 +101,31 @@ def keyed_path(path: Any, instance: Any, found: Any = _NOWHERE) -> Path:
     search gives up after a few hundred steps (arguments built to be ambiguous at every level), naming
     the exact text first."""
     parts = list(path)
-    budget = [_SEARCH_STEPS]
+    steps = _SEARCH_STEPS
 
-    def walk(i: int, node: Any) -> tuple[Path, Any] | None:
+    def walk(i: int, node: Any) -> tuple[Path, Any]:
+        """(the path from ``parts[i]`` on, the value it leads to: None once it leaves the instance)."""
+        nonlocal steps
         if i == len(parts):
             return (), node
         part = parts[i]
-        budget[0] -= 1
+        steps -= 1
         if isinstance(node, Mapping):
-            keys = _keys_read_as(part, node) if isinstance(part, int) and not isinstance(part, bool) else []
-            if budget[0] <= 0:
-                keys = keys[:1]
-            fallback: tuple[Path, Any] | None = None
-            for key in keys or [str(part)]:
-                rest = walk(i + 1, node.get(key))
-                if rest is None:
-                    continue
-                full = ((key, *rest[0]), rest[1])
-                if found is _NOWHERE or json_equal(rest[1], found):
-                    return full
-                fallback = fallback or full
-            return fallback
-        if isinstance(node, (list, tuple)) and isinstance(part, int) and -len(node) <= part < len(node):
-            rest = walk(i + 1, node[part])
-            return None if rest is None else ((part, *rest[0]), rest[1])
+            keys = _keys_read_as(part, node) if type(part) is int else []
+            first: tuple[Path, Any] | None = None
+            for key in (keys if steps > 0 else keys[:1]) or [str(part)]:
+                rest, value = walk(i + 1, node.get(key))
+                if found is _NOWHERE or json_equal(value, found):
+                    return (key, *rest), value
+                first = first or ((key, *rest), value)
+            assert first is not None  # the loop ran at least once
+            return first
+        if isinstance(node, (list, tuple)) and type(part) is int and -len(node) <= part < len(node):
+            rest, value = walk(i + 1, node[part])
+            return (part, *rest), value
         return tuple(parts[i:]), None
 
-    resolved = walk(0, instance)
-    return resolved[0] if resolved is not None else tuple(parts)
+    return walk(0, instance)[0]
 
 
 class Translator:

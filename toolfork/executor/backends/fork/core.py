@@ -38,10 +38,11 @@ The fault rules, with the results the host makes itself (``timeout_result``, ``c
 
 The core also keeps the quick/slow estimate (a moving mean of each tool's durations), which both
 clients read to decide what to send in chunks, and the selector over the workers' result pipes, the
-template's control socket and the pool's wake-up pipe. While a worker's items are due within ``SPIN_S``,
-the selector is polled that long (yielding the CPU between looks) before the driver sleeps in it. It takes no lock:
-its client calls it from the thread that holds the Hub's driver lock (the pool inside ``Hub.locked``
-steps, the lane while it holds the driver lock for its job), so one thread at a time changes the workers.
+template's control socket and the pool's wake-up pipe. While a worker's items are due within
+``SPIN_S``, the selector is polled that long (yielding the CPU between looks) before the driver sleeps
+in it. It takes no lock: its client calls it from the thread that holds the Hub's driver lock (the pool
+inside ``Hub.locked`` steps, the lane while it holds the driver lock for its job), so one thread at a
+time changes the workers.
 """
 
 from __future__ import annotations
