@@ -47,8 +47,8 @@ class Recorder:
         pass
 
     def finished(self, w: Worker, item: Item, f: frames.ResultMessage) -> float | None:
-        self.results[item.call_id], duration = f.rebuilt(item.call_id, item.name, w.pid)
-        return duration
+        result = self.results[item.call_id] = f.rebuilt(item.call_id, item.name, w.pid)
+        return result.duration_s
 
     def fail(self, item: Item, result: ToolResult) -> None:
         self.results[item.call_id] = result

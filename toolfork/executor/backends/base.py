@@ -399,7 +399,7 @@ class Hub:
                     events, b.events = b.events, []
                     b.poked = False
                 if events:
-                    b.outstanding -= sum(1 for ev in events if type(ev) is CallFinished)
+                    b.outstanding -= list(map(type, events)).count(CallFinished)
                     yield from events
                     yielded = True
                     continue

@@ -176,9 +176,9 @@ class Result(NamedTuple):
     duration_s: float
     context_updates: dict[str, Any] | None
 
-    def rebuilt(self, call_id: str, name: str, pid: int | None) -> tuple[ToolResult, float]:
+    def rebuilt(self, call_id: str, name: str, pid: int | None) -> ToolResult:
         return ToolResult(call_id, name, self.status, self.output, self.error,  # type: ignore[arg-type]
-                          self.duration_s, pid, self.context_updates), self.duration_s
+                          self.duration_s, pid, self.context_updates)
 
 
 class TextResult(NamedTuple):
@@ -189,9 +189,9 @@ class TextResult(NamedTuple):
     data: Any
     duration_s: float
 
-    def rebuilt(self, call_id: str, name: str, pid: int | None) -> tuple[ToolResult, float]:
+    def rebuilt(self, call_id: str, name: str, pid: int | None) -> ToolResult:
         return ToolResult(call_id, name, "ok", ToolOutput([ContentBlock("text", self.text)], False, self.data),
-                          None, self.duration_s, pid), self.duration_s
+                          None, self.duration_s, pid)
 
 
 class EncodedResult(NamedTuple):
@@ -201,8 +201,8 @@ class EncodedResult(NamedTuple):
     line: bytes
     duration_s: float
 
-    def rebuilt(self, call_id: str, name: str, pid: int | None) -> tuple[ToolResult, float]:
-        return ToolResult(call_id, name, "ok", None, None, self.duration_s, pid, None, self.line), self.duration_s
+    def rebuilt(self, call_id: str, name: str, pid: int | None) -> ToolResult:
+        return ToolResult(call_id, name, "ok", None, None, self.duration_s, pid, None, self.line)
 
 
 class Mismatch(NamedTuple):
@@ -210,10 +210,10 @@ class Mismatch(NamedTuple):
 
     seq: int
 
-    def rebuilt(self, call_id: str, name: str, pid: int | None) -> tuple[ToolResult, float]:
+    def rebuilt(self, call_id: str, name: str, pid: int | None) -> ToolResult:
         """Only the line lane sends lines: to any other client this is a frame its call did not ask for."""
         return ToolResult(call_id, name, "error", worker_pid=pid, error=ErrorInfo(
-            "ChannelDamaged", f"tool '{name}' failed: its worker answered that it was sent another call")), 0.0
+            "ChannelDamaged", f"tool '{name}' failed: its worker answered that it was sent another call"))
 
 
 class Leaving(NamedTuple):
@@ -222,9 +222,9 @@ class Leaving(NamedTuple):
     seq: int
     message: str
 
-    def rebuilt(self, call_id: str, name: str, pid: int | None) -> tuple[ToolResult, float]:
+    def rebuilt(self, call_id: str, name: str, pid: int | None) -> ToolResult:
         return ToolResult(call_id, name, "error", worker_pid=pid, error=ErrorInfo(
-            "ChannelDamaged", f"tool '{name}' {self.message}; its worker was replaced")), 0.0
+            "ChannelDamaged", f"tool '{name}' {self.message}; its worker was replaced"))
 
 
 Message = Progress | Spans | Result | TextResult | EncodedResult | Mismatch | Leaving

@@ -250,7 +250,8 @@ class LineLane:
         if kind is EncodedResult:  # the common case: the output line itself, no result object
             line.out = msg.line  # type: ignore[union-attr]
             return msg.duration_s  # type: ignore[union-attr]
-        result, duration = msg.rebuilt(line.call_id, line.name, w.pid)
+        result = msg.rebuilt(line.call_id, line.name, w.pid)
+        duration = result.duration_s
         result.started_at = time.time() - duration  # as Executor does for its results (an encoded line has it)
         line.out = result
         return duration

@@ -248,9 +248,9 @@ class ForkBackend(Backend):
         if d.slot is not None:  # the hot path: most calls hold none
             self._governance.give_back(d)
         call_id = d.call.id
-        result, duration = msg.rebuilt(call_id, d.call.name, w.pid)
+        result = msg.rebuilt(call_id, d.call.name, w.pid)
         Hub.route(d, CallFinished(call_id, result))
-        return duration
+        return result.duration_s
 
     def fail(self, d: Dispatch, result: ToolResult) -> None:
         self._governance.give_back(d)

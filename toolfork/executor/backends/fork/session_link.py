@@ -138,7 +138,7 @@ class SessionProcessLink:
                 if type(msg) is Spans:  # the tool's own spans: to the host's exporters, as the pool's are
                     tracing.export(msg.spans)
                 continue
-            result, _ = msg.rebuilt(call_id, name, self.pid)
+            result = msg.rebuilt(call_id, name, self.pid)
             if type(msg) is Leaving:  # its tool closed the process's channels: it leaves
                 self._stop()
                 raise Fault(result, result.error.message if result.error else "its process left")
