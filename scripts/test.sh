@@ -39,4 +39,8 @@ bash scripts/npm_tools.sh  # the MCP tests' npm packages: reference server, Insp
 # The venv first on PATH: tests that start `python` or the `toolfork` script get the venv's.
 export VIRTUAL_ENV="$venv" PATH="$venv/bin:$PATH"
 unset PYTHONHOME
-exec "$venv/bin/python" -m pytest -n auto --dist loadgroup "$@"
+# Three xdist workers per core: about half of the suite's time is spent waiting (for the commands and
+# servers it starts, for timeouts, for Ray), so more workers than cores keep the cores busy. A group of
+# tests that shares a server (``xdist_group``) stays in one worker. TOOLFORK_TEST_WORKERS overrides it.
+workers="${TOOLFORK_TEST_WORKERS:-$(( $(nproc) * 3 ))}"
+exec "$venv/bin/python" -m pytest -n "$workers" --dist loadgroup "$@"

@@ -86,6 +86,29 @@ def no_process_left_behind(request: pytest.FixtureRequest) -> Iterator[None]:
             pytest.fail(f"test left processes behind: {described}")
 
 
+# The tests on the session's Ray instance (``ray_cluster``, marked ``ray``) go to this many xdist groups,
+# round robin. A Ray call crosses several of Ray's processes, each a wake-up: on a loaded machine one group
+# spends most of its time waiting for those, so the groups wait side by side instead of one after another
+# (each xdist worker that takes a group starts its own instance: about 7 CPU-seconds).
+RAY_GROUPS = 3
+
+
+class RayGroups:
+    """Puts each test that uses the session's Ray instance in one of ``RAY_GROUPS`` xdist groups, before
+    pytest-xdist reads the groups (hence a plugin with ``tryfirst``, registered in ``pytest_configure``)."""
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
+        ray_items = [item for item in items if item.get_closest_marker("ray") is not None
+                     and item.get_closest_marker("xdist_group") is None]
+        for i, item in enumerate(ray_items):
+            item.add_marker(pytest.mark.xdist_group(f"ray{i % RAY_GROUPS}"))
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.pluginmanager.register(RayGroups(), "toolfork-ray-groups")
+
+
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Keep ``--dist loadgroup`` groups working. pytest-xdist tags a grouped test by rewriting

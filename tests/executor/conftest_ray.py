@@ -1,8 +1,9 @@
 """A local Ray instance for the Ray backend's tests: 2 CPUs, started once per test session.
 
-Starting Ray costs seconds, so every test that needs it shares this one (its module is marked
-``xdist_group("ray")`` so that under ``--dist loadgroup`` they all land in one xdist worker, which
-starts Ray once). At the end of the session Ray is shut down and its processes must be gone.
+Starting Ray costs seconds, so the tests that need it share one per xdist worker: tests marked ``ray``
+go to a few xdist groups (``RAY_GROUPS`` in tests/conftest.py), so that under ``--dist loadgroup``
+each group lands in one xdist worker, which starts Ray once. At the end of the session Ray is shut
+down and its processes must be gone.
 Import ``ray_cluster`` from here into a test module to use it.
 """
 

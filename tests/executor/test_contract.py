@@ -261,9 +261,9 @@ def chatter_forever(runtime: ToolRuntime) -> str:
 
 def test_progress_does_not_push_the_deadline_back(make_executor, mode):
     ex = make_executor([chatter_forever], mode=mode)
-    events = list(ex.stream([ToolCall("c", "chatter_forever", {}, timeout=0.5)]))
+    events = list(ex.stream([ToolCall("c", "chatter_forever", {}, timeout=2.0)]))
     assert type(events[-1]).__name__ == "CallFinished" and events[-1].result.status == "timeout"
-    # It did report while running (every 20 ms; a loaded Ray delivers only some of it in 0.5 s), and the
+    # It did report while running (every 20 ms; a loaded Ray delivers only some of it, late), and the
     # timeout came all the same: a progress report does not restart the clock.
     assert sum(type(e).__name__ == "CallProgress" for e in events) >= 1
 
