@@ -233,7 +233,11 @@ class ForkBackend(Backend):
         elif self._joins_chunk(first):
             limit = core.chunk_limit(len(ready) + 1, len(core.idle) + 1, w)
             joins = self._joins_chunk
-            while len(chunk) < limit and ready and joins(ready[0]):
+            tool = first.tool  # a call of the same tool joins as ``first`` did, without asking again
+            while len(chunk) < limit and ready:
+                d = ready[0]
+                if d.tool is not tool and not joins(d):
+                    break
                 chunk.append(ready.popleft())
         frame = frames.calls_frame([d.item() for d in chunk])
         if core.send(w, chunk, frame, self) and not b.abandoned and b.feed.starts:
