@@ -90,7 +90,7 @@ def no_process_left_behind(request: pytest.FixtureRequest) -> Iterator[None]:
 # round robin. A Ray call crosses several of Ray's processes, each a wake-up: on a loaded machine one group
 # spends most of its time waiting for those, so the groups wait side by side instead of one after another
 # (each xdist worker that takes a group starts its own instance: about 7 CPU-seconds).
-RAY_GROUPS = 3
+RAY_GROUPS = 2
 
 
 class RayGroups:

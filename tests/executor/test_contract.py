@@ -86,11 +86,12 @@ def test_timeout_precedence_call_over_tool_over_executor(make_executor, mode):
         time.sleep(seconds)
         return "done"
 
-    ex = make_executor([T.sleep_for, tool_limited], mode=mode, timeout=5.0)
+    # Seconds of margin each way: a loaded machine (or Ray) starts and reports a call late.
+    ex = make_executor([T.sleep_for, tool_limited], mode=mode, timeout=3.0)
     results = ex.run([
-        ToolCall("call-wins", "tool_limited", {"seconds": 0.4}, timeout=1.0),  # 0.4 < 1.0: ok
-        ToolCall("tool-wins", "tool_limited", {"seconds": 0.6}),                 # 0.6 > 0.2: timeout
-        ToolCall("executor", "sleep_for", {"seconds": 0.1}),                     # 0.1 < 5: ok
+        ToolCall("call-wins", "tool_limited", {"seconds": 0.4}, timeout=10.0),  # 0.4 > 0.2, < 10: ok
+        ToolCall("tool-wins", "tool_limited", {"seconds": 2.5}),                  # 2.5 > 0.2, < 3: timeout
+        ToolCall("executor", "sleep_for", {"seconds": 0.1}),                      # 0.1 < 3: ok
     ])
     assert [r.status for r in results] == ["ok", "timeout", "ok"]
     assert "0.2" in results[1].error.message
@@ -467,6 +468,7 @@ def test_submit_returns_futures_that_share_the_pool(make_executor, mode, tmp_pat
     assert ex.submit(ToolCall("dup", "add", {"a": 1, "b": 1})).result(30).output.data == 2  # finished: free
 
 
+@pytest.mark.timeout(300)  # the waits below are for a loaded machine
 def test_a_cancelled_future_stops_its_call_only(make_executor, mode, tmp_path):
     from concurrent.futures import CancelledError
 
@@ -486,14 +488,15 @@ def test_a_cancelled_future_stops_its_call_only(make_executor, mode, tmp_path):
     stuck = ex.submit(ToolCall("stuck", "hang", {"marker": str(marker), "started": str(started)}))
     other = ex.submit(ToolCall("other", "sleep_for", {"seconds": 0.3, "value": "fine"}))
     assert not stuck.running()  # never marked running: cancel() must work on it all the same
-    end = time.monotonic() + 20
+    end = time.monotonic() + 90  # a loaded machine starts Ray's worker process slowly
     while not started.exists() and time.monotonic() < end:
         time.sleep(0.01)
+    assert started.exists(), "the stuck call never started"
     assert stuck.cancel()
     assert stuck.cancelled()
     with pytest.raises(CancelledError):
         stuck.result(1)
-    end = time.monotonic() + 20
+    end = time.monotonic() + 60
     while not marker.exists() and time.monotonic() < end:
         time.sleep(0.02)
     assert marker.read_text() == "finally ran"  # stopped in its worker as on a timeout
