@@ -227,7 +227,7 @@ def test_rerun_unknown_runs_them_again_by_the_users_choice(tmp_path: Path) -> No
 
 
 
-@pytest.mark.ray  # in a Ray group of its own (tests/conftest.py, RayGroups)
+@pytest.mark.ray  # in one of the Ray xdist groups (tests/conftest.py, RayGroups)
 @pytest.mark.timeout(400)
 def test_a_ray_mode_job_killed_mid_run_resumes_with_outcome_unknown_and_repeats_nothing(
         tmp_path: Path, ray_cluster: Any) -> None:  # noqa: F811 - the fixture imported above

@@ -26,7 +26,7 @@ from toolfork.executor.backends import ray_session
 from toolfork.executor.backends.ray import RayBackend
 from toolfork.tools import ToolRuntime, tool
 
-pytestmark = pytest.mark.ray  # in a Ray group of its own (tests/conftest.py, RayGroups)
+pytestmark = pytest.mark.ray  # in one of the Ray xdist groups (tests/conftest.py, RayGroups)
 
 ROOT = Path(__file__).resolve().parents[2]
 

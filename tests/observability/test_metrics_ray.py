@@ -14,7 +14,7 @@ from tests.observability.metrics_tools import TOOLS
 from tests.observability.test_metrics_stats import call, eventually
 from toolfork.executor import Executor
 
-pytestmark = pytest.mark.ray  # in a Ray group of its own (tests/conftest.py, RayGroups)
+pytestmark = pytest.mark.ray  # in one of the Ray xdist groups (tests/conftest.py, RayGroups)
 
 
 def test_ray_stats_count_tasks_in_flight_and_calls(ray_cluster: Any, tmp_path: Path) -> None:  # noqa: F811

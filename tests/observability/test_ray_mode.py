@@ -13,7 +13,7 @@ from tests.executor.conftest_ray import ray_cluster  # noqa: F401 - a fixture
 from tests.observability.tools_traced import show_meta, traced_work
 from toolfork.executor import Executor, ToolCall
 
-pytestmark = pytest.mark.ray  # in a Ray group of its own (tests/conftest.py, RayGroups)
+pytestmark = pytest.mark.ray  # in one of the Ray xdist groups (tests/conftest.py, RayGroups)
 
 
 def test_meta_and_the_tools_spans_cross_to_ray_workers(ray_cluster: object,  # noqa: F811 - the fixture
