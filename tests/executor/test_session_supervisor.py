@@ -114,3 +114,42 @@ def supervisor_of_live(ex: Executor) -> int:
     """The supervisor's pid, from a session opened for it (the executor keeps sessions' processes ahead)."""
     with ex.session(S.Account, "probe") as probe:
         return supervisor_of(probe.pid)
+
+
+def test_a_checkpoint_orphaned_before_its_name_is_read_is_not_taken_for_a_leftover(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The race behind lost sessions under load: a session process names its new checkpoint and dies
+    (the checkpoint becomes the supervisor's child) between the supervisor's read of the names and its
+    look at its children. The children are listed first, then the names read: the checkpoint stays, and
+    only a child that no session names goes."""
+    import pickle
+    import socket
+
+    from toolfork.executor.backends.base import Hooks
+    from toolfork.executor.backends.fork import session_worker as sw
+
+    mux, mux_peer = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    ctl, ctl_peer = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    up, down = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    up.setblocking(False)
+    checkpoint, leftover = 4_000_001, 4_000_002  # no such processes: nothing is signalled, only recorded
+    killed: list[int] = []
+    monkeypatch.setattr(sw, "child_pids", lambda: [checkpoint, leftover])
+    monkeypatch.setattr(sw, "_kill", killed.append)
+    supervisor = sw._Supervisor(mux, {}, Hooks())
+    session = sw._Session(ctl, up, 4_000_000)
+    session.running = None  # its process died: the checkpoint it named last is all that is left of it
+    supervisor.by_ctl[ctl.fileno()] = session
+    supervisor.by_up[up.fileno()] = session
+    try:
+        socket.send_fds(down, [pickle.dumps(("checkpoint", checkpoint))], [ours.fileno()])  # not read yet
+        supervisor.kill_leftovers()
+        assert killed == [leftover]
+        assert session.checkpoint is not None and session.checkpoint[0] == checkpoint
+    finally:
+        if session.checkpoint is not None:
+            session.checkpoint[1].close()
+        supervisor.wake.close()
+        for sock in (mux, mux_peer, ctl, ctl_peer, up, down, ours, theirs):
+            sock.close()

@@ -296,9 +296,16 @@ class _Supervisor:
 
     def kill_leftovers(self) -> None:
         """Children that are no session's process or checkpoint came from a dead session process (each
-        live one is the subreaper of what its own calls start): they go."""
+        live one is the subreaper of what its own calls start): they go. The children are listed first,
+        and what the sessions' processes said is read after: a child is ours once its parent is gone, and
+        a process says everything it says (the checkpoint it forked last) before it goes. Read before the
+        list, a checkpoint named and orphaned in between would be taken for a leftover and killed, and its
+        session lost at its next crash."""
+        children = child_pids()
+        for s in list(self.by_up.values()):
+            self.read_checkpoints(s)
         keep = {p for s in self.by_ctl.values() for p in (s.running, s.checkpoint[0] if s.checkpoint else None)}
-        for p in child_pids():
+        for p in children:
             if p not in keep:
                 _kill(p)
 
