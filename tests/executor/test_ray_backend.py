@@ -492,21 +492,22 @@ def test_a_rate_limit_spaces_the_ray_tasks(make_executor, mode):
 
 
 def test_a_rate_limit_spaces_the_starts_of_the_tools_when_ray_holds_their_tasks_back(make_executor, mode):
-    """Another executor's calls hold every CPU of the cluster, so the rated calls' tasks, admitted 0.25 s
-    apart, wait in Ray and get their CPUs at once: the tool still starts 0.25 s apart (stamped inside it)."""
+    """Another executor's calls hold every CPU of the cluster, so the rated calls' tasks, admitted 0.5 s
+    apart, wait in Ray and get their CPUs at once: the tool still starts 0.5 s apart (stamped inside it)."""
     blocker = make_executor([T.span], mode=mode, workers=RAY_CPUS, ray_options={"num_cpus": 1})
-    rated = copy.copy(T.span).configure(rate_limit="4/s")
+    rated = copy.copy(T.span).configure(rate_limit="2/s")
     ex = make_executor([rated], mode=mode, workers=3, ray_options={"num_cpus": 1})
     ex.run([ToolCall("warm", "span", {"seconds": 0.0})])  # the sink and the tool are on the cluster
     time.sleep(0.3)  # the warm-up call's token is long past
-    busy = [blocker.submit(ToolCall(f"b{i}", "span", {"seconds": 1.5})) for i in range(RAY_CPUS)]
+    busy = [blocker.submit(ToolCall(f"b{i}", "span", {"seconds": 3.0})) for i in range(RAY_CPUS)]
     time.sleep(0.5)  # the blockers hold the CPUs now
     results = ex.run([ToolCall(f"r{i}", "span", {"seconds": 0.0}) for i in range(3)])
     assert all(f.result(timeout=60).ok for f in busy)
     assert all(r.ok for r in results), results
     starts = sorted(start for start, _ in _spans(results))
     gaps = [b - a for a, b in itertools.pairwise(starts)]
-    assert min(gaps) >= 0.15, f"calls of a 4/s tool started {gaps} s apart on Ray"  # 0.25 less the replies' jitter
+    # Half an interval of margin: a start the loaded machine delays brings the next one closer.
+    assert min(gaps) >= 0.25, f"calls of a 2/s tool started {gaps} s apart on Ray"
 
 
 def test_the_sink_spaces_the_tokens_of_tasks_that_ask_at_once():
