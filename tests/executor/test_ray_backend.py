@@ -491,23 +491,48 @@ def test_a_rate_limit_spaces_the_ray_tasks(make_executor, mode):
     assert starts[-1] - starts[0] >= 0.8, starts  # six calls at 5/s: five intervals of 0.2 s
 
 
-def test_a_rate_limit_spaces_the_starts_of_the_tools_when_ray_holds_their_tasks_back(make_executor, mode):
+@tool
+def hold(directory: str, name: str, seconds: float) -> str:
+    """Arrive in ``directory``, then hold a CPU for ``seconds``; return "start end" (wall clock)."""
+    start = time.time()
+    Path(directory, name).touch()
+    time.sleep(seconds)
+    return f"{start:.4f} {time.time():.4f}"
+
+
+def test_a_rate_limit_spaces_the_starts_of_the_tools_when_ray_holds_their_tasks_back(
+        make_executor, mode, tmp_path):
     """Another executor's calls hold every CPU of the cluster, so the rated calls' tasks, admitted 0.5 s
-    apart, wait in Ray and get their CPUs at once: the tool still starts 0.5 s apart (stamped inside it)."""
-    blocker = make_executor([T.span], mode=mode, workers=RAY_CPUS, ray_options={"num_cpus": 1})
+    apart, wait in Ray and get their CPUs at once: the tool still starts 0.5 s apart (stamped inside it).
+
+    No rated task can run before the first blocker ends, and the sink lets their tokens out 0.5 s
+    apart from there, so the k-th start is at least k intervals after the first blocker's end. A start
+    is never early, only late (a loaded machine delays Ray's reply with the token), so this bound holds
+    under any load. Tokens taken when the driver admits the calls would fail it: the three tasks would
+    then start together when the blockers end."""
+    blocker = make_executor([hold], mode=mode, workers=RAY_CPUS, ray_options={"num_cpus": 1})
     rated = copy.copy(T.span).configure(rate_limit="2/s")
     ex = make_executor([rated], mode=mode, workers=3, ray_options={"num_cpus": 1})
     ex.run([ToolCall("warm", "span", {"seconds": 0.0})])  # the sink and the tool are on the cluster
-    time.sleep(0.3)  # the warm-up call's token is long past
-    busy = [blocker.submit(ToolCall(f"b{i}", "span", {"seconds": 3.0})) for i in range(RAY_CPUS)]
-    time.sleep(0.5)  # the blockers hold the CPUs now
+    time.sleep(0.6)  # the warm-up call's token is long past
+    busy = [blocker.submit(ToolCall(f"b{i}", "hold", {"directory": str(tmp_path), "name": f"b{i}",
+                                                      "seconds": 3.0}))
+            for i in range(RAY_CPUS)]
+    end = time.monotonic() + 90  # Ray starts worker processes slowly on a loaded machine
+    while len(os.listdir(tmp_path)) < RAY_CPUS and time.monotonic() < end:
+        time.sleep(0.01)
+    assert len(os.listdir(tmp_path)) == RAY_CPUS, "the blockers never all started"
     results = ex.run([ToolCall(f"r{i}", "span", {"seconds": 0.0}) for i in range(3)])
-    assert all(f.result(timeout=60).ok for f in busy)
+    held = [f.result(timeout=60) for f in busy]
+    assert all(r.ok for r in held), held
     assert all(r.ok for r in results), results
+    first_free = min(end for _, end in _spans(held))
     starts = sorted(start for start, _ in _spans(results))
-    gaps = [b - a for a, b in itertools.pairwise(starts)]
-    # Half an interval of margin: a start the loaded machine delays brings the next one closer.
-    assert min(gaps) >= 0.25, f"calls of a 2/s tool started {gaps} s apart on Ray"
+    # 10 ms for the 4-digit stamps and the order of a blocker's stamp and its CPU's release
+    floors = [first_free + 0.5 * k - 0.01 for k in range(3)]
+    assert all(s >= f for s, f in zip(starts, floors, strict=True)), (
+        f"calls of a 2/s tool started {[round(s - first_free, 3) for s in starts]} s after the first "
+        "CPU was free on Ray; each must be at least one interval after the one before")
 
 
 def test_the_sink_spaces_the_tokens_of_tasks_that_ask_at_once():
