@@ -233,10 +233,12 @@ def test_a_ray_mode_job_killed_mid_run_resumes_with_outcome_unknown_and_repeats_
         tmp_path: Path, ray_cluster: Any) -> None:  # noqa: F811 - the fixture imported above
     """``toolfork run --mode ray`` on the session's Ray cluster, SIGKILLed while calls run, then resumed:
     the calls that had started and have no record are ``OutcomeUnknown`` (the charges) or run again
-    under the same key (the idempotent upserts); nothing else runs twice."""
+    under the same key (the idempotent upserts); nothing else runs twice. Three workers: each run is a
+    new Ray job, whose every worker is a new process (about a CPU-second each)."""
     address = ray_cluster.get_runtime_context().gcs_address
     ids, records, charges, applied = _kill_and_resume(
-        tmp_path, 80, 2, ["--mode", "ray", "--address", address], seed=5, tools=RAY_TOOLS, records=(4, 10))
+        tmp_path, 80, 2, ["--mode", "ray", "--address", address, "--workers", "3"], seed=5, tools=RAY_TOOLS,
+        records=(4, 10))
     # Whether a charge (rather than an idempotent upsert) was in flight at a kill depends on Ray's timing:
     # the promises (each id once, no effect twice, every uncertain charge OutcomeUnknown) hold either way.
     _check(ids, records, charges, applied)

@@ -558,6 +558,26 @@ def test_the_sink_spaces_the_tokens_of_tasks_that_ask_at_once():
     assert other < same[2]  # not queued behind channel a's tokens
 
 
+def test_the_message_actor_outlives_its_executor_for_the_next_one(mode):
+    """The sink is one per driver connection: the next Executor (an agent that makes one per turn) uses
+    the same actor, alive, rather than paying another actor process's start."""
+    first = Executor([T.add], mode=mode, workers=2, timeout=30)  # a deadline: every call reports its start
+    assert first.run([ToolCall("a", "add", {"a": 1, "b": 2})])[0].ok
+    sink = ray_session._sink
+    first.close()
+    assert sink is not None and ray_session._sink is sink
+    second = Executor([T.add], mode=mode, workers=2, timeout=30)
+    try:
+        [result] = second.run([ToolCall("b", "add", {"a": 2, "b": 2})])
+        assert result.ok and result.output.data == 4, result
+        assert ray_session._sink is sink
+    finally:
+        second.close()
+    import ray
+
+    assert ray.get(sink.ping.remote(), timeout=30) is True  # alive after both closed
+
+
 def test_limits_are_refused_in_ray_mode_naming_why(mode):
     from toolfork import Limits, LimitsNotEnforceable
 

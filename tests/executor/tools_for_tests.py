@@ -79,9 +79,9 @@ def hang(marker: str, child_pid_file: str = "", started: str = "") -> str:
     With ``child_pid_file``, first start a child process (sleep 600) and record its pid: the
     executor must kill it with us (it shares our process group). ``started`` is touched once running.
     """
-    if started:
-        Path(started).touch()
-    try:
+    try:  # ``started`` is touched inside: a stop that comes as soon as it exists still runs the finally
+        if started:
+            Path(started).touch()
         if child_pid_file:
             child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
             _publish(child_pid_file, str(child.pid))

@@ -4,8 +4,10 @@ Ray is one global runtime per process. A ``RayBackend`` starts it (``ray.init``)
 has not; the backends then count themselves in and out, and the last one to close shuts Ray down, but
 only if a backend started it. A program that called ``ray.init`` itself keeps its Ray.
 
-The ``Sink`` actor (progress and start messages, see ``ray_task``) is shared the same way: one per
-process and Ray session, created with the first backend and killed with the last.
+The ``Sink`` actor (progress and start messages, see ``ray_task``) is one per driver connection: made
+with the first backend and kept for the next ones, so an agent that makes an Executor per turn pays its
+process's start (about a CPU-second) once. It goes with the driver's job (``ray.shutdown()``, the
+driver's exit); a backend that finds Ray connected anew (another job or node) makes another.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ _started_by_toolfork = False
 _users = 0
 _sink: Any = None
 _sink_ready = False
+_sink_connection: tuple[str, str] | None = None  # (job, node) of the driver connection the sink belongs to
 _watchdog: Any = None  # ray_watchdog.Watchdog of a local Ray toolfork started
 
 
@@ -69,26 +72,41 @@ def acquire(ray: Any, address: str | None) -> None:
                 where = "a local Ray instance" if address is None else f"the Ray cluster at {address!r}"
                 raise RuntimeError(f"could not start or join {where}: {type(exc).__name__}: {exc}") from exc
             _started_by_toolfork = True
+        if _sink is not None and not _users and _connection(ray) != _sink_connection:
+            _forget_sink()  # made on an earlier connection of this process (ray.shutdown, then ray.init)
         _users += 1
 
 
 def release(ray: Any) -> None:
-    """Count a backend out; the last one kills the sink, and shuts Ray down if toolfork started it."""
+    """Count a backend out; the last one shuts Ray down if toolfork started it (the sink with it). On a
+    Ray the program started or joined, the sink stays for the next backend of this connection."""
     global _started_by_toolfork, _users
     with _LOCK:
         _users = max(0, _users - 1)
         if _users:
             return
-        if _sink is not None and ray.is_initialized():
-            try:
+        if _sink is not None and _sink_connection is None and ray.is_initialized():
+            try:  # a connection that cannot be told from the next one: its sink is not kept
                 ray.kill(_sink)
             except Exception:
                 pass
+            _forget_sink()
+        if not _started_by_toolfork:
+            return
         _forget_sink()
-        if _started_by_toolfork:
-            _started_by_toolfork = False
-            ray.shutdown()
-            _close_watchdog()
+        _started_by_toolfork = False
+        ray.shutdown()
+        _close_watchdog()
+
+
+def _connection(ray: Any) -> tuple[str, str] | None:
+    """The driver's connection to Ray: its job and node (a new ``ray.init`` is a new job, a new local
+    instance a new node); None when it cannot be told."""
+    try:
+        context = ray.get_runtime_context()
+        return str(context.get_job_id()), str(context.get_node_id())
+    except Exception:  # Ray Client, or not connected: no sink is kept from an unknown connection
+        return None
 
 
 def _session_dir(ray: Any) -> str:
@@ -116,11 +134,12 @@ def shared_sink(ray: Any, sink_class: Any, *, wait: bool) -> Any:
     Waiting matters for deadlines: a call's deadline starts when its "started" message reaches the
     host, and the first messages would otherwise wait for the actor's process to start.
     """
-    global _sink, _sink_ready
+    global _sink, _sink_ready, _sink_connection
     with _LOCK:
         if _sink is None:
             _sink = sink_class.options(num_cpus=0, max_restarts=0).remote()
             _sink_ready = False
+            _sink_connection = _connection(ray)
         sink = _sink
         if not wait or _sink_ready:
             return sink
@@ -139,9 +158,10 @@ def drop_sink(sink: Any) -> None:
 
 
 def _forget_sink() -> None:
-    global _sink, _sink_ready
+    global _sink, _sink_ready, _sink_connection
     _sink = None
     _sink_ready = False
+    _sink_connection = None
 
 
 __all__ = ["acquire", "drop_sink", "import_ray", "init_kwargs", "release", "shared_sink", "started_by_toolfork"]
