@@ -38,7 +38,10 @@ bash scripts/npm_tools.sh  # the MCP tests' npm packages: reference server, Insp
 
 # The venv first on PATH: tests that start `python` or the `toolfork` script get the venv's.
 export VIRTUAL_ENV="$venv" PATH="$venv/bin:$PATH"
-unset PYTHONHOME
+# Bytecode is written (the project's modules, and pytest's rewritten tests): with PYTHONDONTWRITEBYTECODE
+# each xdist worker would compile and rewrite every test module again (10 CPU-seconds a worker), and each
+# CLI run or Ray worker the project's modules.
+unset PYTHONHOME PYTHONDONTWRITEBYTECODE
 # Three xdist workers per core: about half of the suite's time is spent waiting (for the commands and
 # servers it starts, for timeouts, for Ray), so more workers than cores keep the cores busy. A group of
 # tests that shares a server (``xdist_group``) stays in one worker. TOOLFORK_TEST_WORKERS overrides it.

@@ -8,9 +8,12 @@ from __future__ import annotations
 
 import copy
 import itertools
+import json
 import os
 import socket
+import subprocess
 import sys
+import textwrap
 import threading
 import time
 from pathlib import Path
@@ -576,6 +579,40 @@ def test_the_message_actor_outlives_its_executor_for_the_next_one(mode):
     import ray
 
     assert ray.get(sink.ping.remote(), timeout=30) is True  # alive after both closed
+
+
+@pytest.mark.timeout(300)  # two Ray connections on a loaded machine
+def test_a_program_that_connects_to_ray_again_gets_a_new_message_actor(ray_cluster):  # noqa: F811
+    """The sink is kept across executors of one driver connection, never across two: after the program's
+    ``ray.shutdown()`` and ``ray.init()`` (a new job on the same cluster), a call with a deadline (which
+    reports its start through the sink) still runs, through a sink of the new connection."""
+    address = ray_cluster.get_runtime_context().gcs_address
+    script = textwrap.dedent(f"""
+        import json, sys
+        sys.path.insert(0, {str(Path(__file__).resolve().parents[2])!r})
+        import ray
+        from tests.executor import tools_for_tests as T
+        from toolfork.executor import Executor, ToolCall
+        from toolfork.executor.backends import ray_session
+
+        answers, sinks = [], []
+        for round_ in range(2):
+            ray.init(address={address!r}, log_to_driver=False)
+            for _ in range(2):
+                with Executor([T.add], mode="ray", workers=2, timeout=60) as ex:
+                    [r] = ex.run([ToolCall("a", "add", {{"a": round_, "b": 40}})])
+                    answers.append(r.output.data if r.ok else repr(r.error))
+                sinks.append(ray_session._sink._actor_id.hex())  # the actor, not the handle object
+            ray.shutdown()
+        print(json.dumps({{"answers": answers, "sinks": sinks}}))
+    """)
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    report = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert report["answers"] == [40, 40, 41, 41]
+    first, again, second, again2 = report["sinks"]
+    assert first == again and second == again2  # kept across executors of one connection
+    assert first != second  # a new connection, a new sink
 
 
 def test_limits_are_refused_in_ray_mode_naming_why(mode):

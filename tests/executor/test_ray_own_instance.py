@@ -67,38 +67,6 @@ def test_the_executor_starts_and_stops_its_own_ray_when_none_is_running():
     assert all(_pid_gone(pid) for pid in report["ray_processes"])
 
 
-def test_a_program_that_starts_its_ray_again_gets_a_new_message_actor():
-    """The sink is kept across executors of one driver connection, never across two: after the program's
-    ``ray.shutdown()`` and ``ray.init()`` (a new instance), a call with a deadline (which reports its
-    start through the sink) still runs, through a sink of the new connection."""
-    script = textwrap.dedent(f"""
-        import json, sys
-        sys.path.insert(0, {str(ROOT)!r})
-        import ray
-        from tests.executor import tools_for_tests as T
-        from toolfork.executor import Executor, ToolCall
-        from toolfork.executor.backends import ray_session
-
-        answers, sinks = [], []
-        for round_ in range(2):
-            ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-            for _ in range(2):
-                with Executor([T.add], mode="ray", workers=2, timeout=60) as ex:
-                    [r] = ex.run([ToolCall("a", "add", {{"a": round_, "b": 40}})])
-                    answers.append(r.output.data if r.ok else repr(r.error))
-                sinks.append(ray_session._sink._actor_id.hex())  # the actor, not the handle object
-            ray.shutdown()
-        print(json.dumps({{"answers": answers, "sinks": sinks}}))
-    """)
-    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=200)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    report = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert report["answers"] == [40, 40, 41, 41]
-    first, again, second, again2 = report["sinks"]
-    assert first == again and second == again2  # kept across executors of one connection
-    assert first != second  # a new connection, a new sink
-
-
 def _ray_processes(marker: str, session: str) -> list[psutil.Process]:
     """The processes of one Ray instance: marked in their environment, or naming or holding open a file
     of its session directory (the agents rename themselves, hiding both command line and environment)."""
