@@ -58,9 +58,13 @@ def _send(proc: subprocess.Popen[bytes], row: Any) -> None:
     _write_all(proc, _line(row))
 
 
-def _popen(*args: str) -> subprocess.Popen[bytes]:
+def _popen(*args: str, faulthandler: bool = False) -> subprocess.Popen[bytes]:
+    """The command as a co-process; ``faulthandler``: SIGABRT makes it print every thread's stack."""
+    env = child_env()
+    if faulthandler:
+        env["PYTHONFAULTHANDLER"] = "1"
     return subprocess.Popen(toolfork_cmd(*args), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, cwd=REPO, env=child_env(), bufsize=0)
+                            stderr=subprocess.PIPE, cwd=REPO, env=env, bufsize=0)
 
 
 def _finish(proc: subprocess.Popen[bytes]) -> tuple[int, str]:
@@ -174,12 +178,17 @@ def test_a_client_that_stops_reading_but_keeps_stdin_open_ends_the_co_process_cl
     # The stdin reader thread is blocked on the open pipe when the command exits: the interpreter must
     # not abort at shutdown (it did, with SIGABRT, while that thread held stdin's buffer lock).
     for command, expected in ((["run", "-", "-o", "-", "-q"], 1), (["worker"], 0)):
-        proc = _popen(*command, "--tools", TOOLS_SPEC, "--workers", "2")
+        proc = _popen(*command, "--tools", TOOLS_SPEC, "--workers", "2", faulthandler=True)
         assert proc.stdout is not None and proc.stdin is not None and proc.stderr is not None
         try:
             proc.stdout.close()
             _send(proc, {"id": "a", "name": "echo", "arguments": {"text": "x"}})
-            code = proc.wait(timeout=20)
+            try:
+                code = proc.wait(timeout=60)  # about a second on a quiet machine
+            except subprocess.TimeoutExpired:  # stuck: its threads' stacks say where
+                proc.send_signal(signal.SIGABRT)
+                proc.wait(timeout=30)
+                pytest.fail(f"{command[0]} did not end:\n{proc.stderr.read().decode()[-6000:]}")
             err = proc.stderr.read().decode()
         finally:
             proc.stdin.close()
