@@ -71,9 +71,11 @@ def in_child(body: Callable[[], Any], timeout: float = 90.0) -> Outcome:
                    usage.ru_utime + usage.ru_stime)
 
 
-def become_nobody() -> None:
-    """In a child: drop root for an unprivileged user, staying dumpable as such a process would be."""
+def become_nobody(uid: int = NOBODY) -> None:
+    """In a child: drop root for an unprivileged user, staying dumpable as such a process would be.
+    ``uid``: a user of its own, for a test that counts the user's processes (RLIMIT_NPROC counts every
+    process of the user, and other tests run as nobody at the same time)."""
     os.setgroups([])
     os.setgid(NOBODY)
-    os.setuid(NOBODY)
+    os.setuid(uid)
     ctypes.CDLL(None).prctl(4, 1, 0, 0, 0)  # PR_SET_DUMPABLE: setuid cleared it; own /proc/self again

@@ -133,8 +133,9 @@ def test_a_helper_ignoring_sigterm_dies_at_the_timeout(tmp_path):
     pid_file = tmp_path / "helper.pid"
 
     with Executor(TOOLS, mode="fork", workers=2, kill_grace=0.2) as ex:
-        # The daemon ignores SIGTERM and lives in its own session: only the template can reach it.
-        r = ex.run([ToolCall("d", "start_daemon", {"pid_file": str(pid_file), "then": "hang"}, timeout=0.5)])[0]
+        # The daemon ignores SIGTERM and lives in its own session: only the template can reach it. 3 s: a
+        # loaded machine may take seconds to start it, and a call stopped before would leave no daemon.
+        r = ex.run([ToolCall("d", "start_daemon", {"pid_file": str(pid_file), "then": "hang"}, timeout=3.0)])[0]
         assert r.status == "timeout"
         assert _gone(_wait_pid_file(pid_file))
 
