@@ -121,34 +121,11 @@ def http_server(args: list[str], env: dict[str, str] | None = None) -> Iterator[
 
 @pytest.fixture(scope="session")
 def sdk_everything_server() -> Path:
-    """The python SDK's own everything-server (``examples/servers/everything-server``, the server the
-    SDK runs the conformance suite against), from the sdist of the installed ``mcp`` version on PyPI,
-    fetched once into the npm tools directory."""
-    import importlib.metadata
-    import tarfile
+    """The python SDK's own everything-server, from the sdist of the installed ``mcp`` version
+    (``scripts/test.sh`` fetches it before the tests: see ``sdk_everything``)."""
+    from tests.mcp.sdk_everything import FetchError, fetch
 
-    version = importlib.metadata.version("mcp")
-    where = NPM_DIR / f"mcp-sdk/{version}"
-    server = where / "everything_server.py"
-    if server.is_file():
-        return server
-    where.mkdir(parents=True, exist_ok=True)
-    with open(where / ".lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if not server.is_file():
-            pip = shutil.which("pip3") or shutil.which("pip")
-            if pip is None:
-                pytest.fail("the conformance tests need pip to fetch the mcp sdist (the SDK's everything-server)")
-            done = subprocess.run([pip, "download", "--no-deps", "--no-binary", ":all:", f"mcp=={version}", "-d",
-                                   str(where)], capture_output=True, text=True, timeout=300)
-            sdists = sorted(where.glob(f"mcp-{version}.tar.gz"))
-            if done.returncode != 0 or not sdists:
-                pytest.fail(f"pip could not download the mcp {version} sdist: {done.stderr.strip()[-2000:]}")
-            member = f"mcp-{version}/examples/servers/everything-server/mcp_everything_server/server.py"
-            with tarfile.open(sdists[0]) as tar:
-                source = tar.extractfile(member)
-                if source is None:
-                    pytest.fail(f"the mcp {version} sdist has no {member}")
-                (where / "everything_server.py.tmp").write_bytes(source.read())
-            os.replace(where / "everything_server.py.tmp", server)
-    return server
+    try:
+        return fetch()
+    except FetchError as exc:
+        pytest.fail(str(exc))
