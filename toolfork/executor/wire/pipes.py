@@ -14,8 +14,18 @@ import select
 
 def write_all(fd: int, data: bytes | bytearray | memoryview) -> None:
     """Write every byte to a fd (``os.write`` may write less than asked on a pipe). A descriptor meant
-    to block that someone made non-blocking (a tool's library, on a worker's pipe) is waited on."""
-    view = memoryview(data)
+    to block that someone made non-blocking (a tool's library, on a worker's pipe) is waited on. The
+    first write is of ``data`` itself: it nearly always takes every byte (a worker writes one result per
+    call), and a view is made only for what is left."""
+    if not data:
+        return
+    try:
+        n = os.write(fd, data)
+    except BlockingIOError:
+        n = 0
+    if n == len(data):
+        return
+    view = memoryview(data)[n:]
     while view:
         try:
             view = view[os.write(fd, view):]
