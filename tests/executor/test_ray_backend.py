@@ -66,6 +66,16 @@ def test_calls_run_in_ray_workers_not_in_the_host(make_executor, mode):
     assert all(r.worker_pid == r.output.data for r in results)
 
 
+def test_the_suites_ray_workers_run_at_its_own_priority(make_executor, mode):
+    """Ray's default (nice 15) is overridden for the suite (tests/conftest.py): at nice 15 beside the rest
+    of the suite, a Ray worker got a few percent of a core and the Ray tests took minutes."""
+    ex = make_executor(mode=mode)
+    results = ex.run([ToolCall(str(i), "whoami", {}) for i in range(2)])
+    for r in results:
+        assert r.ok, r.error
+        assert psutil.Process(r.worker_pid).nice() == os.nice(0)
+
+
 def test_hooks_run_in_the_ray_worker_around_every_call(make_executor, mode, tmp_path):
     log = tmp_path / "hooks.log"
 

@@ -388,8 +388,18 @@ class Hub:
         with self._cond:
             self.batches.append(b)
         yielded = False
+        rearm = False  # a driver stopped watching this batch's wake-up fd: it must be told to look again
         try:
             while True:
+                # The wake-up rule of a live source: a driver that sees its fd readable only marks the
+                # batch ``poked`` (and stops watching it); the owner clears the mark and empties the fd,
+                # then pulls. A byte that comes after the drain stays for the next look, so a call
+                # submitted while the owner pulls is never left in the source unseen.
+                with self._cond:
+                    rearm = rearm or b.poked
+                    b.poked = False
+                if feed.waiting:
+                    feed.drain_wakeup()
                 pulled = self._fill(b)
                 if feed.immediate:
                     yield from feed.take_immediate()
@@ -397,7 +407,6 @@ class Hub:
                     continue
                 with self._cond:
                     events, b.events = b.events, []
-                    b.poked = False
                 if events:
                     b.outstanding -= list(map(type, events)).count(CallFinished)
                     yield from events
@@ -411,14 +420,16 @@ class Hub:
                     yielded = False
                     continue
                 if self.drive.acquire(blocking=False):
+                    rearm = False  # each of our rounds watches what is live
                     try:
                         while not (b.events or b.poked):
                             self._backend.hub_round()
                     finally:
                         self._let_go()
                 else:
-                    if pulled:
-                        self._backend.wake()  # the driver is waiting: it has new calls to start
+                    if pulled or rearm:  # the driver is waiting: it has new calls to start, or our fd to watch
+                        rearm = False
+                        self._backend.wake()
                     with self._cond:
                         self._cond.wait_for(lambda: b.events or b.poked or not self.drive.locked())
         finally:

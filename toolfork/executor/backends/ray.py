@@ -31,7 +31,6 @@ It keeps the executor's contract with Ray's own tools (see ``docs/ray.md``):
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import select
 import threading
@@ -244,7 +243,7 @@ class RayBackend(Backend):
         stops = self._settle() if hub.pending else []
         starts = self._take_ready()
         room = len(self._running) + len(starts) < self._size
-        live = [b for b in tuple(hub.batches) if b.feed.waiting] if room else []
+        live = [b for b in tuple(hub.batches) if b.feed.waiting and not b.poked] if room else []
         return stops, starts, live, len(hub.batches) > 1
 
     def _end_round(self, out: list[tuple[Dispatch, Event]], live: list[BatchState]) -> list[Any]:
@@ -252,9 +251,7 @@ class RayBackend(Backend):
         self._route(out)
         for b in live:
             if b.feed.wakeup_fd is None or _readable(b.feed.wakeup_fd):
-                with contextlib.suppress(OSError):
-                    b.feed.drain_wakeup()
-                b.poked = True  # its owner asks the source again
+                b.poked = True  # its owner empties the fd and asks the source again (see Hub.execute)
         stops = self._settle() if self._hub.pending else []
         if self._closing:
             stops += self._cancel_all()

@@ -168,7 +168,7 @@ class ForkBackend(Backend):
         if self._start() and any(b.events for b in hub.batches):
             hub.wake_owners()
             return None
-        return [b for b in tuple(hub.batches) if b.feed.waiting] if hub.batches else []
+        return [b for b in tuple(hub.batches) if b.feed.waiting and not b.poked] if hub.batches else []
 
     def hub_tend(self) -> None:
         """The watcher's turn (``Hub.drive`` held, nobody else driving): what came, without waiting."""
@@ -185,8 +185,7 @@ class ForkBackend(Backend):
         core.supervise(self)  # a template that died or was stopped is replaced before anything is read
         workers = core.workers
         for data in ready:
-            if type(data) is BatchState:
-                data.feed.drain_wakeup()
+            if type(data) is BatchState:  # its owner empties the wake-up fd as it pulls (see Hub.execute)
                 data.poked = True
             elif data.wid in workers:  # still ours: a read before it may have replaced it
                 core.read(data, self)
