@@ -64,6 +64,7 @@ class BenchConfig:
     hang_calls: int = 4
     crash_calls: int = 4
     crash_call_timeout_s: float = 2.0  # bounds peers that lose the crashed call's result
+    crash_sleep_s: float = 0.1  # how long the other calls of the crash batch run (the crash comes at 0.01 s)
     payload_sizes: tuple[int, ...] = (1 * KB, 1 * MB, 100 * MB)
     payload_reps: tuple[int, ...] = (20, 5, 1)
     memory_host_mb: int = 200
@@ -198,7 +199,8 @@ class BenchConfig:
             mixed_reps=1,
             mixed_quick_calls=3,
             hang_timeout_s=0.3,
-            crash_call_timeout_s=5.0,  # the tests' run: seconds of margin for a loaded machine (the calls sleep 0.1 s)
+            crash_call_timeout_s=5.0,  # the tests' run: seconds of margin for a loaded machine
+            crash_sleep_s=0.5,  # still running when the crash comes, on a loaded machine too
             payload_sizes=(1 * KB, 100 * KB),
             payload_reps=(1, 1),
             memory_host_mb=4,

@@ -152,7 +152,7 @@ def w_crash(ctx: Context) -> dict[str, Any]:
     back, and does the same executor run the next batch?"""
     c = ctx.config
     t = c.crash_call_timeout_s
-    tasks = [Task("sleep_call", {"seconds": 0.1}, t) for _ in range(c.crash_calls)]
+    tasks = [Task("sleep_call", {"seconds": c.crash_sleep_s}, t) for _ in range(c.crash_calls)]
     tasks[1] = Task("crash_call", {"delay": 0.01, "code": 3}, t)
     with ctx.pool(c.crash_calls) as peer:
         outcomes, wall = run_batch(peer, tasks)
