@@ -212,7 +212,11 @@ class Singles:
             if future is not None and self._futures.get(cid) is future:
                 del self._futures[cid]
             parked = self._parked.get(cid)
-            released = parked.popleft() if parked else None
+            released = None
+            while parked and released is None:  # a call cancelled while it waited is passed over: the
+                released = parked.popleft()     # one behind it goes (nothing else would release it)
+                if released._dropped:
+                    released = None
             if parked is not None and not parked:
                 del self._parked[cid]
             if released is not None:  # its turn: the earlier call with its id has left the backend
