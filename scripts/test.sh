@@ -37,7 +37,7 @@ bash scripts/services.sh
 bash scripts/npm_tools.sh  # the MCP tests' npm packages: reference server, Inspector, node 22, conformance suite (pinned; once)
 # The python MCP SDK's everything-server at the venv's mcp version (from its sdist; once per version): network
 # work, done here with retries rather than inside a test's time limit.
-"$venv/bin/python" tests/mcp/sdk_everything.py
+"$venv/bin/python" -m tests.mcp.sdk_everything
 
 # The venv first on PATH: tests that start `python` or the `toolfork` script get the venv's.
 export VIRTUAL_ENV="$venv" PATH="$venv/bin:$PATH"

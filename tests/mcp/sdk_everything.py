@@ -5,7 +5,7 @@ Why a module of its own: fetching the sdist is network work (pip builds the sdis
 mean fetching its build backend first), so ``scripts/test.sh`` runs it before pytest, with retries and
 without a test's time limit:
 
-    python tests/mcp/sdk_everything.py      -> NPM_DIR/mcp-sdk/VERSION/everything_server.py
+    python -m tests.mcp.sdk_everything      -> NPM_DIR/mcp-sdk/VERSION/everything_server.py
 
 The conformance fixture calls the same ``fetch``, which finds the file already there.
 """
@@ -22,8 +22,7 @@ import tarfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-NPM_DIR = Path(os.environ.get("TOOLFORK_NPM_TOOLS") or ROOT / ".npm-tools")
+from tests.mcp.conformance import NPM_DIR
 
 
 class FetchError(RuntimeError):
@@ -54,11 +53,11 @@ def fetch(attempts: int = 3, timeout_s: float = 300) -> Path:
                 error = done.stderr.strip()[-2000:]
             except subprocess.TimeoutExpired:
                 error = f"pip download did not finish in {timeout_s:.0f} s"
-            if sorted(where.glob(f"mcp-{version}.tar.gz")):
+            sdists = sorted(where.glob(f"mcp-{version}.tar.gz"))
+            if sdists:
                 break
             time.sleep(5 * (attempt + 1))
-        sdists = sorted(where.glob(f"mcp-{version}.tar.gz"))
-        if not sdists:
+        else:
             raise FetchError(f"pip could not download the mcp {version} sdist in {attempts} attempts: {error}")
         member = f"mcp-{version}/examples/servers/everything-server/mcp_everything_server/server.py"
         with tarfile.open(sdists[0]) as tar:
