@@ -289,7 +289,7 @@ class Executor:
                 if self._singles is None:
                     self._singles = Singles(SinglesHost(
                         run=lambda source, fd, on_feed, parent_of: self._events(source, None, fd, on_feed=on_feed,
-                                                                                 parent=parent_of),
+                                                                                 parent=parent_of, starts=False),
                         stop=self._backend.cancel,
                         merge_context=lambda updates: self.context.update(updates),
                         closed=lambda: self._closed))
@@ -470,29 +470,13 @@ class Executor:
         captured where the calls were submitted (``tracing.capture``), or a function of the call that
         gives it (single calls: each its own); None when nothing traces. ``starts``: whether the
         consumer reads ``CallStarted`` (``run`` keeps results alone)."""
-        if parent is None:
-            return self._untraced_events(calls, room, wakeup_fd, on_feed, journal, None, starts)
-        spans = tracing.CallSpans()
-        return self._traced_events(self._untraced_events(calls, room, wakeup_fd, on_feed, journal,
-                                                         (parent if callable(parent) else lambda _c: parent, spans),
-                                                         starts),
-                                   spans)
+        traced = None if parent is None else (parent if callable(parent) else lambda _c: parent, tracing.CallSpans())
+        return self._batch_events(calls, room, wakeup_fd, on_feed, journal, traced, starts)
 
-    @staticmethod
-    def _traced_events(events: Iterator[Event], spans: tracing.CallSpans) -> Iterator[Event]:
-        """Each call's span ends at its CallFinished (see ``tracing``)."""
-        try:
-            for event in events:
-                if type(event) is CallFinished:
-                    spans.finish(event.result)
-                yield event
-        finally:
-            spans.close()
-
-    def _untraced_events(self, calls: Iterable[ToolCall | Wait], room: Callable[[], bool] | None,
-                         wakeup_fd: int | None, on_feed: Callable[[Feed], None] | None, journal: Journal | None,
-                         traced: tuple[Callable[[ToolCall], Any], tracing.CallSpans] | None,
-                         starts: bool = True) -> Iterator[Event]:
+    def _batch_events(self, calls: Iterable[ToolCall | Wait], room: Callable[[], bool] | None,
+                      wakeup_fd: int | None, on_feed: Callable[[Feed], None] | None, journal: Journal | None,
+                      traced: tuple[Callable[[ToolCall], Any], tracing.CallSpans] | None,
+                      starts: bool = True) -> Iterator[Event]:
         retriable: dict[str, Dispatch] = {}  # calls of tools that declare retries, until they finish
         # Inline calls run in this thread as the feed pulls them; a gated one that cannot start yet is
         # parked there, never waited for (see inline.py). Parked calls stop when the batch is cancelled
@@ -536,10 +520,14 @@ class Executor:
                     if recorder is not None:
                         pulled.pop(result.call_id, None)
                         recorder.finished(key[0], result)
+                    if traced is not None:  # the call's span ends with it (see ``tracing``)
+                        traced[1].finish(result)
                 elif recorder is not None and type(event) is CallStarted:
                     recorder.started(event.name, pulled.pop(event.call_id, None))
                 yield event
         finally:
+            if traced is not None:  # the consumer left with calls still open: their spans end "cancelled"
+                traced[1].close()
             with self._lock:
                 self._feeds.discard(feed)
                 self._tally.close(counts)
