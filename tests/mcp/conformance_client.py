@@ -90,9 +90,33 @@ class Outcome:
     output: str = ""  # the harness's own output (its tail is enough to see why)
 
 
+# The one warning that says how loaded the machine was, not what the client did: ``sse-retry`` times the
+# reconnection after a stream closes with ``retry: 500``. Before 450 ms, or after twice the retry, is a
+# FAILURE ("too early", "ignoring the retry field"); between 700 ms and 1,000 ms the suite warns
+# "slightly late ... acceptable but may indicate network delays", and its exit status counts the warning.
+# Beside two busy loops a client process that waited its 500 ms was scheduled 316 ms late.
+LOAD_WARNINGS = {"client-sse-retry-timing": "slightlyLate"}  # check id -> the detail that must be true
+
+
+def verdict(returncode: int, checks: Sequence[dict[str, object]]) -> bool:
+    """The harness's verdict (its exit status), except that a run whose only complaint is a warning in
+    ``LOAD_WARNINGS`` passes: every FAILURE and every other WARNING still fails it."""
+    if returncode == 0:
+        return True
+    complaints = [c for c in checks if c.get("status") in ("FAILURE", "WARNING")]
+    return bool(complaints) and all(_load_warning(c) for c in complaints)
+
+
+def _load_warning(check: dict[str, object]) -> bool:
+    detail = LOAD_WARNINGS.get(str(check.get("id")))
+    details = check.get("details")
+    return (check.get("status") == "WARNING" and detail is not None and isinstance(details, dict)
+            and details.get(detail) is True)
+
+
 def run_client_scenario(command: list[str], version: str, scenario: str, spec_version: str | None = None,
                         timeout_s: float = 60.0) -> Outcome:
-    """Run one client scenario; passed = the harness's verdict (its exit status)."""
+    """Run one client scenario; passed = ``verdict`` of the harness's exit status and its checks."""
     env = client_env()
     with tempfile.TemporaryDirectory(prefix="toolfork-conformance-") as out:
         args = [str(NODE), str(suite(version)), "client", "--command", shlex.join(command), "--scenario", scenario,
@@ -100,13 +124,13 @@ def run_client_scenario(command: list[str], version: str, scenario: str, spec_ve
         if spec_version:
             args += ["--spec-version", spec_version]
         done = subprocess.run(args, capture_output=True, text=True, timeout=timeout_s + 90, env=env, cwd=out)
-        failed: list[str] = []
-        for checks in Path(out).rglob("checks.json"):
-            for check in json.loads(checks.read_text()):
-                if check.get("status") == "FAILURE":
-                    failed.append(f"{check.get('id')}: {check.get('errorMessage') or check.get('description')}")
+        checks: list[dict[str, object]] = []
+        for path in Path(out).rglob("checks.json"):
+            checks += [c for c in json.loads(path.read_text()) if isinstance(c, dict)]
+    failed = [f"{c.get('id')}: {c.get('errorMessage') or c.get('description')}"
+              for c in checks if c.get("status") == "FAILURE"]
     text = re.sub(r"\x1b\[[0-9;]*m", "", done.stdout + done.stderr)
-    return Outcome(scenario, done.returncode == 0, failed, text)
+    return Outcome(scenario, verdict(done.returncode, checks), failed, text)
 
 
 def main() -> None:
