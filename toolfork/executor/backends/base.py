@@ -507,6 +507,11 @@ class Hub:
                 self._cond.notify_all()
         return out
 
+    def to_watch(self) -> list[BatchState]:
+        """The batches whose wake-up fd a driver's round watches: live sources waiting for a call, not
+        yet marked ``poked`` (a marked one's owner empties its fd before it pulls; see ``execute``)."""
+        return [b for b in tuple(self.batches) if b.feed.waiting and not b.poked] if self.batches else []
+
     def wake_owners(self) -> None:
         """Wake every owner waiting for events (also from inside a ``locked`` step: the lock is re-entrant)."""
         with self._cond:

@@ -243,7 +243,7 @@ class RayBackend(Backend):
         stops = self._settle() if hub.pending else []
         starts = self._take_ready()
         room = len(self._running) + len(starts) < self._size
-        live = [b for b in tuple(hub.batches) if b.feed.waiting and not b.poked] if room else []
+        live = hub.to_watch() if room else []
         return stops, starts, live, len(hub.batches) > 1
 
     def _end_round(self, out: list[tuple[Dispatch, Event]], live: list[BatchState]) -> list[Any]:

@@ -168,7 +168,7 @@ class ForkBackend(Backend):
         if self._start() and any(b.events for b in hub.batches):
             hub.wake_owners()
             return None
-        return [b for b in tuple(hub.batches) if b.feed.waiting and not b.poked] if hub.batches else []
+        return hub.to_watch()
 
     def hub_tend(self) -> None:
         """The watcher's turn (``Hub.drive`` held, nobody else driving): what came, without waiting."""
