@@ -28,6 +28,7 @@ import threading
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, InvalidStateError
+from concurrent.futures._base import CANCELLED, CANCELLED_AND_NOTIFIED, FINISHED, PENDING
 from dataclasses import dataclass
 from typing import Any
 
@@ -53,13 +54,32 @@ class SinglesHost:
     closed: Callable[[], bool]
 
 
+# Guards the making of a submitted call's Condition against its resolution without one (``CallFuture``).
+_CONDITIONS = threading.Lock()
+_DONE = (CANCELLED, CANCELLED_AND_NOTIFIED, FINISHED)
+
+
 class CallFuture(Future[ToolResult]):
     """A submitted call's future. ``cancel()`` stops the call even while it runs (a plain Future
-    could only drop a call that has not started); the future is then cancelled."""
+    could only drop a call that has not started); the future is then cancelled.
+
+    Its ``Condition`` is made when something first needs one: a thread that waits before the result is
+    there (``result``, ``concurrent.futures.wait``, ``as_completed``), a callback (``asyncio``'s
+    ``wrap_future``), a cancel. A plain Future makes it up front: a microsecond, and four objects the
+    garbage collector tracks for as long as the future lives, while most futures of a busy host are
+    resolved before anyone waits. A future resolved before it has a Condition is resolved under a module
+    lock that making one takes too, so a waiter either finds the result or is woken by it. Everything
+    else is ``Future``'s own code, which reads the attributes ``__init__`` sets (as in CPython 3.10-3.13)."""
 
     def __init__(self, singles: Singles, call: ToolCall,
                  on_progress: Callable[[Any], Any] | None = None, parent: Any = None) -> None:
-        super().__init__()
+        # Future.__init__ (not called): all of it but the Condition, which ``_condition`` makes.
+        self._cond: threading.Condition | None = None
+        self._state = PENDING
+        self._result: Any = None
+        self._exception: BaseException | None = None
+        self._waiters: list[Any] = []
+        self._done_callbacks: list[Callable[[Future[ToolResult]], object]] = []
         self.call = call
         self.parent = parent  # the tracing context where it was submitted (None: not traced)
         # What the backend runs: a copy of its own, so that a stop names this submission alone (the
@@ -69,6 +89,38 @@ class CallFuture(Future[ToolResult]):
         self._singles = singles
         self._pulled = False  # handed to the backend: stopping it is the backend's business
         self._dropped = False  # cancelled: the source skips it (a plain flag: cheaper than cancelled())
+
+    @property
+    def _condition(self) -> threading.Condition:  # type: ignore[override]
+        cond = self._cond
+        if cond is None:
+            with _CONDITIONS:
+                cond = self._cond
+                if cond is None:
+                    cond = self._cond = threading.Condition()
+        return cond
+
+    def set_result(self, result: ToolResult) -> None:
+        if self._cond is None:
+            with _CONDITIONS:
+                if self._cond is None:  # no waiter, no callback: none can come before this is done
+                    if self._state in _DONE:  # (not repr(self): it would make the Condition, under this lock)
+                        raise InvalidStateError(f"{self._state}: call {self.call.id!r}")
+                    self._result = result
+                    self._state = FINISHED
+                    return
+        super().set_result(result)
+
+    def result(self, timeout: float | None = None) -> ToolResult:
+        if self._state == FINISHED and self._exception is None:  # final: no Condition needed to read it
+            return self._result  # type: ignore[no-any-return]
+        return super().result(timeout)
+
+    def done(self) -> bool:
+        return self._state in _DONE
+
+    def cancelled(self) -> bool:
+        return self._state in (CANCELLED, CANCELLED_AND_NOTIFIED)
 
     def cancel(self) -> bool:
         if not super().cancel():
