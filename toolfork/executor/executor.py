@@ -22,7 +22,6 @@ resolve ``concurrent.futures.Future`` objects; ``acall`` awaits one of those.
 
 from __future__ import annotations
 
-import asyncio
 import atexit
 import contextlib
 import math
@@ -55,6 +54,8 @@ from toolfork.executor.types import (
 from toolfork.tools.runtime import JOB_CONTEXT_KEY
 
 if TYPE_CHECKING:
+    import asyncio
+
     from toolfork.executor.backends.capabilities import Capabilities
     from toolfork.executor.session import Session
     from toolfork.governance.limits import Limits
@@ -299,6 +300,8 @@ class Executor:
     async def acall(self, call: ToolCall | dict[str, Any], *,
                     on_progress: Callable[[Any], Any] | None = None) -> ToolResult:
         """``submit`` for asyncio hosts; cancelling the awaiting task stops the call."""
+        import asyncio  # its caller's loop has imported it; a module-level import costs every process 15 ms
+
         return await asyncio.wrap_future(self.submit(call, on_progress=on_progress))
 
     def imap(self, calls: Iterable[ToolCall | dict[str, Any] | Wait], window: int | None = None,
@@ -376,6 +379,8 @@ class Executor:
         """``run`` for asyncio hosts: the batch runs in a thread of its own (not the loop's default
         executor, whose few threads would make concurrent batches queue), so the event loop stays free.
         Cancelling the awaiting task cancels this batch alone, and returns once it has stopped."""
+        import asyncio
+
         batch = self._prepare(calls)
         handle: Batch[Any] = Batch(self)
         parent = tracing.capture()
@@ -391,6 +396,8 @@ class Executor:
     async def astream(self, calls: Iterable[ToolCall | dict[str, Any]]) -> AsyncIterator[Event]:
         """``stream`` for asyncio hosts: the batch runs in a thread of its own and its events are handed
         to the event loop as they happen. Leaving the ``async for`` early cancels this batch alone."""
+        import asyncio
+
         loop = asyncio.get_running_loop()
         queue: asyncio.Queue[Event | BaseException | None] = asyncio.Queue()
         events = self.stream(calls)

@@ -19,7 +19,6 @@ reset state. Where the state lives depends on the mode:
 
 from __future__ import annotations
 
-import asyncio
 import contextvars
 import copy
 import math
@@ -150,6 +149,8 @@ class Session:
     async def arun(self, calls: Iterable[ToolCall | dict[str, Any]]) -> list[ToolResult]:
         """``run`` in a thread of the event loop's default executor, in this task's context (its
         current span is the calls' parent)."""
+        import asyncio  # its caller's loop has imported it; a module-level import costs every process 15 ms
+
         here = contextvars.copy_context()
         return await asyncio.get_running_loop().run_in_executor(None, here.run, self.run, calls)
 

@@ -8,7 +8,6 @@ subclass with ``properties()`` or a typed ``__call__``, the fluent ``Tool.make(.
 
 from __future__ import annotations
 
-import asyncio
 import concurrent.futures
 import inspect
 import re
@@ -64,6 +63,8 @@ def _snake(name: str) -> str:
 
 
 def _run_coroutine(coro: Any) -> Any:
+    import asyncio  # here, not at the top: only an async tool needs it, and it costs every process 15 ms
+
     try:
         asyncio.get_running_loop()
     except RuntimeError:

@@ -20,8 +20,6 @@ import weakref
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
-import multiprocess
-
 from toolfork.executor import oob
 from toolfork.executor.backends.base import Hooks
 from toolfork.executor.backends.fork.template import MAX_MESSAGE, template_main
@@ -62,6 +60,8 @@ class TemplateLink:
         self._kill_grace = kill_grace
         self._workers = workers
         self.ctrl, template_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        import multiprocess  # here: a process that never starts a pool does not pay its 8 ms import
+
         ctx = multiprocess.get_context("fork")
         self._template = ctx.Process(
             target=_template_entry,
