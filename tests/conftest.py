@@ -94,10 +94,10 @@ def no_process_left_behind(request: pytest.FixtureRequest) -> Iterator[None]:
 
 
 # The tests on the session's Ray instance (``ray_cluster``, marked ``ray``) go to this many xdist groups,
-# round robin. A Ray call crosses several of Ray's processes, each a wake-up: on a loaded machine one group
-# spends most of its time waiting for those, so the groups wait side by side instead of one after another
-# (each xdist worker that takes a group starts its own instance: about 7 CPU-seconds).
-RAY_GROUPS = 2
+# round robin. Each xdist worker that takes a group starts its own instance, and the first calls on it
+# start its workers: about 13 CPU-seconds in all. One group: the suite is CPU-bound on 2 cores, and the
+# group's two minutes of mostly waiting for Ray's wake-ups run beside the other workers' tests.
+RAY_GROUPS = 1
 
 
 class RayGroups:

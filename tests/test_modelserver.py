@@ -1,6 +1,8 @@
 """The scripted model server, checked through the real `anthropic` and `openai` SDKs.
 
 If these pass, an agent test failing against the server points at the agent, not at the wire format.
+One xdist worker runs them all (``anthropic`` is imported by the first test that uses it, not by every
+worker that collects this module).
 """
 
 from __future__ import annotations
@@ -10,15 +12,22 @@ import json
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import anthropic
 import httpx
 import openai
 import pytest
 
+from tests.lazy import lazy_module
 from tests.modelserver import ErrorTurn, RecordedRequest, ScriptedModelServer, ToolCallSpec, Turn
 from tests.modelserver.fixture import model_server  # noqa: F401
+
+if TYPE_CHECKING:
+    import anthropic
+else:
+    anthropic = lazy_module("anthropic")
+
+pytestmark = pytest.mark.xdist_group("modelserver")
 
 FLAVOURS = ["anthropic", "openai-chat", "openai-responses"]
 MODES = ["create", "stream-raw", "stream-helper"]

@@ -74,12 +74,22 @@ def client_env() -> dict[str, str]:
 
 
 def client_scenarios(version: str, spec_version: str | None = None) -> list[str]:
-    """The client scenarios the suite lists (at ``spec_version``, when given)."""
+    """The client scenarios the suite lists (at ``spec_version``, when given). An installed version's list
+    never changes, so it is asked once and kept beside the suite: every xdist worker collects this module,
+    and each listing is a node start (half a CPU-second)."""
+    kept = suite(version).parents[4] / f"client-scenarios-{spec_version or 'all'}.txt"
+    if kept.is_file():
+        return kept.read_text().split()
     args = [str(NODE), str(suite(version)), "list", "--client"]
     if spec_version:
         args += ["--spec-version", spec_version]
     listed = subprocess.run(args, capture_output=True, text=True, timeout=120, check=True, env=node_env()).stdout
-    return re.findall(r"^\s+- (\S+)", listed.split("Client scenarios", 1)[-1], flags=re.M)
+    scenarios = re.findall(r"^\s+- (\S+)", listed.split("Client scenarios", 1)[-1], flags=re.M)
+    if scenarios:  # written whole, then renamed: a worker collecting at the same time reads all or nothing
+        partial = kept.with_name(f"{kept.name}.{os.getpid()}")
+        partial.write_text("\n".join(scenarios) + "\n")
+        partial.replace(kept)
+    return scenarios
 
 
 @dataclass
