@@ -50,6 +50,13 @@ def _waiting(thread: threading.Thread, future: CallFuture) -> None:
         time.sleep(0.001)
 
 
+def test_futures_internals_are_the_ones_call_future_sets() -> None:
+    """``CallFuture.__init__`` sets what ``Future.__init__`` would, but for the Condition: a Python whose
+    Future keeps other attributes fails here rather than in a host's ``wait``."""
+    assert set(vars(concurrent.futures.Future())) == {"_condition", "_state", "_result", "_exception", "_waiters",
+                                                      "_done_callbacks"}
+
+
 def test_a_future_resolved_before_anyone_waits_never_makes_a_condition(driven: tuple[HandDriven, Singles]) -> None:
     hand, singles = driven
     future = _submitted(hand, singles, "a")
