@@ -594,7 +594,7 @@ class Hub:
                 kill(kills)
 
     def queued(self) -> int:
-        """Calls pulled by their owners and not yet sent (ready, or held for a cap): any thread, a snapshot."""
+        """Calls pulled by their owners and not yet sent (ready, or capped: waiting for a cap): any thread, a snapshot."""
         return sum(len(b.ready) + sum(len(q) for q in list(b.capped.values())) for b in list(self.batches))
 
     def held_tools(self) -> set[str]:
@@ -623,7 +623,7 @@ class Hub:
     def _first_admitted(b: BatchState, admit: Callable[[Dispatch], bool]) -> Dispatch | None:
         """``b``'s first call that ``admit`` lets start. A call of a gated tool that is refused moves to
         ``b.capped`` for its tool, so the calls behind it are looked at (a waiting call delays nobody) and
-        each call is looked at once per refusal; held calls go first, in call order, when their tool is
+        each call is looked at once per refusal; capped calls go first, in call order, when their tool is
         admitted again."""
         for name, waiting in b.capped.items():
             if admit(waiting[0]):
