@@ -597,7 +597,7 @@ class Hub:
         """Calls pulled by their owners and not yet sent (ready, or capped: waiting for a cap): any thread, a snapshot."""
         return sum(len(b.ready) + sum(len(q) for q in list(b.capped.values())) for b in list(self.batches))
 
-    def held_tools(self) -> set[str]:
+    def capped_tools(self) -> set[str]:
         """The tools whose calls wait in some batch's capped queue (inside a ``locked`` step)."""
         return {name for b in self.batches for name in b.capped}
 

@@ -226,7 +226,7 @@ class RayBackend(Backend):
         # close: wake() reaches it through the sink when there is one; else it polls.
         poll = 0.0 if starts else POLL_INTERVAL if live else CANCEL_POLL
         if self._governance.any_gated:  # a call waiting for a token: look again when it is due
-            due = hub.locked(lambda: self._governance.wake_at(hub.held_tools()), wake=False)
+            due = hub.locked(lambda: self._governance.wake_at(hub.capped_tools()), wake=False)
             if due is not None:
                 poll = min(poll, max(0.0, due - time.monotonic()))
         self._wait(out, poll)

@@ -143,7 +143,7 @@ class ForkBackend(Backend):
         # The wait ends at the next deadline, and when the template is to be looked at (supervise).
         timeout = max(0.0, core.next_wake() - time.monotonic())
         if self._governance.any_gated:  # a call waiting for a token: look again when it is due
-            due = self._hub.locked(lambda: self._governance.wake_at(self._hub.held_tools()), wake=False)
+            due = self._hub.locked(lambda: self._governance.wake_at(self._hub.capped_tools()), wake=False)
             if due is not None:
                 timeout = min(timeout, max(0.0, due - time.monotonic()))
         watched = []
