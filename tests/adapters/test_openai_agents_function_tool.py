@@ -23,6 +23,7 @@ from agents.tool import invoke_function_tool
 from openai import AsyncOpenAI, DefaultAsyncHttpxClient
 
 from tests.modelserver import ScriptedModelServer, ToolCallSpec, Turn
+from tests.procs import gone
 from toolfork.adapters.openai_agents import function_tool, function_tools
 from toolfork.executor import Executor
 
@@ -151,10 +152,7 @@ def test_the_sdk_timeout_kills_the_call_in_its_worker(tmp_path: Any, ex: Executo
     assert out == "Tool 'stuck' timed out after 1 seconds."
     pid = int(marker.read_text())
     assert pid != os.getpid()
-    deadline = time.monotonic() + 10
-    while psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
-        assert time.monotonic() < deadline, f"the stuck worker {pid} is still alive"
-        time.sleep(0.05)
+    assert gone(pid, 10), f"the stuck worker {pid} is still alive"
 
 
 def test_the_executor_timeout_ends_a_stuck_sync_tool(ex: Executor) -> None:

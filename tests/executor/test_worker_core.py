@@ -12,10 +12,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-import psutil
 import pytest
 
 from tests.executor.tools_for_tests import ALL
+from tests.procs import gone
 from toolfork.executor.backends.base import Hooks
 from toolfork.executor.backends.fork.core import MAX_REQUEUES, QUICK_CALL_S, Worker, WorkerCore
 from toolfork.executor.backends.fork.pool import ForkBackend
@@ -149,10 +149,7 @@ def test_work_sent_to_a_worker_that_died_idle_goes_back_and_the_slot_is_refilled
     pid = w.pid
     assert pid is not None
     os.kill(pid, signal.SIGKILL)
-    end = time.monotonic() + BOUND_S
-    while psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
-        assert time.monotonic() < end
-        time.sleep(0.05)
+    assert gone(pid, BOUND_S)
     item = Item("late", "add", {"a": 1, "b": 1})
     frame = frames.calls_frame([(item.call_id, item.name, item.arguments, None, None, None, None)])
     assert not core.send(w, [item], frame, client)  # its call pipe has no reader any more
