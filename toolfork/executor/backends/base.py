@@ -594,7 +594,7 @@ class Hub:
                 kill(kills)
 
     def queued(self) -> int:
-        """Calls pulled by their owners and not yet sent (ready, or capped: waiting for a cap): any thread, a snapshot."""
+        """Calls pulled by owners, not yet sent (ready, or capped: waiting for a cap), any thread, a snapshot."""
         return sum(len(b.ready) + sum(len(q) for q in list(b.capped.values())) for b in list(self.batches))
 
     def capped_tools(self) -> set[str]:
