@@ -13,7 +13,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from . import landlock, rlimits, sandbox
+from . import cgroup, landlock, rlimits, sandbox
 from .limits import Limits
 from .verdict import Probe
 
@@ -81,6 +81,7 @@ def unenforceable(limits: Limits, *, nowhere: str | None = None) -> list[Unenfor
                     found.append(Unenforceable(name, list(value) if isinstance(value, tuple) else value,
                                                f"its sandbox cannot be entered: {said.reason}"))
             return found
+        found.extend(_without_cgroup(limits, verdict))
     for name in ("read_paths", "write_paths"):
         value = getattr(limits, name)
         if value is not None:
@@ -88,6 +89,47 @@ def unenforceable(limits: Limits, *, nowhere: str | None = None) -> list[Unenfor
             if not said.ok:
                 found.append(Unenforceable(name, list(value), said.reason))
     return found
+
+
+def _without_cgroup(limits: Limits, verdict: Callable[[Callable[[], Probe]], Probe]) -> list[Unenforceable]:
+    """What a sandboxed call's limits lose where no cgroup can be had: memory_mb (RLIMIT_AS counts one
+    process's mappings: not a memfd's or tmpfs file's pages, not pipe buffers, not its children), and
+    cpu_s where children could be started (each has a CPU limit of its own)."""
+    if not cgroup.bounded(limits):
+        return []
+    said = verdict(cgroup.probe)
+    if said.ok:
+        return []
+    why = f"no cgroup can be had here ({said.reason})"
+    found = []
+    if limits.memory_mb is not None:
+        found.append(Unenforceable("memory_mb", limits.memory_mb, "only a cgroup bounds a call's memory of every "
+                                   "kind (RLIMIT_AS counts one process's mappings: not memfd, tmpfs or pipe "
+                                   f"buffers, not its children), and {why}"))
+    if limits.cpu_s is not None:
+        if limits.processes:
+            found.append(Unenforceable("cpu_s", limits.cpu_s, f"with processes={limits.processes} only a cgroup "
+                                       f"counts the CPU of the call's children, and {why}"))
+        else:
+            nproc = verdict(functools.partial(rlimits.probe, "processes"))
+            if not nproc.ok:
+                found.append(Unenforceable("cpu_s", limits.cpu_s, f"only a cgroup counts the CPU of the call's "
+                                           f"children, {why}, and children cannot be forbidden: {nproc.reason}"))
+    return found
+
+
+def cgroup_notes(limits: Limits) -> list[str]:
+    """What a sandboxed call gets instead of a cgroup, where it can be enforced another way (said at start)."""
+    if not limits.sandboxed or not cgroup.bounded(limits) or cgroup.probe().ok:
+        return []
+    notes = []
+    if limits.cpu_s is not None and not limits.processes:
+        notes.append(f"cpu_s={limits.cpu_s!r} is enforced on the call's one process, which may start no other "
+                     f"(processes=0): no cgroup can be had here ({cgroup.probe().reason})")
+    if limits.processes is not None:
+        notes.append(f"processes={limits.processes!r} is RLIMIT_NPROC (the user's processes in the sandbox), not a "
+                     f"cgroup's pids.max: no cgroup can be had here ({cgroup.probe().reason})")
+    return notes
 
 
 def check(limits: Limits, *, where: str = "Limits", nowhere: str | None = None) -> list[Unenforceable]:
@@ -101,4 +143,6 @@ def check(limits: Limits, *, where: str = "Limits", nowhere: str | None = None) 
         raise LimitsNotEnforceable(where, missing)
     for item in missing:
         log.warning("%s: not applied (enforce='best-effort'): %s", where, item)
+    for note in cgroup_notes(limits):
+        log.warning("%s: %s", where, note)
     return missing

@@ -577,6 +577,9 @@ _MEMORY_DEATHS = frozenset(int(getattr(signal, n)) for n in ("SIGSEGV", "SIGBUS"
 # exit in the middle of a call under memory_mb is C code that gave up (OpenBLAS exits when it cannot
 # allocate its threads' buffers on import).
 _WORKER_EXIT_CODES = frozenset({0, 70, 75})
+# A sandbox's outer leaves with it when the kernel OOM-killed a process of the call's cgroup (see
+# governance.cgroup): the call's processes together reached memory_mb.
+CGROUP_OOM_EXIT = 76
 
 
 def _memory_death(limits: Limits, how: str) -> LimitExceeded:
@@ -619,6 +622,11 @@ def classify(outcome: BaseException | int | None, limits: Limits, *, tripped: fr
             return _exceeded(limits, "file_size_mb")
         if sig in _MEMORY_DEATHS and limits.memory_mb is not None:
             return _memory_death(limits, f"died of {signal.Signals(sig).name}")
+    if isinstance(outcome, int) and os.WIFEXITED(outcome) and limits.memory_mb is not None \
+            and os.WEXITSTATUS(outcome) == CGROUP_OOM_EXIT:
+        over = _exceeded(limits, "memory_mb")
+        return LimitExceeded(over.limit, over.value, f"{over.message} (by the call's processes together: the "
+                                                     "kernel killed one at its cgroup's limit)")
     if isinstance(outcome, int) and os.WIFEXITED(outcome) and limits.memory_mb is not None \
             and os.WEXITSTATUS(outcome) not in _WORKER_EXIT_CODES:
         return _memory_death(limits, f"exited with code {os.WEXITSTATUS(outcome)}")

@@ -10,16 +10,20 @@ is single-threaded (threads in the host or in warm workers do not matter) and al
                            │    spare: its socket to the template, which later sends the channels
                            │    to the entered sandbox); stdin/stdout/stderr on /dev/null
                            │ 2. the environment: MINIMAL_ENV plus the names in Limits(env=[...])
+                           │ 2b. its cgroup: made, limited, joined (``governance.cgroup``)
                            │ 3. unshare: user, PID, mount namespaces (and network under
                            │    network=False); uid/gid mapped onto themselves (files keep owners)
                            │ fork
                            └──> sandbox ("inner": PID 1 of its namespace)
-                                  4. SIGKILL when the outer dies; a fresh /proc (its own processes only)
+                                  4. SIGKILL when the outer dies; a fresh /proc (its own processes only);
+                                     every mount read-only but write_paths, the cgroup mounts always
+                                     (``governance.mounts``)
                                   5. no_new_privs, Landlock (read_paths/write_paths), seccomp filter
                                   6. on_worker_start, then the call; its rlimits hard = soft
                                      (``lock_rlimits``, in fork.limited)
 
-The outer waits for the sandbox and leaves with its wait status, so the host names a crash or a limit
+The outer waits for the sandbox (killing it when the call's processes used cpu_s together) and leaves
+with its wait status, so the host names a crash or a limit
 as for any worker (a sandbox the kernel killed at its CPU hard limit is reported as SIGXCPU). A
 process the call starts lives in the sandbox's PID namespace: when the sandbox (its init) ends, the
 kernel kills every one of them, daemons that double-forked or called setsid included.
@@ -38,8 +42,9 @@ import os
 import signal
 import sys
 from collections.abc import Sequence
+from typing import Any, NoReturn
 
-from . import hook_threads, landlock, seccomp
+from . import cgroup, hook_threads, landlock, mounts, seccomp
 from .limits import Limits
 from .verdict import PAGE, Probe, libc, thread_count, try_in_child
 
@@ -54,6 +59,10 @@ MIB = 1024 * 1024
 
 # What a sandboxed call sees of the environment, besides the names its Limits(env=[...]) pass on.
 MINIMAL_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8"}
+
+
+# The cgroup this process's call runs in, once it entered its sandbox (None: no cgroup was made).
+_group: cgroup.CallGroup | None = None
 
 
 class SandboxError(OSError):
@@ -96,33 +105,52 @@ def _map_ids(uid: int, gid: int) -> None:
             os.close(fd)
 
 
-def _outer(inner: int, limits: Limits) -> None:
-    """The one-shot outside the namespaces: hold no descriptor, pass a SIGTERM on, wait for the sandbox
-    and leave with its wait status. Never returns."""
-    os.closerange(0, 1 << 30)
+def _outer(inner: int, limits: Limits, group: cgroup.CallGroup | None) -> None:
+    """The one-shot outside the namespaces: hold no descriptor (but its cgroup's counters), pass a SIGTERM
+    on, wait for the sandbox and leave with its wait status. Never returns."""
+    low = 0
+    for fd in sorted(group.fds if group is not None else ()):
+        os.closerange(low, fd)
+        low = fd + 1
+    os.closerange(low, 1 << 30)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, lambda *_: _pass_on(inner, signal.SIGTERM))
+    if group is not None:
+        watched = group.watch(inner)
+        _leave_as(70 << 8 if watched is None else watched)
+    status, usage = _wait(inner)
+    used = usage.ru_utime + usage.ru_stime
+    if os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL and limits.cpu_s is not None \
+            and used >= limits.cpu_s:
+        status = int(signal.SIGXCPU)  # the kernel's kill at the CPU hard limit: name it the CPU limit's
+    _leave_as(status)
+
+
+def _wait(pid: int) -> tuple[int, Any]:
+    """The wait status and resource usage of child ``pid`` (leaves with 70 when there is no such child)."""
     while True:
         try:
-            _, status, usage = os.wait4(inner, 0)
-            break
+            _, status, usage = os.wait4(pid, 0)
+            return status, usage
         except InterruptedError:
             continue
         except ChildProcessError:
-            os._exit(70)
+            _leave_as(70 << 8)
+
+
+def _leave_as(status: int) -> NoReturn:
+    """Exit as the sandbox did: its exit code, or killed by its signal. Never returns."""
     if os.WIFEXITED(status):
         os._exit(os.WEXITSTATUS(status))
     sig = os.WTERMSIG(status)
-    used = usage.ru_utime + usage.ru_stime
-    if sig == signal.SIGKILL and limits.cpu_s is not None and used >= limits.cpu_s:
-        sig = signal.SIGXCPU  # the kernel's kill at the CPU hard limit: name it the CPU limit's
     try:
         import resource
 
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     except (ImportError, OSError, ValueError):
         pass
-    signal.signal(sig, signal.SIG_DFL)
+    if sig not in (signal.SIGKILL, signal.SIGSTOP):  # no handler can be set for those two
+        signal.signal(sig, signal.SIG_DFL)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {sig})
     os.kill(os.getpid(), sig)
     os._exit(128 + sig)
@@ -157,6 +185,11 @@ def enter(limits: Limits, keep: Sequence[int]) -> None:
                            "OpenTelemetry's batch processors, which are stopped; or one the template started)")
     close_inherited(keep)
     set_environ(limits)
+    global _group
+    try:
+        _group = cgroup.create(limits)
+    except OSError as exc:
+        raise SandboxError(exc.errno or errno.EIO, str(exc)) from None
     uid, gid = os.getuid(), os.getgid()
     flags = CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS | (CLONE_NEWNET if no_network else 0)
     _check(libc().unshare(ctypes.c_int(flags)), "unshare (user, PID, mount, network namespaces)")
@@ -166,12 +199,19 @@ def enter(limits: Limits, keep: Sequence[int]) -> None:
         raise SandboxError(exc.errno or errno.EPERM, f"mapping the user namespace's ids: {exc.strerror}") from None
     inner = os.fork()
     if inner != 0:
-        _outer(inner, limits)
+        _outer(inner, limits, _group)
     _check(libc().prctl(ctypes.c_int(PR_SET_PDEATHSIG), ctypes.c_ulong(signal.SIGKILL), ctypes.c_ulong(0),
                         ctypes.c_ulong(0), ctypes.c_ulong(0)), "PR_SET_PDEATHSIG")
     _check(libc().mount(None, b"/", None, ctypes.c_ulong(MS_REC | MS_PRIVATE), None), "making mounts private")
     _check(libc().mount(b"proc", b"/proc", b"proc", ctypes.c_ulong(MS_NOSUID | MS_NODEV | MS_NOEXEC), None),
            "mounting a /proc of the sandbox's own")
+    try:
+        for point in cgroup.mount_points():
+            mounts.read_only(point)
+        if limits.write_paths is not None:
+            mounts.writable_only(limits.write_paths)
+    except OSError as exc:
+        raise SandboxError(exc.errno or errno.EPERM, str(exc)) from None
     _check(libc().prctl(ctypes.c_int(PR_SET_NO_NEW_PRIVS), ctypes.c_ulong(1), ctypes.c_ulong(0), ctypes.c_ulong(0),
                         ctypes.c_ulong(0)), "PR_SET_NO_NEW_PRIVS")
     if limits.read_paths is not None or limits.write_paths is not None:
@@ -214,9 +254,24 @@ def lock_rlimits(limits: Limits) -> None:
         lock(resource.RLIMIT_FSIZE, limits.file_size_mb * MIB)
     if limits.open_files is not None:
         lock(resource.RLIMIT_NOFILE, len(os.listdir("/proc/self/fd")) + limits.open_files)
-    if limits.processes is not None:
+    processes = limits.processes
+    if processes is None and _group is None and limits.cpu_s is not None:
+        processes = 0  # no cgroup counts the CPU of children: the call may start none (see enforceable)
+    if processes is not None:
         tasks = sum(1 for _ in os.listdir("/proc/self/task"))
-        lock(resource.RLIMIT_NPROC, tasks + limits.processes)
+        lock(resource.RLIMIT_NPROC, tasks + processes)
+
+
+def group_hit(limits: Limits) -> str | None:
+    """After a call, the limit its processes together went past (a child the kernel OOM-killed, CPU used
+    past cpu_s before the outer saw it), by the Limits field; None when none, or there is no cgroup."""
+    if _group is None:
+        return None
+    if limits.memory_mb is not None and _group.oom_kills() > 0:
+        return "memory_mb"
+    if limits.cpu_s is not None and _group.cpu_s() >= limits.cpu_s:
+        return "cpu_s"
+    return None
 
 
 def out_of_memory(exc: BaseException | None) -> bool:
@@ -244,5 +299,5 @@ def probe() -> Probe:
     return try_in_child(lambda: None, keep=lambda fd: functools.partial(enter, Limits(network=False), keep=(fd,)))
 
 
-__all__ = ["MINIMAL_ENV", "SandboxError", "close_inherited", "enter", "lock_rlimits", "out_of_memory", "probe",
-           "set_environ"]
+__all__ = ["MINIMAL_ENV", "SandboxError", "close_inherited", "enter", "group_hit", "lock_rlimits", "out_of_memory",
+           "probe", "set_environ"]

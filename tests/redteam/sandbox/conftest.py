@@ -21,12 +21,12 @@ NOBODY = 65534
 USERS = ["root", "nobody"]
 
 
-def run_scenario(name: str, user: str, work: Path) -> dict[str, Any]:
-    """What scenario ``name`` reported, run as ``user``."""
+def run_scenario(name: str, user: str, work: Path, module: str = "tests.redteam.sandbox.scenarios") -> dict[str, Any]:
+    """What scenario ``name`` (of ``module``) reported, run as ``user``."""
     # Each attack runs in a fresh interpreter, as root or as nobody: the test process may hold at-fork
     # hooks other tests left (a library's thread restarted in every fork), which the sandbox refuses.
     become = [] if user == "root" else ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups"]
-    done = subprocess.run([*become, sys.executable, "-m", "tests.redteam.sandbox.scenarios", name, str(work)],
+    done = subprocess.run([*become, sys.executable, "-m", module, name, str(work)],
                           capture_output=True, cwd=REPO, env=child_env(), timeout=180, check=False)
     assert done.returncode == 0, (
         done.stderr.decode(errors="replace")[-3000:] + f"\n(nobody must be able to run {sys.executable}: where the "

@@ -23,6 +23,7 @@ from typing import Any
 
 from toolfork import Limits
 from toolfork.executor import Executor
+from toolfork.governance import LimitsNotEnforceable
 from toolfork.tools.tool import Tool
 
 Evidence = dict[str, Any]
@@ -31,7 +32,20 @@ CHANNELS_FROM = 1024  # the worker's channels sit at 4096 - 64 (fork.worker): no
 
 
 def outcome(tool: Tool, arguments: dict[str, Any], **executor: Any) -> Evidence:
-    """Run one call of ``tool`` in a fresh Executor; its status, error and output data."""
+    """Run one call of ``tool`` in a fresh Executor; its status, error and output data. Where the start is
+    refused (a limit only a cgroup can bound, and no cgroup here: an unprivileged user without a delegated
+    subtree), ``refused`` says why, and the call is attacked again under ``enforce="best-effort"``."""
+    try:
+        return _outcome(tool, arguments, **executor)
+    except LimitsNotEnforceable as exc:
+        limits = tool.limits.model_copy(update={"enforce": "best-effort"}) if tool.limits is not None else None
+        ev = _outcome(Tool(tool.name, description=tool.description, fn=tool.function, limits=limits), arguments,
+                      **executor)
+        ev["refused"] = str(exc)
+        return ev
+
+
+def _outcome(tool: Tool, arguments: dict[str, Any], **executor: Any) -> Evidence:
     with Executor([tool], workers=1, timeout=CALL_TIMEOUT, **executor) as ex:
         started = time.monotonic()
         (r,) = ex.run([{"id": "attack", "name": tool.name, "arguments": arguments}])

@@ -59,7 +59,7 @@ from toolfork.executor.backends.base import Hooks
 from toolfork.executor.backends.fork.session_worker import supervise_sessions
 from toolfork.executor.backends.fork.worker import become_subreaper, child_pids, worker_main
 from toolfork.executor.wire import WakePipe
-from toolfork.governance import hook_threads
+from toolfork.governance import cgroup, hook_threads
 
 MAX_MESSAGE = 1 << 16
 SPARES_PER_SANDBOX = 2  # one-shots kept entered ahead per sandbox (distinct Limits)
@@ -88,6 +88,7 @@ def template_main(ctrl: socket.socket, tools: dict[str, Any], hooks: Hooks) -> N
         _reap(children, None, block=True)
         while _kill_leftovers(children):
             _reap_any()
+        cgroup.remove_all()
         os._exit(0)
 
     def on_sigterm(signum: int, frame: Any) -> None:
@@ -196,6 +197,7 @@ def template_main(ctrl: socket.socket, tools: dict[str, Any], hooks: Hooks) -> N
                 del kill_at[pid]
         if exiting_until is not None:
             if not children and not _kill_leftovers(children):
+                cgroup.remove_all()
                 os._exit(0)
             if now >= exiting_until:
                 leave()
@@ -254,6 +256,7 @@ def template_main(ctrl: socket.socket, tools: dict[str, Any], hooks: Hooks) -> N
             let_spares_go()
             drop_supervisor()
             if not children and not _kill_leftovers(children):
+                cgroup.remove_all()
                 os._exit(0)
 
 
@@ -341,6 +344,7 @@ def _reap(children: set[int], ctrl: socket.socket | None, *, block: bool) -> boo
         reaped = True
         if pid in children:  # a leftover's exit is nobody's business but ours
             children.discard(pid)
+            cgroup.remove(pid)  # a sandbox's cgroup, now empty
             if ctrl is not None:
                 _send(ctrl, ("exited", pid, status))
 

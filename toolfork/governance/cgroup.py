@@ -1,0 +1,378 @@
+"""A cgroup per sandboxed call: its limits bound the whole call, every process and every kind of memory.
+
+Why: an rlimit binds one process, and RLIMIT_AS counts mappings only, so a call that starts children,
+writes a memfd or a tmpfs file, or fills pipe and socket buffers went past it. A memory cgroup charges
+all of those (anonymous, shmem/memfd/tmpfs pages, kernel pipe and socket buffers, every child's), the
+cpu accounting counts the CPU of every process in it, and the pids controller bounds how many tasks it
+holds. The one-shot that becomes a sandbox makes its cgroup and joins it before it enters its
+namespaces (a spare does this ahead of its call, so the cost is off the call's path):
+
+    template ── fork ──> one-shot: create(limits)
+                           mkdir <own cgroup>/toolfork-<template pid>/<one-shot pid> (memory, cpuacct,
+                           pids; or one directory under cgroup v2), the limits written, joined, read-only
+                           descriptors kept on its counters (OOM kills, CPU used)
+                           │ outer: polls the CPU used; at cpu_s it SIGKILLs the sandbox (its PID 1: all
+                           │        its processes die) and leaves as if by SIGXCPU; after an OOM kill it
+                           │        leaves with CGROUP_OOM_EXIT (the host names both LimitExceeded)
+                           └ inner: the cgroup mounts read-only (nothing inside can lift a limit or leave
+                                    the group); after the call an OOM kill of any of its processes
+                                    makes the result LimitExceeded (``GroupLimits.hit``)
+    template: reaps the one-shot ──> remove(pid): the directories go
+
+The limits count from the moment the cgroup is made: the sandbox's own set-up (the pages the one-shot
+copies from the template, a few MB) is part of memory_mb, its milliseconds part of cpu_s.
+
+Where: cgroup v1 with the memory, cpuacct and pids controllers mounted and this process's cgroups
+writable (root), or cgroup v2 with a delegated subtree (this process's cgroup, or its parent, writable
+with the memory and pids controllers enabled for its children, as systemd's ``Delegate=yes`` gives).
+Elsewhere ``probe`` says why not, and the Executor says so at start (see ``governance.enforceable``).
+"""
+
+from __future__ import annotations
+
+import errno
+import functools
+import os
+import signal
+import time
+from dataclasses import dataclass, field
+
+from .limits import Limits
+from .rlimits import CGROUP_OOM_EXIT
+from .verdict import Probe
+
+MIB = 1024 * 1024
+V1_CONTROLLERS = ("memory", "cpuacct", "pids")
+V2_CONTROLLERS = ("memory", "pids")
+CPU_POLL_S = 0.02  # how often the outer looks at the CPU the call used (a pread of a few bytes)
+PREFIX = "toolfork-"
+
+
+@dataclass(frozen=True)
+class Hierarchy:
+    """Where call groups are made: ``version`` 1 or 2; ``dirs``: the directory of this process's cgroup
+    to make them under, per controller (v1) or ``{"unified": dir}`` (v2); ``mounts``: the cgroup file
+    systems a sandbox makes read-only."""
+
+    version: int
+    dirs: dict[str, str]
+    mounts: tuple[str, ...]
+
+
+def _mounts() -> list[tuple[str, str, set[str]]]:
+    """(mount point, file system type, options) of each cgroup mount, from /proc/self/mounts."""
+    found = []
+    try:
+        with open("/proc/self/mounts", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                words = line.split()
+                if len(words) >= 4 and words[2] in ("cgroup", "cgroup2"):
+                    found.append((words[1].replace("\\040", " "), words[2], set(words[3].split(","))))
+    except OSError:
+        pass
+    return found
+
+
+def _own() -> dict[str, str]:
+    """This process's cgroup path per controller ("" for the v2 hierarchy), from /proc/self/cgroup."""
+    own: dict[str, str] = {}
+    try:
+        with open("/proc/self/cgroup", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                parts = line.rstrip("\n").split(":", 2)
+                if len(parts) == 3:
+                    for name in parts[1].split(","):
+                        own[name] = parts[2]
+    except OSError:
+        pass
+    return own
+
+
+def _words(path: str) -> set[str]:
+    try:
+        with open(path, encoding="utf-8") as f:
+            return set(f.read().split())
+    except OSError:
+        return set()
+
+
+def _locate() -> Hierarchy | str:
+    """The hierarchy call groups can be made in here, or why there is none."""
+    mounts, own = _mounts(), _own()
+    if not mounts:
+        return "no cgroup file system is mounted"
+    v1 = {opt: point for point, kind, opts in mounts if kind == "cgroup" for opt in opts if opt in V1_CONTROLLERS}
+    if all(c in v1 for c in V1_CONTROLLERS) and all(c in own for c in V1_CONTROLLERS):
+        dirs = {c: os.path.join(v1[c], own[c].lstrip("/")).rstrip("/") for c in V1_CONTROLLERS}
+        unwritable = [d for d in dirs.values() if not os.access(d, os.W_OK | os.X_OK)]
+        if not unwritable:
+            return Hierarchy(1, dirs, tuple(point for point, _kind, _opts in mounts))
+        v1_why = (f"cgroup v1 is mounted, and this user ({os.geteuid()}) cannot make cgroups in "
+                  f"{', '.join(unwritable)} (root can; or delegate a cgroup v2 subtree)")
+    else:
+        missing = [c for c in V1_CONTROLLERS if c not in v1]
+        v1_why = f"cgroup v1 lacks the {', '.join(missing)} controller(s)" if v1 else "no cgroup v1 controllers"
+    for point, kind, _opts in mounts:
+        if kind != "cgroup2" or "" not in own:
+            continue
+        mine = os.path.join(point, own[""].lstrip("/")).rstrip("/")
+        for candidate in (mine, os.path.dirname(mine)):
+            if not candidate.startswith(point):
+                continue
+            enabled = _words(os.path.join(candidate, "cgroup.subtree_control"))
+            if all(c in enabled for c in V2_CONTROLLERS) and os.access(candidate, os.W_OK | os.X_OK):
+                return Hierarchy(2, {"unified": candidate}, tuple(p for p, _kind, _opts in mounts))
+        return (f"{v1_why}; cgroup v2 at {point}: neither this process's cgroup nor its parent is writable with "
+                f"the memory and pids controllers enabled for its children (no delegated subtree)")
+    return v1_why
+
+
+@functools.lru_cache(maxsize=1)
+def mount_points() -> tuple[str, ...]:
+    """Every cgroup file system mounted here (a sandbox makes them all read-only)."""
+    return tuple(point for point, _kind, _opts in _mounts())
+
+
+@functools.lru_cache(maxsize=1)
+def hierarchy() -> Hierarchy | str:
+    """Where call groups can be made in this process's cgroups, or why not (looked up once)."""
+    return _locate()
+
+
+def _base(where: Hierarchy, directory: str, template: int) -> str:
+    return os.path.join(directory, f"{PREFIX}{template}")
+
+
+def _write(path: str, value: str) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC)
+    try:
+        os.write(fd, value.encode())
+    finally:
+        os.close(fd)
+
+
+def _read_fd(fd: int) -> bytes:
+    return os.pread(fd, 4096, 0)
+
+
+@dataclass
+class CallGroup:
+    """The cgroup a sandboxed call runs in, seen from inside: descriptors on its counters (read-only)."""
+
+    limits: Limits
+    cpu_fd: int = -1  # cpuacct.usage (ns) or cpu.stat (usage_usec)
+    oom_fd: int = -1  # memory.oom_control or memory.events: the "oom_kill N" line
+    version: int = 1
+    fds: list[int] = field(default_factory=list)
+
+    def cpu_s(self) -> float:
+        """The CPU every process of the call used so far, in seconds."""
+        data = _read_fd(self.cpu_fd)
+        if self.version == 1:
+            return int(data.split()[0]) / 1e9
+        for line in data.splitlines():
+            key, _, value = line.partition(b" ")
+            if key == b"usage_usec":
+                return int(value) / 1e6
+        return 0.0
+
+    def oom_kills(self) -> int:
+        """How many of the call's processes the kernel killed at its memory limit."""
+        for line in _read_fd(self.oom_fd).splitlines():
+            key, _, value = line.partition(b" ")
+            if key == b"oom_kill":
+                return int(value)
+        return 0
+
+    def watch(self, inner: int) -> int | None:
+        """In the outer: wait for the sandbox (``inner``) to end, killing it when the call's processes
+        together reach cpu_s; its wait status, with the CPU limit's kill reported as SIGXCPU and an OOM
+        kill as an exit with ``CGROUP_OOM_EXIT``. None when there is no such child."""
+        budget = self.limits.cpu_s
+        killed_at_cpu = False
+        while True:
+            try:
+                pid, status = os.waitpid(inner, os.WNOHANG if budget is not None else 0)
+            except InterruptedError:
+                continue
+            except ChildProcessError:
+                return None
+            if pid == inner:
+                break
+            if budget is not None and not killed_at_cpu and self.cpu_s() >= budget:
+                killed_at_cpu = True
+                try:
+                    os.kill(inner, signal.SIGKILL)  # PID 1 of the call's namespace: every process dies
+                except OSError:
+                    pass
+                continue
+            time.sleep(CPU_POLL_S)
+        if killed_at_cpu and os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL:
+            return int(signal.SIGXCPU)  # a wait status: killed by SIGXCPU
+        if os.WIFSIGNALED(status) and self.limits.memory_mb is not None and self.oom_kills() > 0:
+            return CGROUP_OOM_EXIT << 8  # a wait status: exited with CGROUP_OOM_EXIT
+        return status
+
+
+def create(limits: Limits) -> CallGroup | None:
+    """Make this process's cgroup for its call (under the template's), write ``limits`` into it and join
+    it. None where no cgroup can be had here (``probe`` says why), or ``limits`` ask for nothing a cgroup
+    bounds. Raises OSError naming the step."""
+    where = hierarchy()
+    if isinstance(where, str) or not bounded(limits):
+        return None
+    me, template = os.getpid(), os.getppid()
+    budget = None if limits.memory_mb is None else str(int(limits.memory_mb * MIB))
+    group = CallGroup(limits, version=where.version)
+    try:
+        if where.version == 1:
+            made = {}
+            for name, directory in where.dirs.items():
+                base = _base(where, directory, template)
+                os.makedirs(base, exist_ok=True)
+                path = made[name] = os.path.join(base, str(me))
+                os.mkdir(path)
+            memory = made["memory"]
+            if budget is not None:
+                _write(os.path.join(memory, "memory.limit_in_bytes"), budget)
+                if os.path.exists(os.path.join(memory, "memory.memsw.limit_in_bytes")):
+                    _write(os.path.join(memory, "memory.memsw.limit_in_bytes"), budget)  # no swap either
+            if limits.processes is not None:  # this process and the sandbox it forks, then the call's
+                _write(os.path.join(made["pids"], "pids.max"), str(2 + limits.processes))
+            for path in made.values():
+                _write(os.path.join(path, "cgroup.procs"), "0")
+            group.cpu_fd = os.open(os.path.join(made["cpuacct"], "cpuacct.usage"), os.O_RDONLY | os.O_CLOEXEC)
+            group.oom_fd = os.open(os.path.join(memory, "memory.oom_control"), os.O_RDONLY | os.O_CLOEXEC)
+        else:
+            base = _base(where, where.dirs["unified"], template)
+            try:
+                os.mkdir(base)
+                _write(os.path.join(base, "cgroup.subtree_control"), " ".join(f"+{c}" for c in V2_CONTROLLERS))
+            except FileExistsError:
+                pass
+            path = os.path.join(base, str(me))
+            os.mkdir(path)
+            if budget is not None:
+                _write(os.path.join(path, "memory.max"), budget)
+                if os.path.exists(os.path.join(path, "memory.swap.max")):
+                    _write(os.path.join(path, "memory.swap.max"), "0")
+            if limits.processes is not None:
+                _write(os.path.join(path, "pids.max"), str(2 + limits.processes))
+            _write(os.path.join(path, "cgroup.procs"), "0")
+            group.cpu_fd = os.open(os.path.join(path, "cpu.stat"), os.O_RDONLY | os.O_CLOEXEC)
+            group.oom_fd = os.open(os.path.join(path, "memory.events"), os.O_RDONLY | os.O_CLOEXEC)
+    except OSError as exc:
+        raise OSError(exc.errno or errno.EIO, f"making the call's cgroup: {exc.strerror or exc}") from None
+    group.fds = [group.cpu_fd, group.oom_fd]
+    return group
+
+
+def bounded(limits: Limits) -> bool:
+    """Whether ``limits`` ask for something a call group bounds (memory, CPU, processes)."""
+    return limits.memory_mb is not None or limits.cpu_s is not None or limits.processes is not None
+
+
+def remove(pid: int, template: int | None = None) -> None:
+    """In the template, once the one-shot ``pid`` is reaped: remove its cgroup directories (a no-op
+    where it made none)."""
+    where = hierarchy()
+    if isinstance(where, str):
+        return
+    owner = os.getpid() if template is None else template
+    for directory in where.dirs.values():
+        try:
+            os.rmdir(os.path.join(_base(where, directory, owner), str(pid)))
+        except OSError:
+            pass
+
+
+def remove_all(template: int | None = None) -> None:
+    """The template's whole subtree (at its exit), and those of templates that died without theirs."""
+    where = hierarchy()
+    if isinstance(where, str):
+        return
+    owner = os.getpid() if template is None else template
+    for directory in where.dirs.values():
+        try:
+            names = os.listdir(directory)
+        except OSError:
+            continue
+        for name in names:
+            if not name.startswith(PREFIX) or not name[len(PREFIX):].isdigit():
+                continue
+            pid = int(name[len(PREFIX):])
+            if pid != owner and _alive(pid):
+                continue
+            base = os.path.join(directory, name)
+            for child in _listdir(base):
+                if child.isdigit():
+                    try:
+                        os.rmdir(os.path.join(base, child))
+                    except OSError:
+                        pass
+            try:
+                os.rmdir(base)
+            except OSError:
+                pass
+
+
+def _listdir(path: str) -> list[str]:
+    try:
+        return os.listdir(path)
+    except OSError:
+        return []
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True
+    return True
+
+
+@functools.lru_cache(maxsize=1)
+def probe() -> Probe:
+    """Whether a call group can be made here: a real one made, joined by a throw-away child and removed."""
+    where = hierarchy()
+    if isinstance(where, str):
+        return Probe(False, where)
+    from .verdict import try_in_child
+
+    def attempt() -> None:
+        group = create(Limits(memory_mb=64, processes=4))
+        if group is None:
+            raise OSError(errno.ENOSYS, "no cgroup")
+        group.cpu_s()
+        group.oom_kills()
+
+    said = try_in_child(lambda: _leave_then(attempt))
+    return said
+
+
+def _leave_then(attempt: object) -> None:
+    """Run the probe's attempt in a grandchild (so the child, our direct child, can remove its group)."""
+    read_fd, write_fd = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(read_fd)
+        code = 0
+        try:
+            attempt()  # type: ignore[operator]
+        except BaseException as exc:
+            os.write(write_fd, f"{exc}".encode(errors="replace")[:2000])
+            code = 1
+        os._exit(code)
+    os.close(write_fd)
+    with os.fdopen(read_fd, "rb") as f:
+        said = f.read().decode(errors="replace")
+    _, status = os.waitpid(pid, 0)
+    remove(pid, template=os.getpid())
+    remove_all(template=os.getpid())
+    if not (os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0):
+        raise OSError(errno.EPERM, said or f"the probe ended with status {status}")
+
+
+__all__ = ["CallGroup", "Hierarchy", "bounded", "create", "hierarchy", "mount_points", "probe", "remove", "remove_all"]
