@@ -67,6 +67,8 @@ def unenforceable(limits: Limits, *, nowhere: str | None = None) -> list[Unenfor
     found = []
     for name in rlimits.RLIMIT_OF:
         value = getattr(limits, name)
+        if name == "processes" and limits.sandboxed and nowhere is None and cgroup.probe().ok:
+            continue  # its cgroup's pids.max bounds it, root or not
         if value is not None:
             said = verdict(functools.partial(rlimits.probe, name))
             if not said.ok:

@@ -1,0 +1,115 @@
+"""What one sandboxed call costs back to back (each call's result back before the next is sent), its
+cgroup included, against a plain warm call and against a sandbox tool started per call (bubblewrap,
+firejail), side by side in one run.
+
+Rows (the median of ROUNDS rounds, interleaved across rows so a burst of load elsewhere hits each alike):
+- plain warm call: `Executor.run([call])` on a warm worker;
+- sandboxed, network=False: a one-shot per call, entered ahead by a spare (namespaces, seccomp);
+- sandboxed + cgroup: the same with memory_mb, cpu_s and processes, so each call also gets a cgroup of
+  its own (made by the spare ahead of its call, removed after it);
+- sandboxed + cgroup + write_paths: also every mount read-only but one directory, and Landlock;
+- bwrap --unshare-all / firejail --net=none per call: a new interpreter inside each tool's sandbox (a
+  peer that is not installed is reported as missing).
+Usage: PYTHONPATH=. python bench/sandbox_call.py [N]. Prints ms per call and the ratios the goal is
+stated in (sandboxed over plain; bwrap and firejail over sandboxed with its cgroup).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+
+from toolfork.executor import Executor
+from toolfork.governance import Limits, cgroup
+from toolfork.tools import Tool
+
+ROUNDS = 5
+WORK = tempfile.mkdtemp(prefix="toolfork-sandbox-bench-")
+CGROUP_LIMITS = {"memory_mb": 256, "cpu_s": 5.0, "processes": 16}
+
+
+def tool() -> int:
+    """Sum a hundred numbers (the call being timed)."""
+    return sum(range(100))
+
+
+def back_to_back(ex: Executor, n: int) -> float:
+    """Seconds per call, one call at a time, each sent when the one before it is back."""
+    ex.run([{"id": "warm", "name": "tool", "arguments": {}}])
+    start = time.perf_counter()
+    for i in range(n):
+        (r,) = ex.run([{"id": str(i), "name": "tool", "arguments": {}}])
+        if r.status != "ok":
+            raise RuntimeError(f"a call failed: {r.error}")
+    return (time.perf_counter() - start) / n
+
+
+def per_command(argv: list[str], n: int) -> float:
+    first = subprocess.run(argv, capture_output=True, timeout=60, check=False)
+    if first.returncode != 0:
+        raise RuntimeError((first.stderr or first.stdout).decode(errors="replace").strip()[-300:])
+    start = time.perf_counter()
+    for _ in range(n):
+        subprocess.run(argv, capture_output=True, timeout=60, check=True)
+    return (time.perf_counter() - start) / n
+
+
+def main() -> None:
+    n = int(sys.argv[1]) if len(sys.argv) > 1 else 200
+    snippet = [sys.executable, "-c", "sum(range(100))"]
+    sandboxes = {
+        "plain warm call": None,
+        "sandboxed, network=False": Limits(network=False),
+        "sandboxed + cgroup (memory_mb, cpu_s, processes)": Limits(network=False, **CGROUP_LIMITS),
+        "sandboxed + cgroup + write_paths (read-only mounts)": Limits(network=False, write_paths=[WORK],
+                                                                      **CGROUP_LIMITS),
+    }
+    executors = {name: Executor([Tool("tool", fn=tool, limits=limits)], mode="fork", workers=2, timeout=30)
+                 for name, limits in sandboxes.items()}
+    rows: dict[str, Callable[[], float]] = {
+        name: (lambda ex=ex: back_to_back(ex, n)) for name, ex in executors.items()}  # type: ignore[misc]
+    peers = {"bwrap --unshare-all, python -c per call": ("bwrap", ["--unshare-all", "--dev-bind", "/", "/"]),
+             "firejail --net=none, python -c per call": ("firejail", ["--quiet", "--noprofile", "--net=none"])}
+    missing: dict[str, str] = {}
+    for name, (program, options) in peers.items():
+        path = shutil.which(program)
+        if path is None:
+            missing[name] = f"missing: {program} is not installed"
+        else:
+            rows[name] = lambda argv=[path, *options, *snippet]: per_command(argv, max(n // 10, 5))  # type: ignore[misc]
+    samples: dict[str, list[float]] = {name: [] for name in rows}
+    try:
+        for _ in range(ROUNDS):
+            for name, measure in rows.items():
+                if name in missing:
+                    continue
+                try:
+                    samples[name].append(measure())
+                except Exception as exc:
+                    missing[name] = f"not measured: {exc}"
+    finally:
+        for ex in executors.values():
+            ex.close()
+        shutil.rmtree(WORK, ignore_errors=True)
+    took = {name: statistics.median(values) for name, values in samples.items() if values and name not in missing}
+    where = cgroup.hierarchy()
+    print(f"one call at a time, N={n}, {ROUNDS} rounds, Python {sys.version.split()[0]}, {os.uname().release}, "
+          f"{os.cpu_count()} CPUs, cgroup: {where if isinstance(where, str) else f'v{where.version}'}")
+    for name in [*rows, *(m for m in missing if m not in rows)]:
+        print(f"  {name:55} " + (f"{took[name] * 1e3:8.2f} ms" if name in took else missing[name]))
+    plain, boxed = took.get("plain warm call"), took.get("sandboxed + cgroup (memory_mb, cpu_s, processes)")
+    if plain and boxed:
+        print(f"  sandboxed + cgroup / plain warm call: {boxed / plain:.1f}x")
+        for name in peers:
+            if name in took:
+                print(f"  {name.split(',')[0]} / sandboxed + cgroup: {took[name] / boxed:.1f}x")
+
+
+if __name__ == "__main__":
+    main()
