@@ -24,6 +24,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "chat": ("toolfork.commands.chat", "chat with an agent that uses tools"),
     "worker": ("toolfork.commands.worker", "serve tool calls on stdin/stdout as a co-process"),
     "mcp": ("toolfork.commands.mcp", "serve tools over MCP (toolfork mcp serve)"),
+    "sandbox": ("toolfork.commands.sandbox", "say which sandbox a tool call gets here (toolfork sandbox check)"),
 }
 
 

@@ -107,8 +107,7 @@ def _locate() -> Hierarchy | str:
         unwritable = [d for d in dirs.values() if not os.access(d, os.W_OK | os.X_OK)]
         if not unwritable:
             return Hierarchy(1, dirs, tuple(point for point, _kind, _opts in mounts))
-        v1_why = (f"cgroup v1 is mounted, and this user ({os.geteuid()}) cannot make cgroups in "
-                  f"{', '.join(unwritable)} (root can; or delegate a cgroup v2 subtree)")
+        v1_why = f"uid {os.geteuid()} cannot make cgroups under {unwritable[0]} (cgroup v1: root can)"
     else:
         missing = [c for c in V1_CONTROLLERS if c not in v1]
         v1_why = f"cgroup v1 lacks the {', '.join(missing)} controller(s)" if v1 else "no cgroup v1 controllers"
@@ -122,8 +121,7 @@ def _locate() -> Hierarchy | str:
             enabled = _words(os.path.join(candidate, "cgroup.subtree_control"))
             if all(c in enabled for c in V2_CONTROLLERS) and os.access(candidate, os.W_OK | os.X_OK):
                 return Hierarchy(2, {"unified": candidate}, tuple(p for p, _kind, _opts in mounts))
-        return (f"{v1_why}; cgroup v2 at {point}: neither this process's cgroup nor its parent is writable with "
-                f"the memory and pids controllers enabled for its children (no delegated subtree)")
+        return f"{v1_why}; no delegated cgroup v2 subtree with memory and pids at {point}"
     return v1_why
 
 

@@ -88,6 +88,8 @@ def unenforceable(limits: Limits, *, nowhere: str | None = None) -> list[Unenfor
         value = getattr(limits, name)
         if value is not None:
             said = verdict(landlock.probe)
+            if said.ok and name == "write_paths":  # and every mount read-only but them
+                said = verdict(sandbox.paths_probe)
             if not said.ok:
                 found.append(Unenforceable(name, list(value), said.reason))
     return found

@@ -207,7 +207,11 @@ def enter(limits: Limits, keep: Sequence[int]) -> None:
            "mounting a /proc of the sandbox's own")
     try:
         for point in cgroup.mount_points():
-            mounts.read_only(point)
+            try:
+                mounts.read_only(point)
+            except OSError as exc:  # no mount_setattr (Linux < 5.12): fatal only where a cgroup bounds the call
+                if exc.errno != errno.ENOSYS or _group is not None:
+                    raise
         if limits.write_paths is not None:
             mounts.writable_only(limits.write_paths)
     except OSError as exc:
@@ -299,5 +303,19 @@ def probe() -> Probe:
     return try_in_child(lambda: None, keep=lambda fd: functools.partial(enter, Limits(network=False), keep=(fd,)))
 
 
+@functools.lru_cache(maxsize=1)
+def paths_probe() -> Probe:
+    """Whether a sandbox with write_paths can be entered here (Landlock, and every mount read-only but
+    them): tried for real in a forked child (once per process)."""
+    said = probe()
+    if not said.ok:
+        return said
+    import tempfile
+
+    where = tempfile.gettempdir()
+    return try_in_child(lambda: None, keep=lambda fd: functools.partial(
+        enter, Limits(read_paths=["/"], write_paths=[where]), keep=(fd,)))
+
+
 __all__ = ["MINIMAL_ENV", "SandboxError", "close_inherited", "enter", "group_hit", "lock_rlimits", "out_of_memory",
-           "probe", "set_environ"]
+           "paths_probe", "probe", "set_environ"]
