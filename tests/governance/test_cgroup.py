@@ -1,0 +1,113 @@
+"""The cgroup per sandboxed call: it bounds what every process of the call does, a hit is named even when
+the tool itself returns, and no cgroup directory outlives its call or its pool."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from toolfork import Limits
+from toolfork.executor import Executor
+from toolfork.governance import cgroup
+from toolfork.tools.tool import Tool
+
+pytestmark = pytest.mark.skipif(not cgroup.probe().ok, reason=f"no cgroup can be made here: {cgroup.probe().reason}")
+
+
+def own_cgroup() -> str:
+    """The memory cgroup this call runs in (its /proc is the sandbox's own, its cgroups the host's)."""
+    with open("/proc/self/cgroup") as f:
+        return next(line.rstrip("\n").split(":", 2)[2] for line in f if ":memory:" in line)
+
+
+def children_hoard_then_return() -> dict[str, Any]:
+    """Four children touch 40 MB each at once (each within the per-process RLIMIT_AS the children
+    inherit); the tool itself returns as if nothing happened."""
+    code = "import time\nb = bytearray(40 << 20)\nfor i in range(0, len(b), 4096): b[i] = 1\ntime.sleep(2)"
+    children = [subprocess.Popen([sys.executable, "-c", code]) for _ in range(4)]
+    return {"children": [child.wait() for child in children]}
+
+
+def many_children(count: int) -> list[int]:
+    children = [subprocess.Popen(["sleep", "2"]) for _ in range(count)]
+    return [child.wait() for child in children]
+
+
+def one_call(tool: Tool, arguments: dict[str, Any]) -> Any:
+    with Executor([tool], workers=1, timeout=60) as ex:
+        (result,) = ex.run([{"id": "c", "name": tool.name, "arguments": arguments}])
+    return result
+
+
+def bases() -> list[Path]:
+    where = cgroup.hierarchy()
+    assert not isinstance(where, str)
+    return [Path(d) / f"{cgroup.PREFIX}{pid}" for d in where.dirs.values() for pid in _children_pids()]
+
+
+def _children_pids() -> list[int]:
+    with open(f"/proc/{os.getpid()}/task/{os.getpid()}/children") as f:
+        return [int(p) for p in f.read().split()]
+
+
+def test_a_call_runs_in_a_cgroup_of_its_own_and_none_is_left_after_close() -> None:
+    where = cgroup.hierarchy()
+    assert not isinstance(where, str)
+    tool = Tool("where", description="its cgroup", fn=own_cgroup, limits=Limits(memory_mb=64, network=False))
+    with Executor([tool], workers=1, timeout=60) as ex:
+        template_dirs = [Path(d) for d in where.dirs.values()]
+        seen = [r.output.data if r.output.data is not None else r.output.content[0].text
+                for r in ex.run([{"id": str(i), "name": "where", "arguments": {}} for i in range(3)])]
+    assert len(set(seen)) == 3, seen  # one cgroup per call
+    assert all(f"/{cgroup.PREFIX}" in path for path in seen), seen
+    leftovers = [p for d in template_dirs for p in d.glob(f"{cgroup.PREFIX}*")
+                 if p.name.split("-")[-1].isdigit() and not _alive(int(p.name.split("-")[-1]))]
+    assert leftovers == [], leftovers
+    for path in seen:  # each call's own directory is gone with its call
+        assert not Path("/sys/fs/cgroup/memory" + path).exists() or not where.dirs["memory"].startswith(
+            "/sys/fs/cgroup/memory"), path
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def test_a_child_killed_at_the_limit_fails_the_call_even_when_the_tool_returns() -> None:
+    tool = Tool("hoard", description="x", fn=children_hoard_then_return, limits=Limits(memory_mb=64, network=False))
+    result = one_call(tool, {})
+    assert result.status == "error" and result.error.type == "LimitExceeded", result
+    assert "memory limit of 64 MB" in result.error.message
+
+
+def test_processes_bound_every_process_of_the_call_as_root_too() -> None:
+    tool = Tool("spawn", description="x", fn=many_children, limits=Limits(processes=3, network=False))
+    result = one_call(tool, {"count": 10})
+    assert result.status == "error" and result.error.type == "LimitExceeded", result
+    assert "process limit of 3" in result.error.message
+
+
+def test_the_subtree_of_a_template_that_died_is_removed() -> None:
+    where = cgroup.hierarchy()
+    assert not isinstance(where, str)
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    stale = [Path(d) / f"{cgroup.PREFIX}{dead.pid}" for d in where.dirs.values()]
+    for base in stale:
+        (base / "12345").mkdir(parents=True)
+    pid = os.fork()
+    if pid == 0:
+        try:
+            cgroup.remove_all()  # what a template does when it leaves
+        finally:
+            os._exit(0)
+    os.waitpid(pid, 0)
+    assert [base for base in stale if base.exists()] == []
