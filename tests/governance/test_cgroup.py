@@ -44,17 +44,6 @@ def one_call(tool: Tool, arguments: dict[str, Any]) -> Any:
     return result
 
 
-def bases() -> list[Path]:
-    where = cgroup.hierarchy()
-    assert not isinstance(where, str)
-    return [Path(d) / f"{cgroup.PREFIX}{pid}" for d in where.dirs.values() for pid in _children_pids()]
-
-
-def _children_pids() -> list[int]:
-    with open(f"/proc/{os.getpid()}/task/{os.getpid()}/children") as f:
-        return [int(p) for p in f.read().split()]
-
-
 def test_a_call_runs_in_a_cgroup_of_its_own_and_none_is_left_after_close() -> None:
     where = cgroup.hierarchy()
     assert not isinstance(where, str)
@@ -68,9 +57,9 @@ def test_a_call_runs_in_a_cgroup_of_its_own_and_none_is_left_after_close() -> No
     leftovers = [p for d in template_dirs for p in d.glob(f"{cgroup.PREFIX}*")
                  if p.name.split("-")[-1].isdigit() and not _alive(int(p.name.split("-")[-1]))]
     assert leftovers == [], leftovers
+    memory_mount = where.dirs["memory"].removesuffix(own_cgroup())
     for path in seen:  # each call's own directory is gone with its call
-        assert not Path("/sys/fs/cgroup/memory" + path).exists() or not where.dirs["memory"].startswith(
-            "/sys/fs/cgroup/memory"), path
+        assert not Path(memory_mount + path).exists(), path
 
 
 def _alive(pid: int) -> bool:

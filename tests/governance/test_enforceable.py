@@ -23,13 +23,24 @@ def test_what_this_kernel_can_enforce_passes() -> None:
 
 def test_processes_for_a_privileged_worker_refuse_to_start_naming_the_limit_and_why() -> None:
     assert has_capability(CAP_SYS_ADMIN) or has_capability(CAP_SYS_RESOURCE), "these tests run as root"
-    strict = EVERYTHING_BUT_PROCESSES.merged_over(Limits(processes=4))
+    # a warm worker's (guard-rail) limits: a sandboxed call's processes are its cgroup's (below)
+    strict = Limits(memory_mb=256, cpu_s=2, file_size_mb=8, open_files=64, processes=4)
     with pytest.raises(LimitsNotEnforceable) as caught:
         check(strict, where="tool 'run_snippet'")
     text = str(caught.value)
     assert text.startswith("tool 'run_snippet': processes=4 cannot be enforced here: RLIMIT_NPROC")
     assert "CAP_SYS_ADMIN" in text and "enforce='best-effort'" in text
     assert [m.field for m in caught.value.missing] == ["processes"]
+
+
+def test_processes_of_a_sandboxed_call_are_its_cgroups_pids_max_as_root_too() -> None:
+    from toolfork.governance import cgroup
+
+    asked = EVERYTHING_BUT_PROCESSES.merged_over(Limits(processes=4))
+    if cgroup.probe().ok:
+        assert unenforceable(asked) == []
+    else:  # no cgroup for this root: RLIMIT_NPROC does not bind it, so it is refused as for a warm worker
+        assert "processes" in [m.field for m in unenforceable(asked)]
 
 
 def test_best_effort_logs_what_is_not_applied(caplog: pytest.LogCaptureFixture) -> None:

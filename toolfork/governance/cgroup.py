@@ -9,12 +9,13 @@ namespaces (a spare does this ahead of its call, so the cost is off the call's p
 
     template ── fork ──> one-shot: create(limits)
                            mkdir <own cgroup>/toolfork-<template pid>/<one-shot pid> (memory, cpuacct,
-                           pids; or one directory under cgroup v2), the limits written, joined, read-only
+                           pids; or one directory under cgroup v2), the limits written, read-only
                            descriptors kept on its counters (OOM kills, CPU used)
                            │ outer: polls the CPU used; at cpu_s it SIGKILLs the sandbox (its PID 1: all
                            │        its processes die) and leaves as if by SIGXCPU; after an OOM kill it
                            │        leaves with CGROUP_OOM_EXIT (the host names both LimitExceeded)
-                           └ inner: the cgroup mounts read-only (nothing inside can lift a limit or leave
+                           └ inner: joins it first (the outer stays out: the OOM killer must not
+                                    choose it); the cgroup mounts read-only (nothing inside can lift a limit or leave
                                     the group); after the call an OOM kill of any of its processes
                                     makes the result LimitExceeded (``GroupLimits.hit``)
     template: reaps the one-shot ──> remove(pid): the directories go
@@ -162,6 +163,13 @@ class CallGroup:
     oom_fd: int = -1  # memory.oom_control or memory.events: the "oom_kill N" line
     version: int = 1
     fds: list[int] = field(default_factory=list)
+    procs: list[str] = field(default_factory=list)  # the cgroup.procs files the sandbox joins by
+
+    def join(self) -> None:
+        """In the sandbox, right after its fork (the outer stays out: the OOM killer must not choose
+        it, and its polling is not the call's CPU)."""
+        for path in self.procs:
+            _write(path, "0")
 
     def cpu_s(self) -> float:
         """The CPU every process of the call used so far, in seconds."""
@@ -213,9 +221,9 @@ class CallGroup:
 
 
 def create(limits: Limits) -> CallGroup | None:
-    """Make this process's cgroup for its call (under the template's), write ``limits`` into it and join
-    it. None where no cgroup can be had here (``probe`` says why), or ``limits`` ask for nothing a cgroup
-    bounds. Raises OSError naming the step."""
+    """Make the cgroup for this one-shot's call (under the template's) and write ``limits`` into it; the
+    sandbox joins it (``CallGroup.join``). None where no cgroup can be had here (``probe`` says why), or
+    ``limits`` ask for nothing a cgroup bounds. Raises OSError naming the step."""
     where = hierarchy()
     if isinstance(where, str) or not bounded(limits):
         return None
@@ -235,10 +243,9 @@ def create(limits: Limits) -> CallGroup | None:
                 _write(os.path.join(memory, "memory.limit_in_bytes"), budget)
                 if os.path.exists(os.path.join(memory, "memory.memsw.limit_in_bytes")):
                     _write(os.path.join(memory, "memory.memsw.limit_in_bytes"), budget)  # no swap either
-            if limits.processes is not None:  # this process and the sandbox it forks, then the call's
-                _write(os.path.join(made["pids"], "pids.max"), str(2 + limits.processes))
-            for path in made.values():
-                _write(os.path.join(path, "cgroup.procs"), "0")
+            if limits.processes is not None:  # the sandbox, then the call's
+                _write(os.path.join(made["pids"], "pids.max"), str(1 + limits.processes))
+            group.procs = [os.path.join(path, "cgroup.procs") for path in made.values()]
             group.cpu_fd = os.open(os.path.join(made["cpuacct"], "cpuacct.usage"), os.O_RDONLY | os.O_CLOEXEC)
             group.oom_fd = os.open(os.path.join(memory, "memory.oom_control"), os.O_RDONLY | os.O_CLOEXEC)
         else:
@@ -255,8 +262,8 @@ def create(limits: Limits) -> CallGroup | None:
                 if os.path.exists(os.path.join(path, "memory.swap.max")):
                     _write(os.path.join(path, "memory.swap.max"), "0")
             if limits.processes is not None:
-                _write(os.path.join(path, "pids.max"), str(2 + limits.processes))
-            _write(os.path.join(path, "cgroup.procs"), "0")
+                _write(os.path.join(path, "pids.max"), str(1 + limits.processes))
+            group.procs = [os.path.join(path, "cgroup.procs")]
             group.cpu_fd = os.open(os.path.join(path, "cpu.stat"), os.O_RDONLY | os.O_CLOEXEC)
             group.oom_fd = os.open(os.path.join(path, "memory.events"), os.O_RDONLY | os.O_CLOEXEC)
     except OSError as exc:
@@ -343,6 +350,7 @@ def probe() -> Probe:
         group = create(Limits(memory_mb=64, processes=4))
         if group is None:
             raise OSError(errno.ENOSYS, "no cgroup")
+        group.join()
         group.cpu_s()
         group.oom_kills()
 

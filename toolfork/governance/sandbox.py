@@ -10,14 +10,14 @@ is single-threaded (threads in the host or in warm workers do not matter) and al
                            │    spare: its socket to the template, which later sends the channels
                            │    to the entered sandbox); stdin/stdout/stderr on /dev/null
                            │ 2. the environment: MINIMAL_ENV plus the names in Limits(env=[...])
-                           │ 2b. its cgroup: made, limited, joined (``governance.cgroup``)
+                           │ 2b. its cgroup: made and limited (``governance.cgroup``)
                            │ 3. unshare: user, PID, mount namespaces (and network under
                            │    network=False); uid/gid mapped onto themselves (files keep owners)
                            │ fork
                            └──> sandbox ("inner": PID 1 of its namespace)
-                                  4. SIGKILL when the outer dies; a fresh /proc (its own processes only);
-                                     every mount read-only but write_paths, the cgroup mounts always
-                                     (``governance.mounts``)
+                                  4. SIGKILL when the outer dies; joins the cgroup; a fresh /proc (its
+                                     own processes only); every mount read-only but write_paths, the
+                                     cgroup mounts always (``governance.mounts``)
                                   5. no_new_privs, Landlock (read_paths/write_paths), seccomp filter
                                   6. on_worker_start, then the call; its rlimits hard = soft
                                      (``lock_rlimits``, in fork.limited)
@@ -202,6 +202,11 @@ def enter(limits: Limits, keep: Sequence[int]) -> None:
         _outer(inner, limits, _group)
     _check(libc().prctl(ctypes.c_int(PR_SET_PDEATHSIG), ctypes.c_ulong(signal.SIGKILL), ctypes.c_ulong(0),
                         ctypes.c_ulong(0), ctypes.c_ulong(0)), "PR_SET_PDEATHSIG")
+    if _group is not None:
+        try:
+            _group.join()
+        except OSError as exc:
+            raise SandboxError(exc.errno or errno.EPERM, f"joining the call's cgroup: {exc}") from None
     _check(libc().mount(None, b"/", None, ctypes.c_ulong(MS_REC | MS_PRIVATE), None), "making mounts private")
     _check(libc().mount(b"proc", b"/proc", b"proc", ctypes.c_ulong(MS_NOSUID | MS_NODEV | MS_NOEXEC), None),
            "mounting a /proc of the sandbox's own")
