@@ -25,10 +25,10 @@ os.execv(sys.executable, [sys.executable, "-m", "toolfork", "sandbox", "check", 
 """
 
 
-def check(*args: str, user: str = "root", locked: bool = False) -> subprocess.CompletedProcess[str]:
+def check(*args: str, user: str = "root", locked: bool = False, **variables: str) -> subprocess.CompletedProcess[str]:
     become = [] if user == "root" else ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups"]
     command = [sys.executable, "-c", NO_UNSHARE] if locked else [sys.executable, "-m", "toolfork", "sandbox", "check"]
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    env = {**os.environ, "PYTHONPATH": str(REPO), **variables}
     return subprocess.run([*become, *command, *args], capture_output=True, text=True, cwd="/tmp", env=env,
                           timeout=120, check=False)
 
@@ -96,3 +96,9 @@ def test_a_missing_action_is_a_usage_error() -> None:
     done = subprocess.run([sys.executable, "-m", "toolfork", "sandbox"], capture_output=True, text=True,
                           env={**os.environ, "PYTHONPATH": str(REPO)}, timeout=60, check=False)
     assert done.returncode == 2 and "check" in done.stderr
+
+
+def test_a_garbage_temporary_directory_changes_nothing() -> None:
+    plain = said(check("--json"))
+    garbage = said(check("--json", TMPDIR="/nonexistent/\x1b[31mred"))
+    assert garbage["tier"] == plain["tier"], (plain, garbage)

@@ -252,7 +252,7 @@ def create(limits: Limits) -> CallGroup | None:
                 base = _base(where, directory, template)
                 os.makedirs(base, exist_ok=True)
                 path = made[name] = os.path.join(base, str(me))
-                os.mkdir(path)
+                _fresh_dir(path)
             memory = made["memory"]
             if budget is not None:
                 _write(os.path.join(memory, "memory.limit_in_bytes"), budget)
@@ -271,7 +271,7 @@ def create(limits: Limits) -> CallGroup | None:
             except FileExistsError:
                 pass
             path = os.path.join(base, str(me))
-            os.mkdir(path)
+            _fresh_dir(path)
             if budget is not None:
                 _write(os.path.join(path, "memory.max"), budget)
                 if os.path.exists(os.path.join(path, "memory.swap.max")):
@@ -285,6 +285,16 @@ def create(limits: Limits) -> CallGroup | None:
         raise OSError(exc.errno or errno.EIO, f"making the call's cgroup: {exc.strerror or exc}") from None
     group.fds = [group.cpu_fd, group.oom_fd]
     return group
+
+
+def _fresh_dir(path: str) -> None:
+    """mkdir ``path``; one left by an earlier holder of this pid (its template was killed before it could
+    remove it) is removed first, if empty (else: EBUSY, and the sandbox is refused)."""
+    try:
+        os.mkdir(path)
+    except FileExistsError:
+        os.rmdir(path)
+        os.mkdir(path)
 
 
 def bounded(limits: Limits) -> bool:

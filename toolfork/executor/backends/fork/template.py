@@ -70,6 +70,7 @@ def template_main(ctrl: socket.socket, tools: dict[str, Any], hooks: Hooks) -> N
     """Runs in the template process (started by multiprocess with the fork start method)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C belongs to the host; it closes us
     become_subreaper()
+    cgroup.remove_all()  # cgroups of templates killed before they could remove theirs, or of our pid's last holder
     hook_threads.park()  # an exporter thread an at-fork hook restarted here: the template runs one thread
     # Everything inherited from the host goes to the collector's permanent generation: a worker's
     # collections then never walk (and so never copy-on-write) the host's objects.
