@@ -15,9 +15,10 @@ namespaces (a spare does this ahead of its call, so the cost is off the call's p
                            │        its processes die) and leaves as if by SIGXCPU; after an OOM kill it
                            │        leaves with CGROUP_OOM_EXIT (the host names both LimitExceeded)
                            └ inner: joins it first (the outer stays out: the OOM killer must not
-                                    choose it); the cgroup mounts read-only (nothing inside can lift a limit or leave
-                                    the group); after the call an OOM kill of any of its processes
-                                    makes the result LimitExceeded (``GroupLimits.hit``)
+                                    choose it); every cgroup mount read-only (nothing inside can
+                                    lift a limit or leave the group); after the call an OOM kill of
+                                    any of its processes, or CPU past cpu_s, makes the result
+                                    LimitExceeded (``sandbox.group_hit``)
     template: reaps the one-shot ──> remove(pid): the directories go
 
 The limits count from the moment the cgroup is made: the sandbox's own set-up (the pages the one-shot
@@ -54,12 +55,10 @@ PREFIX = "toolfork-"
 @dataclass(frozen=True)
 class Hierarchy:
     """Where call groups are made: ``version`` 1 or 2; ``dirs``: the directory of this process's cgroup
-    to make them under, per controller (v1) or ``{"unified": dir}`` (v2); ``mounts``: the cgroup file
-    systems a sandbox makes read-only."""
+    to make them under, per controller (v1) or ``{"unified": dir}`` (v2)."""
 
     version: int
     dirs: dict[str, str]
-    mounts: tuple[str, ...]
 
 
 def _mounts() -> list[tuple[str, str, set[str]]]:
@@ -109,7 +108,7 @@ def _locate() -> Hierarchy | str:
         dirs = {c: os.path.join(v1[c], own[c].lstrip("/")).rstrip("/") for c in V1_CONTROLLERS}
         unwritable = [d for d in dirs.values() if not os.access(d, os.W_OK | os.X_OK)]
         if not unwritable:
-            return Hierarchy(1, dirs, tuple(point for point, _kind, _opts in mounts))
+            return Hierarchy(1, dirs)
         v1_why = f"uid {os.geteuid()} cannot make cgroups under {unwritable[0]} (cgroup v1: root can)"
     else:
         missing = [c for c in V1_CONTROLLERS if c not in v1]
@@ -123,7 +122,7 @@ def _locate() -> Hierarchy | str:
                 continue
             enabled = _words(os.path.join(candidate, "cgroup.subtree_control"))
             if all(c in enabled for c in V2_CONTROLLERS) and os.access(candidate, os.W_OK | os.X_OK):
-                return Hierarchy(2, {"unified": candidate}, tuple(p for p, _kind, _opts in mounts))
+                return Hierarchy(2, {"unified": candidate})
         return f"{v1_why}; no delegated cgroup v2 subtree with memory and pids at {point}"
     return v1_why
 
@@ -140,7 +139,7 @@ def hierarchy() -> Hierarchy | str:
     return _locate()
 
 
-def _base(where: Hierarchy, directory: str, template: int) -> str:
+def _base(directory: str, template: int) -> str:
     return os.path.join(directory, f"{PREFIX}{template}")
 
 
@@ -249,7 +248,7 @@ def create(limits: Limits) -> CallGroup | None:
         if where.version == 1:
             made = {}
             for name, directory in where.dirs.items():
-                base = _base(where, directory, template)
+                base = _base(directory, template)
                 os.makedirs(base, exist_ok=True)
                 path = made[name] = os.path.join(base, str(me))
                 _fresh_dir(path)
@@ -264,7 +263,7 @@ def create(limits: Limits) -> CallGroup | None:
             group.cpu_fd = os.open(os.path.join(made["cpuacct"], "cpuacct.usage"), os.O_RDONLY | os.O_CLOEXEC)
             group.oom_fd = os.open(os.path.join(memory, "memory.oom_control"), os.O_RDONLY | os.O_CLOEXEC)
         else:
-            base = _base(where, where.dirs["unified"], template)
+            base = _base(where.dirs["unified"], template)
             try:
                 os.mkdir(base)
                 _write(os.path.join(base, "cgroup.subtree_control"), " ".join(f"+{c}" for c in V2_CONTROLLERS))
@@ -311,7 +310,7 @@ def remove(pid: int, template: int | None = None) -> None:
     owner = os.getpid() if template is None else template
     for directory in where.dirs.values():
         try:
-            os.rmdir(os.path.join(_base(where, directory, owner), str(pid)))
+            os.rmdir(os.path.join(_base(directory, owner), str(pid)))
         except OSError:
             pass
 
