@@ -40,7 +40,9 @@ def test_cpu_of_children_counts_against_cpu_s(whole: Attack, user: str) -> None:
     ev = whole("cpu_children", user)
     if ev["cgroup"]:
         bounded(ev, "CPU time limit of 1 s", user)
+        assert ev["said_at_start"] == [], ev
     else:  # no cgroup: cpu_s is held by forbidding children (said at start), so none could be started
+        assert any("may start no other" in line for line in ev["said_at_start"]), ev
         assert "refused" not in ev and ev["status"] == "error", ev
         assert ev["error_type"] == "LimitExceeded" or "Resource temporarily unavailable" in ev["error"], ev
 

@@ -10,6 +10,7 @@ cgroup (``cgroup``): where it cannot, a limit only a cgroup bounds must be refus
 from __future__ import annotations
 
 import json
+import logging
 import os
 import sys
 from collections.abc import Callable
@@ -138,9 +139,27 @@ def _with_cgroup(ev: Evidence) -> Evidence:
     return ev
 
 
+class _Said(logging.Handler):
+    """What the governance logged (what the Executor says at start)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(record.getMessage())
+
+
 def s_cpu_children(work: Path) -> Evidence:
-    return _with_cgroup(outcome(Tool("attack", description="x", fn=busy_children,
-                                     limits=Limits(cpu_s=1, sandbox=True)), {}))
+    said = _Said()
+    logging.getLogger("toolfork.governance").addHandler(said)
+    try:
+        ev = _with_cgroup(outcome(Tool("attack", description="x", fn=busy_children,
+                                       limits=Limits(cpu_s=1, sandbox=True)), {}))
+    finally:
+        logging.getLogger("toolfork.governance").removeHandler(said)
+    ev["said_at_start"] = said.lines
+    return ev
 
 
 def s_memory_children(work: Path) -> Evidence:
