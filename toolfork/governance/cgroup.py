@@ -14,8 +14,8 @@ namespaces (a spare does this ahead of its call, so the cost is off the call's p
                            │ outer: polls the CPU used; at cpu_s it SIGKILLs the sandbox (its PID 1: all
                            │        its processes die) and leaves as if by SIGXCPU; after an OOM kill it
                            │        leaves with CGROUP_OOM_EXIT (the host names both LimitExceeded)
-                           └ inner: joins it first (the outer stays out: the OOM killer must not
-                                    choose it); every cgroup mount read-only (nothing inside can
+                           └ inner: put in it by the outer (which stays out: the OOM killer must
+                                    not choose it) while it sets up; every cgroup mount read-only (nothing inside can
                                     lift a limit or leave the group); after the call an OOM kill of
                                     any of its processes, or CPU past cpu_s, makes the result
                                     LimitExceeded (``sandbox.group_hit``)
@@ -164,13 +164,30 @@ class CallGroup:
     oom_fd: int = -1  # memory.oom_control or memory.events: the "oom_kill N" line
     version: int = 1
     fds: list[int] = field(default_factory=list)
-    procs: list[str] = field(default_factory=list)  # the cgroup.procs files the sandbox joins by
+    # cgroup.procs of each controller, opened for writing before the namespaces (on the host's mounts:
+    # so they neither block the sandbox's read-only remount nor are reachable from it once closed)
+    procs: list[int] = field(default_factory=list)
 
-    def join(self) -> None:
-        """In the sandbox, right after its fork (the outer stays out: the OOM killer must not choose
-        it, and its polling is not the call's CPU)."""
-        for path in self.procs:
-            _write(path, "0")
+    def join(self, pid: int = 0) -> None:
+        """Put process ``pid`` (0: this one) in the group, then close the descriptors that can. The outer
+        puts the sandbox in and stays out (the OOM killer must not choose it, and its polling is not the
+        call's CPU); it does so while the sandbox sets itself up, for a move between cgroups waits for
+        an RCU grace period (milliseconds on a busy machine), and the sandbox waits for its word before
+        it returns (``sandbox.enter``)."""
+        try:
+            for fd in self.procs:
+                os.write(fd, str(pid).encode())
+        finally:
+            self.drop_writers()
+
+    def drop_writers(self) -> None:
+        """Close the cgroup.procs descriptors (the sandbox does, first thing after its fork)."""
+        for fd in self.procs:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        self.procs = []
 
     def cpu_s(self) -> float:
         """The CPU every process of the call used so far, in seconds."""
@@ -259,7 +276,8 @@ def create(limits: Limits) -> CallGroup | None:
                     _write(os.path.join(memory, "memory.memsw.limit_in_bytes"), budget)  # no swap either
             if limits.processes is not None:  # the sandbox, then the call's
                 _write(os.path.join(made["pids"], "pids.max"), str(1 + limits.processes))
-            group.procs = [os.path.join(path, "cgroup.procs") for path in made.values()]
+            group.procs = [os.open(os.path.join(path, "cgroup.procs"), os.O_WRONLY | os.O_CLOEXEC)
+                           for path in made.values()]
             group.cpu_fd = os.open(os.path.join(made["cpuacct"], "cpuacct.usage"), os.O_RDONLY | os.O_CLOEXEC)
             group.oom_fd = os.open(os.path.join(memory, "memory.oom_control"), os.O_RDONLY | os.O_CLOEXEC)
         else:
@@ -277,7 +295,7 @@ def create(limits: Limits) -> CallGroup | None:
                     _write(os.path.join(path, "memory.swap.max"), "0")
             if limits.processes is not None:
                 _write(os.path.join(path, "pids.max"), str(1 + limits.processes))
-            group.procs = [os.path.join(path, "cgroup.procs")]
+            group.procs = [os.open(os.path.join(path, "cgroup.procs"), os.O_WRONLY | os.O_CLOEXEC)]
             group.cpu_fd = os.open(os.path.join(path, "cpu.stat"), os.O_RDONLY | os.O_CLOEXEC)
             group.oom_fd = os.open(os.path.join(path, "memory.events"), os.O_RDONLY | os.O_CLOEXEC)
     except OSError as exc:

@@ -105,9 +105,22 @@ def _map_ids(uid: int, gid: int) -> None:
             os.close(fd)
 
 
-def _outer(inner: int, limits: Limits, group: cgroup.CallGroup | None) -> None:
-    """The one-shot outside the namespaces: hold no descriptor (but its cgroup's counters), pass a SIGTERM
-    on, wait for the sandbox and leave with its wait status. Never returns."""
+def _outer(inner: int, limits: Limits, group: cgroup.CallGroup | None, joined: tuple[int, int] | None) -> None:
+    """The one-shot outside the namespaces: put the sandbox in its cgroup and say so (``joined``), hold
+    no descriptor (but its cgroup's counters), pass a SIGTERM on, wait for the sandbox and leave with its
+    wait status. Never returns."""
+    if group is not None and joined is not None:
+        os.close(joined[0])
+        try:
+            group.join(inner)
+            word = b"1"
+        except OSError as exc:
+            word = b"0" + str(exc).encode(errors="replace")[:2000]
+        try:
+            os.write(joined[1], word)
+        except OSError:
+            pass
+        os.close(joined[1])
     low = 0
     for fd in sorted(group.fds if group is not None else ()):
         os.closerange(low, fd)
@@ -197,16 +210,16 @@ def enter(limits: Limits, keep: Sequence[int]) -> None:
         _map_ids(uid, gid)
     except OSError as exc:
         raise SandboxError(exc.errno or errno.EPERM, f"mapping the user namespace's ids: {exc.strerror}") from None
+    # The outer puts the sandbox in its cgroup while the sandbox sets up, and says so on this pipe.
+    joined = os.pipe() if _group is not None else None
     inner = os.fork()
     if inner != 0:
-        _outer(inner, limits, _group)
+        _outer(inner, limits, _group, joined)
+    if joined is not None and _group is not None:
+        os.close(joined[1])
+        _group.drop_writers()  # the outer's to use: no descriptor here can move a process between cgroups
     _check(libc().prctl(ctypes.c_int(PR_SET_PDEATHSIG), ctypes.c_ulong(signal.SIGKILL), ctypes.c_ulong(0),
                         ctypes.c_ulong(0), ctypes.c_ulong(0)), "PR_SET_PDEATHSIG")
-    if _group is not None:
-        try:
-            _group.join()
-        except OSError as exc:
-            raise SandboxError(exc.errno or errno.EPERM, f"joining the call's cgroup: {exc}") from None
     _check(libc().mount(None, b"/", None, ctypes.c_ulong(MS_REC | MS_PRIVATE), None), "making mounts private")
     _check(libc().mount(b"proc", b"/proc", b"proc", ctypes.c_ulong(MS_NOSUID | MS_NODEV | MS_NOEXEC), None),
            "mounting a /proc of the sandbox's own")
@@ -232,6 +245,14 @@ def enter(limits: Limits, keep: Sequence[int]) -> None:
         seccomp.load(no_network)
     except OSError as exc:
         raise SandboxError(exc.errno or errno.EPERM, str(exc)) from None
+    if joined is not None:  # no call runs outside its cgroup
+        try:
+            word = os.read(joined[0], 4096)
+        finally:
+            os.close(joined[0])
+        if word != b"1":
+            why = word[1:].decode(errors="replace") or "the sandbox's parent ended"
+            raise SandboxError(errno.EPERM, f"joining the call's cgroup: {why}")
 
 
 def _statm_pages(field: int) -> int:
