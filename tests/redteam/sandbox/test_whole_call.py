@@ -73,3 +73,15 @@ def test_no_metadata_changes_outside_write_paths(whole: Attack, user: str) -> No
     assert ev["after"] == ev["before"], ev
     assert ev["planted"] == [], ev
     assert ev["inside"]["status"] == "ok" and set(ev["inside"]["output"].values()) == {"done"}, ev["inside"]
+
+
+@users
+def test_the_call_holds_no_descriptor_that_can_move_a_process_or_change_a_limit(whole: Attack, user: str) -> None:
+    ev = whole("descriptors", user)
+    assert ev["status"] == "ok", ev
+    on_cgroups = [(fd, target, flags) for fd, target, flags in ev["output"] if target.startswith("/sys/fs/cgroup")]
+    assert all(int(flags, 8) & 0o3 == 0 for _fd, _target, flags in on_cgroups), on_cgroups  # O_RDONLY only
+    assert not any(target.endswith(("cgroup.procs", "tasks")) for _fd, target, _flags in on_cgroups), on_cgroups
+    if ev["cgroup"]:  # its counters, read-only: what the call itself can read anyway
+        assert {target.rsplit("/", 1)[1] for _fd, target, _flags in on_cgroups} == {
+            "cpuacct.usage", "memory.oom_control"}, on_cgroups

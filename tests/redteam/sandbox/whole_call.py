@@ -94,6 +94,20 @@ def lift_the_cgroup(hoard_mb: int) -> dict[str, Any]:
     return tried
 
 
+def own_descriptors() -> list[list[str]]:
+    """Every descriptor the call holds: what it names and its open flags (octal, from fdinfo)."""
+    held = []
+    for name in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink(f"/proc/self/fd/{name}")
+            with open(f"/proc/self/fdinfo/{name}") as f:
+                flags = next(line.split()[1] for line in f if line.startswith("flags:"))
+        except OSError:
+            continue
+        held.append([name, target, flags])
+    return held
+
+
 def change_metadata(targets: list[str], as_root: bool) -> dict[str, dict[str, str]]:
     """Every metadata route on each target: chmod 4777, chown, utime to 0, setxattr, hard link, rename."""
     out: dict[str, dict[str, str]] = {}
@@ -175,6 +189,11 @@ def s_memfd_pipes(work: Path) -> Evidence:
 def s_lift_cgroup(work: Path) -> Evidence:
     return _with_cgroup(outcome(Tool("attack", description="x", fn=lift_the_cgroup,
                                      limits=Limits(memory_mb=64, network=False)), {"hoard_mb": 200}))
+
+
+def s_descriptors(work: Path) -> Evidence:
+    return _with_cgroup(outcome(Tool("attack", description="x", fn=own_descriptors,
+                                     limits=Limits(memory_mb=64, cpu_s=5, processes=4, network=False)), {}))
 
 
 def _stat(path: Path) -> list[Any]:
