@@ -279,9 +279,11 @@ def _hand_over(waiting: list[tuple[int, socket.socket]], children: set[int], fds
 
 def _prepare_sandbox(limits: Any) -> None:
     """Build the sandbox's seccomp filter here, once, so every sandbox forked from now on has it (a
-    failure is the sandbox's to report, naming why)."""
+    failure is the sandbox's to report, naming why); likewise the list of cgroup mounts it makes
+    read-only."""
     from toolfork.governance import seccomp
 
+    cgroup.mount_points()
     try:
         seccomp.prepare(limits.network is False)
     except OSError:
