@@ -62,7 +62,7 @@ from toolfork.executor import framing, invoke, oob, tracing
 from toolfork.executor.backends.base import Hooks
 from toolfork.executor.backends.fork.template_link import HOST_FDS, TEMPLATE_CHECK_S, TemplateGone, TemplateLink
 from toolfork.executor.types import ErrorInfo, ToolResult
-from toolfork.executor.wire import WakePipe, frames
+from toolfork.executor.wire import WakePipe, ceiling, frames
 from toolfork.executor.wire.frames import Leaving, Progress, ResultMessage, Spans, damaged_result, unreadable_result
 from toolfork.governance import rlimits
 from toolfork.governance.verdict import STATM_RESIDENT, statm_bytes
@@ -410,11 +410,20 @@ class WorkerCore:
                 self.drop(w, kill=False)
             return False
         busy = bool(w.inflight)
+        w.reader.ceiling = self._ceiling(items, w.reader.ceiling if busy else 0)
         w.inflight.extend(items)
         w.chunks.append(len(items))
         if not busy:
             w.start_next(time.monotonic())
         return True
+
+    def _ceiling(self, items: Sequence[Any], at_least: int) -> int:
+        """Bytes a frame of ``items`` may rebuild into in the host: the largest of their tools' ceilings
+        (``wire.ceiling``; one frame may be any of them)."""
+        tools = self._tools
+        for name in {item.name for item in items}:
+            at_least = max(at_least, ceiling.of(getattr(tools.get(name), "max_result_mb", None)))
+        return at_least
 
     def one_shot(self, lender: Worker, sandbox: Limits | None = None) -> Worker:
         """A worker of its own for one item (a ``fresh_process`` tool, or a sandboxed call: then it
@@ -529,6 +538,9 @@ class WorkerCore:
                         expected += 1
                         client.fail(current, unreadable_result(current.call_id, current.name, f, w.pid,
                                                                time.monotonic() - w.started_at))
+                        if ceiling.is_marker(f):  # past its ceiling (a progress maybe: it may still run)
+                            self.stop(w, client, cause="damaged")
+                            return
                         continue
                     w.reader.refuse(frames.describe_shape(f))
                     break
