@@ -111,7 +111,7 @@ class Client(Protocol):
 
 class Worker:
     __slots__ = ("call_fd", "calls", "chunks", "deadline", "inflight", "lender", "pid", "reader", "result_fd", "room",
-                 "side", "spawned_at", "started_at", "wid")
+                 "sandboxed", "side", "spawned_at", "started_at", "wid")
 
     def __init__(self, wid: int, call_fd: int, result_fd: int, side: oob.SidePort) -> None:
         self.wid = wid
@@ -130,6 +130,7 @@ class Worker:
         self.started_at = 0.0
         self.deadline: float | None = None
         self.calls = 0  # items it settled (for max_calls_per_worker)
+        self.sandboxed = False  # a one-shot for a sandboxed call: what it sends is data about that call
 
     def start_next(self, now: float) -> None:
         """The item at the front starts now: its clock, and its deadline."""
@@ -434,7 +435,15 @@ class WorkerCore:
         w.lender = lender
         if sandbox is not None:
             w.reader.use_data_only()
+            w.sandboxed = True
         return w
+
+    @staticmethod
+    def _window(w: Worker, item: Any) -> tracing.CallWindow:
+        """The running ``item``'s span and when it ran as the host saw it (since ``w`` started it, to now)."""
+        now = time.time_ns()
+        return tracing.CallWindow(getattr(item, "trace", None), now - int((time.monotonic() - w.started_at) * 1e9),
+                                  now)
 
     def teach_template(self, blob: bytes, tools: Mapping[str, Tool]) -> None:
         """The template learns ``tools`` at once (workers it forks from now on have them); ``blob`` is
@@ -554,8 +563,8 @@ class WorkerCore:
                 if isinstance(msg, (Progress, Spans)):  # one look for the two that do not settle the item
                     if isinstance(msg, Progress):
                         client.progress(current, msg)
-                    else:  # a traced call's own spans: to the host's exporters
-                        tracing.export(msg.spans)
+                    else:  # a traced call's own spans: to the host's exporters (a sandbox's, bound to its call)
+                        tracing.export(msg.spans, self._window(w, current) if w.sandboxed else None)
                     continue
                 inflight.popleft()
                 settled += 1
