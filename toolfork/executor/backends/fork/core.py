@@ -203,6 +203,12 @@ def _out_of_place(seq: int, expected: int, inflight: int) -> str:
     return f"a frame for call #{seq} of this worker while call #{expected} was running"
 
 
+def _own_ceilings(tools: Mapping[str, Tool]) -> dict[str, int]:
+    """Tool name -> its ceiling in bytes (``wire.ceiling``), for the tools that set ``max_result_mb``."""
+    return {name: ceiling.of(t.max_result_mb) for name, t in tools.items()
+            if getattr(t, "max_result_mb", None) is not None}
+
+
 def not_started_result(call_id: str, name: str, requeues: int, pid: int | None) -> ToolResult:
     """An item whose workers kept dying before they could start it (``MAX_REQUEUES``)."""
     return ToolResult(call_id, name, "crashed", worker_pid=pid, error=ErrorInfo(
@@ -222,6 +228,7 @@ class WorkerCore:
         self._workers: dict[int, Worker] = {}
         # What a replacement template is forked with: every tool the pool has (added ones included).
         self._tools, self._hooks, self._kill_grace = dict(tools), hooks, kill_grace
+        self._ceilings = _own_ceilings(self._tools)  # the tools that set max_result_mb (most set none)
         self._link = TemplateLink(tools, hooks, kill_grace, self._workers)
         self._sel = selectors.DefaultSelector()
         self._sel.register(self._link.ctrl, selectors.EVENT_READ, _TEMPLATE)
@@ -411,7 +418,8 @@ class WorkerCore:
                 self.drop(w, kill=False)
             return False
         busy = bool(w.inflight)
-        w.reader.ceiling = self._ceiling(items, w.reader.ceiling if busy else 0)
+        if self._ceilings:  # else every frame's ceiling is the default, as the reader starts with
+            w.reader.ceiling = self._ceiling(items, w.reader.ceiling if busy else 0)
         w.inflight.extend(items)
         w.chunks.append(len(items))
         if not busy:
@@ -421,9 +429,9 @@ class WorkerCore:
     def _ceiling(self, items: Sequence[Any], at_least: int) -> int:
         """Bytes a frame of ``items`` may rebuild into in the host: the largest of their tools' ceilings
         (``wire.ceiling``; one frame may be any of them)."""
-        tools = self._tools
+        own, default = self._ceilings, ceiling.DEFAULT
         for name in {item.name for item in items}:
-            at_least = max(at_least, ceiling.of(getattr(tools.get(name), "max_result_mb", None)))
+            at_least = max(at_least, own.get(name, default))
         return at_least
 
     def one_shot(self, lender: Worker, sandbox: Limits | None = None) -> Worker:
@@ -449,6 +457,7 @@ class WorkerCore:
         """The template learns ``tools`` at once (workers it forks from now on have them); ``blob`` is
         their dill. Live workers get them by ``ship_tools``; a replacement template is forked with them."""
         self._tools.update(tools)
+        self._ceilings = _own_ceilings(self._tools)
         self._link.send_tools(blob)
 
     def ship_tools(self, shipped: list[bytes]) -> None:
