@@ -52,3 +52,22 @@ def test_a_warm_calls_malformed_spans_are_dropped_and_counted_the_rest_kept_as_s
     assert f"{shaped.context.trace_id:032x}" == FOREIGN_TRACE and shaped.instrumentation_scope.name == "my.lib"
     assert len(shaped.attributes) == 128 and shaped.dropped_attributes == 872  # the SDK's default limit
     assert shaped.attributes["a999"] == 999  # the latest kept, as the SDK keeps them
+
+
+def test_binding_keeps_the_tools_tree_inside_the_call_and_nothing_of_an_untraced_call() -> None:
+    from toolfork.executor.tracing import confine, spandata
+
+    def checked(span_id: str, parent: str | None, start: int, end: int) -> spandata.Checked:
+        span = spandata.check({**_span(span_id, start, end), "span_id": span_id, "parent_id": parent})
+        assert span is not None
+        return span
+
+    # in the order spans end: a child before its parent; "b0" names as parent a span that ended before it
+    spans = [checked("c0" * 8, "a0" * 8, 5, 50), checked("b0" * 8, "c0" * 8, 60, 70), checked("a0" * 8, None, 1, 900)]
+    bound = confine.bind(spans, confine.CallWindow((7, 99, 1), 10, 100))
+    child, late, parent = bound
+    assert {s.trace_id for s in bound} == {7} and {s.scope for s in bound} == {confine.SCOPE}
+    assert len({s.span_id for s in bound} | {99}) == 4 and not {s.span_id for s in bound} & {0xc0c0c0c0c0c0c0c0}
+    assert child.parent_id == parent.span_id and parent.parent_id == 99 and late.parent_id == 99
+    assert (child.start, child.end, parent.start, parent.end) == (10, 50, 10, 100)  # clamped into 10..100
+    assert confine.bind(spans, confine.CallWindow(None, 10, 100)) == []
