@@ -172,3 +172,23 @@ def test_the_run_command_sets_the_ceiling_of_tools_that_set_none(tmp_path: Any) 
     assert record["status"] == "error" and record["error"]["type"] == "ResultTooLarge", record
     bad = toolfork("run", str(calls), "--tools", "tests.executor.test_ceiling:big_text", "--max-result-mb", "0")
     assert bad.returncode == 2 and b"--max-result-mb" in bad.stderr
+
+
+def test_every_data_only_value_the_host_rebuilds_is_within_the_ceiling() -> None:
+    """The other places a sandboxed call's data is decoded in the host: an adapter function's outcome
+    (carried as bytes inside its result) and a request on ``mcp serve``'s callback socket."""
+    from toolfork.adapters.callables import UnsendableResult, _data_outcome
+    from toolfork.mcp.callback import decode_request
+
+    rows = [[{} for _ in range(1000)]] * 12_000  # 12 MB sent, 850 MB to rebuild
+    with pytest.raises(UnsendableResult, match="result too large"):
+        _data_outcome(dataonly.encode(("ok", rows)))
+    with pytest.raises(ValueError, match="result too large"):
+        decode_request(dataonly.encode(("id", "path", (rows,), {})))
+    import msgpack
+
+    from toolfork.mcp import callback
+
+    wrapped = msgpack.ExtType(callback._MODEL, dataonly.encode(("m", "M", {"rows": rows})))  # decoded by its hook
+    with pytest.raises(ValueError, match="result too large"):
+        decode_request(dataonly.encode(("id", "path", (wrapped,), {})))

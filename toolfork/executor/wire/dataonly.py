@@ -192,9 +192,10 @@ class _Decoding:
         if mark is not None and not data:
             self.marks += 1
             return mark
-        if self.ceiling is not None:
-            self.add(len(data))
-        return self.codec.ext_hook(code, data)
+        if self.ceiling is None:
+            return self.codec.ext_hook(code, data)
+        self.add(len(data))
+        return _Within(self).ext_hook(code, data)  # what its payload rebuilds counts here too
 
     def rebuilt(self, items: list[Any]) -> Any:
         """A list, or the tuple or registered object its head marks."""
@@ -227,6 +228,26 @@ class _Decoding:
         if self.ceiling is not None and self.used > self.ceiling:
             raise TooLarge(f"it rebuilds to more than {self.used / MB:.0f} MB (shared references counted "
                            "as copies)", self.ceiling)
+
+
+class _Within(Codec):
+    """The codec an extension's hook decodes its payload with during a counted decode: the payload's
+    values count against the same ceiling."""
+
+    __slots__ = ("outer",)
+
+    def __init__(self, outer: _Decoding) -> None:
+        super().__init__(outer.codec.extra_default, outer.codec.extra_ext)
+        self.outer = outer
+
+    def decode(self, data: bytes | bytearray | memoryview, ceiling: int | None = None) -> Any:
+        outer = self.outer
+        assert outer.ceiling is not None
+        inner = _Decoding(outer.codec, outer.ceiling - outer.used)
+        try:
+            return inner.run(data)
+        finally:
+            outer.add(inner.used)
 
 
 _CODEC = Codec()
