@@ -37,7 +37,6 @@ with the worker (its descriptors are closed by the kernel when the worker and th
 from __future__ import annotations
 
 import array
-import fcntl
 import mmap
 import os
 import pickle
@@ -154,6 +153,8 @@ def _recv(sock: socket.socket, flags: int = 0) -> tuple[bytes, list[int]]:
 
 def _new_file() -> int:
     """A memory file that can grow and never shrink (the reader refuses one that could: see ``_checked``)."""
+    import fcntl  # (Linux, as memory files are: not at import, which every platform does)
+
     fd = os.memfd_create("toolfork-frame", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
     fcntl.fcntl(fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_SHRINK)
     return fd
@@ -162,6 +163,8 @@ def _new_file() -> int:
 def _checked(fd: int, size: int) -> os.stat_result:
     """``fd``'s status, if it can be mapped for ``size`` bytes: sealed against shrinking (so no page of
     the mapping can vanish under the reader) and at least that long; else OobError."""
+    import fcntl
+
     if not fcntl.fcntl(fd, fcntl.F_GET_SEALS) & fcntl.F_SEAL_SHRINK:
         raise OobError("a memory file that is not sealed against shrinking")
     st = os.fstat(fd)
