@@ -26,12 +26,13 @@ GOOD: dict[str, Any] = {
     "retries": 1, "track_by_inputs": True, "approval_policy": True, "output_model": Answer,
     "max_output_chars": 50, "manual": False, "on_tool_called": print, "on_response_received": print,
     "limits": Limits(memory_mb=64), "max_concurrency": 2, "concurrency_group": "db", "rate_limit": "10/s",
-    "idempotent": True,
+    "idempotent": True, "max_result_mb": 32,
 }
 BAD: dict[str, Any] = {
     "timeout": -1, "max_runs": -1, "on_error": "explode", "retries": -2, "approval_policy": "yes",
     "output_model": dict, "max_output_chars": 0, "on_tool_called": 3, "on_response_received": "x",
     "limits": {"memory_mb": -1}, "max_concurrency": 0, "concurrency_group": "", "rate_limit": "fast",
+    "max_result_mb": 0,
 }
 
 

@@ -1,7 +1,8 @@
 """The resource-governance options ``run``, ``worker`` and ``mcp serve`` share: what a call may use (``--limits``),
 how many calls of a tool or group run at once (``--max-concurrency``, ``--concurrency``), how often a
 tool's calls start (``--rate-limit``), whether every call is sandboxed (``--sandbox``) and when a warm
-worker is replaced (``--max-calls-per-worker``, ``--max-worker-memory-mb``). The rules themselves are
+worker is replaced (``--max-calls-per-worker``, ``--max-worker-memory-mb``), and what a call's result may
+rebuild into here (``--max-result-mb``, the tools' ``max_result_mb`` default). The rules themselves are
 the Executor's (``toolfork.governance``); this module only reads the command line into them.
 
 What can be checked without the tools (a bad limit, a rate that is not one, a count below 1, a value
@@ -49,6 +50,9 @@ def add_governance_arguments(parser: argparse.ArgumentParser) -> None:
                        help="replace a worker after it has run N calls")
     group.add_argument("--max-worker-memory-mb", type=_count, default=None, metavar="M",
                        help="replace a worker whose resident memory is above M MiB after a call")
+    group.add_argument("--max-result-mb", type=_count, default=None, metavar="M",
+                       help="the most a call's result, or one progress value, may rebuild into in this process, "
+                            "for the tools that set no max_result_mb of their own (default 256)")
 
 
 # ------------------------------------------------------------------ argparse types
@@ -174,15 +178,19 @@ def govern(args: argparse.Namespace, tools: list[Any]) -> tuple[list[Any], dict[
             raise UsageError(f"tool {name!r} is in concurrency group {group!r}, which needs a cap: "
                              f"pass --concurrency {group}=N")
     unsandboxed = _sandboxed_copies(by_name) if getattr(args, "sandbox", False) else {}
-    if not caps and not rates and not unsandboxed:
+    result_mb = getattr(args, "max_result_mb", None)
+    ceilings = set() if result_mb is None else {name for name, t in by_name.items() if t.max_result_mb is None}
+    if not caps and not rates and not unsandboxed and not ceilings:
         return tools, options
     configured = {**by_name, **unsandboxed}
-    for name in {*caps, *rates}:
+    for name in {*caps, *rates, *ceilings}:
         settings: dict[str, Any] = {}
         if name in caps:
             settings["max_concurrency"] = caps[name]
         if name in rates:
             settings["rate_limit"] = rates[name]
+        if name in ceilings:
+            settings["max_result_mb"] = result_mb
         try:
             configured[name] = copy.copy(configured[name]).configure(**settings)
         except ToolError as exc:

@@ -22,6 +22,7 @@ result pipe with a side socket carries no frame of ``LARGE_FRAME`` bytes or more
 A worker that runs a sandboxed call encodes its frames as data (``wire.dataonly``, msgpack) from then
 on, and the host reads that worker's pipe and side socket with the data-only decoder: nothing a
 sandboxed call sends is ever unpickled here (``FrameReader.use_data_only``). Warm workers keep pickle.
+What a frame rebuilds into is bounded by ``FrameReader.ceiling``, its running calls' (``wire.ceiling``).
 
 A worker's ``FrameWriter`` holds one lock around every frame it sends (pipe and side socket alike):
 a tool's threads may call ``emit_progress`` while the worker sends a result, and each frame still goes
@@ -38,7 +39,7 @@ from collections.abc import Callable
 from typing import Any
 
 from toolfork.executor import oob
-from toolfork.executor.wire import dataonly
+from toolfork.executor.wire import ceiling, dataonly
 from toolfork.executor.wire.frames import (
     HEADER,
     HEADER_SIZE,
@@ -163,12 +164,13 @@ class FrameReader:
     frame is returned as the marker ``("!", type name, message)`` in its place.
     """
 
-    __slots__ = ("_body", "_filled", "_head", "damaged", "eof", "fd", "loads", "max_frame", "side")
+    __slots__ = ("_body", "_filled", "_head", "ceiling", "damaged", "eof", "fd", "loads", "max_frame", "side")
 
     def __init__(self, fd: int, side: oob.SidePort | None = None) -> None:
         self.fd = fd
         self.loads: Callable[[Any], Any] = loads_or_marker  # ``use_data_only``: never unpickle this pipe
         self.side = side  # where large frames' descriptors arrive (a header of length 0 announces one)
+        self.ceiling = ceiling.DEFAULT  # bytes a frame may rebuild into: its calls' (set as they are sent)
         # A sender with a side socket sends no frame of LARGE_FRAME bytes or more by pipe (see send).
         self.max_frame = oob.LARGE_FRAME if side is not None and oob.ENABLED else MAX_FRAME
         self._head = b""  # bytes not yet parsed (small frames, partial headers)
@@ -180,7 +182,10 @@ class FrameReader:
     def use_data_only(self) -> None:
         """Decode every frame of this pipe (and its side socket) as data (``wire.dataonly``), never by
         unpickling: the worker on the other end runs a sandboxed call. Called before it is sent one."""
-        self.loads = dataonly.decode_or_marker
+        self.loads = self._decode_data
+
+    def _decode_data(self, data: bytes | bytearray | memoryview) -> Any:
+        return dataonly.decode_or_marker(data, self.ceiling)
 
     def read(self) -> list[Any]:
         out: list[Any] = []
@@ -252,7 +257,7 @@ class FrameReader:
             self.refuse("a large frame announced on a pipe without a side socket")
             return None
         try:
-            return self.side.take(block=False, ack=True, loads=self.loads)
+            return self.side.take(block=False, ack=True, loads=self.loads, ceiling=self.ceiling)
         except (OSError, EOFError) as exc:  # OobError included: the side socket is out of step
             self.refuse(f"a large frame that could not be received ({type(exc).__name__}: {exc})")
             return None

@@ -6,6 +6,7 @@ MeterProvider configured, or no ``opentelemetry`` imported at all, nothing here 
     Executor.stats() of every live Executor ─┐  read at collection time only (observable instruments):
     totals of the Executors closed before    ─┴─> toolfork.calls, toolfork.workers, toolfork.calls.queued,
                                                   toolfork.worker.restarts, toolfork.template.restarts
+    spans dropped by tracing.export            ───> toolfork.spans.dropped
     each call's result, in its batch's loop  ───> toolfork.call.duration, toolfork.call.wait_time
                                                   (histograms: recorded per call, only while a provider is set)
 
@@ -40,6 +41,7 @@ WORKERS = "toolfork.workers"  # gauge, {worker}: by state (busy | idle)
 QUEUED = "toolfork.calls.queued"  # gauge, {call}: pulled and not yet sent (waiting for a worker or a cap)
 RESTARTS = "toolfork.worker.restarts"  # counter, {worker}: workers ended early, by cause
 TEMPLATE_RESTARTS = "toolfork.template.restarts"  # counter, {template}: fork templates replaced
+SPANS_DROPPED = "toolfork.spans.dropped"  # counter, {span}: spans from workers dropped, not exported
 
 # Histogram bucket bounds, in seconds: from a trivial call in a warm worker to a five-minute one.
 SECONDS_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
@@ -124,6 +126,8 @@ class Recorder:
                                         description="Workers ended early and replaced, by cause")
         meter.create_observable_counter(TEMPLATE_RESTARTS, [_observe_templates], unit="{template}",
                                         description="Fork template processes replaced")
+        meter.create_observable_counter(SPANS_DROPPED, [_observe_dropped_spans], unit="{span}",
+                                        description="Spans workers sent that were malformed, dropped, not exported")
         self._finished: dict[tuple[str, str], dict[str, str]] = {}  # attributes, made once per (tool, status)
         self._tools: dict[str, dict[str, str]] = {}
 
@@ -222,5 +226,13 @@ def _observe_templates(_options: Any) -> list[Any]:
     return [Observation(total)]
 
 
-__all__ = ["CALLS", "CALL_DURATION", "CALL_WAIT", "QUEUED", "RESTARTS", "TEMPLATE_RESTARTS", "WORKERS", "Recorder",
-           "recorder", "retire", "track"]
+def _observe_dropped_spans(_options: Any) -> list[Any]:
+    from opentelemetry.metrics import Observation
+
+    from toolfork.executor.tracing.host import dropped_spans
+
+    return [Observation(dropped_spans())]
+
+
+__all__ = ["CALLS", "CALL_DURATION", "CALL_WAIT", "QUEUED", "RESTARTS", "SPANS_DROPPED", "TEMPLATE_RESTARTS", "WORKERS",
+           "Recorder", "recorder", "retire", "track"]

@@ -19,9 +19,15 @@ one-byte acknowledgement (sent when the host has taken the descriptor) before it
 worker has at most one large result waiting, whatever its chunk of calls. The host sends large
 arguments only to idle workers, one frame at a time.
 
-Messages on a side socket: ``b"F"`` with one descriptor (a large frame in a file of its own), ``b"P"``
-+ size with one descriptor (the worker's reusable file, now holding a frame of that size), ``b"R"`` +
-size (the reusable file again), ``b"A"`` (acknowledgement).
+Messages on a side socket: ``b"F"`` + size with one descriptor (a large frame in a file of its own),
+``b"P"`` + size with one descriptor (the worker's reusable file, now holding a frame of that size),
+``b"R"`` + size (the reusable file again), ``b"A"`` (acknowledgement).
+
+The reader takes back no more than the message declares: a file's ``st_size`` is the sender's to
+choose (``ftruncate`` stretches a file to gigabytes without writing a page), so the reader maps exactly
+the declared size, refuses a size over its ceiling (``wire.ceiling``) before it maps anything, and
+takes only files sealed against shrinking (``F_SEAL_SHRINK``, set by the sender when it makes the file):
+a file cut under a mapping would end the reader with SIGBUS.
 
 The reusable file keeps up to ``KEEP_BYTES`` per worker allocated between results: that is the one
 exception to "memory is what is in flight", traded for 1 MB results at a third of the cost; it goes
@@ -39,6 +45,7 @@ import struct
 from collections import deque
 from typing import Any
 
+from toolfork.executor.wire import ceiling as _ceiling
 from toolfork.executor.wire.frames import OOB_HEADER
 from toolfork.executor.wire.markers import loads_or_marker
 from toolfork.executor.wire.pipes import wait_for, write_all
@@ -54,7 +61,7 @@ _MSG_REUSE = b"R"
 _MSG_ACK = b"A"
 _SIZE = struct.Struct("<Q")
 # The exact length of each frame message (a stray write on the socket is none of them, by shape).
-_MSG_LENGTH = {_MSG_FRAME: 1, _MSG_BUF: 1 + _SIZE.size, _MSG_REUSE: 1 + _SIZE.size}
+_MSG_LENGTH = {_MSG_FRAME: 1 + _SIZE.size, _MSG_BUF: 1 + _SIZE.size, _MSG_REUSE: 1 + _SIZE.size}
 _POPULATE = getattr(mmap, "MAP_POPULATE", 0)
 
 _HAS_MEMFD = hasattr(os, "memfd_create")
@@ -78,7 +85,8 @@ def side_socketpair() -> tuple[socket.socket, socket.socket]:
 
 
 class OobError(OSError):
-    """A large frame announced on the pipe whose descriptor is not on the side socket."""
+    """A large frame announced on the pipe whose descriptor is not on the side socket, or whose memory
+    file is not what its message says (shorter than declared, not sealed against shrinking)."""
 
 
 class _FileWriter:
@@ -115,11 +123,11 @@ class _FileWriter:
         return self.mm
 
     def release(self) -> None:
-        """Unmap and cut the file to the frame, for a file handed over alone (the reader maps all of it)."""
+        """Unmap, for a file handed over alone (the reader maps the size its message declares; the file
+        cannot be cut to it: it is sealed against shrinking)."""
         if self.mm is not None:
             self.mm.close()
             self.mm = None
-        os.ftruncate(self.fd, self.size)
 
 
 _FD_SPACE = socket.CMSG_SPACE(4 * array.array("i").itemsize)
@@ -144,7 +152,25 @@ def _recv(sock: socket.socket, flags: int = 0) -> tuple[bytes, list[int]]:
 
 
 def _new_file() -> int:
-    return os.memfd_create("toolfork-frame", os.MFD_CLOEXEC)
+    """A memory file that can grow and never shrink (the reader refuses one that could: see ``_checked``)."""
+    import fcntl  # (Linux, as memory files are: not at import, which every platform does)
+
+    fd = os.memfd_create("toolfork-frame", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+    fcntl.fcntl(fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_SHRINK)
+    return fd
+
+
+def _checked(fd: int, size: int) -> os.stat_result:
+    """``fd``'s status, if it can be mapped for ``size`` bytes: sealed against shrinking (so no page of
+    the mapping can vanish under the reader) and at least that long; else OobError."""
+    import fcntl
+
+    if not fcntl.fcntl(fd, fcntl.F_GET_SEALS) & fcntl.F_SEAL_SHRINK:
+        raise OobError("a memory file that is not sealed against shrinking")
+    st = os.fstat(fd)
+    if st.st_size < size:
+        raise OobError(f"a memory file of {st.st_size} bytes announced as holding {size}")
+    return st
 
 
 class _Mapped:
@@ -157,9 +183,11 @@ class _Mapped:
         self.mm: mmap.mmap | None = None
 
     def view(self, size: int) -> memoryview:
+        """The first ``size`` bytes (the file is mapped that far, never to its ``st_size``)."""
         if self.mm is None or len(self.mm) < size:
             self.close_map()
-            self.mm = mmap.mmap(self.fd, os.fstat(self.fd).st_size, mmap.MAP_SHARED, mmap.PROT_READ)
+            _checked(self.fd, size)
+            self.mm = mmap.mmap(self.fd, size, mmap.MAP_SHARED, mmap.PROT_READ)
         return memoryview(self.mm)[:size]
 
     def same_file(self, st: os.stat_result) -> bool:
@@ -225,7 +253,7 @@ class SidePort:
                 self._buf = None
                 try:
                     f.release()
-                    self._hand_over(_MSG_FRAME, f.fd, pipe_fd, wait_ack)
+                    self._hand_over(_MSG_FRAME + _SIZE.pack(f.size), f.fd, pipe_fd, wait_ack)
                 finally:
                     os.close(f.fd)
                 return
@@ -239,7 +267,7 @@ class SidePort:
         try:
             fill(f)
             f.release()
-            self._hand_over(_MSG_FRAME, f.fd, pipe_fd, wait_ack)
+            self._hand_over(_MSG_FRAME + _SIZE.pack(f.size), f.fd, pipe_fd, wait_ack)
         finally:
             if f.mm is not None:
                 f.mm.close()
@@ -282,10 +310,13 @@ class SidePort:
         """The worker's side: rebuild the next frame, raising if it cannot be (like ``pickle.loads``)."""
         return self.take(block=block, ack=False, strict=True)
 
-    def take(self, *, block: bool, ack: bool, strict: bool = False, loads: Any = None) -> Any:
+    def take(self, *, block: bool, ack: bool, strict: bool = False, loads: Any = None,
+             ceiling: int | None = None) -> Any:
         """Rebuild the frame whose message is next on the side socket (a marker if it cannot be,
         unless ``strict``); ``ack`` tells the sender it may send its next large frame. ``loads``: the
-        decoder, when it is not pickle (a sandboxed worker's frames: ``wire.dataonly``)."""
+        decoder, when it is not pickle (a sandboxed worker's frames: ``wire.dataonly``). A frame
+        declared longer than ``ceiling`` bytes is not mapped: it is the ``wire.ceiling`` marker
+        (``TooLarge`` raised, if ``strict``)."""
         if loads is None:
             loads = pickle.loads if strict else loads_or_marker
         data, fds = self._next_message(block)
@@ -293,9 +324,18 @@ class SidePort:
             kind = data[:1]
             if len(data) != _MSG_LENGTH.get(kind, -1) or len(fds) != (kind != _MSG_REUSE):
                 raise OobError(f"unexpected message {data[:16]!r} with {len(fds)} descriptors on the side socket")
+            (size,) = _SIZE.unpack_from(data, 1)
+            if kind != _MSG_FRAME and size > KEEP_BYTES:
+                raise OobError(f"a reusable memory file announced as holding {size} bytes, over {KEEP_BYTES}")
+            if ceiling is not None and size > ceiling:
+                too_large = _ceiling.TooLarge(f"a frame of {size / _ceiling.MB:.0f} MB", ceiling)
+                if strict:
+                    raise too_large
+                if kind == _MSG_BUF:  # the reusable file is still the sender's next one: keep it
+                    self._keep(fds.pop(0))
+                return _ceiling.marker(too_large)
             if kind == _MSG_FRAME:
-                st = os.fstat(fds[0])
-                size = st.st_size
+                st = _checked(fds[0], size)
                 if self._mapped is not None and self._mapped.same_file(st):
                     # The sender's reusable file outgrew the budget and came alone: it is not reused
                     # again, so let go of it here too, or its pages would outlive this frame.
@@ -303,19 +343,17 @@ class SidePort:
                     self._mapped = None
                 if size == 0:
                     return loads(b"")
-                with mmap.mmap(fds[0], size, mmap.MAP_SHARED | _POPULATE, mmap.PROT_READ) as mm:
+                with mmap.mmap(fds[0], size, mmap.MAP_SHARED | _POPULATE, mmap.PROT_READ) as mm:  # not st_size
                     whole = memoryview(mm)
                     try:
                         return loads(whole)
                     finally:
                         whole.release()
             if kind == _MSG_BUF:
-                if self._mapped is not None:
-                    self._mapped.close()
-                self._mapped = _Mapped(fds.pop(0))
+                self._keep(fds.pop(0))
             elif self._mapped is None:
                 raise OobError("a reused memory file was announced before any was handed over")
-            (size,) = _SIZE.unpack_from(data, 1)
+            assert self._mapped is not None
             view = self._mapped.view(size)
             try:
                 return loads(view)
@@ -329,6 +367,12 @@ class SidePort:
                     self.sock.send(_MSG_ACK, socket.MSG_DONTWAIT)
                 except OSError:
                     pass
+
+    def _keep(self, fd: int) -> None:
+        """``fd`` is the sender's reusable memory file from now on."""
+        if self._mapped is not None:
+            self._mapped.close()
+        self._mapped = _Mapped(fd)
 
     def _next_message(self, block: bool) -> tuple[bytes, list[int]]:
         if self._stash:

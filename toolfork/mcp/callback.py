@@ -48,7 +48,7 @@ from typing import Any
 
 import msgpack
 
-from toolfork.executor.wire import dataonly
+from toolfork.executor.wire import ceiling, dataonly
 
 _counter = itertools.count(1)
 _LEN = struct.Struct("<Q")
@@ -121,7 +121,7 @@ def encode_request(request: tuple[Any, ...]) -> bytes:
 
 def decode_request(data: bytes) -> tuple[str, str, tuple[Any, ...], dict[str, Any]]:
     """The server's reading of a request: (call id, path, args, kwargs); ValueError if it is not one."""
-    value = _REQUESTS.decode(data)
+    value = _REQUESTS.decode(data, ceiling.DEFAULT)  # rebuilt within the host's ceiling (TooLarge: a ValueError)
     if (type(value) is not tuple or len(value) != 4 or not all(type(v) is str for v in value[:2])
             or type(value[2]) is not tuple or type(value[3]) is not dict):
         raise ValueError("not a (call id, path, args, kwargs) request")

@@ -157,6 +157,9 @@ class ToolSettings:
     # or acts on nothing but reads): a resumed job runs it again when it stopped while the call ran,
     # instead of reporting ``OutcomeUnknown``.
     idempotent: Annotated[bool, flag] = False
+    # The most a call's result (with its context and error), or one progress value, may rebuild into in
+    # the host, in MB; None: the default (``executor.wire.ceiling.DEFAULT_MB``). Past it: ResultTooLarge.
+    max_result_mb: Annotated[int | None, optional_positive_count] = None
 
 
 class SettingKeywords(TypedDict, total=False):
@@ -180,6 +183,7 @@ class SettingKeywords(TypedDict, total=False):
     concurrency_group: str | None
     rate_limit: str | None
     idempotent: bool
+    max_result_mb: int | None
 
 
 def _declared() -> tuple[dict[str, Check], dict[str, Any]]:

@@ -14,7 +14,9 @@ status (ERROR for anything but ok) and, for a crashed or killed call, the signal
 The host ends every span, so a call whose worker was killed at its deadline or died still gets its span.
 
 ``export`` takes the spans a worker shipped (plain data, see ``spandata``) and hands each to the host
-provider's span processors as a ``ReadableSpan``: whatever exporter the user set up gets them.
+provider's span processors as a ``ReadableSpan``: whatever exporter the user set up gets them. Each is
+checked and cut to the SDK's span limits first (a malformed one is dropped and counted), and a
+sandboxed call's are rebound to that call (``confine``).
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ import sys
 import time
 from typing import Any
 
+from toolfork.executor.tracing import confine
+from toolfork.executor.tracing.confine import CallWindow
 from toolfork.executor.types import ToolResult
 from toolfork.executor.wire.callitem import TraceParent
 
@@ -153,22 +157,44 @@ def _end(span: Any, status: str, pid: int | None, error: Any, wait: float | None
     span.end()
 
 
-def export(spans: Any) -> None:
-    """Hand the spans a worker shipped to the host provider's span processors (each that is not the
-    shape of a span is dropped, with a warning)."""
+def export(spans: Any, call: CallWindow | None = None) -> None:
+    """Hand the spans a worker shipped to the host provider's span processors, each checked and cut to
+    the SDK's span limits; one that is not the shape of a span is dropped and counted
+    (``dropped_spans``), never exported. With ``call`` (a sandboxed call's: see ``confine``) they are
+    rebound to that call first."""
     from toolfork.executor.tracing import spandata
 
     current = provider()
     processor = getattr(current, "_active_span_processor", None)
     if processor is None or type(spans) is not list:
         return
-    resource = current.resource
+    checked = []
     for data in spans:
-        span = spandata.decode(data, resource)
-        if span is None:
-            log.warning("a worker sent a span that is not the shape of one; it was dropped")
-            continue
-        processor.on_end(span)
+        span = spandata.check(data)
+        if span is not None:
+            checked.append(span)
+    if call is not None:
+        checked = confine.bind(checked, call)
+    dropped = len(spans) - len(checked)
+    if dropped:
+        _dropped[0] += dropped
+        log.warning("a worker sent %d span(s) that could not be exported (not the shape of a span, or from a "
+                    "sandboxed call that is not traced); dropped", dropped)
+    if not checked:
+        return
+    resource = current.resource
+    limits = getattr(current, "_span_limits", None) or spandata.default_limits()
+    for span in checked:
+        processor.on_end(spandata.build(span, resource, limits))
 
 
-__all__ = ["TRACEPARENT", "TRACESTATE", "CallSpans", "capture", "export", "provider", "traceparent"]
+_dropped = [0]  # spans dropped by ``export`` in this process (the driver's thread adds; anyone reads)
+
+
+def dropped_spans() -> int:
+    """How many spans workers sent that were dropped instead of exported, in this process so far."""
+    return _dropped[0]
+
+
+__all__ = ["TRACEPARENT", "TRACESTATE", "CallSpans", "CallWindow", "capture", "dropped_spans", "export", "provider",
+           "traceparent"]

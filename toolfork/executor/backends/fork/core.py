@@ -62,7 +62,7 @@ from toolfork.executor import framing, invoke, oob, tracing
 from toolfork.executor.backends.base import Hooks
 from toolfork.executor.backends.fork.template_link import HOST_FDS, TEMPLATE_CHECK_S, TemplateGone, TemplateLink
 from toolfork.executor.types import ErrorInfo, ToolResult
-from toolfork.executor.wire import WakePipe, frames
+from toolfork.executor.wire import WakePipe, ceiling, frames
 from toolfork.executor.wire.frames import Leaving, Progress, ResultMessage, Spans, damaged_result, unreadable_result
 from toolfork.governance import rlimits
 from toolfork.governance.verdict import STATM_RESIDENT, statm_bytes
@@ -111,7 +111,7 @@ class Client(Protocol):
 
 class Worker:
     __slots__ = ("call_fd", "calls", "chunks", "deadline", "inflight", "lender", "pid", "reader", "result_fd", "room",
-                 "side", "spawned_at", "started_at", "wid")
+                 "sandboxed", "side", "spawned_at", "started_at", "wid")
 
     def __init__(self, wid: int, call_fd: int, result_fd: int, side: oob.SidePort) -> None:
         self.wid = wid
@@ -130,6 +130,7 @@ class Worker:
         self.started_at = 0.0
         self.deadline: float | None = None
         self.calls = 0  # items it settled (for max_calls_per_worker)
+        self.sandboxed = False  # a one-shot for a sandboxed call: what it sends is data about that call
 
     def start_next(self, now: float) -> None:
         """The item at the front starts now: its clock, and its deadline."""
@@ -202,6 +203,12 @@ def _out_of_place(seq: int, expected: int, inflight: int) -> str:
     return f"a frame for call #{seq} of this worker while call #{expected} was running"
 
 
+def _own_ceilings(tools: Mapping[str, Tool]) -> dict[str, int]:
+    """Tool name -> its ceiling in bytes (``wire.ceiling``), for the tools that set ``max_result_mb``."""
+    return {name: ceiling.of(t.max_result_mb) for name, t in tools.items()
+            if getattr(t, "max_result_mb", None) is not None}
+
+
 def not_started_result(call_id: str, name: str, requeues: int, pid: int | None) -> ToolResult:
     """An item whose workers kept dying before they could start it (``MAX_REQUEUES``)."""
     return ToolResult(call_id, name, "crashed", worker_pid=pid, error=ErrorInfo(
@@ -221,6 +228,7 @@ class WorkerCore:
         self._workers: dict[int, Worker] = {}
         # What a replacement template is forked with: every tool the pool has (added ones included).
         self._tools, self._hooks, self._kill_grace = dict(tools), hooks, kill_grace
+        self._ceilings = _own_ceilings(self._tools)  # the tools that set max_result_mb (most set none)
         self._link = TemplateLink(tools, hooks, kill_grace, self._workers)
         self._sel = selectors.DefaultSelector()
         self._sel.register(self._link.ctrl, selectors.EVENT_READ, _TEMPLATE)
@@ -410,11 +418,21 @@ class WorkerCore:
                 self.drop(w, kill=False)
             return False
         busy = bool(w.inflight)
+        if self._ceilings:  # else every frame's ceiling is the default, as the reader starts with
+            w.reader.ceiling = self._ceiling(items, w.reader.ceiling if busy else 0)
         w.inflight.extend(items)
         w.chunks.append(len(items))
         if not busy:
             w.start_next(time.monotonic())
         return True
+
+    def _ceiling(self, items: Sequence[Any], at_least: int) -> int:
+        """Bytes a frame of ``items`` may rebuild into in the host: the largest of their tools' ceilings
+        (``wire.ceiling``; one frame may be any of them)."""
+        own, default = self._ceilings, ceiling.DEFAULT
+        for name in {item.name for item in items}:
+            at_least = max(at_least, own.get(name, default))
+        return at_least
 
     def one_shot(self, lender: Worker, sandbox: Limits | None = None) -> Worker:
         """A worker of its own for one item (a ``fresh_process`` tool, or a sandboxed call: then it
@@ -425,12 +443,21 @@ class WorkerCore:
         w.lender = lender
         if sandbox is not None:
             w.reader.use_data_only()
+            w.sandboxed = True
         return w
+
+    @staticmethod
+    def _window(w: Worker, item: Any) -> tracing.CallWindow:
+        """The running ``item``'s span and when it ran as the host saw it (since ``w`` started it, to now)."""
+        now = time.time_ns()
+        return tracing.CallWindow(getattr(item, "trace", None), now - int((time.monotonic() - w.started_at) * 1e9),
+                                  now)
 
     def teach_template(self, blob: bytes, tools: Mapping[str, Tool]) -> None:
         """The template learns ``tools`` at once (workers it forks from now on have them); ``blob`` is
         their dill. Live workers get them by ``ship_tools``; a replacement template is forked with them."""
         self._tools.update(tools)
+        self._ceilings = _own_ceilings(self._tools)
         self._link.send_tools(blob)
 
     def ship_tools(self, shipped: list[bytes]) -> None:
@@ -529,6 +556,9 @@ class WorkerCore:
                         expected += 1
                         client.fail(current, unreadable_result(current.call_id, current.name, f, w.pid,
                                                                time.monotonic() - w.started_at))
+                        if ceiling.is_marker(f):  # past its ceiling (a progress maybe: it may still run)
+                            self.stop(w, client, cause="damaged")
+                            return
                         continue
                     w.reader.refuse(frames.describe_shape(f))
                     break
@@ -542,8 +572,8 @@ class WorkerCore:
                 if isinstance(msg, (Progress, Spans)):  # one look for the two that do not settle the item
                     if isinstance(msg, Progress):
                         client.progress(current, msg)
-                    else:  # a traced call's own spans: to the host's exporters
-                        tracing.export(msg.spans)
+                    else:  # a traced call's own spans: to the host's exporters (a sandbox's, bound to its call)
+                        tracing.export(msg.spans, self._window(w, current) if w.sandboxed else None)
                     continue
                 inflight.popleft()
                 settled += 1
