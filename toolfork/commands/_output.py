@@ -32,6 +32,7 @@ from toolfork.commands._resume import ResumePoint
 from toolfork.commands._summary import Tally
 from toolfork.executor import oslock
 from toolfork.executor.idset import IdSet, id_hash
+from toolfork.executor.journal import OUTCOME_UNKNOWN
 from toolfork.executor.wire import write_all
 
 
@@ -187,7 +188,9 @@ class OutFile:
         return self._error
 
     @classmethod
-    def open(cls, path: str, *, append: bool, background: bool = False) -> OutFile:
+    def open(cls, path: str, *, append: bool, background: bool = False, keep: bool = False) -> OutFile:
+        """``path`` ("-": stdout) locked for this process, and emptied unless ``append``; ``keep``: not
+        yet, the caller calls ``empty()`` once it holds the job's other locks too."""
         if path == "-":
             return cls._private_stdout(background)
         # One writer: locked before anything changes (``oslock``); a new job empties the file only then.
@@ -199,7 +202,7 @@ class OutFile:
         try:
             if stat.S_ISREG(os.fstat(fd).st_mode):
                 oslock.take(fd, path)
-                if not append:
+                if not append and not keep:
                     os.ftruncate(fd, 0)
         except oslock.FileBusy as busy:
             os.close(fd)
@@ -227,6 +230,11 @@ class OutFile:
         os.dup2(err, fd)
         sys.stdout = sys.stderr
         return cls(private, "<stdout>", close=True, background=background)
+
+    def empty(self) -> None:
+        """Cut the file to nothing (a new job, once it holds its locks)."""
+        if self.fd is not None and stat.S_ISREG(os.fstat(self.fd).st_mode):
+            os.ftruncate(self.fd, 0)
 
     def write(self, record: dict[str, Any]) -> dict[str, Any]:
         """Write one record as one line (see ``encode_record``); returns the record written, which
@@ -315,8 +323,8 @@ class OutFile:
 RAN_STATUSES = frozenset({"ok", "timeout", "crashed"})
 
 
-def scan_previous(path: str, started: Callable[[str], bool] | None = None,
-                  journal: str = "") -> tuple[ResumePoint, int, int, Tally]:
+def scan_previous(path: str, started: Callable[[str], bool] | None = None, journal: str = "",
+                  rerun: bool = False) -> tuple[ResumePoint, int, int, Tally]:
     """For --resume: what OUT's complete lines hold (see ``ResumePoint``), how many distinct ids, how
     many of them failed, and its records counted by status and error type. A trailing partial line (the
     job was killed mid-write) is cut off so the appended lines start clean; a complete line that is not
@@ -324,10 +332,12 @@ def scan_previous(path: str, started: Callable[[str], bool] | None = None,
 
     ``started``: the job's journal, asked whether each call that ran (``RAN_STATUSES``) started in it;
     a record it never saw start means the journal (named ``journal``) is another job's or was cut short,
-    a usage error naming OUT's line."""
+    a usage error naming OUT's line. ``rerun`` (``--rerun-unknown``): the ``OutcomeUnknown`` records are
+    run again (``ResumePoint.rerun``), and are neither counted nor failed here."""
     done = IdSet()
     tally = Tally()
     order = array("Q")
+    unknown: set[int] = set()
     count = failed = 0
     keep = 0
     try:
@@ -349,6 +359,9 @@ def scan_previous(path: str, started: Callable[[str], bool] | None = None,
                         "short or replaced. Put the job's own journal back beside OUT, or start the job anew "
                         "(without --resume)")
                 order.append(id_hash(call_id))
+                if rerun and _is_unknown(record):
+                    unknown.add(len(order) - 1)
+                    continue
                 tally.add(record)
                 if done.add(call_id):
                     count += 1
@@ -359,7 +372,12 @@ def scan_previous(path: str, started: Callable[[str], bool] | None = None,
         pass
     except OSError as exc:
         raise UsageError(f"--resume: cannot read {path!r}: {exc.strerror}") from exc
-    return ResumePoint(done, order), count, failed, tally
+    return ResumePoint(done, order, unknown), count, failed, tally
+
+
+def _is_unknown(record: dict[str, Any]) -> bool:
+    error = record.get("error")
+    return isinstance(error, dict) and error.get("type") == OUTCOME_UNKNOWN
 
 
 __all__ = ["RAN_STATUSES", "RUN_FIELDS", "OutFile", "encode_ok_result", "encode_record", "record_of", "result_failed",

@@ -32,6 +32,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from toolfork.commands import _rerun as rerun
 from toolfork.commands._fingerprint import differences, fingerprint
 from toolfork.commands._governance import add_governance_arguments, govern
 from toolfork.commands._idset import IdSet
@@ -56,6 +57,7 @@ from toolfork.commands._options import (
 from toolfork.commands._otel import configure as configure_otel
 from toolfork.commands._output import OutFile, scan_previous
 from toolfork.commands._progress import Progress
+from toolfork.commands._resume import ResumePoint
 from toolfork.commands._session_job import SessionJob, last_lines
 from toolfork.commands._status import show_status
 from toolfork.commands._stopping import warm_stop
@@ -240,12 +242,19 @@ def _main(args: argparse.Namespace, progress: Progress) -> int:
     executor = out = journal = None
     try:
         check_journal_there(args)
-        # OUT's lock, then the journal's, make this run the job's one writer (before either changes).
-        out = OutFile.open(args.output, append=args.resume, background=True)  # before the pool forks
+        # OUT's lock, then the journal's, make this run the job's one writer; nothing changes before both.
+        out = OutFile.open(args.output, append=args.resume, background=True, keep=True)  # before the pool forks
         journal = open_journal(args)
+        if not args.resume:
+            out.empty()
+        if journal is not None and args.resume:
+            rerun.settle(args.output, journal)  # an earlier --rerun-unknown killed before it put records in place
         done, previous, previous_failed, before = (
-            scan_previous(args.output, _ran_check(journal), journal.path if journal is not None else "")
+            scan_previous(args.output, _ran_check(journal), journal.path if journal is not None else "",
+                          rerun=args.rerun_unknown and journal is not None)
             if args.resume else (IdSet(), 0, 0, Tally()))
+        if journal is not None and isinstance(done, ResumePoint) and done.rerun:
+            rerun.begin(args.output, journal)
         started = time.monotonic()
         executor = build_executor(args, tools, **governance)
         if journal is not None:
@@ -308,7 +317,12 @@ def _main(args: argparse.Namespace, progress: Progress) -> int:
             executor.close()
             out.close()
             if journal is not None:
-                journal.close()
+                try:
+                    rerun.settle(args.output, journal)  # the records of calls run again, in their places
+                except UsageError as exc:
+                    code = error("run", str(exc))
+                finally:
+                    journal.close()
             source.close()
             if stream is not sys.stdin.buffer:
                 stream.close()

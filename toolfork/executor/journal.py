@@ -117,6 +117,8 @@ class Journal:
         self.job_key = ""
         self.about: Any = None
         self.fresh = False  # True when this open started the journal (no earlier entries)
+        self.marked: Any = None  # the owner's last note (``mark``), None when cleared
+        self.since_mark: IdSet | None = None  # the keys started since that note, while it stands
         self.fd = -1
         try:
             # O_NONBLOCK: a FIFO in the journal's place must not hang the open (it is refused below).
@@ -200,6 +202,8 @@ class Journal:
             started, finished, key = entry.get("started"), entry.get("finished"), entry.get("key", None)
             if isinstance(started, str) and set(entry) <= {"started", "key"} and isinstance(key, (str, type(None))):
                 self._started.add(key if key is not None else started)
+                if self.since_mark is not None:
+                    self.since_mark.add(key if key is not None else started)
                 return
             if isinstance(finished, str) and isinstance(entry.get("result"), dict) and \
                     set(entry) <= {"finished", "key", "result"} and isinstance(key, (str, type(None))):
@@ -209,6 +213,9 @@ class Journal:
                 return
             if set(entry) == {"about"}:  # restated by the job's owner (see ``restate``)
                 self.about = entry["about"]
+                return
+            if set(entry) == {"mark"}:  # the owner's note (see ``mark``)
+                self._mark(entry["mark"])
                 return
         raise JournalError(f"{where} is not a journal entry ({_shown(line)}): the journal is damaged or is "
                            "not a toolfork journal")
@@ -267,6 +274,9 @@ class Journal:
         if not call_ids:
             return
         self._append(b"".join([b'{"started": ' + _id_json(i) + b"}\n" for i in call_ids]), sync=self.durable)
+        if self.since_mark is not None:
+            for i in call_ids:
+                self.since_mark.add(i)
 
     def finish(self, result: ToolResult) -> None:
         """Record a call's result (nothing, unless the journal keeps results)."""
@@ -279,6 +289,17 @@ class Journal:
         if key != result.call_id:
             entry["key"] = key
         self._append(json.dumps(entry, ensure_ascii=True, default=str).encode() + b"\n")
+
+    def mark(self, note: Any) -> None:
+        """Record a note of the journal's owner (JSON data; None clears it), and from now on which calls
+        start while it stands (``since_mark``): ``toolfork run --rerun-unknown`` notes where OUT ended, to
+        put the records of the calls it ran again in place of their ``OutcomeUnknown`` ones."""
+        self._append(json.dumps({"mark": note}, ensure_ascii=True, default=str).encode() + b"\n")
+        self._mark(note)
+
+    def _mark(self, note: Any) -> None:
+        self.marked = note
+        self.since_mark = IdSet() if note is not None else None
 
     def restate(self, about: Any) -> None:
         """Record what the job runs on now (``about``, JSON data): it replaces the first line's."""
