@@ -189,7 +189,7 @@ class Journal:
             entry = None
         if number == 1:
             if not isinstance(entry, dict) or not isinstance(entry.get("job"), str) or not entry["job"]:
-                raise JournalError(f"{self.path!r} is not a toolfork journal: its first line holds no job key "
+                raise JournalError(f"{self.path!r} is not a toolfork journal: line 1 holds no job key "
                                    f"({_shown(line)})")
             match = entry.get("match", "id")  # journals before "match" was recorded were keyed by id
             if match != self._match_name:
