@@ -3,16 +3,16 @@ their new records take the old ones' places, so OUT still holds every id once, i
 
 A job writes its records in input order, appending; the re-run calls' records come after OUT's end
 (before the records of lines never run yet). So the run notes in its journal where OUT ended and a
-hash of what it held (``begin``), and once the job stops, however it stops, ``settle`` moves each new
-record into the place of its call's ``OutcomeUnknown`` record::
+hash of what it held (``begin_rerun``), and once the job stops, however it stops, ``settle_rerun``
+moves each new record into the place of its call's ``OutcomeUnknown`` record::
 
     OUT: r1 … [u3: OutcomeUnknown] … rN │ r3' (run again) rN+1 … (appended by this run)
                                         ▲ the journal's mark: {"rerun_from": size, "sha256": …}
     settle: r1 … r3' … rN rN+1 …  ── written to OUT.rerun, synced, renamed over OUT ── mark cleared
 
 Only records of calls started since the mark move (a duplicate-id record of a later line never
-started: it stays where it is). A job killed before ``settle`` leaves the mark: the next run (or
-``--status``) settles first. If it was killed after the rename but before the mark was cleared, OUT's
+started: it stays where it is). A job killed before ``settle_rerun`` leaves the mark: the next
+``--resume`` settles first. If it was killed after the rename but before the mark was cleared, OUT's
 head no longer has the noted hash and nothing moves twice.
 """
 
@@ -27,18 +27,17 @@ from typing import Any
 
 from toolfork.commands._loading import UsageError
 from toolfork.executor.journal import OUTCOME_UNKNOWN, Journal
-from toolfork.executor.wire import write_all
 
 RERUN_SUFFIX = ".rerun"
 
 
-def begin(out: str, journal: Journal) -> None:
+def begin_rerun(out: str, journal: Journal) -> None:
     """Note where OUT ends now, before this run appends the records of the calls it runs again."""
     size, digest = _head(out, None)
     journal.mark({"rerun_from": size, "sha256": digest})
 
 
-def settle(out: str, journal: Journal) -> bool:
+def settle_rerun(out: str, journal: Journal) -> bool:
     """Put the records of the calls run again since the mark in place of their ``OutcomeUnknown``
     ones; True when OUT changed. Clears the mark."""
     note = journal.marked
@@ -71,40 +70,68 @@ def _head(path: str, size: int | None) -> tuple[int, str]:
 
 
 def _move(path: str, offset: int, ran_again: Callable[[str], bool]) -> bool:
-    with open(path, "rb") as f:
-        head = f.read(offset).splitlines(keepends=True)
-        tail = f.read().splitlines(keepends=True)
-    if tail and not tail[-1].endswith(b"\n"):
-        tail.pop()  # a partial last line: the writer died inside its write
-    places: dict[str, deque[int]] = {}
-    for i, line in enumerate(tail):
-        call_id = _id(line)
-        if call_id is not None and ran_again(call_id):
-            places.setdefault(call_id, deque()).append(i)
+    """Rewrite OUT with the moved records (streamed: what is held is one place per call run again)."""
+    places: dict[str, deque[tuple[int, int]]] = {}  # id -> (start, length) of its new records after offset
     moved: set[int] = set()
-    lines: list[bytes] = []
-    for line in head:
-        record = _record(line)
-        error = record.get("error") if record is not None else None
-        waiting = places.get(str(record.get("id"))) if record is not None else None
-        if waiting and isinstance(error, dict) and error.get("type") == OUTCOME_UNKNOWN:
-            i = waiting.popleft()
-            moved.add(i)
-            lines.append(tail[i])
-        else:
-            lines.append(line)
+    with open(path, "rb") as f:
+        f.seek(offset)
+        at = offset
+        for line in f:
+            if not line.endswith(b"\n"):
+                break  # a partial last line: the writer died inside its write
+            call_id = _id(line)
+            if call_id is not None and ran_again(call_id):
+                places.setdefault(call_id, deque()).append((at, len(line)))
+            at += len(line)
+        end = at
+        if not places:
+            return False
+        temp = path + RERUN_SUFFIX
+        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o666)
+        try:
+            with open(fd, "wb", closefd=False) as w:
+                f.seek(0)
+                at = 0
+                while at < offset:
+                    line = f.readline()
+                    if not line:
+                        break
+                    at += len(line)
+                    waiting = places.get(_unknown_id(line) or "")
+                    if waiting:
+                        start, length = waiting.popleft()
+                        moved.add(start)
+                        w.write(os.pread(f.fileno(), length, start))
+                    else:
+                        w.write(line)
+                f.seek(offset)
+                at = offset
+                while at < end:  # the records of lines this run was the first to run, in order
+                    line = f.readline()
+                    if not line:
+                        break
+                    if at not in moved:
+                        w.write(line)
+                    at += len(line)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
     if not moved:
+        os.unlink(temp)
         return False
-    lines.extend(line for i, line in enumerate(tail) if i not in moved)
-    temp = path + RERUN_SUFFIX
-    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o666)
-    try:
-        write_all(fd, b"".join(lines))
-        os.fsync(fd)
-    finally:
-        os.close(fd)
     os.replace(temp, path)
     return True
+
+
+def _unknown_id(line: bytes) -> str | None:
+    """The id of an ``OutcomeUnknown`` record, or None (a quick test first: most lines are not)."""
+    if OUTCOME_UNKNOWN.encode() not in line:
+        return None
+    record = _record(line)
+    if record is None:
+        return None
+    error = record.get("error")
+    return str(record.get("id")) if isinstance(error, dict) and error.get("type") == OUTCOME_UNKNOWN else None
 
 
 def _record(line: bytes) -> dict[str, Any] | None:
@@ -120,4 +147,4 @@ def _id(line: bytes) -> str | None:
     return str(record["id"]) if record is not None and "id" in record else None
 
 
-__all__ = ["RERUN_SUFFIX", "begin", "settle"]
+__all__ = ["RERUN_SUFFIX", "begin_rerun", "settle_rerun"]

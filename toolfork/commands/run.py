@@ -14,8 +14,14 @@ are written (in input order) as soon as they and the ones before them are done.
 With ``-o OUT.jsonl`` the job keeps a journal beside it, ``OUT.jsonl.journal`` (see
 ``toolfork.executor.journal``): each call's start, written before the call reaches a worker. On
 ``--resume`` a call that started and has no record in OUT gets an ``OutcomeUnknown`` record instead of
-running again (unless its tool is idempotent, or ``--rerun-unknown``); ``--durable`` syncs each start
-entry to the disk before the call starts.
+running again (unless its tool is idempotent, or ``--rerun-unknown``, which also re-runs the
+``OutcomeUnknown`` records of OUT in place: ``_rerun``); ``--durable`` syncs each start entry to the
+disk before the call starts.
+
+Before anything changes, the run locks OUT, then the journal (``oslock``: one writer per job), and a
+resume checks the journal is there, is this job's, and was started on the same input, tools and
+options (``_fingerprint``); each refusal is exit 2. The first Ctrl-C or SIGTERM is a warm stop
+(``_stopping``): no more lines, the calls taken finish; the second stops at once.
 
 What the user sees on stderr: the progress (``_progress``), log lines above it (``_logs``: ``-v``,
 ``--log-level``), and at the end the records counted by status and error type (``_summary``: this
@@ -32,7 +38,6 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from toolfork.commands import _rerun as rerun
 from toolfork.commands._fingerprint import differences, fingerprint
 from toolfork.commands._governance import add_governance_arguments, govern
 from toolfork.commands._idset import IdSet
@@ -57,6 +62,7 @@ from toolfork.commands._options import (
 from toolfork.commands._otel import configure as configure_otel
 from toolfork.commands._output import OutFile, scan_previous
 from toolfork.commands._progress import Progress
+from toolfork.commands._rerun import begin_rerun, settle_rerun
 from toolfork.commands._resume import ResumePoint
 from toolfork.commands._session_job import SessionJob, last_lines
 from toolfork.commands._status import show_status
@@ -248,13 +254,13 @@ def _main(args: argparse.Namespace, progress: Progress) -> int:
         if not args.resume:
             out.empty()
         if journal is not None and args.resume:
-            rerun.settle(args.output, journal)  # an earlier --rerun-unknown killed before it put records in place
+            settle_rerun(args.output, journal)  # an earlier --rerun-unknown killed before it put records in place
         done, previous, previous_failed, before = (
             scan_previous(args.output, _ran_check(journal), journal.path if journal is not None else "",
                           rerun=args.rerun_unknown and journal is not None)
             if args.resume else (IdSet(), 0, 0, Tally()))
         if journal is not None and isinstance(done, ResumePoint) and done.rerun:
-            rerun.begin(args.output, journal)
+            begin_rerun(args.output, journal)
         started = time.monotonic()
         executor = build_executor(args, tools, **governance)
         if journal is not None:
@@ -318,7 +324,7 @@ def _main(args: argparse.Namespace, progress: Progress) -> int:
             out.close()
             if journal is not None:
                 try:
-                    rerun.settle(args.output, journal)  # the records of calls run again, in their places
+                    settle_rerun(args.output, journal)  # the records of calls run again, in their places
                 except UsageError as exc:
                     code = error("run", str(exc))
                 finally:
