@@ -48,10 +48,11 @@ def input_digest(path: str) -> dict[str, Any] | None:
         return None
 
 
-def fingerprint(args: argparse.Namespace, tool_names: list[str]) -> dict[str, Any]:
-    """What this job runs on (JSON data, written into a new journal's first line)."""
+def fingerprint(args: argparse.Namespace, tool_names: list[str], digest: dict[str, Any] | None) -> dict[str, Any]:
+    """What this job runs on (JSON data, recorded in its journal); ``digest``: ``input_digest`` of its
+    input, taken when the job began to read it."""
     options = {name: _plain(getattr(args, name, None)) for name in RESULT_OPTIONS}
-    return {"input": input_digest(args.calls), "tools": sorted(tool_names), "options": options}
+    return {"input": digest, "tools": sorted(tool_names), "options": options}
 
 
 def differences(then: Any, now: dict[str, Any]) -> list[str]:

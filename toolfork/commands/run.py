@@ -38,7 +38,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from toolfork.commands._fingerprint import differences, fingerprint
+from toolfork.commands._fingerprint import differences, fingerprint, input_digest
 from toolfork.commands._governance import add_governance_arguments, govern
 from toolfork.commands._idset import IdSet
 from toolfork.commands._input import LineSource, count_lines, open_input
@@ -190,10 +190,11 @@ def _ran_check(journal: Journal | None) -> Callable[[str], bool] | None:
     return adopt
 
 
-def check_fingerprint(args: argparse.Namespace, journal: Journal, tool_names: list[str]) -> None:
+def check_fingerprint(args: argparse.Namespace, journal: Journal, tool_names: list[str],
+                      digest: dict[str, Any] | None) -> None:
     """A new job records what it runs on; ``--resume`` refuses to go on with something else (a usage
     error saying what differs), unless ``--accept-changes``, which records the new fingerprint."""
-    now = fingerprint(args, tool_names)
+    now = fingerprint(args, tool_names, digest)
     if not args.resume or journal.fresh:
         journal.restate(now)
         return
@@ -229,14 +230,16 @@ def main(args: argparse.Namespace) -> int:
                             "left half done")
     if args.calls != "-" and args.output != "-" and _same_file(args.calls, args.output):
         return error("run", f"-o {args.output!r} is the input file; it would be overwritten")
-    total = count_lines(args.calls) if args.calls != "-" else None  # None unless a regular file
+    # A job with a journal hashes its input (one read, which counts the lines too); else only counted.
+    digest = input_digest(args.calls) if args.output != "-" else None
+    total = digest["lines"] if digest is not None else count_lines(args.calls) if args.calls != "-" else None
     progress = Progress(None if args.quiet else sys.stderr, total, args.progress_interval)
     # Before the tools load and the pool forks: their log lines too go above the bar (workers inherit it).
     with routed_logs(chosen_level(args), progress.log):
-        return _main(args, progress)
+        return _main(args, progress, digest)
 
 
-def _main(args: argparse.Namespace, progress: Progress) -> int:
+def _main(args: argparse.Namespace, progress: Progress, digest: dict[str, Any] | None) -> int:
     configure_otel("run")  # before the tools load and the pool forks, as opentelemetry-instrument would
     try:
         tools, origin = resolve_tools(args, args.calls)
@@ -264,7 +267,7 @@ def _main(args: argparse.Namespace, progress: Progress) -> int:
         started = time.monotonic()
         executor = build_executor(args, tools, **governance)
         if journal is not None:
-            check_fingerprint(args, journal, list(executor.tools))
+            check_fingerprint(args, journal, list(executor.tools), digest)
             executor.job_key = journal.job_key  # session and single calls' idempotency keys: the job's
     except UsageError as exc:
         if executor is not None:
