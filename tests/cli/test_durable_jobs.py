@@ -326,21 +326,26 @@ def test_a_session_call_that_may_have_acted_is_outcome_unknown_not_not_run(tmp_p
 # -------------------------------------------------------------------------------- Ctrl-C, SIGTERM
 
 
-@pytest.mark.parametrize("lane", ["1", "0"], ids=["lane", "general"])
-def test_warm_stops_at_random_moments_then_resumes_equal_an_uninterrupted_run(tmp_path: Path, lane: str) -> None:
-    rng = random.Random(4800 + int(lane))
+WAYS = {"lane": ("1", []), "general": ("0", []), "sequential": ("0", ["--mode", "sequential"])}
+
+
+@pytest.mark.parametrize("way", sorted(WAYS))
+def test_warm_stops_at_random_moments_then_resumes_equal_an_uninterrupted_run(tmp_path: Path, way: str) -> None:
+    lane, mode = WAYS[way]
+    rng = random.Random(f"warm-{way}")
     env = {**child_env(), "TOOLFORK_LINE_LANE": lane}
     effects, whole_effects = tmp_path / "effects.txt", tmp_path / "whole-effects.txt"
     rows = _rows(effects, 60, seconds=0.05)
     calls, out = write_jsonl(tmp_path / "calls.jsonl", rows), tmp_path / "out.jsonl"
     whole = tmp_path / "whole.jsonl"
     uninterrupted = write_jsonl(tmp_path / "whole-calls.jsonl", _rows(whole_effects, 60, seconds=0.05))
-    assert subprocess.run(toolfork_cmd(*_args(uninterrupted, whole)), env=env, cwd=REPO, timeout=120).returncode == 0
+    assert subprocess.run(toolfork_cmd(*_args(uninterrupted, whole, *mode)), env=env, cwd=REPO,
+                          timeout=120).returncode == 0
     expected = read_jsonl(whole)
     resume: list[str] = []
     for round_ in range(4):
         done = _records(out)
-        proc = _start(*_args(calls, out, "--window", "4", *resume), env=env)
+        proc = _start(*_args(calls, out, "--window", "4", *mode, *resume), env=env)
         resume = ["--resume"]
         _wait_for(lambda done=done, proc=proc: _records(out) > done or proc.poll() is not None,  # type: ignore[misc]
                   "a record")  # past the start-up
@@ -355,7 +360,7 @@ def test_warm_stops_at_random_moments_then_resumes_equal_an_uninterrupted_run(tm
         assert "finishing" in err and "Ctrl-C again to stop now" in err, err
         records = read_jsonl(out)
         assert {r["status"] for r in records} <= {"ok"}, f"round {round_}: {records}"  # no OutcomeUnknown
-    final = run_process(*_args(calls, out, "--window", "4", "--resume"), timeout=120)
+    final = run_process(*_args(calls, out, "--window", "4", *mode, "--resume"), timeout=120)
     assert final.returncode == 0, final.stderr
     records = read_jsonl(out)
     assert _comparable(records) == _comparable(expected)  # equal to an uninterrupted run's

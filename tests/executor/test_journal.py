@@ -240,3 +240,23 @@ def test_a_callers_key_decides_what_is_the_same_call(tmp_path: Path, make_execut
     assert renamed.call_id == "toolu_9" and renamed.output == first.output
     with pytest.raises(JournalError, match="matches calls by 'caller'"):
         Journal(path)
+
+
+ODD_IDS = ["5", "line-3", "a\nb", "nul\x00id", '"}\n{"started": "x', '{"finished": "e0", "result": {}}', "é" * 50_000]
+
+
+def test_look_alike_ids_are_entries_like_any_other(tmp_path: Path, make_executor: Callable[..., Executor]) -> None:
+    """Ids with newlines, NUL, 100 kB, or that look like journal entries: each its own call, on resume too."""
+    ex = make_executor(TOOLS)
+    path = tmp_path / "batch.journal"
+    calls = [{"id": i, "name": "key", "arguments": {"text": str(n)}} for n, i in enumerate(ODD_IDS)]
+    with Journal(path) as journal:
+        first = ex.run(calls, journal=journal)
+    assert [r.status for r in first] == ["ok"] * len(ODD_IDS)
+    with Journal(path) as journal:  # read back whole: no id broke a line or passed for another entry
+        again = ex.run(calls, journal=journal)
+    assert [r.to_dict() for r in again] == [r.to_dict() for r in first]
+    with Journal(tmp_path / "by-id.journal", match="id") as journal:
+        journal.start(ODD_IDS)
+    with Journal(tmp_path / "by-id.journal", match="id") as journal:
+        assert all(journal.started(i) for i in ODD_IDS) and not journal.started("x")
