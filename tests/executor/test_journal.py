@@ -260,3 +260,19 @@ def test_look_alike_ids_are_entries_like_any_other(tmp_path: Path, make_executor
         journal.start(ODD_IDS)
     with Journal(tmp_path / "by-id.journal", match="id") as journal:
         assert all(journal.started(i) for i in ODD_IDS) and not journal.started("x")
+
+
+def test_calls_sharing_an_id_get_their_own_idempotency_keys_kept_on_resume(
+        tmp_path: Path, make_executor: Callable[..., Executor]) -> None:
+    """Turn 2's call_0 is another call than turn 1's: an API deduplicating on the key must not merge them."""
+    ex = make_executor(TOOLS)
+    path = tmp_path / "task.journal"
+    turns = [[{"id": "call_0", "name": "key", "arguments": {"text": text}}] for text in ("tea", "coffee")]
+    with Journal(path) as journal:
+        keys = [ex.run(turn, journal=journal)[0].output.as_text().split(":")[1] for turn in turns]  # type: ignore[union-attr]
+    assert keys[0] != keys[1]
+    lines = path.read_text().splitlines(keepends=True)
+    path.write_text("".join(line for line in lines if '"finished"' not in line))  # killed before any result
+    with Journal(path) as journal:  # key is idempotent: both run again, each with its own key again
+        again = [ex.run(turn, journal=journal)[0].output.as_text().split(":")[1] for turn in turns]  # type: ignore[union-attr]
+    assert again == keys

@@ -579,7 +579,8 @@ class Executor:
                     if answer is not None:
                         out = [CallStarted(call.id, call.name), CallFinished(call.id, answer)]
                     else:
-                        d = Dispatch(call, tool, timeout, context)
+                        d = Dispatch(call, tool, timeout, context if journal is None else
+                                     journal.call_context(call.id, context))
                         if trace is not None:  # set apart: a keyword costs every call
                             d.trace = trace
                         if tool.inline:

@@ -53,6 +53,7 @@ from toolfork.executor import oslock
 from toolfork.executor.idset import IdSet
 from toolfork.executor.types import ErrorInfo, ToolResult
 from toolfork.executor.wire import write_all
+from toolfork.tools.runtime import JOB_CONTEXT_KEY
 
 if TYPE_CHECKING:
     from toolfork.tools import Tool
@@ -265,6 +266,15 @@ class Journal:
         else:
             self.start([call_id])
         return None
+
+    def call_context(self, call_id: str, context: dict[str, Any]) -> dict[str, Any]:
+        """The context of an admitted call: its batch's, with a job key of its own when the journal
+        matches calls by more than their ids, so ``runtime.idempotency_key`` tells apart two calls
+        that share an id (an agent's turns) and stays the same on every resume of each."""
+        key = self._keys.get(call_id)
+        if key is None:
+            return context
+        return {**context, JOB_CONTEXT_KEY: f"{self.job_key}:{key}"}
 
     # ------------------------------------------------------------------ writing
 
