@@ -421,3 +421,27 @@ def test_a_pending_rerun_killed_before_it_settled_is_settled_by_the_next_run(tmp
     shutil.copy(out, tmp_path / "settled.jsonl")
     assert run_process(*_args(calls, out, "--resume")).returncode == 0  # nothing moves twice
     assert out.read_bytes() == (tmp_path / "settled.jsonl").read_bytes()
+
+
+SLOW_BANK = BANK.replace('    runtime.state["balance"] += amount', '    import time\n    time.sleep(0.2)\n'
+                         '    runtime.state["balance"] += amount')
+
+
+def test_a_warm_stop_of_a_session_job_writes_every_call_it_took(tmp_path: Path) -> None:
+    (tmp_path / "bank.py").write_text(SLOW_BANK)
+    rows = [{"id": f"{s}{i}", "name": "deposit", "arguments": {"amount": 1}, "session": s,
+             **({"session_args": [s]} if i == 0 else {})} for i in range(8) for s in ("A", "B")]
+    calls, out = write_jsonl(tmp_path / "calls.jsonl", rows), tmp_path / "out.jsonl"
+    env = {**child_env(), "EFFECTS": str(tmp_path / "effects.txt")}
+    args = ["run", str(calls), "-o", str(out), "--tools", f"{tmp_path}/bank.py:TOOLS", "--session-factory",
+            f"{tmp_path}/bank.py:make", "-q", "--window", "4"]
+    proc = _start(*args, env=env)
+    _wait_for(lambda: _records(out) >= 1, "a record")
+    proc.send_signal(signal.SIGINT)
+    code, err = _finish(proc)
+    assert code == 130 and "Ctrl-C again to stop now" in err, err
+    records = read_jsonl(out)
+    assert 1 <= len(records) < len(rows)
+    assert [r["id"] for r in records] == [r["id"] for r in rows][:len(records)]
+    assert {r["status"] for r in records} == {"ok"}  # neither OutcomeUnknown nor "not run"
+    assert _effects(tmp_path / "effects.txt") == Counter(r["id"] for r in records)  # none ran unrecorded
