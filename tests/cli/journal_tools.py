@@ -46,4 +46,16 @@ def slow_echo(text: str, seconds: float = 0.0) -> str:
     return text
 
 
-TOOLS = [effect, effect_once, key, slow_echo]
+@tool
+def paced_effect(path: str, runtime: ToolRuntime, seconds: float = 0.0, gate: str = "") -> str:
+    """Wait while the file at gate exists (120 s at most), nap, then append this call's id to the file at
+    path: an effect that happens again each time the call runs, and only once the nap is over."""
+    end = time.monotonic() + 120
+    while gate and os.path.exists(gate) and time.monotonic() < end:
+        time.sleep(0.01)
+    time.sleep(seconds)
+    _append(path, runtime.call_id)
+    return runtime.call_id
+
+
+TOOLS = [effect, effect_once, key, slow_echo, paced_effect]

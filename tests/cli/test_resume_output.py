@@ -61,7 +61,7 @@ def test_resuming_from_any_point_gives_the_uninterrupted_output(tmp_path: Path, 
         out.write_bytes(b"".join(lines[:cut]))
         Path(f"{out}.journal").unlink(missing_ok=True)
         assert cli.main(["run", str(calls), "-o", str(out), "--tools", SPEC, "--workers", "2", "-q",
-                         "--resume"]) == 1
+                         "--resume", "--missing-journal-ok"]) == 1
         assert _comparable(read_jsonl(out)) == expected, f"resumed after {cut} lines"
 
 
@@ -69,7 +69,9 @@ def _interrupt_and_resume(tmp_path: Path, how: signal.Signals, lane: str) -> tup
     calls = write_jsonl(tmp_path / "calls.jsonl", _rows(60, seconds=0.02))
     env = child_env()
     env["TOOLFORK_LINE_LANE"] = lane
-    base = [sys.executable, "-m", "toolfork", "run", str(calls), "--tools", SPEC, "--workers", "2", "-q"]
+    # A small window: a warm stop (SIGINT) finishes the calls taken, which must not be the whole input.
+    base = [sys.executable, "-m", "toolfork", "run", str(calls), "--tools", SPEC, "--workers", "2", "-q",
+            "--window", "4"]
     whole = tmp_path / "whole.jsonl"
     subprocess.run([*base, "-o", str(whole)], env=env, cwd=REPO, timeout=120, check=False)
     out = tmp_path / "out.jsonl"

@@ -191,7 +191,7 @@ def test_resume_skips_done_ids_and_cuts_a_partial_last_line(tmp_path: Path) -> N
     done = [{"id": "r0", "name": "echo", "status": "ok", "output": None, "error": None, "duration_s": 0},
             {"id": "r2", "name": "echo", "status": "ok", "output": None, "error": None, "duration_s": 0}]
     out.write_text("".join(json.dumps(d) + "\n" for d in done) + '{"id": "r3", "name": "ec')
-    assert run(str(calls), "-o", str(out), "--tools", TOOLS_SPEC, "--resume") == 0
+    assert run(str(calls), "-o", str(out), "--tools", TOOLS_SPEC, "--resume", "--missing-journal-ok") == 0
     records = read_jsonl(out)  # every line parses: the partial one is gone
     assert [r["id"] for r in records] == ["r0", "r2", "r1", "r3", "r4", "r5"]
     # Resuming a finished job does nothing and still reports success.
@@ -206,7 +206,7 @@ def test_resume_exit_code_counts_failures_from_the_earlier_run(tmp_path: Path) -
                                "error": {"type": "RuntimeError", "message": "m", "traceback": ""},
                                "duration_s": 0}) + "\n")
     assert run(str(write_jsonl(tmp_path / "c.jsonl", rows)), "-o", str(out), "--tools", TOOLS_SPEC,
-               "--resume") == 1
+               "--resume", "--missing-journal-ok") == 1
 
 
 def test_without_resume_the_output_is_replaced(tmp_path: Path) -> None:
@@ -233,6 +233,7 @@ def test_without_resume_the_output_is_replaced(tmp_path: Path) -> None:
     (["{calls}", "--tools", TOOLS_SPEC, "--mode", "fork", "--address", "127.0.0.1:1"],
      "--address is for --mode ray"),
     (["{calls}", "-o", "{tmp}/no/such/dir/out.jsonl", "--tools", TOOLS_SPEC], "cannot write"),
+    (["--tools", TOOLS_SPEC], "CALLS.jsonl is missing"),
 ])
 def test_usage_errors_exit_2_with_a_message(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                              args: list[str], message: str) -> None:
@@ -245,7 +246,7 @@ def test_usage_errors_exit_2_with_a_message(tmp_path: Path, capsys: pytest.Captu
 
 
 @pytest.mark.parametrize("args", [["--workers", "0"], ["--timeout", "-1"], ["--mode", "threads"],
-                                  ["--window", "x"], []])
+                                  ["--window", "x"]])
 def test_bad_options_are_argparse_errors_with_status_2(args: list[str],
                                                       capsys: pytest.CaptureFixture[str]) -> None:
     argv = ["run", "calls.jsonl", *args] if args else ["run"]

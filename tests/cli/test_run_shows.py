@@ -202,7 +202,8 @@ def test_a_resumed_run_counts_its_own_lines_and_the_whole_file(tmp_path: Path) -
     lines = out.read_bytes().splitlines(keepends=True)
     out.write_bytes(b"".join(lines[:3]))  # ok1, err1, bad-args: as if the job had stopped there
     Path(f"{out}.journal").unlink()
-    done = run_process("run", str(calls), "-o", str(out), "--tools", SPEC, "--workers", "2", "--resume")
+    done = run_process("run", str(calls), "-o", str(out), "--tools", SPEC, "--workers", "2", "--resume",
+                       "--missing-journal-ok")
     assert done.returncode == 1, done.stderr
     tail = done.stderr.splitlines()[-2:]
     assert tail == [
@@ -248,7 +249,8 @@ def test_an_interrupted_run_says_what_it_wrote(tmp_path: Path, how: signal.Signa
     assert proc.returncode == 128 + how, err
     written = len(read_jsonl(out))
     assert 10 <= written < 400, err
-    assert "interrupted; rerun with --resume to continue" in err
+    assert "Ctrl-C again to stop now" in err  # a warm stop: the calls taken finished, their records written
+    assert "stopped after the running calls finished; rerun with --resume to continue" in err
     assert err.splitlines()[-1] == (f"toolfork run: {written} records written before the interruption: ok {written}, "
                                     "error 0, timeout 0, crashed 0, cancelled 0; error types: none"), err
 

@@ -64,8 +64,12 @@ def test_run_stops_writes_what_it_did_and_says_how_to_resume(tmp_path: Path, sig
         proc = _start(["-m", "toolfork", "run", str(calls), "-o", str(out), "--tools", TOOLS, "--workers", "2"],
                       err, stdin=subprocess.DEVNULL)
         _wait_for(lambda: out.exists() and '"quick"' in out.read_text(), "the quick call's record")
-        code, _ = _stop(proc, signum)
+        proc.send_signal(signum)  # a warm stop: the naps are let run ...
+        _wait_for(lambda: "Ctrl-C again to stop now" in err_file.read_text(), "the warm stop's notice")
+        assert proc.poll() is None
+        code, _ = _stop(proc, signum)  # ... until the second signal stops them at once
     text = _assert_clean(code, status, err_file)
+    assert "toolfork run: finishing 3 calls; Ctrl-C again to stop now" in text
     assert "interrupted; rerun with --resume to continue" in text
     assert [json.loads(line)["id"] for line in out.read_text().splitlines()] == ["quick"]
 

@@ -11,6 +11,9 @@ end of the input; the executor drains it)::
     stdin ──> reader thread ──> queue (≤ READ_AHEAD_LINES) ──> items(): (lineno, line) | WAIT
                     └── one byte a line ──> wake-up pipe ──> the executor's select()
 
+A warm stop (the first Ctrl-C or SIGTERM, see ``_stopping``) calls ``stop()``: the input ends there, as
+if the file ended, so the job finishes the lines it has taken and reads no more.
+
 No line, whatever its bytes, stops the job: ``read_call`` turns each line into a ``ToolCall`` or a
 ``BadLine`` (its error record), never an exception. On top of ``parse_call``'s checks it refuses, with
 a message naming what was wrong: a line longer than ``MAX_LINE_BYTES`` (skipped without being held in
@@ -61,6 +64,7 @@ class LineSource:
 
     def __init__(self, stream: IO[bytes]) -> None:
         self._stream = stream
+        self.stopped = False  # a warm stop: no more lines are taken
         self.wakeup_fd: int | None = None  # readable when the live queue has something new
         self._queue: queue.Queue[Any] | None = None
         if _is_regular(stream):
@@ -81,6 +85,13 @@ class LineSource:
             if not self._closed:
                 self._wake.wake()
 
+    def stop(self) -> None:
+        """End the input here (a warm stop). Called from a signal handler, in the main thread: it only
+        sets a flag and pokes the wake-up pipe (without the lock, which the interrupted code may hold)."""
+        self.stopped = True
+        if self._queue is not None and not self._closed:
+            self._wake.wake()
+
     @property
     def live(self) -> bool:
         """True when the input is read by a thread (a pipe or a terminal), so ``items`` may yield WAIT."""
@@ -92,6 +103,8 @@ class LineSource:
         the waiting (on ``wakeup_fd``), so it can go on with the calls in flight meanwhile."""
         lineno = 0
         for line in _file_lines(self._stream) if self._queue is None else self._queued():
+            if self.stopped:
+                return
             if line is WAIT:
                 yield WAIT
                 continue

@@ -80,6 +80,10 @@ class Job:
         assert not self.owed, "a call got no result"
         self.out.flush()  # a write error (a full disk, a closed pipe) is raised here, inside the job
 
+    def in_flight(self) -> int:
+        """Calls taken from the input whose records are not written yet (what a warm stop finishes)."""
+        return len(self.owed) - self.owed_records
+
     def _calls(self) -> Iterator[Any]:
         """ToolCalls for the executor, in input order, or WAIT. Bad lines never reach it: their records
         are written here, or kept until the calls before them are written."""

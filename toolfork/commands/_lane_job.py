@@ -89,6 +89,9 @@ class LaneJob(Job):
         default = executor.timeout
         self.timeouts = {name: effective_timeout(tool, default) for name, tool in tools.items()}
 
+    def in_flight(self) -> int:
+        return sum(1 for line in self.owed_lines if line.out is None)
+
     @staticmethod
     def fits(executor: Any) -> bool:
         return LineLane.fits(executor)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import stat
 import sys
 import threading
 import time
@@ -29,7 +30,9 @@ from toolfork.commands._loading import UsageError
 from toolfork.commands._nesting import MAX_JSON_DEPTH, nested_deeper_than
 from toolfork.commands._resume import ResumePoint
 from toolfork.commands._summary import Tally
+from toolfork.executor import oslock
 from toolfork.executor.idset import IdSet, id_hash
+from toolfork.executor.journal import OUTCOME_UNKNOWN
 from toolfork.executor.wire import write_all
 
 
@@ -185,14 +188,31 @@ class OutFile:
         return self._error
 
     @classmethod
-    def open(cls, path: str, *, append: bool, background: bool = False) -> OutFile:
+    def open(cls, path: str, *, append: bool, background: bool = False, keep: bool = False) -> OutFile:
+        """``path`` ("-": stdout) locked for this process, and emptied unless ``append``; ``keep``: not
+        yet, the caller calls ``empty()`` once it holds the job's other locks too."""
         if path == "-":
             return cls._private_stdout(background)
-        flags = os.O_WRONLY | os.O_CREAT | (os.O_APPEND if append else os.O_TRUNC)
+        # One writer: locked before anything changes (``oslock``); a new job empties the file only then.
+        flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC
         try:
-            return cls(os.open(path, flags, 0o666), path, close=True, background=background)
+            fd = os.open(path, flags, 0o666)
         except OSError as exc:
             raise UsageError(f"cannot write {path!r}: {exc.strerror}") from exc
+        try:
+            if stat.S_ISREG(os.fstat(fd).st_mode):
+                oslock.take(fd, path)
+                if not append and not keep:
+                    os.ftruncate(fd, 0)
+        except oslock.FileBusy as busy:
+            os.close(fd)
+            who = f"process {busy.pid}" if busy.pid is not None else "another process"
+            raise UsageError(f"{path!r} is being written by {who}: an output has one writer at a time (wait for "
+                             "it to end, or stop it)") from None
+        except OSError as exc:
+            os.close(fd)
+            raise UsageError(f"cannot write {path!r}: {exc.strerror}") from exc
+        return cls(fd, path, close=True, background=background)
 
     @classmethod
     def _private_stdout(cls, background: bool = False) -> OutFile:
@@ -210,6 +230,11 @@ class OutFile:
         os.dup2(err, fd)
         sys.stdout = sys.stderr
         return cls(private, "<stdout>", close=True, background=background)
+
+    def empty(self) -> None:
+        """Cut the file to nothing (a new job, once it holds its locks)."""
+        if self.fd is not None and stat.S_ISREG(os.fstat(self.fd).st_mode):
+            os.ftruncate(self.fd, 0)
 
     def write(self, record: dict[str, Any]) -> dict[str, Any]:
         """Write one record as one line (see ``encode_record``); returns the record written, which
@@ -289,23 +314,35 @@ class OutFile:
             self._thread.join()
             self._thread = None
         if self._close and self.fd is not None:
+            oslock.release(self.fd)
             os.close(self.fd)
             self.fd = None
 
 
-def scan_previous(path: str) -> tuple[ResumePoint, int, int, Tally]:
+# Statuses only a call that ran can have: its start is in the job's journal.
+RAN_STATUSES = frozenset({"ok", "timeout", "crashed"})
+
+
+def scan_previous(path: str, started: Callable[[str], bool] | None = None, journal: str = "",
+                  rerun: bool = False) -> tuple[ResumePoint, int, int, Tally]:
     """For --resume: what OUT's complete lines hold (see ``ResumePoint``), how many distinct ids, how
     many of them failed, and its records counted by status and error type. A trailing partial line (the
     job was killed mid-write) is cut off so the appended lines start clean; a complete line that is not
-    a JSON record is left alone (it ends the prefix of records: past it, lines are skipped by id)."""
+    a JSON record is left alone (it ends the prefix of records: past it, lines are skipped by id).
+
+    ``started``: the job's journal, asked whether each call that ran (``RAN_STATUSES``) started in it;
+    a record it never saw start means the journal (named ``journal``) is another job's or was cut short,
+    a usage error naming OUT's line. ``rerun`` (``--rerun-unknown``): the ``OutcomeUnknown`` records are
+    run again (``ResumePoint.rerun``), and are neither counted nor failed here."""
     done = IdSet()
     tally = Tally()
     order = array("Q")
+    unknown: set[int] = set()
     count = failed = 0
     keep = 0
     try:
         with open(path, "rb") as f:
-            for line in f:
+            for number, line in enumerate(f, 1):
                 if not line.endswith(b"\n"):
                     break
                 keep += len(line)
@@ -315,7 +352,16 @@ def scan_previous(path: str) -> tuple[ResumePoint, int, int, Tally]:
                 except (ValueError, KeyError, TypeError):
                     order.append(0)  # matches no id
                     continue
+                if started is not None and record.get("status") in RAN_STATUSES and not started(call_id):
+                    raise UsageError(
+                        f"--resume: line {number} of {path!r} is the record of call {call_id[:200]!r}, which ran, but "
+                        f"the journal {journal!r} never saw it start: that journal is another job's, or was cut "
+                        "short or replaced. Put the job's own journal back beside OUT, or start the job anew "
+                        "(without --resume)")
                 order.append(id_hash(call_id))
+                if rerun and _is_unknown(record):
+                    unknown.add(len(order) - 1)
+                    continue
                 tally.add(record)
                 if done.add(call_id):
                     count += 1
@@ -326,7 +372,13 @@ def scan_previous(path: str) -> tuple[ResumePoint, int, int, Tally]:
         pass
     except OSError as exc:
         raise UsageError(f"--resume: cannot read {path!r}: {exc.strerror}") from exc
-    return ResumePoint(done, order), count, failed, tally
+    return ResumePoint(done, order, unknown), count, failed, tally
 
 
-__all__ = ["RUN_FIELDS", "OutFile", "encode_ok_result", "encode_record", "record_of", "result_failed", "scan_previous"]
+def _is_unknown(record: dict[str, Any]) -> bool:
+    error = record.get("error")
+    return isinstance(error, dict) and error.get("type") == OUTCOME_UNKNOWN
+
+
+__all__ = ["RAN_STATUSES", "RUN_FIELDS", "OutFile", "encode_ok_result", "encode_record", "record_of", "result_failed",
+           "scan_previous"]

@@ -9,6 +9,9 @@ uninterrupted run would, duplicates included: a later line that repeats an id of
 
 When OUT is not such a prefix (another input, an edited one, lines of OUT that are not records), the
 first line that differs ends the prefix, and from there on a line is skipped when OUT holds its id.
+
+With ``--rerun-unknown``, a line of the prefix whose record is ``OutcomeUnknown`` (``rerun`` holds those
+places) is not skipped: it runs again, and ``_rerun`` puts its new record in place of the old one.
 """
 
 from __future__ import annotations
@@ -21,12 +24,14 @@ from toolfork.executor.idset import IdSet, id_hash
 class ResumePoint:
     """Asked once per non-blank input line, in input order: is this line's record in OUT already?"""
 
-    __slots__ = ("done", "order", "position")
+    __slots__ = ("done", "order", "position", "rerun")
 
-    def __init__(self, done: IdSet | None = None, order: array[int] | None = None) -> None:
+    def __init__(self, done: IdSet | None = None, order: array[int] | None = None,
+                 rerun: set[int] | None = None) -> None:
         self.done = done if done is not None else IdSet()  # the ids of OUT's records
         self.order = order  # the hashes of those ids in OUT's order; None once the prefix is over
         self.position = 0
+        self.rerun = rerun or set()  # places in OUT of OutcomeUnknown records to run again
 
     @property
     def in_prefix(self) -> bool:
@@ -40,7 +45,7 @@ class ResumePoint:
             k = self.position
             if k < len(order) and order[k] == id_hash(call_id):
                 self.position = k + 1
-                return True
+                return k not in self.rerun if self.rerun else True
             self.order = None
             if k >= len(order):  # all of OUT is this input's first lines: the rest run as if never stopped
                 self.done = IdSet()

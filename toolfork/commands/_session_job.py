@@ -24,7 +24,9 @@ that wrote them. Its remaining lines are not run on a fresh state (they would se
 calls' changes) and get ``SessionNotResumed`` records, unless ``--replay-sessions``: then the calls done
 before run again, on a fresh state, results discarded (their effects outside the state happen twice),
 and the session goes on. A call the journal says started but has no record is ``OutcomeUnknown`` (see
-``toolfork.executor.journal``), and its session cannot go on after it either way.
+``toolfork.executor.journal``; never ``SessionNotResumed``: it may have acted), and its session cannot
+go on after it either way. Its idempotency key is the journal's job key's (``Executor.job_key``), as
+every call of the job, so it is the same on every resume.
 """
 
 from __future__ import annotations
@@ -44,7 +46,7 @@ from toolfork.commands._job import Job
 from toolfork.commands._loading import BadLine
 from toolfork.commands._output import record_of
 from toolfork.executor import ToolCall
-from toolfork.executor.journal import OUTCOME_UNKNOWN
+from toolfork.executor.journal import OUTCOME_UNKNOWN, outcome_unknown
 from toolfork.executor.session import SessionLost
 from toolfork.executor.types import ErrorInfo, ToolResult
 from toolfork.executor.wire import WakePipe, drain
@@ -119,6 +121,9 @@ class SessionJob(Job):
         self.slots: deque[tuple[int, Future[ToolResult] | dict[str, Any]]] = deque()
 
     # ----------------------------------------------------------------- the main thread
+
+    def in_flight(self) -> int:
+        return sum(1 for _, slot in self.slots if not isinstance(slot, dict))
 
     def run(self) -> None:
         try:
@@ -292,6 +297,8 @@ class SessionJob(Job):
         if line.stopped is None and line.session is None:
             self._open(line)
         if line.stopped is not None:
+            if self.journal is not None and self.journal.started(call.id):  # it may have acted: not "not run"
+                return outcome_unknown(call.id, call.name)
             return ToolResult(call.id, call.name, "error", error=line.stopped)
         settled = self._journal(call)
         if settled is not None:

@@ -14,8 +14,14 @@ are written (in input order) as soon as they and the ones before them are done.
 With ``-o OUT.jsonl`` the job keeps a journal beside it, ``OUT.jsonl.journal`` (see
 ``toolfork.executor.journal``): each call's start, written before the call reaches a worker. On
 ``--resume`` a call that started and has no record in OUT gets an ``OutcomeUnknown`` record instead of
-running again (unless its tool is idempotent, or ``--rerun-unknown``); ``--durable`` syncs each start
-entry to the disk before the call starts.
+running again (unless its tool is idempotent, or ``--rerun-unknown``, which also re-runs the
+``OutcomeUnknown`` records of OUT in place: ``_rerun``); ``--durable`` syncs each start entry to the
+disk before the call starts.
+
+Before anything changes, the run locks OUT, then the journal (``oslock``: one writer per job), and a
+resume checks the journal is there, is this job's, and was started on the same input, tools and
+options (``_fingerprint``); each refusal is exit 2. The first Ctrl-C or SIGTERM is a warm stop
+(``_stopping``): no more lines, the calls taken finish; the second stops at once.
 
 What the user sees on stderr: the progress (``_progress``), log lines above it (``_logs``: ``-v``,
 ``--log-level``), and at the end the records counted by status and error type (``_summary``: this
@@ -29,8 +35,10 @@ import logging
 import os
 import sys
 import time
+from collections.abc import Callable
 from typing import Any
 
+from toolfork.commands._fingerprint import differences, fingerprint, input_digest
 from toolfork.commands._governance import add_governance_arguments, govern
 from toolfork.commands._idset import IdSet
 from toolfork.commands._input import LineSource, count_lines, open_input
@@ -47,7 +55,6 @@ from toolfork.commands._options import (
     build_executor,
     default_window,
     error,
-    interrupted_once,
     positive_float,
     positive_int,
     resolve_tools,
@@ -55,9 +62,13 @@ from toolfork.commands._options import (
 from toolfork.commands._otel import configure as configure_otel
 from toolfork.commands._output import OutFile, scan_previous
 from toolfork.commands._progress import Progress
+from toolfork.commands._rerun import begin_rerun, settle_rerun
+from toolfork.commands._resume import ResumePoint
 from toolfork.commands._session_job import SessionJob, last_lines
+from toolfork.commands._status import show_status
+from toolfork.commands._stopping import warm_stop
 from toolfork.commands._summary import Tally
-from toolfork.executor.journal import Journal, JournalError
+from toolfork.executor.journal import Journal, JournalBusy, JournalError
 from toolfork.executor.tracing.providers import flush as flush_telemetry
 
 JOURNAL_SUFFIX = ".journal"
@@ -66,7 +77,7 @@ log = logging.getLogger("toolfork.run")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("calls", metavar="CALLS.jsonl",
+    parser.add_argument("calls", metavar="CALLS.jsonl", nargs="?",
                         help="one tool call per line ('-' = stdin): plain, OpenAI tool_calls or Anthropic "
                              "tool_use shape. Without --tools/--toolkit, the tools.py next to it is loaded")
     parser.add_argument("-o", "--output", metavar="OUT.jsonl", default="-",
@@ -81,6 +92,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--rerun-unknown", action="store_true",
                         help="with --resume: run again the calls that started but have no line in OUT (their "
                              "effect may then happen twice); idempotent=True tools are run again anyway")
+    parser.add_argument("--accept-changes", action="store_true",
+                        help="with --resume: go on although the input, the tools or the options that change results "
+                             "differ from those the job started with (else that is refused, saying what differs)")
+    parser.add_argument("--missing-journal-ok", action="store_true",
+                        help="with --resume: go on although OUT.journal is missing (a call that was running when the "
+                             "job stopped then runs again)")
+    parser.add_argument("--status", metavar="OUT.jsonl", default=None,
+                        help="print what OUT holds, its records by status and the OutcomeUnknown ids, and whether a "
+                             "job writes it now; runs nothing (CALLS.jsonl is not needed)")
     parser.add_argument("--durable", action="store_true",
                         help="sync each call's start entry in OUT.journal to the disk before the call starts, "
                              "so --resume is exact after a power loss too (costs a disk sync per dispatch)")
@@ -124,23 +144,80 @@ def session_options(args: argparse.Namespace) -> dict[str, Any] | None:
 
 
 def open_journal(args: argparse.Namespace) -> Journal | None:
-    """The journal beside OUT (none when the output is stdout: such a job cannot be resumed). A new job
-    starts a new journal; ``--resume`` goes on with the one there."""
+    """The journal beside OUT, locked for this run (none when the output is stdout: such a job cannot be
+    resumed). A new job starts a new journal; ``--resume`` goes on with the one there (see
+    ``check_journal_there``). Opened after OUT, whose lock already keeps a second writer out."""
     if args.output == "-":
         return None
     path = args.output + JOURNAL_SUFFIX
     try:
-        if not args.resume:
-            with open(path, "wb"):
-                pass
-        return Journal(path, durable=args.durable, rerun_unknown=args.rerun_unknown, keep_results=False)
-    except (OSError, JournalError) as exc:
+        return Journal(path, durable=args.durable, rerun_unknown=args.rerun_unknown, keep_results=False,
+                       match="id", new=not args.resume)
+    except JournalBusy as busy:
+        who = f"process {busy.pid}" if busy.pid is not None else "another process"
+        raise UsageError(f"{args.output!r} is being written by {who} (its journal {path!r} is locked): a job has one "
+                         "writer at a time; wait for it to end, or stop it") from None
+    except JournalError as exc:
         raise UsageError(str(exc)) from exc
 
 
+def check_journal_there(args: argparse.Namespace) -> None:
+    """``--resume`` of an OUT whose journal is missing is refused (before OUT is opened, which creates
+    it), unless ``--missing-journal-ok``."""
+    path = args.output + JOURNAL_SUFFIX
+    if args.output != "-" and args.resume and not args.missing_journal_ok and os.path.lexists(args.output) and \
+            not os.path.lexists(path):
+        raise UsageError(
+            f"--resume: {args.output!r} has no journal beside it ({path!r} is missing: moved, or OUT copied without "
+            "it); without it, the calls that were running when the job stopped cannot be told from those that "
+            "never started. Put the journal back beside OUT, or pass --missing-journal-ok to go on without it (a "
+            "call that was running then runs again)")
+
+
+def _ran_check(journal: Journal | None) -> Callable[[str], bool] | None:
+    """What ``scan_previous`` asks of each record in OUT of a call that ran: did it start in this journal?
+    A journal this resume started (``--missing-journal-ok``) adopts those records instead: it writes
+    their starts, so a later resume finds them."""
+    if journal is None:
+        return None
+    if not journal.fresh:
+        return journal.started
+
+    def adopt(call_id: str) -> bool:
+        journal.start([call_id])
+        return True
+
+    return adopt
+
+
+def check_fingerprint(args: argparse.Namespace, journal: Journal, tool_names: list[str],
+                      digest: dict[str, Any] | None) -> None:
+    """A new job records what it runs on; ``--resume`` refuses to go on with something else (a usage
+    error saying what differs), unless ``--accept-changes``, which records the new fingerprint."""
+    now = fingerprint(args, tool_names, digest)
+    if not args.resume or journal.fresh:
+        journal.restate(now)
+        return
+    changed = differences(journal.about, now)
+    if not changed:
+        return
+    if not args.accept_changes:
+        raise UsageError(f"--resume: the job {args.output!r} was started on something else; what differs: "
+                         + "; ".join(changed) + ". Resume with what the job started with, start it anew (without "
+                         "--resume), or pass --accept-changes to go on regardless")
+    journal.restate(now)
+
+
 def main(args: argparse.Namespace) -> int:
+    if args.status is not None:
+        return show_status(args.status, args.status + JOURNAL_SUFFIX)
+    if args.calls is None:
+        return error("run", "CALLS.jsonl is missing: name the file of calls ('-' for stdin)")
     if args.resume and args.output == "-":
         return error("run", "--resume needs -o OUT.jsonl: the ids already done are read from that file")
+    for flag in ("accept_changes", "missing_journal_ok"):
+        if getattr(args, flag) and not args.resume:
+            return error("run", f"--{flag.replace('_', '-')} is for --resume")
     if args.rerun_unknown and not args.resume:
         return error("run", "--rerun-unknown is for --resume: it says what to do with calls an earlier run left "
                             "unfinished")
@@ -153,14 +230,16 @@ def main(args: argparse.Namespace) -> int:
                             "left half done")
     if args.calls != "-" and args.output != "-" and _same_file(args.calls, args.output):
         return error("run", f"-o {args.output!r} is the input file; it would be overwritten")
-    total = count_lines(args.calls) if args.calls != "-" else None  # None unless a regular file
+    # A job with a journal hashes its input (one read, which counts the lines too); else only counted.
+    digest = input_digest(args.calls) if args.output != "-" else None
+    total = digest["lines"] if digest is not None else count_lines(args.calls) if args.calls != "-" else None
     progress = Progress(None if args.quiet else sys.stderr, total, args.progress_interval)
     # Before the tools load and the pool forks: their log lines too go above the bar (workers inherit it).
     with routed_logs(chosen_level(args), progress.log):
-        return _main(args, progress)
+        return _main(args, progress, digest)
 
 
-def _main(args: argparse.Namespace, progress: Progress) -> int:
+def _main(args: argparse.Namespace, progress: Progress, digest: dict[str, Any] | None) -> int:
     configure_otel("run")  # before the tools load and the pool forks, as opentelemetry-instrument would
     try:
         tools, origin = resolve_tools(args, args.calls)
@@ -171,12 +250,25 @@ def _main(args: argparse.Namespace, progress: Progress) -> int:
         return error("run", str(exc))
     executor = out = journal = None
     try:
-        done, previous, previous_failed, before = (
-            scan_previous(args.output) if args.resume else (IdSet(), 0, 0, Tally()))
-        out = OutFile.open(args.output, append=args.resume, background=True)  # before the pool forks
+        check_journal_there(args)
+        # OUT's lock, then the journal's, make this run the job's one writer; nothing changes before both.
+        out = OutFile.open(args.output, append=args.resume, background=True, keep=True)  # before the pool forks
         journal = open_journal(args)
+        if not args.resume:
+            out.empty()
+        if journal is not None and args.resume:
+            settle_rerun(args.output, journal)  # an earlier --rerun-unknown killed before it put records in place
+        done, previous, previous_failed, before = (
+            scan_previous(args.output, _ran_check(journal), journal.path if journal is not None else "",
+                          rerun=args.rerun_unknown and journal is not None)
+            if args.resume else (IdSet(), 0, 0, Tally()))
+        if journal is not None and isinstance(done, ResumePoint) and done.rerun:
+            begin_rerun(args.output, journal)
         started = time.monotonic()
         executor = build_executor(args, tools, **governance)
+        if journal is not None:
+            check_fingerprint(args, journal, list(executor.tools), digest)
+            executor.job_key = journal.job_key  # session and single calls' idempotency keys: the job's
     except UsageError as exc:
         if executor is not None:
             executor.close()
@@ -210,7 +302,7 @@ def _main(args: argparse.Namespace, progress: Progress) -> int:
     progress.begin()
     code = EXIT_OK
     note = ""
-    with interrupted_once() as stop:
+    with warm_stop(source.stop, job.in_flight) as stop:
         try:
             job.run()
         except KeyboardInterrupt:
@@ -223,13 +315,23 @@ def _main(args: argparse.Namespace, progress: Progress) -> int:
             progress.finish()
             code = error("run", str(exc))
         else:
-            progress.finish()
-            code = EXIT_FAILED if progress.failed or previous_failed else EXIT_OK
+            if stop.warm:  # the first signal: the calls taken finished and their records are written
+                note = "stopped after the running calls finished; rerun with --resume to continue"
+                progress.finish(note)
+                code = stop.exit_code
+            else:
+                progress.finish()
+                code = EXIT_FAILED if progress.failed or previous_failed else EXIT_OK
         finally:
             executor.close()
             out.close()
             if journal is not None:
-                journal.close()
+                try:
+                    settle_rerun(args.output, journal)  # the records of calls run again, in their places
+                except UsageError as exc:
+                    code = error("run", str(exc))
+                finally:
+                    journal.close()
             source.close()
             if stream is not sys.stdin.buffer:
                 stream.close()

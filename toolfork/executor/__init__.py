@@ -2,7 +2,7 @@
 
 from toolfork.executor.backends.base import WAIT, Wait
 from toolfork.executor.executor import Executor, default_workers
-from toolfork.executor.journal import OUTCOME_UNKNOWN, Journal, JournalError
+from toolfork.executor.journal import OUTCOME_UNKNOWN, Journal, JournalBusy, JournalError
 from toolfork.executor.session import Session, SessionLost, SessionUnavailable
 from toolfork.executor.stats import ExecutorStats
 from toolfork.executor.types import (
@@ -27,6 +27,7 @@ __all__ = [
     "Executor",
     "ExecutorStats",
     "Journal",
+    "JournalBusy",
     "JournalError",
     "Session",
     "SessionLost",

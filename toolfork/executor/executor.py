@@ -147,8 +147,9 @@ class Executor:
         self._closed = False
         self._pid = os.getpid()  # an Executor with processes does not cross a fork (see _check_open)
         self.context: dict[str, Any] = {}
-        # The job key of calls run without a journal (``ToolRuntime.idempotency_key``): this Executor's.
-        self._job_key = secrets.token_hex(16)
+        # The job key of calls run without a journal (``ToolRuntime.idempotency_key``): this Executor's,
+        # or the one a program sets (``toolfork run``: its journal's, so session and single calls keep theirs).
+        self.job_key = secrets.token_hex(16)
         self._feeds: set[Feed] = set()  # the batches running now, for cancel() and close()
         self._tally = CallTally()  # finished calls by (tool, status), for stats() (under _lock)
         self._singles: Singles | None = None  # submit()'s batch, started on first use
@@ -574,11 +575,12 @@ class Executor:
                             "ValueError", f"call {call.id!r}: timeout must be a positive number of seconds, "
                                           f"got {timeout!r}"))
                     elif journal is not None:  # None: its start is in the journal now
-                        answer = journal.admit(call.id, call.name, tool)
+                        answer = journal.admit(call.id, call.name, tool, call.arguments)
                     if answer is not None:
                         out = [CallStarted(call.id, call.name), CallFinished(call.id, answer)]
                     else:
-                        d = Dispatch(call, tool, timeout, context)
+                        d = Dispatch(call, tool, timeout, context if journal is None else
+                                     journal.call_context(call.id, context))
                         if trace is not None:  # set apart: a keyword costs every call
                             d.trace = trace
                         if tool.inline:
@@ -602,7 +604,7 @@ class Executor:
     def dispatch_context(self, journal: Journal | None = None) -> dict[str, Any]:
         """The context a batch's calls get: ``self.context`` and the job key of their idempotency keys
         (the journal's, else this Executor's)."""
-        return {**self.context, JOB_CONTEXT_KEY: journal.job_key if journal is not None else self._job_key}
+        return {**self.context, JOB_CONTEXT_KEY: journal.job_key if journal is not None else self.job_key}
 
     def _merge_context(self, results: Iterable[ToolResult | None]) -> None:
         """Context updates merge in call order: the last call wins, whatever finished last."""
