@@ -128,6 +128,8 @@ def test_the_fast_test_command_leaves_out_every_test_that_needs_a_server() -> No
     """scripts/test.sh --fast selects by marks; the tests that need a server carry one."""
     script = (ROOT / "scripts" / "test.sh").read_text()
     assert '-m "not (services or ray or postgres or mysql)"' in script
+    default = re.search(r"select\+=\(([^)]*)\)", script)
+    assert default and all((ROOT / path).is_dir() for path in default.group(1).split()), "--fast's default paths"
     out = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
                           "-m", "not (services or ray or postgres or mysql)",
                           "tests/mcp/test_conformance.py", "tests/toolkits/test_sql_postgresql.py",
