@@ -143,8 +143,28 @@ class RayGroups:
             item.add_marker(pytest.mark.xdist_group(f"ray{i % RAY_GROUPS}"))
 
 
+# Fixtures that need a server scripts/test.sh installs (database servers, the npm MCP packages, the SDK's
+# everything-server), and modules that start one (Prometheus): their tests are marked ``services``, so that
+# ``scripts/test.sh --fast`` can leave them out with ``-m "not (services or ray or postgres or mysql)"``.
+SERVICE_FIXTURES = frozenset({"pg_server", "pg_db", "mariadb_server", "mariadb_db", "npm_tools",
+                              "sdk_everything_server"})
+SERVICE_MODULES = frozenset({"test_metrics_prometheus.py"})
+
+
+class ServiceMarks:
+    """Marks ``services`` every test that needs one, before the ``-m`` selection reads the marks."""
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
+        for item in items:
+            fixtures = set(getattr(item, "fixturenames", ()))
+            if fixtures & SERVICE_FIXTURES or item.path.name in SERVICE_MODULES:
+                item.add_marker(pytest.mark.services)
+
+
 def pytest_configure(config: pytest.Config) -> None:
     config.pluginmanager.register(RayGroups(), "toolfork-ray-groups")
+    config.pluginmanager.register(ServiceMarks(), "toolfork-service-marks")
 
 
 @pytest.hookimpl(trylast=True)

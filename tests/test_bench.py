@@ -637,3 +637,91 @@ def test_payloads_workload_is_opt_in_and_checks_every_shape(tmp_path: Path) -> N
         assert cell["status"] == "ok", (ex, cell.get("detail"))
         assert set(cell["metrics"]) == {f"payloads_{k}_300KB_ms" for k in ("str", "file", "rows")}
         assert all(v > 0 for v in cell["metrics"].values())
+
+
+# --- peers that do not honour what the calls ask --------------------------------------------------
+
+HONOUR_TOOLS = '''
+import time
+
+from toolfork import tool
+from toolfork.governance import Limits
+
+
+@tool
+def nap(seconds: float) -> float:
+    """Sleep, then answer how long.
+
+    Args:
+        seconds: how long
+    """
+    time.sleep(seconds)
+    return seconds
+
+
+@tool(limits=Limits(cpu_s=30))
+def bounded(x: int) -> int:
+    """Answer x, under a CPU-time limit.
+
+    Args:
+        x: a number
+    """
+    return x
+'''
+
+
+def test_a_peer_that_ignores_a_timeout_or_limits_is_shown_as_such_and_never_ranked(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """fork-per-call has no timeout: it runs the call that should time out to its end and counts one
+    more "ok" than toolfork. That figure is shown with why, and never bold nor the best peer; so are the
+    threads' (they abandon a timed-out call) and every peer's where the tools declare limits."""
+    (tmp_path / "tools.py").write_text(HONOUR_TOOLS)
+    lines = [{"name": "nap", "arguments": {"seconds": 0.01}}, {"name": "bounded", "arguments": {"x": 2}},
+             {"name": "nap", "arguments": {"seconds": 2.0}, "timeout": 0.3}]
+    (tmp_path / "calls.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
+    out = tmp_path / "out"
+    code = cli_main(["bench", "--tools", str(tmp_path / "tools.py"), "--calls", str(tmp_path / "calls.jsonl"),
+                     "--executors", "toolfork,fork-per-call,threads", "--rounds", "1", "--out", str(out),
+                     "--no-plots"])
+    assert code == 0
+    data = json.loads((out / "latest.json").read_text())
+    ok = {ex: data["cells"][ex]["user"]["metrics"]["user_ok"] for ex in data["executors"]}
+    assert ok == {"toolfork": 2, "fork-per-call": 3, "threads": 2}  # the peer that ignored the timeout "wins"
+    assert data["meta"]["user"]["asks"] == ["limits", "timeout"]
+    tags = {ex: [u["tag"] for u in found["user"]] for ex, found in data["unhonoured"].items() if found}
+    assert tags == {"fork-per-call": ["no timeout", "no limits"], "threads": ["timeout not killed", "no limits"]}
+
+    md = (out / "latest.md").read_text()
+    assert md.splitlines()[0] == f"# toolfork benchmark (your 3 calls from {tmp_path / 'tools.py'})"
+    assert "full run" not in md
+    row = next(line for line in md.splitlines() if line.startswith("| your 3 calls: results ok"))
+    assert row == "| your 3 calls: results ok (count) | 3 |  | 2 | 3 (no timeout) (no limits) " \
+                  "| 2 (timeout not killed) (no limits) | — | — |"
+    assert not [line for line in md.splitlines() if line.startswith("| your") and "**" in line]  # nothing to rank
+    assert "- fork-per-call x user: has no per-call timeout" in md
+
+    printed = capsys.readouterr().out
+    ok_line = next(line for line in printed.splitlines() if line.startswith("your 3 calls: results ok"))
+    assert ok_line.split()[-3:] == ["2", "3*", "2*"]
+    assert "fork-per-call x user: has no per-call timeout" in printed
+
+
+def test_what_a_workload_asks_and_who_cannot_honour_it() -> None:
+    from toolfork.bench.honour import unhonoured, workload_asks
+
+    assert workload_asks("hang") == {"timeout"} and workload_asks("io") == set()
+    assert workload_asks("user", ["limits"]) == {"limits"} and workload_asks("user") == set()
+    assert unhonoured(ToolforkPeer, {"timeout", "limits", "fresh process"}) == []
+    assert [u.tag for u in unhonoured(PebblePeer, {"timeout", "limits", "fresh process"})] == [
+        "no limits", "no fresh process"]
+    assert [u.tag for u in unhonoured(ForkPerCallPeer, {"timeout", "fresh process"})] == ["no timeout"]
+    assert [u.tag for u in unhonoured(ThreadsPeer, {"timeout"})] == ["timeout not killed"]
+
+
+def test_a_cell_not_ranked_is_never_the_best_peer() -> None:
+    ok = lambda v: {"status": "ok", "metrics": {"m": v}}  # noqa: E731
+    res = _synthetic({"toolfork": ok(0.2), "pebble": ok(0.3), "loky": ok(0.1)})
+    res["unhonoured"] = {"loky": {"io": [{"tag": "timeout not killed", "text": "leaves the call running"}]}}
+    assert _row(res).endswith("| **0.2** | 0.3 | 0.1 (timeout not killed) | 1.50x (pebble) | 1.50x (pebble) |")
+    assert "- loky x io: leaves the call running" in markdown(res)

@@ -15,6 +15,9 @@ from toolfork import __version__
 from toolfork._extras import missing_extra_message
 
 EXIT_USAGE = 2
+# What `toolfork --help` says the program is (the module docstring speaks to whoever edits this file).
+DESCRIPTION = ("Run the tool calls of LLM agents in parallel in forked worker processes: timeouts that kill, "
+               "crash isolation, results in call order. `toolfork COMMAND --help` for a command's options.")
 
 # name -> (module, one-line help). Each module defines add_arguments(parser) and main(args) -> int.
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -29,7 +32,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="toolfork", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="toolfork", description=DESCRIPTION)
     parser.add_argument("--version", action="version", version=f"toolfork {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True

@@ -1,5 +1,5 @@
 """The Agents SDK's own function-tool tests, run against toolfork's ``function_tool`` (vendored in
-tests/adapters/upstream/openai_agents/, one import line changed): the outcome docs/adapters.md and
+tests/adapters/upstream/openai_agents/, one import line changed): the outcome docs/internals.md ("Adapters") and
 bench/results/adapters.md publish must hold. Every test passes but the listed ones (none now); a new
 failure, a skip, or a listed test that starts passing fails this test."""
 

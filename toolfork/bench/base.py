@@ -45,6 +45,7 @@ class Peer(ABC):
     description: ClassVar[str] = ""
     timeout_support: ClassVar[str] = "kill"
     in_process: ClassVar[bool] = False  # calls run inside the host (no worker processes)
+    honours_limits: ClassVar[bool] = False  # applies a tool's declared ``limits`` (or refuses to start)
     shared_processes: ClassVar[bool] = False  # processes outlive one pool (a Ray cluster)
     limit_factor: ClassVar[float] = 1.0  # slow start-up: the harness stretches time limits
     requires: ClassVar[tuple[str, ...]] = ()  # importable modules needed

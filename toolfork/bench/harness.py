@@ -29,6 +29,7 @@ from typing import Any
 
 from toolfork.bench.calls import calibrate_cpu, time_cpu_call
 from toolfork.bench.config import DEFAULT_WORKLOADS, QUICK_WORKLOADS, WORKLOADS, BenchConfig
+from toolfork.bench.honour import unhonoured, workload_asks
 from toolfork.bench.load import MachineLoad
 from toolfork.bench.peers import default_executors, executor_name, not_run, resolve
 from toolfork.bench.session import RunnerProcess
@@ -208,7 +209,7 @@ def run_benchmark(
             "config": config.to_dict(),
             "user": None if user is None else {
                 "tools": user.source, "calls": len(user.calls), "workers": config.user_workers,
-                "skipped_lines": user.skipped[:20],
+                "skipped_lines": user.skipped[:20], "asks": user.asks,
             },
         },
         "executors": names,
@@ -223,6 +224,12 @@ def run_benchmark(
             for n, s in by_name.items()
         },
         "not_run": skipped,
+        # What an executor's figures were got without (a timeout, limits...): shown, never ranked.
+        "unhonoured": {
+            n: {w: [asdict(u) for u in found] for w in wl
+                if (found := unhonoured(resolve(s), workload_asks(w, user.asks if user else ())))}
+            for n, s in by_name.items()
+        },
         "workloads": wl,
         "metrics": [
             asdict(m)

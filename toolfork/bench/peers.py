@@ -438,6 +438,7 @@ class ToolforkPeer(Peer):
     description = "toolfork Executor, fork pool"
     mode: ClassVar[str] = "fork"
     timeout_support = "kill"
+    honours_limits = True  # a limit it cannot enforce in a mode makes the Executor refuse to start
     requires: ClassVar[tuple[str, ...]] = ("toolfork.executor",)
     concurrent_callers = True  # any number of batches at once on one Executor
     fresh_process: ClassVar[str | None] = "per tool"  # @tool(fresh_process=True), fork mode

@@ -2,7 +2,9 @@
 
 The table's last column compares toolfork's fork pool with the best peer on that row, as a factor
 that is above 1 when toolfork is better whichever way the metric points, so a reader never has to
-remember whether lower or higher wins.
+remember whether lower or higher wins. A cell whose executor did not honour what its workload asks (a
+call's timeout, the tools' limits: ``results["unhonoured"]``, see ``honour``) carries a tag saying so
+and is never bold nor the best peer of a ratio.
 """
 
 from __future__ import annotations
@@ -54,6 +56,17 @@ def cell_value(results: dict[str, Any], executor: str, metric: dict[str, Any]) -
     return fmt(value, metric["unit"]), _num(value)
 
 
+def unhonoured_of(results: dict[str, Any], executor: str, workload: str) -> list[dict[str, str]]:
+    """What the executor did not honour on that workload ({"tag", "text"} each; none for most cells)."""
+    found: list[dict[str, str]] = results.get("unhonoured", {}).get(executor, {}).get(workload, [])
+    return found
+
+
+def ranked(results: dict[str, Any], executor: str, metric: dict[str, Any]) -> bool:
+    """Whether the cell may be compared: an ok figure got by honouring what the workload asks."""
+    return not unhonoured_of(results, executor, metric["workload"])
+
+
 def spread_of(results: dict[str, Any], executor: str, metric: dict[str, Any]) -> tuple[list[float], bool] | None:
     """([min, median, max] over the rounds, whether that is wide) for a cell that has them."""
     cell = results["cells"].get(executor, {}).get(metric["workload"], {})
@@ -67,12 +80,13 @@ def spread_text(results: dict[str, Any], executor: str, metric: dict[str, Any]) 
     """The cell as the full table shows it: "29.4 (26.2-66.6)!" ("!" when the spread is wide)."""
     text, _ = cell_value(results, executor, metric)
     found = spread_of(results, executor, metric)
+    tags = "".join(f" ({u['tag']})" for u in unhonoured_of(results, executor, metric["workload"]))
     if found is None or metric["unit"] in ("status", "yes/no"):
-        return text
+        return text + tags
     (low, _mid, high), wide = found
     if low == high:
-        return text
-    return f"{text} ({fmt(low, metric['unit'])}-{fmt(high, metric['unit'])})" + ("!" if wide else "")
+        return text + tags
+    return f"{text} ({fmt(low, metric['unit'])}-{fmt(high, metric['unit'])})" + ("!" if wide else "") + tags
 
 
 def _in_process(results: dict[str, Any], executor: str) -> bool:
@@ -82,13 +96,14 @@ def _in_process(results: dict[str, Any], executor: str) -> bool:
 def best_peer(
     results: dict[str, Any], metric: dict[str, Any], processes_only: bool = False
 ) -> tuple[str, float] | None:
-    """The best non-toolfork executor on a row; ``processes_only`` leaves out the in-process ones
-    (threads), which are fast on trivial calls but can neither kill a call nor survive a crash."""
+    """The best non-toolfork executor on a row, among the cells that honoured what the workload asks;
+    ``processes_only`` leaves out the in-process ones (threads), which are fast on trivial calls but can
+    neither kill a call nor survive a crash."""
     if metric.get("better") not in ("lower", "higher"):
         return None
     values = []
     for ex in results["executors"]:
-        if is_toolfork(ex) or (processes_only and _in_process(results, ex)):
+        if is_toolfork(ex) or (processes_only and _in_process(results, ex)) or not ranked(results, ex, metric):
             continue
         _, v = cell_value(results, ex, metric)
         if v is not None:
@@ -122,11 +137,19 @@ def _leftover_total(results: dict[str, Any], executor: str) -> int | None:
     return sum(counted) if counted else None
 
 
+def title(results: dict[str, Any]) -> str:
+    """What was run: your calls (``--calls``), else the profile's workloads."""
+    user = results["meta"].get("user")
+    if user:
+        return f"your {user['calls']} calls from {user['tools']}"
+    return f"{results['meta']['profile']} run"
+
+
 def markdown(results: dict[str, Any]) -> str:
     meta = results["meta"]
     executors: list[str] = results["executors"]
     lines = [
-        f"# toolfork benchmark ({meta['profile']} run)",
+        f"# toolfork benchmark ({title(results)})",
         "",
         f"{meta['started']}, {meta['cores']} cores, Python {meta['python']}, {meta['platform']}; "
         f"isolation: one runner process per {meta['isolation']}; took {meta['duration_s']} s.",
@@ -135,7 +158,9 @@ def markdown(results: dict[str, Any]) -> str:
         f"{meta.get('config', {}).get('wide_spread', 0.3):.0%} of the median).",
         "Lower is better unless the row says calls/s or results back. Last two columns: toolfork's fork "
         "pool against the best peer on that row, and against the best peer that runs calls in worker "
-        "processes (threads excluded); above 1 = toolfork better. Bold: best on the row.",
+        "processes (threads excluded); above 1 = toolfork better. Bold: best on the row. A tag in "
+        "parentheses: the executor did not honour what the calls ask (see Not ranked); such a cell is "
+        "never bold nor the best peer.",
         *load_lines(results),
         "",
     ]
@@ -148,7 +173,7 @@ def markdown(results: dict[str, Any]) -> str:
         for ex in executors:
             _, v = cell_value(results, ex, m)
             texts.append(spread_text(results, ex, m))
-            numbers.append(v)
+            numbers.append(v if ranked(results, ex, m) else None)
         if m.get("better") in ("lower", "higher"):
             known = [v for v in numbers if v is not None]
             if len(known) > 1:
@@ -173,7 +198,9 @@ def markdown(results: dict[str, Any]) -> str:
     missing = not_run_text(results)
     if missing:
         lines += ["", missing]
-    lines += ["", *targets_section(results), "", *executors_section(results), "", *failures_section(results)]
+    for section in (targets_section, unranked_section, executors_section, failures_section):
+        found = section(results)
+        lines += ["", *found] if found else []
     plots = [p for p in ("scaling.png", "overhead.png") if p in results.get("plots", [])]
     if plots:
         lines += ["", "## Plots", ""] + [f"![{p[:-4]}]({p})" for p in plots]
@@ -219,6 +246,22 @@ def targets_section(results: dict[str, Any]) -> list[str]:
             verdict = ("met" if ok else "missed") + f": {text} {m['unit']} (target {m['target_text']})"
         out.append(f"- {m['label']}: {verdict}")
     return out
+
+
+def unranked_lines(results: dict[str, Any]) -> list[str]:
+    """ "fork-per-call x user: has no per-call timeout: ..." for every cell shown but not ranked."""
+    return [f"{ex} x {w}: " + "; ".join(u["text"] for u in found)
+            for ex in results["executors"]
+            for w, found in results.get("unhonoured", {}).get(ex, {}).items()
+            if found and results["cells"].get(ex, {}).get(w, {}).get("status") == "ok"]
+
+
+def unranked_section(results: dict[str, Any]) -> list[str]:
+    found = unranked_lines(results)
+    if not found:
+        return []
+    return ["## Not ranked", "", "Figures got without honouring what the workload asks: shown, never compared.",
+            "", *[f"- {line}" for line in found]]
 
 
 def executors_section(results: dict[str, Any]) -> list[str]:

@@ -4,7 +4,8 @@
             ──▶ "!" cells listed, load warnings, failures, one "not run: ..." line
 
 A cell reads "29.4 ±12%": the median of the rounds and the largest gap from it to the slowest or the
-fastest round, in percent of the median; "!" marks a wide spread (see ``spread``). The full table,
+fastest round, in percent of the median; "!" marks a wide spread (see ``spread``); "*" marks a figure
+got without honouring what the calls ask (a timeout, limits: see ``honour``), explained below the table. The full table,
 with every row and the min-max of each cell, goes to latest.md; this summary only picks the rows a
 reader looks at first (your own calls' rows, when you benchmarked them).
 """
@@ -15,7 +16,7 @@ import textwrap
 from collections.abc import Sequence
 from typing import Any
 
-from toolfork.bench.report import cell_value, fmt, load_lines, not_run_text, spread_of
+from toolfork.bench.report import cell_value, fmt, load_lines, not_run_text, ranked, spread_of, unranked_lines
 
 WIDTH = 100
 LABEL_WIDTH = 34
@@ -38,6 +39,11 @@ HEADLINE_KEYS: tuple[str, ...] = (
 
 
 def _cell(results: dict[str, Any], executor: str, metric: dict[str, Any]) -> str:
+    text = _figure(results, executor, metric)
+    return text if ranked(results, executor, metric) else text + "*"
+
+
+def _figure(results: dict[str, Any], executor: str, metric: dict[str, Any]) -> str:
     text, value = cell_value(results, executor, metric)
     if value is None:
         return text.split(":")[0][:12]  # "n/a: calls run in the host" -> "n/a"
@@ -134,6 +140,12 @@ def summary(results: dict[str, Any], paths: dict[str, str] | None = None, width:
     )
     lines.append("")
     lines += _tables(results, metrics, width)
+    unranked = [line for line in unranked_lines(results)
+                if any(line.startswith(f"{ex} x {m['workload']}: ") for ex in results["executors"] for m in metrics)]
+    if unranked:
+        lines += _wrapped("* not ranked, figures got without honouring what the calls ask:", width)
+        for line in unranked:
+            lines += _wrapped("  " + line, width)
     wide = [
         f"{ex} {m['key']}"
         for m in results["metrics"]

@@ -7,7 +7,10 @@
 
 The tools and the call lines are read exactly as ``toolfork run`` reads them (the same loader and line
 parser); a call line that is not a usable call, or names a tool that does not exist, is left out and
-said. Every executor runs the same calls; toolfork runs the tools themselves (``ToolforkPeer``).
+said. Every executor runs the same calls; toolfork runs the tools themselves (``ToolforkPeer``). A
+call's timeout is its effective one (the line's, else its tool's), so that every executor is asked the
+same; what the calls ask beyond running (a timeout, limits, a fresh process) is ``UserWork.asks``, and
+an executor that cannot honour it is shown as such (``toolfork.bench.honour``).
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ class UserWork:
     calls: list[dict[str, Any]]
     skipped: list[str] = field(default_factory=list)  # one message per call line left out
     source: str = ""
+    asks: list[str] = field(default_factory=list)  # of toolfork.bench.honour.ASKS
 
     def to_job(self) -> dict[str, Any]:
         return {"tool_specs": self.tool_specs, "calls": self.calls}
@@ -48,6 +52,7 @@ def _absolute(spec: str) -> str:
 
 def read_user_work(tool_specs: list[str], calls_path: str) -> UserWork:
     """Load the tools (``UsageError`` naming what is wrong) and parse the calls file like ``toolfork run``."""
+    from toolfork.bench.honour import FRESH, LIMITS, TIMEOUT
     from toolfork.commands._input import open_input, read_call
     from toolfork.commands._loading import BadLine, UsageError, default_tools_file, load_all_tools
     from toolfork.tools.registry import collect_tools
@@ -65,6 +70,7 @@ def read_user_work(tool_specs: list[str], calls_path: str) -> UserWork:
         raise UsageError("--calls needs a file: every round runs the same calls")
     calls: list[dict[str, Any]] = []
     skipped: list[str] = []
+    asks: set[str] = set()
     with open_input(calls_path) as stream:
         for lineno, raw in enumerate(stream, 1):
             line = raw.rstrip(b"\r\n")
@@ -76,11 +82,15 @@ def read_user_work(tool_specs: list[str], calls_path: str) -> UserWork:
             elif call.name not in tools:
                 skipped.append(f"line {lineno}: unknown tool {call.name!r} (tools: {', '.join(sorted(tools))})")
             else:
-                calls.append({"tool": call.name, "arguments": call.arguments, "timeout": call.timeout})
+                tool = tools[call.name]
+                timeout = call.timeout if call.timeout is not None else tool.timeout
+                calls.append({"tool": call.name, "arguments": call.arguments, "timeout": timeout})
+                asks |= {ask for ask, on in ((TIMEOUT, timeout is not None), (LIMITS, tool.limits is not None),
+                                             (FRESH, tool.fresh_process)) if on}
     if not calls:
         why = f"; {skipped[0]}" if skipped else ""
         raise UsageError(f"{calls_path!r}: no usable call lines{why}")
-    return UserWork(specs, calls, skipped, ", ".join(specs))
+    return UserWork(specs, calls, skipped, ", ".join(specs), sorted(asks))
 
 
 def install(job: dict[str, Any] | None) -> None:

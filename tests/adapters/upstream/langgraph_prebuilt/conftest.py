@@ -9,7 +9,7 @@ The one line that makes them ours rebinds ``ToolNode`` where the test files impo
 are imported. ``TOOLFORK_UPSTREAM_STOCK=1`` keeps the stock ``ToolNode`` (to compare the counts).
 
 The tests that cannot pass across a process boundary are listed in ``BOUNDARY`` with the reason (the same
-list is in docs/adapters.md). Each is run as it is, and the test passes only if the upstream test fails
+list is in docs/internals.md, "Adapters"). Each is run as it is, and the test passes only if the upstream test fails
 with the ``AssertionError`` the boundary explains (the text of its failed ``is`` check): so the suite
 fails if one of them starts passing, and fails if one fails another way. Nothing is skipped. The same
 holds for ``STOCK_FAILS_BELOW_311``: tests the stock node fails too on Python 3.10.
