@@ -97,7 +97,11 @@ def test_toolfork_run_stopped_by_sigterm_still_exports_what_it_did(tmp_path: Pat
                 assert time.monotonic() < deadline and proc.poll() is None, "the two quick calls never finished"
                 time.sleep(0.05)
             assert receiver.spans() == []
-            proc.send_signal(signal.SIGTERM)
+            proc.send_signal(signal.SIGTERM)  # the first: a warm stop, which waits for the stuck call
+            deadline = time.monotonic() + 60
+            while "Ctrl-C again" not in (line := proc.stderr.readline() if proc.stderr else ""):  # type: ignore[assignment]
+                assert line and time.monotonic() < deadline, "the warm stop was never announced"
+            proc.send_signal(signal.SIGTERM)  # the second stops at once
             assert proc.wait(60) == 128 + signal.SIGTERM
         finally:
             if proc.poll() is None:
