@@ -136,14 +136,25 @@ def test_callbacks_run_once_whether_added_before_or_after_the_result(driven: tup
 
 def test_a_cancelled_future_stays_cancelled_and_refuses_a_result(driven: tuple[HandDriven, Singles]) -> None:
     hand, singles = driven
-    future = _submitted(hand, singles, "x")
+    future = singles.submit(ToolCall("x", "t", {}))  # queued, not yet handed to the backend
     assert future.cancel() and future.cancelled() and future.done()
     with pytest.raises(concurrent.futures.CancelledError):
         future.result(timeout=0)
     with pytest.raises(concurrent.futures.InvalidStateError):
         future.set_result(future.sent)  # type: ignore[arg-type]
-    hand.step("finish", future.sent)  # its result comes back from the backend: dropped
+    assert hand.step("pull") == []  # skipped: never reaches the backend
     assert future.cancelled()
+
+
+def test_a_running_future_is_not_cancelled_but_stopped(driven: tuple[HandDriven, Singles]) -> None:
+    hand, singles = driven
+    future = _submitted(hand, singles, "r")
+    assert not future.running()  # in the backend, waiting for a worker: still cancellable
+    hand.step("start", future.sent)
+    assert future.running() and not future.cancel() and not future.cancelled()  # as a Future's cancel()
+    future.stop()  # Executor.cancel(future): the backend stops the call; its result still comes back
+    hand.step("finish", future.sent)
+    assert future.done() and not future.cancelled() and future.result(timeout=BOUND_S).call_id == "r"
 
 
 def echo(n: int) -> int:
