@@ -139,7 +139,7 @@ class CallFuture(Future[ToolResult]):
     lock that making one takes too, so a waiter either finds the result or is woken by it. Everything
     else is ``Future``'s own code, which reads the attributes ``__init__`` sets (as in CPython 3.10-3.13)."""
 
-    def __init__(self, singles: Singles, call: ToolCall,
+    def __init__(self, singles: Singles | None, call: ToolCall,
                  on_progress: Callable[[Any], Any] | None = None, parent: Any = None) -> None:
         # Future.__init__ (not called): all of it but the Condition, which ``_condition`` makes.
         self._cond: threading.Condition | None = None
@@ -173,7 +173,7 @@ class CallFuture(Future[ToolResult]):
             with _CONDITIONS:
                 if self._cond is None:  # no waiter, no callback: none can come before this is done
                     if self._state in _DONE:  # (not repr(self): it would make the Condition, under this lock)
-                        raise InvalidStateError(f"{self._state}: call {self.call.id!r}")
+                        raise InvalidStateError(f"{self._state}: {self._describe()}")
                     self._result = result
                     self._state = FINISHED
                     return
@@ -194,21 +194,27 @@ class CallFuture(Future[ToolResult]):
     def resolve(self, result: ToolResult) -> None:
         """``set_result`` for the owner thread: waiters are woken here, the done-callbacks run on
         ``CALLBACKS`` (``set_result`` runs them in the caller's thread, as a Future does)."""
+        self._settle(result, None)
+
+    def _settle(self, result: Any, exception: BaseException | None) -> None:
         if self._cond is None:
             with _CONDITIONS:
                 if self._cond is None:  # no Condition: no waiter, no callback
                     if self._state in _DONE:
-                        raise InvalidStateError(f"{self._state}: call {self.call.id!r}")
-                    self._result = result
+                        raise InvalidStateError(f"{self._state}: {self._describe()}")
+                    self._result, self._exception = result, exception
                     self._state = FINISHED
                     return
         with self._condition:
             if self._state in _DONE:
-                raise InvalidStateError(f"{self._state}: call {self.call.id!r}")
-            self._result = result
+                raise InvalidStateError(f"{self._state}: {self._describe()}")
+            self._result, self._exception = result, exception
             self._state = FINISHED
             for waiter in self._waiters:
-                waiter.add_result(self)
+                if exception is None:
+                    waiter.add_result(self)
+                else:
+                    waiter.add_exception(self)
             self._condition.notify_all()
         if self._done_callbacks:
             CALLBACKS.run(self._invoke_callbacks)  # type: ignore[attr-defined]  # Future's, in 3.10-3.13
@@ -220,14 +226,18 @@ class CallFuture(Future[ToolResult]):
                 self.set_running_or_notify_cancel()
 
     def __repr__(self) -> str:
-        # As a Future's (CPython's tests read it): the class a host asked for, its state, what it holds.
-        with self._condition:
-            state = _STATE_TO_DESCRIPTION_MAP[self._state]
-            if self._state == FINISHED:
-                if self._exception is not None:
-                    return f"<Future at {id(self):#x} state={state} raised {type(self._exception).__name__}>"
-                return f"<Future at {id(self):#x} state={state} returned {type(self._result).__name__}>"
-            return f"<Future at {id(self):#x} state={state}>"
+        return self._describe()
+
+    def _describe(self) -> str:
+        """A Future's repr (CPython's tests read it, and its errors quote it): the class a host asked for,
+        the state, what it holds. Read without the Condition: it may be called under ``_CONDITIONS``."""
+        state, exception, result = self._state, self._exception, self._result
+        described = _STATE_TO_DESCRIPTION_MAP[state]
+        if state == FINISHED:
+            if exception is not None:
+                return f"<Future at {id(self):#x} state={described} raised {type(exception).__name__}>"
+            return f"<Future at {id(self):#x} state={described} returned {type(result).__name__}>"
+        return f"<Future at {id(self):#x} state={described}>"
 
     def result(self, timeout: float | None = None) -> ToolResult:
         if self._state == FINISHED and self._exception is None:  # final: no Condition needed to read it
@@ -242,14 +252,18 @@ class CallFuture(Future[ToolResult]):
 
     def stop(self) -> None:
         """Stop the call wherever it is: what ``Executor.cancel(future)`` does."""
-        self._singles.stop(self)
+        if self._singles is None:
+            self.cancel()
+        else:
+            self._singles.stop(self)
 
     def cancel(self) -> bool:
         """Cancel a call not yet running (True); False once it has reached a worker or is done, as a
         Future's: ``Executor.cancel(future)`` stops a running call."""
         if not super().cancel():
             return False
-        self._singles.forget(self)
+        if self._singles is not None:  # None: a future no executor runs (made by hand)
+            self._singles.forget(self)
         return True
 
 
