@@ -71,3 +71,19 @@ def test_escape_shows_every_control_character_and_keeps_lines() -> None:
     assert escape(f"{OSC52}{TITLE}{CSI8}\r\x00\x7f\u202eevil") == \
         "\\x1b]52;c;cHduZWQ=\\x07\\x1b]0;owned\\x07\\x9b2J\\x0d\\x00\\x7f\\u202eevil"
     assert escape(escape(TITLE)) == escape(TITLE)  # escaping twice changes nothing more
+
+
+def test_toolfork_chat_shows_the_model_s_text_and_the_calls_escaped() -> None:
+    import io
+
+    from toolfork.agent import TextDelta, ToolCallFinished, ToolCallStarted
+    from toolfork.commands.chat import Printer
+
+    out = io.StringIO()
+    printer = Printer(out)
+    printer(TextDelta(f"answer {OSC52}"))
+    printer(ToolCallStarted(f"id{TITLE}", f"tool{CSI8}", {"q": TITLE}))
+    printer(ToolCallFinished(f"id{TITLE}", "tool", "error", None, 0.1, error=f"Boom{OSC52}"))
+    shown = out.getvalue()
+    assert not [c for c in RAW if c in shown], repr(shown)
+    assert "answer \\x1b]52;c;cHduZWQ=\\x07" in shown and "[id\\x1b]0;owned\\x07]" in shown

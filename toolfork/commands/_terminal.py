@@ -4,11 +4,12 @@ shown, never obeyed.
 An id in an input file, a tool's name, an error type or message, a log line a tool writes: each is data,
 and a terminal obeys the control sequences in data as it obeys ours (``ESC ] 0 ;`` sets the window
 title, ``ESC ] 52 ;`` writes the clipboard, ``CSI`` moves the cursor and rewrites what was printed). So
-every line the commands write to stderr goes through ``escape`` here, in the writers themselves::
+every line the commands write for a person goes through ``escape`` here, in the writers themselves::
 
     Progress.message / Progress.log (``run``: start line, log lines, the final counts) ─┐
-    LineHandler (every command's log lines, a tool's own included)                     ├─> escape ─> stderr
-    error(command, message) (usage errors, which may quote the input)                 ─┘
+    LineHandler (every command's log lines, a tool's own included)                     ├─> escape ─> the terminal
+    error(command, message) (usage errors, which may quote the input)                  │
+    chat's Printer (the model's answer, tool names, ids, errors, approval prompts)    ─┘
 
 Only the progress bar's own ``\\r`` and ``ESC [ K`` are written raw, by ``Progress`` after escaping.
 What is escaped: the C0 controls but newline and tab, DEL, the C1 controls (U+0080-U+009F, a 8-bit
