@@ -348,51 +348,51 @@ class Singles:
             self.stop(future)
 
     def _source(self) -> Iterator[ToolCall | Wait]:
-        """Everything queued is taken at once (one lock round per burst of submits); each call is marked
-        running as the backend pulls it. The generator holds no future while it waits: a finished
-        future is not kept alive by it."""
+        """Everything queued is taken at once (one lock round per burst of submits, not per call). The
+        generator holds no future while it waits: a finished future is not kept alive by it."""
+        in_host = self._host.runs_when_pulled
         while True:
-            taken = self._take()
-            if taken is None:
+            go = self._take()
+            if go is None:
                 return
-            if not taken:
+            if not go:
                 yield WAIT
                 continue
-            while taken:
-                sent = self._pull(taken.popleft())
-                if sent is not None:
-                    yield sent
-                del sent
+            while go:
+                future = go.popleft()
+                if in_host:  # the backend runs it as it pulls it: running now
+                    future.mark_running()
+                sent = future.sent
+                del future
+                yield sent
+            del sent
 
     def _take(self) -> deque[CallFuture] | None:
-        """The futures queued (empty: none; None: closing and none left)."""
-        with self._lock:
-            taken = self._queue
-            if not taken:
-                if self._closing:
-                    return None
-                self._signalled = False
-                return taken
-            self._queue = deque()
-            return taken
-
-    def _pull(self, future: CallFuture) -> ToolCall | None:
-        """The call the backend gets for ``future``, now running; None when it is not to go now
-        (cancelled: skipped, its waiters notified; its id still in the backend: parked)."""
-        with self._lock:
-            if future._dropped:
-                return None
-            cid = future.call.id
-            if cid in self._flowing:  # an earlier (stopped) call with this id is still in the backend
-                self._parked.setdefault(cid, deque()).append(future)
-                return None
-            if future.cancelled():  # cancelled this instant (``forget`` notifies its waiters)
-                return None
-            self._flowing[cid] = future
-            future._pulled = True  # under the lock: a cancel() from now on stops it in the backend too
-            if self._host.runs_when_pulled:
-                future.mark_running()
-            return future.sent
+        """The futures whose calls go to the backend now (empty: none; None: closing and none left);
+        a cancelled one is skipped, one whose id is still in the backend is parked. A burst that gives
+        none (all cancelled or parked) looks again at once: its poke is used up."""
+        while True:
+            with self._lock:
+                taken = self._queue
+                if not taken:
+                    if self._closing:
+                        return None
+                    self._signalled = False
+                    return taken
+                self._queue = deque()
+                go: deque[CallFuture] = deque()
+                for future in taken:
+                    if future._dropped or future.cancelled():  # cancelled (``forget`` notifies its waiters)
+                        continue
+                    cid = future.call.id
+                    if cid in self._flowing:  # an earlier (stopped) call with this id is still in the backend
+                        self._parked.setdefault(cid, deque()).append(future)
+                        continue
+                    self._flowing[cid] = future
+                    future._pulled = True  # under the lock: a cancel() from now on stops it in the backend too
+                    go.append(future)
+            if go:
+                return go
 
     def _own(self) -> None:
         """The owner thread: run the live batch; resolve each future as its call finishes."""
