@@ -309,4 +309,8 @@ def test_cancel_returns_false_on_a_running_call_and_the_executor_stops_it(tmp_pa
         assert future.running() and not future.cancel() and not future.cancelled()
         ex.cancel(future)
         assert future.result(timeout=BOUND_S).status == "cancelled"
+        end = time.monotonic() + BOUND_S  # stopped in its worker as on a timeout: its finally runs there
+        while not marker.exists():
+            assert time.monotonic() < end, "the running call was not stopped"
+            time.sleep(0.02)
         assert marker.read_text() == "finally ran"
