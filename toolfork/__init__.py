@@ -7,6 +7,12 @@ tool model and pydantic then), so a program or a command that needs none of them
 from __future__ import annotations
 
 import importlib
+import logging
+
+# The library convention: toolfork's records go nowhere unless the program configures logging (the
+# commands configure their own, ``commands/_logs.py``); without this, logging's last-resort handler
+# would print every WARNING on stderr.
+logging.getLogger("toolfork").addHandler(logging.NullHandler())
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (type checkers know the name)
 if TYPE_CHECKING:

@@ -14,6 +14,7 @@ import concurrent.futures
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -136,14 +137,25 @@ def test_callbacks_run_once_whether_added_before_or_after_the_result(driven: tup
 
 def test_a_cancelled_future_stays_cancelled_and_refuses_a_result(driven: tuple[HandDriven, Singles]) -> None:
     hand, singles = driven
-    future = _submitted(hand, singles, "x")
+    future = singles.submit(ToolCall("x", "t", {}))  # queued, not yet handed to the backend
     assert future.cancel() and future.cancelled() and future.done()
     with pytest.raises(concurrent.futures.CancelledError):
         future.result(timeout=0)
     with pytest.raises(concurrent.futures.InvalidStateError):
         future.set_result(future.sent)  # type: ignore[arg-type]
-    hand.step("finish", future.sent)  # its result comes back from the backend: dropped
+    assert hand.step("pull") == []  # skipped: never reaches the backend
     assert future.cancelled()
+
+
+def test_a_running_future_is_not_cancelled_but_stopped(driven: tuple[HandDriven, Singles]) -> None:
+    hand, singles = driven
+    future = _submitted(hand, singles, "r")
+    assert not future.running()  # in the backend, waiting for a worker: still cancellable
+    hand.step("start", future.sent)
+    assert future.running() and not future.cancel() and not future.cancelled()  # as a Future's cancel()
+    future.stop()  # Executor.cancel(future): the backend stops the call; its result still comes back
+    hand.step("finish", future.sent)
+    assert future.done() and not future.cancelled() and future.result(timeout=BOUND_S).call_id == "r"
 
 
 def echo(n: int) -> int:
@@ -208,3 +220,97 @@ def test_acall_awaits_the_same_futures_from_asyncio() -> None:
         assert asyncio.run(main()) == list(range(50))
     finally:
         ex.close()
+
+
+# ----------------------------------------------------------------- as concurrent.futures' own futures, for real
+
+
+@pytest.mark.parametrize("mode", ["fork", "sequential"])
+def test_cancelled_futures_are_counted_done_by_wait_and_as_completed(mode: str) -> None:
+    from tests.executor.tools_for_tests import sleep_for
+
+    with Executor([sleep_for], mode=mode, workers=1) as ex:
+        first = ex.submit(ToolCall("first", "sleep_for", {"seconds": 2.0, "value": "first"}))
+        queued = [ex.submit(ToolCall(f"q{i}", "sleep_for", {"seconds": 2.0})) for i in range(6)]
+        end = time.monotonic() + BOUND_S
+        while not first.running():
+            assert time.monotonic() < end, "the first call never started"
+            time.sleep(0.01)
+        assert [f.cancel() for f in queued] == [True] * 6
+        done, not_done = concurrent.futures.wait(queued, timeout=BOUND_S)
+        assert done == set(queued) and not not_done and all(f.cancelled() for f in done)
+        assert set(concurrent.futures.as_completed(queued, timeout=BOUND_S)) == set(queued)
+        assert not first.cancel() and first.result(timeout=BOUND_S).status == "ok"  # running: left to finish
+
+
+def test_a_finished_future_is_not_kept_alive_by_the_executor() -> None:
+    import gc
+    import weakref
+
+    with Executor([tool(echo)], mode="fork", workers=1) as ex:
+        future = ex.submit(ToolCall("only", "echo", {"n": 7}))
+        assert _n(future.result(timeout=BOUND_S)) == 7
+        gone = weakref.ref(future)  # (a ToolResult has no weak references: the future holds it)
+        del future
+        end = time.monotonic() + BOUND_S
+        while gone() is not None:  # nothing else is submitted meanwhile
+            assert time.monotonic() < end, gc.get_referrers(gone())
+            gc.collect()
+            time.sleep(0.01)
+
+
+def test_a_blocked_callback_holds_back_no_other_callers_result() -> None:
+    with Executor([tool(echo)], mode="fork", workers=2) as ex:
+        release = threading.Event()
+        blocked_in = threading.Event()
+        slow = ex.submit(ToolCall("slow", "echo", {"n": 1}))
+        slow.add_done_callback(lambda f: (blocked_in.set(), release.wait(BOUND_S)))
+        try:
+            assert blocked_in.wait(BOUND_S), "the callback never ran"
+            # Another caller's future: its result, its waiter and its own callback all come while the
+            # first callback still blocks.
+            other = ex.submit(ToolCall("other", "echo", {"n": 2}))
+            called: list[int] = []
+            other.add_done_callback(lambda f: called.append(_n(f.result())))
+            assert _n(other.result(timeout=BOUND_S)) == 2
+            end = time.monotonic() + BOUND_S
+            while not called:
+                assert time.monotonic() < end, "the other caller's callback waited for the blocked one"
+                time.sleep(0.01)
+            assert called == [2] and not release.is_set()
+        finally:
+            release.set()
+
+
+def test_a_callback_that_submits_and_waits_is_answered() -> None:
+    with Executor([tool(echo)], mode="fork", workers=1) as ex:
+        answered: list[int] = []
+        done = threading.Event()
+
+        def callback(f: concurrent.futures.Future[ToolResult]) -> None:
+            answered.append(_n(ex.submit(ToolCall("inner", "echo", {"n": _n(f.result()) + 1})).result(BOUND_S)))
+            done.set()
+
+        ex.submit(ToolCall("outer", "echo", {"n": 1})).add_done_callback(callback)
+        assert done.wait(BOUND_S), "the callback's own call was never answered"
+        assert answered == [2]
+
+
+def test_cancel_returns_false_on_a_running_call_and_the_executor_stops_it(tmp_path: Path) -> None:
+    from tests.executor.tools_for_tests import hang
+
+    with Executor([hang], mode="fork", workers=1, kill_grace=10.0) as ex:
+        started, marker = tmp_path / "started", tmp_path / "finally"
+        future = ex.submit(ToolCall("h", "hang", {"marker": str(marker), "started": str(started)}))
+        end = time.monotonic() + BOUND_S
+        while not started.exists():
+            assert time.monotonic() < end, "the call never started"
+            time.sleep(0.01)
+        assert future.running() and not future.cancel() and not future.cancelled()
+        ex.cancel(future)
+        assert future.result(timeout=BOUND_S).status == "cancelled"
+        end = time.monotonic() + BOUND_S  # stopped in its worker as on a timeout: its finally runs there
+        while not marker.exists():
+            assert time.monotonic() < end, "the running call was not stopped"
+            time.sleep(0.02)
+        assert marker.read_text() == "finally ran"

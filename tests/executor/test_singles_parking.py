@@ -1,4 +1,4 @@
-"""``Singles``' rule for reused ids, step by step: a call whose id belongs to a cancelled call still in the
+"""``Singles``' rule for reused ids, step by step: a call whose id belongs to a stopped call still in the
 backend waits (parked) until that call's result is back. Here a hand-driven batch stands in for the
 executor (``SinglesHost.run``), so each step happens in a chosen order: the orders the real pool reaches
 only now and then on a loaded machine."""
@@ -11,7 +11,7 @@ from typing import Any
 
 from toolfork.executor.backends.base import WAIT, Wait
 from toolfork.executor.singles import Singles, SinglesHost
-from toolfork.executor.types import CallFinished, Event, ToolCall, ToolResult
+from toolfork.executor.types import CallFinished, CallStarted, Event, ToolCall, ToolResult
 
 BOUND_S = 30.0
 
@@ -23,7 +23,7 @@ class _Feed:
 
 class HandDriven:
     """The batch behind ``Singles``, driven by the test: ``pull()`` takes what the source gives until it
-    waits; ``finish(call)`` sends that call's result back."""
+    waits; ``start(call)`` says that call reached a worker; ``finish(call)`` sends its result back."""
 
     def __init__(self) -> None:
         self.commands: queue.Queue[tuple[str, Any]] = queue.Queue()
@@ -44,6 +44,9 @@ class HandDriven:
                     assert isinstance(item, ToolCall)
                     pulled.append(item)
                 self.done.put(pulled)
+            elif what == "start":  # the call reached a worker
+                yield CallStarted(arg.id, arg.name)
+                self.done.put([])
             else:  # finish
                 yield CallFinished(arg.id, ToolResult(arg.id, arg.name, "ok"))
                 self.done.put([])
@@ -60,7 +63,9 @@ def test_a_call_behind_a_cancelled_waiting_call_of_its_id_is_released() -> None:
     try:
         first = singles.submit(ToolCall("same", "t", {}))
         assert [c.arguments for c in driven.step("pull")] == [{}]  # in the backend
-        assert first.cancel()  # still in the backend until its result is back
+        driven.step("start", first.sent)
+        assert not first.cancel()  # running: a Future's cancel() says False
+        first.stop()  # stopped (Executor.cancel): still in the backend until its result is back
         waiting = singles.submit(ToolCall("same", "t", {"n": 1}))
         assert driven.step("pull") == []  # parked behind the first
         assert waiting.cancel()  # cancelled while it waits

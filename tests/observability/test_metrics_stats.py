@@ -113,7 +113,7 @@ def test_submit_counts_and_a_cancelled_running_call_is_one_cancel_restart(tmp_pa
         assert ex.submit(call(1, "add", a=1, b=1)).result(30).status == "ok"
         future = ex.submit(call(2, "hold", gate=str(tmp_path / "never")))
         eventually(lambda: ex.stats().busy == 1)
-        future.cancel()
+        ex.cancel(future)
         eventually(lambda: ex.stats().calls.get(("hold", "cancelled")) == 1)
         assert ex.submit(call(3, "add", a=1, b=1)).result(30).status == "ok"
         stats = ex.stats()

@@ -64,12 +64,13 @@ def test_a_new_call_with_a_cancelled_running_calls_id_gets_its_own_result(tmp_pa
         started = tmp_path / f"started-{round_}"
         old = ex.submit(ToolCall("same", "hang", {"marker": str(tmp_path / f"m-{round_}"), "started": str(started)}))
         assert _wait_for(started), "the first call never started"
-        assert old.cancel()
+        assert not old.cancel()  # running: a Future's cancel() says False; Executor.cancel stops it
+        ex.cancel(old)
         new = ex.submit(ToolCall("same", "add", {"a": round_, "b": 1}))
         result = new.result(timeout=BOUND_S)
         assert result.status == "ok", result
         assert result.output is not None and result.output.data == round_ + 1
-        assert old.cancelled()
+        assert old.result(timeout=BOUND_S).status == "cancelled"
         assert _wait_for(tmp_path / f"m-{round_}"), "the cancelled call was not stopped"
 
 
@@ -78,7 +79,7 @@ def test_sequential_a_reused_id_waits_for_the_cancelled_call_and_gets_its_own_re
     ex = _make(executors, mode="sequential")
     old = ex.submit(ToolCall("same", "sleep_for", {"seconds": 1.0, "value": "old"}))
     time.sleep(0.3)  # it is running in the submit thread (nothing can stop it there)
-    old.cancel()
+    ex.cancel(old)
     new = ex.submit(ToolCall("same", "sleep_for", {"seconds": 0.0, "value": "new"}))
     result = new.result(timeout=BOUND_S)
     assert result.status == "ok" and _text(result) == "new", result

@@ -72,7 +72,7 @@ def test_structured_values_always_become_valid_json() -> None:
     assert parsed["raw"] == base64.urlsafe_b64encode(b"\xff\x00").decode() and parsed["nan"] is None
     assert out.data == parsed
     # something inside that is not data is refused, naming its type (not sent as "<object at 0x...>")
-    with pytest.raises(TypeError, match=r"a dict holding something that is not data .*<class 'object'>"):
+    with pytest.raises(TypeError, match=r"a dict holding something that is not data \(a object object\)"):
         ToolOutput.from_value({"obj": object()})
 
 

@@ -16,8 +16,6 @@ if TYPE_CHECKING:
     from toolfork.tools.output import ToolOutput
 
 logger = logging.getLogger("toolfork.agent")
-# A library must not print through logging's last-resort handler when the app configured nothing.
-logger.addHandler(logging.NullHandler())
 
 
 @dataclass

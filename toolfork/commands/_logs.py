@@ -25,6 +25,8 @@ import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
+from toolfork.commands._terminal import escape
+
 LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 FORMAT = "%(levelname)s %(name)s: %(message)s"
 
@@ -53,7 +55,8 @@ def chosen_level(args: argparse.Namespace) -> int:
 
 
 class LineHandler(logging.Handler):
-    """Each record as one line, handed to ``write`` (which adds the newline)."""
+    """Each record as one line, handed to ``write`` (which adds the newline), its control characters
+    escaped (``_terminal.escape``: a record may quote input, a tool or a worker)."""
 
     def __init__(self, write: Callable[[str], None]) -> None:
         super().__init__()
@@ -61,7 +64,7 @@ class LineHandler(logging.Handler):
 
     def emit(self, record: logging.LogRecord) -> None:
         try:
-            self.write(self.format(record).rstrip("\n"))
+            self.write(escape(self.format(record).rstrip("\n")))
         except Exception:
             self.handleError(record)
 

@@ -18,6 +18,7 @@ from typing import Any
 
 from toolfork.commands._loading import UsageError, default_tools_file, load_all_tools, load_hook
 from toolfork.commands._logs import add_logging_arguments
+from toolfork.commands._terminal import escape
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 # Default window floor: quick calls travel to the workers in chunks no larger than the window, so a
@@ -214,7 +215,7 @@ def _checked(items: list[Any]) -> list[Any]:
 
 
 def error(command: str, message: str) -> int:
-    print(f"toolfork {command}: error: {message}", file=sys.stderr)
+    print(f"toolfork {command}: error: {escape(message)}", file=sys.stderr)
     return EXIT_USAGE
 
 

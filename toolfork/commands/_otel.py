@@ -15,9 +15,11 @@ reading of the variables: it is what ``opentelemetry-instrument`` runs and what 
 found by their entry-point names (``otlp``, ``otlp_proto_http``, ``console``, ...), and what a later SDK
 adds works without us. Its module is private by name; the class is the SDK's named extension point.
 
-When it cannot run (no SDK, an exporter that is not installed) the command says why on stderr and goes
-on without telemetry: a job is not stopped by its telemetry. Already configured (the command runs
-under ``opentelemetry-instrument``): nothing is configured twice.
+When it cannot run (no SDK, an exporter that is not installed, a setting the SDK refuses such as
+``OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT=-5``) the command says why on stderr, naming the setting, and goes on
+without telemetry: a job is not stopped by its telemetry. Nor is it held up at its exit: every wait for
+an exporter there shares one deadline (``providers.EXIT_BOUND_S``, see ``bound_at_exit``). Already
+configured (the command runs under ``opentelemetry-instrument``): nothing is configured twice.
 """
 
 from __future__ import annotations
@@ -29,6 +31,8 @@ import sys
 from collections.abc import Iterator
 
 from toolfork.commands._loading import UsageError
+from toolfork.commands._terminal import escape
+from toolfork.executor.tracing.providers import bound_at_exit
 
 SIGNALS = ("OTEL_TRACES_EXPORTER", "OTEL_METRICS_EXPORTER", "OTEL_LOGS_EXPORTER")
 
@@ -53,20 +57,27 @@ def configure(command: str, metrics_taken: bool = False) -> bool:
     except ImportError as exc:
         _unset(command, names, f"the OpenTelemetry SDK is not installed ({exc}; pip install 'toolfork[otlp]')")
         return False
+    except Exception as exc:  # the SDK refuses a setting as it loads (OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT=-5)
+        _unset(command, names, str(exc) or type(exc).__name__)
+        return False
     if not isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider):
+        bound_at_exit()
         return False  # configured already (opentelemetry-instrument): its set-up stands
     try:
         with _quiet_meter_override() if metrics_taken else contextlib.nullcontext():
             _OTelSDKConfigurator().configure()
-    except Exception as exc:  # an exporter that is not installed, a bad OTLP protocol, ...
+    except Exception as exc:  # an exporter that is not installed, a bad OTLP protocol, a bad setting, ...
         _unset(command, names, str(exc) or type(exc).__name__)
+        bound_at_exit()  # a provider it set before failing stays (the API sets each once): bounded too
         return False
+    bound_at_exit()
     return True
+
 
 
 def _unset(command: str, names: list[str], reason: str) -> None:
     print(f"toolfork {command}: warning: {', '.join(names)} set, but OpenTelemetry could not be set up from "
-          f"them: {reason}; running without it", file=sys.stderr, flush=True)
+          f"them: {escape(reason)}; running without it", file=sys.stderr, flush=True)
 
 
 class _DropMeterOverride(logging.Filter):

@@ -21,6 +21,7 @@ import time
 from typing import IO
 
 from toolfork.commands._summary import Tally
+from toolfork.commands._terminal import escape
 
 
 class Progress:
@@ -85,6 +86,7 @@ class Progress:
         self._line(self.stream if self.stream is not None else sys.stderr, text)
 
     def _line(self, stream: IO[str], text: str) -> None:
+        text = escape(text)  # it may quote input, a tool or a worker: shown, never obeyed by the terminal
         if os.getpid() != self._pid:  # a forked worker: its copy of the bar is stale, and the lock may be too
             stream.write(("\r\x1b[K" if self.tty else "") + text + "\n")
             stream.flush()
@@ -110,7 +112,7 @@ class Progress:
         elif self.total and rate > 0:
             left = max(self.total - self.position, 0) / rate
             parts.append(f"ETA {int(left) // 60}:{int(left) % 60:02d}")
-        text = ", ".join(parts) + (f" ({note})" if note else "")
+        text = ", ".join(parts) + (f" ({escape(note)})" if note else "")
         if self.tty:
             bar = ""
             if self.total:

@@ -15,6 +15,7 @@ from typing import Any, TextIO
 
 from toolfork._extras import import_optional
 from toolfork.commands._options import add_tools_arguments, interrupted_once
+from toolfork.commands._terminal import escape
 
 PROVIDERS = ("anthropic", "openai", "openai-compatible", "test")
 # provider -> (the SDK module it needs, how the missing-extra message names the provider)
@@ -106,14 +107,14 @@ class Printer:
         if self.mid_line:
             self.out.write("\n")
             self.mid_line = False
-        self.out.write(text + "\n")
+        self.out.write(escape(text) + "\n")  # it quotes the model, tools and ids: shown, never obeyed
         self.out.flush()
 
     def __call__(self, event: Any) -> None:
         from toolfork.agent import TextDelta, ToolCallFinished, ToolCallStarted
 
         if isinstance(event, TextDelta):
-            self.out.write(event.text)
+            self.out.write(escape(event.text))
             self.out.flush()
             self.mid_line = not event.text.endswith("\n")
         elif isinstance(event, ToolCallStarted):
@@ -133,7 +134,7 @@ def _ask_approval(request: Any, stdin: TextIO, out: TextIO) -> dict[str, Any] | 
     decisions: dict[str, Any] = {}
     for call in request.calls:
         reason = f" ({call.reason})" if call.reason else ""
-        out.write(f"approve {call.name}({_short(call.arguments)}){reason}? [y/N] ")
+        out.write(escape(f"approve {call.name}({_short(call.arguments)}){reason}? [y/N] "))
         out.flush()
         answer = stdin.readline()
         if not answer:

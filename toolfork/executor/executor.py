@@ -41,7 +41,7 @@ from toolfork.executor.inline import InlineCalls
 from toolfork.executor.invoke import effective_timeout
 from toolfork.executor.journal import Journal
 from toolfork.executor.modes import resolve_mode
-from toolfork.executor.singles import Singles, SinglesHost
+from toolfork.executor.singles import CallFuture, Singles, SinglesHost
 from toolfork.executor.stats import UNKNOWN_TOOL, CallTally, ExecutorStats, frozen
 from toolfork.executor.types import (
     CallFinished,
@@ -277,8 +277,10 @@ class Executor:
                on_progress: Callable[[Any], Any] | None = None) -> Future[ToolResult]:
         """Run one call; its ``Future`` resolves to its ``ToolResult`` (tool failures included). For
         hosts with one call at a time (an MCP server, a framework that starts each tool call as a task):
-        concurrent single calls share the workers like one batch. ``future.cancel()`` stops the call,
-        even while it runs. Ids must be unique among the calls submitted and neither finished nor
+        concurrent single calls share the workers like one batch. As a ``concurrent.futures.Future``,
+        ``future.cancel()`` cancels a call that has not reached a worker and returns False after that;
+        ``ex.cancel(future)`` stops it wherever it is (a running call's worker is killed, as on a
+        timeout; its result is "cancelled"). Ids must be unique among the calls submitted and neither finished nor
         cancelled; a call may reuse the id of a cancelled one (it starts once that one has stopped, and
         its future gets its own result).
         ``on_progress(value)`` is called, in the executor's own thread, for each progress report."""
@@ -291,10 +293,10 @@ class Executor:
                 if self._singles is None:
                     self._singles = Singles(SinglesHost(
                         run=lambda source, fd, on_feed, parent_of: self._events(source, None, fd, on_feed=on_feed,
-                                                                                 parent=parent_of, starts=False),
+                                                                                 parent=parent_of, starts=True),
                         stop=self._backend.cancel,
                         merge_context=lambda updates: self.context.update(updates),
-                        closed=lambda: self._closed))
+                        closed=lambda: self._closed, runs_when_pulled=self._backend.capabilities.in_host))
                 singles = self._singles
         return singles.submit(c, on_progress, tracing.capture())
 
@@ -303,7 +305,12 @@ class Executor:
         """``submit`` for asyncio hosts; cancelling the awaiting task stops the call."""
         import asyncio  # its caller's loop has imported it; a module-level import costs every process 15 ms
 
-        return await asyncio.wrap_future(self.submit(call, on_progress=on_progress))
+        future = self.submit(call, on_progress=on_progress)
+        try:
+            return await asyncio.wrap_future(future)
+        except asyncio.CancelledError:
+            self.cancel(future)  # a running call too (the future's own cancel() leaves it running)
+            raise
 
     def imap(self, calls: Iterable[ToolCall | dict[str, Any] | Wait], window: int | None = None,
              wakeup_fd: int | None = None, *, journal: Journal | None = None) -> Batch[ToolResult]:
@@ -626,6 +633,8 @@ class Executor:
                     self._cancel_feed(feed)
             if singles is not None:
                 singles.cancel_all()
+        elif isinstance(target, CallFuture):
+            target.stop()
         elif isinstance(target, (Batch, Future)):
             target.cancel()
         else:

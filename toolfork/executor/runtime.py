@@ -30,7 +30,7 @@ class CallbackRuntime(ToolRuntime):
         super().__init__(call_id, tool_name, deadline, context, meta)
         self._on_progress = on_progress
 
-    def emit_progress(self, value: Any) -> None:
+    def deliver_progress(self, value: Any) -> None:
         self._on_progress(self.call_id, value)
 
 

@@ -9,9 +9,10 @@ from __future__ import annotations
 import base64
 import dataclasses
 import json
-from collections.abc import AsyncIterator, Awaitable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Literal
+
+from toolfork.tools.values import NotData, as_data, iterator_error
 
 BlockType = Literal["text", "image", "file", "audio", "video"]
 BLOCK_TYPES: tuple[str, ...] = ("text", "image", "file", "audio", "video")
@@ -82,37 +83,8 @@ def _media(
     return ToolOutput(content=[block])
 
 
-RETURN_DATA = ("return data instead: a JSON-like value (dict, list, str, number, bool, None), a pydantic model, "
-               "a dataclass, a ToolOutput, or a str of what the model should read")
-
-
-def not_data(value: Any, why: str = "") -> TypeError:
-    """The error for a result that is not data: it names the type and says what to return instead."""
-    kind = type(value)
-    name = kind.__qualname__ if kind.__module__ == "builtins" else f"{kind.__module__}.{kind.__qualname__}"
-    return TypeError(f"the tool returned a {name} object, which is not data"
-                     f"{why}; {RETURN_DATA}")
-
-
-def _to_jsonable(value: Any) -> Any:
-    """A structured result as JSON values. Something inside it that is not data (a lock, a socket, a
-    client) fails the call naming its type, rather than reaching the model as ``<object at 0x...>``."""
-    # Imported lazily: pydantic_core is already loaded by the tool model, but output.py stays usable alone.
-    from pydantic_core import PydanticSerializationError, to_jsonable_python
-
-    try:
-        try:
-            # Bytes as base64 (not every byte string is UTF-8); NaN/inf as null (JSON has neither).
-            return to_jsonable_python(value, bytes_mode="base64", inf_nan_mode="null")
-        except TypeError:  # an older pydantic-core without these options
-            return to_jsonable_python(value)
-    except PydanticSerializationError as exc:
-        raise TypeError(f"the tool returned a {type(value).__name__} holding something that is not data "
-                        f"({exc}); {RETURN_DATA}") from None
-
-
-def _is_scalar(value: Any) -> bool:
-    """A value with a faithful text form that pydantic knows as data: datetime, Decimal, UUID, Path, Enum..."""
+def _is_known_scalar(value: Any) -> bool:
+    """A value pydantic knows as data with a faithful text form: datetime, Decimal, UUID, Path, Enum..."""
     from pydantic_core import PydanticSerializationError, to_jsonable_python
 
     try:
@@ -174,8 +146,17 @@ class ToolOutput:
 
     @classmethod
     def from_value(cls, value: Any) -> ToolOutput:
-        """Normalise whatever a tool returned. Order matters: bool is an int, str is checked first. A value
-        that is not data (a lock, a client, an iterator) raises ``TypeError`` naming its type."""
+        """Normalise whatever a tool returned. Order matters: bool is an int, str is checked first. Values
+        that are not JSON become data by one rule (``toolfork.tools.values``: numpy by ``.tolist()``,
+        other numbers as a float where exact, else their text, other objects by ``str()``); a value that
+        is not data (a lock, a client, an iterator) raises ``TypeError`` naming its type."""
+        try:
+            return cls._normalised(value)
+        except NotData as exc:  # a TypeError, reported as one: the error type a call's result names
+            raise TypeError(str(exc)) from None
+
+    @classmethod
+    def _normalised(cls, value: Any) -> ToolOutput:
         # Exact-type fast paths first: this runs once per call on the executor's hot path.
         kind = type(value)
         if kind is ToolOutput:
@@ -190,9 +171,9 @@ class ToolOutput:
             return cls(content=[ContentBlock(type="text", text=value)])
         if value is None:
             return cls(content=[ContentBlock(type="text", text="")])
-        if isinstance(value, (bool, int, float)):
-            return cls(content=[ContentBlock(type="text", text=json.dumps(value)
-                                             if isinstance(value, bool) else str(value))], data=value)
+        if isinstance(value, (bool, int, float)):  # a subclass: numpy.float64, IntEnum, ...
+            plain = as_data(value)
+            return cls(content=[ContentBlock(type="text", text=json.dumps(plain))], data=plain)
         if isinstance(value, (bytes, bytearray, memoryview)):
             raise TypeError(
                 "a tool returned raw bytes; wrap them in ToolOutput.file(...), .image(...), .audio(...) "
@@ -200,15 +181,16 @@ class ToolOutput:
             )
         if isinstance(value, ContentBlock):
             return cls(content=[value])
-        if isinstance(value, (dict, list, tuple)) or _is_model(value) or dataclasses.is_dataclass(value):
-            data = _to_jsonable(value)
-            text = json.dumps(data, ensure_ascii=False)
-            return cls(content=[ContentBlock(type="text", text=text)], data=data)
-        if isinstance(value, (Iterator, AsyncIterator, Awaitable)):
-            raise not_data(value, " (an iterator is read once and may never end; return list(...) of its items)")
-        if not _is_scalar(value):
-            raise not_data(value)
-        return cls(content=[ContentBlock(type="text", text=str(value))])
+        failure = iterator_error(value)
+        if failure is not None:
+            raise failure
+        structured = isinstance(value, (dict, list, tuple)) or _is_model(value) or dataclasses.is_dataclass(value)
+        if not structured and _is_known_scalar(value):
+            return cls(content=[ContentBlock(type="text", text=str(value))])
+        data = as_data(value)  # the one rule (toolfork.tools.values): numpy, mpmath, Ellipsis, ...
+        if type(data) is str:
+            return cls(content=[ContentBlock(type="text", text=data)])
+        return cls([ContentBlock("text", json.dumps(data, ensure_ascii=False))], False, data)
 
     # -- views --------------------------------------------------------------------------------------
     def as_text(self) -> str:

@@ -24,6 +24,8 @@ from contextvars import ContextVar
 from types import MappingProxyType
 from typing import Any
 
+from toolfork.tools.values import as_value
+
 # Reserved context keys: the agent's identity for the batch (host -> call), and what a call asks of the
 # next model request (call -> host). Neither is ever visible in ``ToolRuntime.context``.
 AGENT_CONTEXT_KEY = "__toolfork_agent__"
@@ -111,7 +113,13 @@ class ToolRuntime:
         return max(0.0, self.deadline - time.monotonic())
 
     def emit_progress(self, value: Any) -> None:
-        """Report progress; the host sees it live as a ``CallProgress`` event. No-op by default."""
+        """Report progress; the host sees it live as a ``CallProgress`` event. The value becomes data by
+        the values rule (``toolfork.tools.values``), in every mode."""
+        self.deliver_progress(as_value(value, "a progress value is"))
+
+    def deliver_progress(self, value: Any) -> None:
+        """Where a progress value, already data, goes: each place a call runs has its own (a tool calls
+        ``emit_progress``); dropped by default."""
 
     def log(self, level: str, data: Any, logger: str | None = None) -> None:
         """Send a log message to the client of this call (MCP ``notifications/message``), if it wants
@@ -147,7 +155,11 @@ class ToolRuntime:
         return link(self.call_id, what, params, self.remaining())
 
     def set_context(self, updates: dict[str, Any]) -> None:
-        """Ask the host to merge ``updates`` into its context (in call order, last call wins)."""
+        """Ask the host to merge ``updates`` into its context (in call order, last call wins). The values
+        become data by the values rule (``toolfork.tools.values``), in every mode."""
+        if not isinstance(updates, dict):
+            raise TypeError(f"set_context: updates must be a dict, got {type(updates).__name__}")
+        updates = as_value(updates, "a context update is")
         if self.context_updates is None:
             self.context_updates = {}
         self.context_updates.update(updates)

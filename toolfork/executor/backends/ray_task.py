@@ -128,7 +128,7 @@ class RayRuntime(ToolRuntime):
         self._token = token
         self._refs: list[Any] = []
 
-    def emit_progress(self, value: Any) -> None:
+    def deliver_progress(self, value: Any) -> None:
         try:
             ref = self._sink.put.remote(self._channel, ("p", self._token, len(self._refs), value))
         except Exception as exc:

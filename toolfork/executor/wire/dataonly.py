@@ -20,7 +20,9 @@ classes registered here (``ToolOutput``, ``ContentBlock``, ``ErrorInfo``, ``Tool
 a list headed by a mark (a 3-byte extension value), its name and its fields in order, and rebuilt by
 calling the class with them: a class is only ever rebuilt from this registry, never looked up by a name
 the sender picks. A tuple is a list headed by the other mark. ``register`` adds a class (toolfork's own
-message types).
+message types). Any other value is made data where it is encoded, by the values rule
+(``toolfork.tools.values``: numpy by ``.tolist()``, other numbers, objects by ``str()``), so the wire
+carries the converted value, never the object; what that rule refuses is ``NotData``.
 
 Why msgpack: it is a small, well-kept C library whose decoder only makes plain values (extension types
 come to ``ext_hook``), it carries bytes as bytes and keeps str apart from bytes, and it is several times
@@ -40,6 +42,7 @@ import msgpack
 from toolfork.executor.types import ErrorInfo, ToolResult
 from toolfork.executor.wire.ceiling import MB, TooLarge, marker
 from toolfork.executor.wire.markers import BAD_FRAME
+from toolfork.tools import values
 from toolfork.tools.output import ContentBlock, ToolOutput
 
 _size = sys.getsizeof
@@ -97,9 +100,14 @@ class Codec:
             out = self.extra_default(obj, self)
             if out is not None:
                 return out
-        raise NotData(f"a value of type {kind.__module__}.{kind.__qualname__} is not data (a sandboxed call may "
-                      "send None, bool, int, float, str, bytes, lists, tuples, dicts with str keys and toolfork's "
-                      "own output types)")
+        try:  # the values rule (numpy by .tolist(), other numbers, objects by str()), here in the sandbox
+            converted = values.as_data(obj, "a sandboxed call sent")
+        except values.NotData as exc:
+            raise NotData(f"{exc} (a sandboxed call may send None, bool, int, float, str, bytes, lists, tuples, "
+                          "dicts with str keys and toolfork's own output types)") from None
+        if type(converted) is kind:  # nothing changed (a subclass of a plain type the rule keeps)
+            raise NotData(f"a value of type {kind.__module__}.{kind.__qualname__} is not data")
+        return converted
 
     def pack(self, obj: Any) -> bytes:
         return msgpack.packb(obj, default=self.default, strict_types=True, use_bin_type=True)

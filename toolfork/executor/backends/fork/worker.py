@@ -62,7 +62,7 @@ class WorkerRuntime(ToolRuntime):
         self._writer = writer
         self._seq = seq  # the call's place among this worker's calls: what binds its frames to it
 
-    def emit_progress(self, value: Any) -> None:
+    def deliver_progress(self, value: Any) -> None:
         """Progress must be rebuilt by the host: it is checked here (progress is rare, a round trip is
         cheap), so the tool fails at its ``emit_progress`` line, and an unreadable frame on the host's
         side can only ever be a result frame (see ``ForkBackend._read``). Any thread may call it; a
