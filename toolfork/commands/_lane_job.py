@@ -44,7 +44,6 @@ duplicate and ``--resume`` rules and messages. What makes that hold with ids tak
 from __future__ import annotations
 
 import re
-import time
 from collections import deque
 from typing import Any
 
@@ -55,10 +54,11 @@ from toolfork.commands._loading import BadLine
 from toolfork.commands._output import OutFile, record_of
 from toolfork.commands._progress import Progress
 from toolfork.commands._resume import ResumePoint
-from toolfork.executor import WAIT, invoke, metering, tracing
-from toolfork.executor.backends.fork.lane import Line, LineLane, effective_timeout
-from toolfork.executor.journal import Journal, outcome_unknown
-from toolfork.executor.stats import UNKNOWN_TOOL
+from toolfork.executor import WAIT, metering, tracing
+from toolfork.executor.backends.fork.lane import Line, LineLane
+from toolfork.executor.calls import CallBook, effective_timeout, stamp
+from toolfork.executor.journal import Journal
+from toolfork.executor.types import ToolResult
 
 # The plain line shape as ``json.dumps`` writes it, id and name without escapes or control characters.
 _PLAIN = re.compile(rb'\{"id": ?"([^"\\\x00-\x1f]*)", ?"name": ?"([^"\\\x00-\x1f]+)", ?"arguments": ?\{')
@@ -87,7 +87,11 @@ class LaneJob(Job):
         tools = executor.tools
         self.tools = tools
         default = executor.timeout
-        self.timeouts = {name: effective_timeout(tool, default) for name, tool in tools.items()}
+        # A plain line sets no timeout of its own (see _take): its tool's, else the executor's.
+        self.timeouts = {name: effective_timeout(None, tool.timeout, default) for name, tool in tools.items()}
+        # Admission and finishing of the lines read here, and the counts of every line written (the
+        # counts dict is the job's own in ``Executor.stats()``, see ``run``).
+        self.book = CallBook(default, {}, {}, lambda: tools, journal=journal, journal_on_send=True)
 
     @staticmethod
     def fits(executor: Any) -> bool:
@@ -104,7 +108,8 @@ class LaneJob(Job):
         # the writer holds its most lines, settled lines stay owed (at most --window of them) and the
         # lane is stepped with a short wait, so a hang is still killed at its deadline.
         out.wait_for_room = False
-        with lane:
+        with self.executor.counted() as counts, lane:
+            self.book.counts = counts
             while True:
                 if out.error is not None:  # the output is gone (a closed pipe, a full disk): stop
                     raise out.error
@@ -211,13 +216,10 @@ class LaneJob(Job):
             bad = BadLine(cid, call.name, f"line {lineno}: duplicate id {cid!r}: {holder} has the same id")
             return self._settle(line, bad.record(), lineno)
         self.seen.add(cid)
-        tool = self.tools.get(call.name)
-        if tool is None:
-            return self._settle(line, self.executor.unknown_tool_result(call), lineno)
-        if self.journal is not None:
-            if not self.journal.should_run(cid, tool):
-                return self._settle(line, outcome_unknown(cid, call.name), lineno)
-        timeout = invoke.effective_timeout(call.timeout, tool.timeout, self.executor.timeout)
+        d = self.book.admit(call, self.tools.get(call.name))
+        if isinstance(d, ToolResult):
+            return self._settle(line, d, lineno)
+        timeout = d.timeout
         if line is None:
             line = Line(lineno, cid, call.name, None, call.arguments, timeout, meta=call.meta)
             self.owed_lines.append(line)
@@ -232,8 +234,8 @@ class LaneJob(Job):
 
     def _settle(self, line: Line | None, out: Any, lineno: int) -> bool:
         """A line whose outcome is known without running it: written now if nothing is owed before it."""
-        if getattr(out, "started_at", 0.0) is None:  # a result made here (an unknown tool): made now
-            out.started_at = time.time()
+        if type(out) is ToolResult:  # a result made here (an unknown tool): made now
+            stamp(out)
         if line is not None:
             line.raw = None
             line.out = out
@@ -268,7 +270,7 @@ class LaneJob(Job):
         owed, pending, seen, out, progress = self.owed_lines, self.pending, self.seen, self.out, self.progress
         run: list[bytes] = []
         last = 0
-        counts: dict[tuple[str, str], int] = {}  # the calls written, by (tool, status): for Executor.stats()
+        finish_line = self.book.finish_line
         while owed and owed[0].out is not None:
             line = owed.popleft()
             if pending.get(line.call_id) is line:
@@ -278,8 +280,7 @@ class LaneJob(Job):
             if type(result) is bytes:
                 run.append(result)
                 last = line.lineno
-                key = (line.name, "ok")
-                counts[key] = counts.get(key, 0) + 1
+                finish_line(line.name)
                 continue
             if run:
                 out.write_line(b"".join(run), len(run))
@@ -290,25 +291,16 @@ class LaneJob(Job):
             elif type(result) is dict:
                 self._write(result, line.lineno, ran=False)
             else:
-                self._count(result, counts)
-                self._write(record_of(result), line.lineno, ran=True)
+                self._write(result, line.lineno, ran=True)
         if run:
             out.write_line(b"".join(run), len(run))
             progress.note_ok(len(run), last)
-        if counts:
-            self.executor.count_finished(counts)
 
     def _write(self, record: Any, lineno: int, *, ran: bool) -> None:
-        if not isinstance(record, dict):  # a ToolResult made here (an unknown tool)
-            counts: dict[tuple[str, str], int] = {}
-            self._count(record, counts)
-            self.executor.count_finished(counts)
+        if not isinstance(record, dict):  # a ToolResult: the call's end, then its record
+            self.book.finish(record)
             record, ran = record_of(record), True
         super()._write(record, lineno, ran=ran)
-
-    def _count(self, result: Any, counts: dict[tuple[str, str], int]) -> None:
-        key = (result.name if result.name in self.timeouts else UNKNOWN_TOOL, result.status)  # timeouts: by tool
-        counts[key] = counts.get(key, 0) + 1
 
 
 __all__ = ["LaneJob", "observed"]

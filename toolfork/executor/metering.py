@@ -21,7 +21,6 @@ import sys
 import threading
 import time
 import weakref
-from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any, Protocol
 
 from toolfork.executor.stats import RESTART_CAUSES, ExecutorStats
@@ -126,15 +125,6 @@ class Recorder:
                                         description="Fork template processes replaced")
         self._finished: dict[tuple[str, str], dict[str, str]] = {}  # attributes, made once per (tool, status)
         self._tools: dict[str, dict[str, str]] = {}
-
-    def stamped(self, source: Iterable[Any], pulled: dict[str, float]) -> Iterator[Any]:
-        """``source`` (a batch's dispatches) with the time each call is pulled, for its wait time."""
-        from toolfork.executor.backends.base import Dispatch
-
-        for item in source:
-            if type(item) is Dispatch:
-                pulled[item.call.id] = time.monotonic()
-            yield item
 
     def started(self, name: str, pulled_at: float | None) -> None:
         if pulled_at is not None:

@@ -183,6 +183,17 @@ def limit_result(call_id: str, name: str, hit: rlimits.LimitExceeded, exit_descr
         hit.type, f"tool '{name}': {hit.message} ({exit_description[1]})"))
 
 
+def death_result(call_id: str, name: str, status: int | None, exit_description: tuple[str, str],
+                 limits: Limits | None, pid: int | None, duration: float) -> ToolResult:
+    """The result of a call whose process died under it (wait ``status``, None: unknown): the limit it
+    hit (``LimitExceeded``, the kernel's SIGXCPU or SIGXFSZ), else "crashed". The one rule for every
+    process a call runs in."""
+    hit = None if limits is None or status is None else rlimits.classify(status, limits)
+    if hit is not None:
+        return limit_result(call_id, name, hit, exit_description, pid, duration)
+    return crashed_result(call_id, name, exit_description, pid, duration)
+
+
 def rss_mb(pid: int | None) -> float:
     """A process's resident set in MiB (0 where it cannot be read: a worker gone is recycled anyway)."""
     if pid is None:
@@ -638,15 +649,12 @@ class WorkerCore:
             current = w.inflight.popleft()
             status = self._link.exit_status(w.pid)
             described = self._template_death() if self._link.gone else describe_exit(status)
-            duration = time.monotonic() - w.started_at
-            limits = self.governance.limits_for(current.name)
-            hit = None if limits is None or status is None else rlimits.classify(status, limits)
-            if hit is not None:
-                client.fail(current, limit_result(current.call_id, current.name, hit, described, w.pid, duration))
-            else:
+            result = death_result(current.call_id, current.name, status, described,
+                                  self.governance.limits_for(current.name), w.pid, time.monotonic() - w.started_at)
+            if result.status == "crashed":
                 log.warning("worker %s died running tool %r (call %s): %s", w.pid, current.name, current.call_id,
                             described[1])
-                client.fail(current, crashed_result(current.call_id, current.name, described, w.pid, duration))
+            client.fail(current, result)
             self.requeue(w, client, died=True)
         self._refill(w)
 
@@ -776,4 +784,4 @@ class WorkerCore:
 
 
 __all__ = ["MAX_CHUNK", "MAX_REQUEUES", "QUICK_CALL_S", "Client", "Worker", "WorkerCore", "crashed_result",
-           "describe_exit", "limit_result", "not_started_result", "rss_mb", "timeout_result"]
+           "death_result", "describe_exit", "limit_result", "not_started_result", "rss_mb", "timeout_result"]

@@ -40,13 +40,13 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from toolfork.executor import invoke
 from toolfork.executor.backends.base import POLL_INTERVAL
 from toolfork.executor.backends.fork.core import Worker
 from toolfork.executor.backends.fork.pool import ForkBackend
 from toolfork.executor.backends.fork.template_link import TemplateGone
+from toolfork.executor.calls import stamp
 from toolfork.executor.types import ToolResult
 from toolfork.executor.wire import drain, frames
 from toolfork.executor.wire.frames import EncodedResult, Mismatch, Progress, ResultMessage
@@ -55,9 +55,6 @@ BULK_PAUSE_S = 0.001
 PREFETCH_BYTES = 32 * 1024  # a chunk sent ahead to a busy worker: at most this, and half its call pipe
 FRAME_SLACK = 512  # a chunk frame's bytes besides its lines (an estimate with room to spare) ...
 LINE_SLACK = 96  # ... and per line (its id, name, timeout and line number)
-
-if TYPE_CHECKING:
-    from toolfork.tools.tool import Tool
 
 
 @dataclass(slots=True, eq=False)
@@ -251,15 +248,14 @@ class LineLane:
             line.out = msg.line  # type: ignore[union-attr]
             return msg.duration_s  # type: ignore[union-attr]
         result = msg.rebuilt(line.call_id, line.name, w.pid)
-        duration = result.duration_s
-        result.started_at = time.time() - duration  # as Executor does for its results (an encoded line has it)
+        stamp(result)  # now: the job writes it later, in input order (an encoded line has its own)
         line.out = result
-        return duration
+        return result.duration_s
 
     @staticmethod
     def fail(line: Line, result: ToolResult) -> None:
         line.raw = None
-        result.started_at = time.time() - result.duration_s
+        stamp(result)
         line.out = result
 
     @staticmethod
@@ -270,10 +266,4 @@ class LineLane:
         self.ready.extendleft(reversed(lines))
 
 
-def effective_timeout(tool: Tool, default: float | None) -> float | None:
-    """A lane line's timeout: its tool's, else the executor's, as ``Executor`` has it (infinity: none). A
-    line with a timeout of its own is read by the host, which passes that one."""
-    return invoke.effective_timeout(None, tool.timeout, default)
-
-
-__all__ = ["Line", "LineLane", "effective_timeout"]
+__all__ = ["Line", "LineLane"]
