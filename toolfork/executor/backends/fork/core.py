@@ -58,11 +58,11 @@ from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
-from toolfork.executor import framing, invoke, oob, tracing
+from toolfork.executor import invoke, tracing
 from toolfork.executor.backends.base import Hooks
 from toolfork.executor.backends.fork.template_link import HOST_FDS, TEMPLATE_CHECK_S, TemplateGone, TemplateLink
 from toolfork.executor.types import ErrorInfo, ToolResult
-from toolfork.executor.wire import WakePipe, frames
+from toolfork.executor.wire import WakePipe, frames, framing, oob
 from toolfork.executor.wire.frames import Leaving, Progress, ResultMessage, Spans, damaged_result, unreadable_result
 from toolfork.governance import rlimits
 from toolfork.governance.verdict import STATM_RESIDENT, statm_bytes
@@ -122,7 +122,7 @@ class Worker:
         self.pid: int | None = None
         self.call_fd = call_fd
         self.result_fd = result_fd
-        self.side = side  # large frames, both ways, by memory file (see toolfork.executor.oob)
+        self.side = side  # large frames, both ways, by memory file (see toolfork.executor.wire.oob)
         self.reader = framing.FrameReader(result_fd, side)
         self.inflight: deque[Any] = deque()  # items sent, not finished; [0] is the running one
         self.chunks: deque[int] = deque()  # sizes of the frames of items sent and not all finished, oldest first

@@ -27,7 +27,7 @@ Data flow (``ForkBackend.execute`` joins the ``Hub``; whichever batch owner need
   code in the "crashed" result. No retry: tools have side effects.
 * Large frames (results and arguments of ``oob.LARGE_FRAME`` bytes and more) do not go through the pipes:
   they cross in a memory file handed over on the worker's side socket (``worker.side``), and the pipe
-  carries a header of length 0 in their place (see ``toolfork.executor.oob``). The reader takes the file
+  carries a header of length 0 in their place (see ``toolfork.executor.wire.oob``). The reader takes the file
   where the header is, so order and the rest of this flow are unchanged.
 * ``fresh_process`` tools: the call goes to a one-shot worker forked for it, in an idle worker's slot,
   which gets the slot back when the one-shot is gone. So does a sandboxed call (``Limits.sandboxed``:
@@ -47,14 +47,13 @@ import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from toolfork.executor import framing
 from toolfork.executor.backends.base import POLL_INTERVAL, Backend, BatchState, Dispatch, Feed, Hooks, Hub
 from toolfork.executor.backends.capabilities import Capabilities
 from toolfork.executor.backends.fork.core import Worker, WorkerCore
 from toolfork.executor.backends.fork.template_link import TemplateGone
 from toolfork.executor.stats import Load
 from toolfork.executor.types import CallFinished, CallProgress, CallStarted, Event, ToolResult
-from toolfork.executor.wire import frames
+from toolfork.executor.wire import frames, framing
 from toolfork.executor.wire.frames import Progress, ResultMessage
 
 if TYPE_CHECKING:

@@ -20,9 +20,9 @@ import weakref
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
-from toolfork.executor import oob
 from toolfork.executor.backends.base import Hooks
 from toolfork.executor.backends.fork.template import MAX_MESSAGE, template_main
+from toolfork.executor.wire import oob
 
 if TYPE_CHECKING:
     from toolfork.governance.limits import Limits

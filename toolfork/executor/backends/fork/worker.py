@@ -7,7 +7,7 @@ the code that forked it: it leaves with ``os._exit`` so no atexit handler inheri
 twice.
 
 Frames larger than ``oob.LARGE_FRAME`` go both ways by memory file over the worker's side socket (see
-``toolfork.executor.oob``); the pipes then carry only a header of length 0 in their place.
+``toolfork.executor.wire.oob``); the pipes then carry only a header of length 0 in their place.
 
 The frames both ways are listed in ``toolfork.executor.wire.frames``. Every frame, whatever thread sends
 it (a tool's threads may call ``emit_progress`` while the worker sends a result), goes out whole through
@@ -34,13 +34,13 @@ import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from toolfork.executor import framing, oob, tracing
+from toolfork.executor import tracing
 from toolfork.executor.backends.base import Hooks
 from toolfork.executor.backends.fork.limited import CallLimits
 from toolfork.executor.backends.fork.reset import SignalBaseline
 from toolfork.executor.invoke import CallInterrupted, error_info, execute_call
 from toolfork.executor.types import ErrorInfo, ToolCall, ToolResult
-from toolfork.executor.wire import dataonly, frames
+from toolfork.executor.wire import dataonly, frames, framing, oob
 from toolfork.executor.wire.callitem import TraceParent
 from toolfork.executor.wire.frames import EXIT_CHANNEL_DAMAGED, ChannelDamaged
 from toolfork.governance import rlimits
