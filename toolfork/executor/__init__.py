@@ -1,6 +1,6 @@
 """Run batches of tool calls: fork pool, sequential, or Ray; results in call order."""
 
-from toolfork.executor.backends.base import WAIT, Wait
+from toolfork.executor.backends.feed import WAIT, Wait
 from toolfork.executor.executor import Executor, default_workers
 from toolfork.executor.journal import OUTCOME_UNKNOWN, Journal, JournalError
 from toolfork.executor.session import Session, SessionLost, SessionUnavailable

@@ -38,7 +38,7 @@ import time
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
-from toolfork.executor.backends.base import Dispatch
+from toolfork.executor.backends.feed import Dispatch
 from toolfork.executor.stats import UNKNOWN_TOOL
 from toolfork.executor.types import ErrorInfo, ToolCall, ToolResult
 from toolfork.tools.runtime import JOB_CONTEXT_KEY

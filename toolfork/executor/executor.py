@@ -34,7 +34,8 @@ from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from toolfork.executor import metering, tracing
-from toolfork.executor.backends.base import WAIT, Backend, Dispatch, Feed, Hooks, Wait
+from toolfork.executor.backends.base import Backend, Hooks
+from toolfork.executor.backends.feed import WAIT, Dispatch, Feed, Wait
 from toolfork.executor.backends.sequential import SequentialBackend
 from toolfork.executor.calls import CallBook, batch_context, unknown_tool
 from toolfork.executor.inline import InlineCalls

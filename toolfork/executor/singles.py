@@ -32,7 +32,7 @@ from concurrent.futures._base import CANCELLED, CANCELLED_AND_NOTIFIED, FINISHED
 from dataclasses import dataclass
 from typing import Any
 
-from toolfork.executor.backends.base import WAIT, Feed, Wait
+from toolfork.executor.backends.feed import WAIT, Feed, Wait
 from toolfork.executor.types import CallFinished, CallProgress, ErrorInfo, Event, Status, ToolCall, ToolResult
 from toolfork.executor.wire import WakePipe
 

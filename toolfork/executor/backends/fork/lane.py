@@ -42,7 +42,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from toolfork.executor.backends.base import POLL_INTERVAL
+from toolfork.executor.backends.feed import POLL_INTERVAL
 from toolfork.executor.backends.fork.core import Worker
 from toolfork.executor.backends.fork.pool import ForkBackend
 from toolfork.executor.backends.fork.template_link import TemplateGone
