@@ -1,7 +1,7 @@
 """``toolfork run`` on the fork pool's line lane: the host moves raw lines and finished output bytes,
-the workers parse, validate, run and encode (see ``toolfork.executor.backends.fork.lane``).
+the workers parse, validate, run and encode (see ``toolfork.executor.backends.lines``).
 
-Data flow (one thread; ``LineLane.step`` is where it waits)::
+Data flow (one thread; ``Lane.step`` is where it waits)::
 
     LineSource ── (lineno, line) | WAIT ──> _take: the plain shape by a strict pattern ─┐
                                             anything else: read_call here (_read_here) ─┤
@@ -9,7 +9,7 @@ Data flow (one thread; ``LineLane.step`` is where it waits)::
         owed: every line owed to the output, in input order (a Line; settled ones have .out)
                  │ lines to run                                              ▲ .out set
                  ▼                                                           │
-             LineLane.ready ──> workers ──> .out = output line | ToolResult ─┘
+             Lane.ready ──>     workers ──> .out = output line | ToolResult ─┘
                                         ──> "m": not the call the pattern said ──> _read_here
     _emit: the settled lines at the front of owed ──> OutFile (runs of ok lines in one write)
 
@@ -30,7 +30,7 @@ duplicate and ``--resume`` rules and messages. What makes that hold with ids tak
   duplicate JSON keys (``{"id": "x", …, "id": "y"}``, read as y): if a later line with id y has
   started by the time the worker finds that out, the earlier line is the one refused.
 * The journal (``--resume`` without guessing, see ``toolfork.executor.journal``): the ids of a chunk
-  of lines are written to it in one write (``LineLane.before_send``) right before the chunk goes to a
+  of lines are written to it in one write (``Lane.before_send``) right before the chunk goes to a
   worker, so only lines that were sent count as started. A line whose id started in an earlier run
   goes the slow way, where it gets an OutcomeUnknown record unless its tool is idempotent or
   ``--rerun-unknown`` was given.
@@ -55,7 +55,7 @@ from toolfork.commands._output import OutFile, record_of
 from toolfork.commands._progress import Progress
 from toolfork.commands._resume import ResumePoint
 from toolfork.executor import WAIT, metering, tracing
-from toolfork.executor.backends.fork.lane import Line, LineLane
+from toolfork.executor.backends.lines import Lane, Line, fits
 from toolfork.executor.calls import CallBook, effective_timeout, stamp
 from toolfork.executor.journal import Journal
 from toolfork.executor.types import ToolResult
@@ -81,7 +81,7 @@ class LaneJob(Job):
         super().__init__(executor, source, out, progress, done, window, journal)
         self.owed_lines: deque[Line] = deque()
         self.pending: dict[str, Line] = {}  # id -> the line holding it until its worker checks it
-        self.lane = LineLane(executor.backend, read_call, executor.dispatch_context(journal))
+        self.lane: Lane = executor.backend.open_lane(read_call, executor.dispatch_context(journal))
         if journal is not None:
             self.lane.before_send = lambda chunk: journal.start([line.call_id for line in chunk])
         tools = executor.tools
@@ -95,7 +95,7 @@ class LaneJob(Job):
 
     @staticmethod
     def fits(executor: Any) -> bool:
-        return LineLane.fits(executor)
+        return bool(executor.capabilities.lines) and fits(executor.tools.values(), executor.governance)
 
     def run(self) -> None:
         lane, owed, out, window = self.lane, self.owed_lines, self.out, self.window

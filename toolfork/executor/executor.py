@@ -34,6 +34,7 @@ from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from toolfork.executor import metering, tracing
+from toolfork.executor.backends import choose
 from toolfork.executor.backends.base import Backend, Hooks
 from toolfork.executor.backends.feed import WAIT, Dispatch, Feed, Wait
 from toolfork.executor.backends.sequential import SequentialBackend
@@ -155,7 +156,7 @@ class Executor:
         self._mode, self._fallback_reason = resolve_mode(mode)
         # Limits, caps, rate limits and recycling: checked before any process starts (fail closed), from
         # what the backend the mode names can do.
-        backend_class = _backend_class(self._mode)
+        backend_class = choose.backend_class(self._mode)
         self.governance = Governance(backend_class.capabilities, limits=limits,
                                      concurrency=concurrency, max_calls_per_worker=max_calls_per_worker,
                                      max_worker_memory_mb=max_worker_memory_mb)
@@ -645,19 +646,6 @@ class Executor:
     def __repr__(self) -> str:
         state = "closed" if self._closed else f"{len(self._tools)} tools"
         return f"<Executor mode={self._mode} workers={self.workers} {state}>"
-
-
-def _backend_class(mode: str) -> type[Backend]:
-    """The backend an effective mode names (the fork pool and Ray are imported only when chosen)."""
-    if mode == "fork":
-        from toolfork.executor.backends.fork.pool import ForkBackend
-
-        return ForkBackend
-    if mode == "ray":
-        from toolfork.executor.backends.ray import RayBackend
-
-        return RayBackend
-    return SequentialBackend
 
 
 def _call_from_dict(data: dict[str, Any]) -> ToolCall:

@@ -34,6 +34,7 @@ from toolfork.executor.stats import Load
 
 if TYPE_CHECKING:
     from toolfork.executor.backends.feed import Feed
+    from toolfork.executor.backends.lines import Lane
     from toolfork.executor.types import Event, ToolResult
     from toolfork.governance.limits import Limits
     from toolfork.tools.tool import Tool
@@ -72,6 +73,11 @@ class Backend(ABC):
     def cancel(self, feed: Feed) -> None:
         """After ``feed.cancel()`` or ``feed.stop(call)``: stop what runs of that batch."""
         self.wake()
+
+    def open_lane(self, parse: Callable[[bytes, int], Any], context: dict[str, Any] | None) -> Lane:
+        """The line lane (``lines.py``) on this backend's workers, where ``capabilities.lines`` says it
+        has one: ``parse(raw, lineno)`` reads a line where it runs; ``context`` is every call's."""
+        raise NotImplementedError(f"the {self.capabilities.name} backend has no line lane")
 
     def load(self) -> Load:
         """Its workers now, for ``Executor.stats()`` (any thread; a snapshot, never waits)."""

@@ -26,7 +26,7 @@ that ends early (an exception, Ctrl-C) has its busy workers killed and replaced,
 usable.
 
 Limits a call runs under (rlimits) and worker recycling hold on the lane as on the pool: the worker
-applies the limits, the core recycles. What a lane cannot do, the Job keeps off it (``LineLane.fits``):
+applies the limits, the core recycles. What a lane cannot do, the Job keeps off it (``lines.fits``):
 inline tools (they run in the host), ``fresh_process`` tools, tools that declare ``retries``, tools
 with a cap or a rate limit (their calls wait in the Hub's capped queues) and tools whose limits carry a
 restriction (a process each); a job with one of those takes the general path whole.
@@ -39,17 +39,21 @@ import pickle
 import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from toolfork.executor.backends.feed import POLL_INTERVAL
 from toolfork.executor.backends.fork.core import Worker
-from toolfork.executor.backends.fork.pool import ForkBackend
 from toolfork.executor.backends.fork.template_link import TemplateGone
+from toolfork.executor.backends.lines import Line
 from toolfork.executor.calls import stamp
 from toolfork.executor.types import ToolResult
 from toolfork.executor.wire import drain, frames
 from toolfork.executor.wire.frames import EncodedResult, Mismatch, Progress, ResultMessage
+
+if TYPE_CHECKING:
+    import threading
+
+    from toolfork.executor.backends.fork.core import WorkerCore
 
 BULK_PAUSE_S = 0.001
 PREFETCH_BYTES = 32 * 1024  # a chunk sent ahead to a busy worker: at most this, and half its call pipe
@@ -57,32 +61,24 @@ FRAME_SLACK = 512  # a chunk frame's bytes besides its lines (an estimate with r
 LINE_SLACK = 96  # ... and per line (its id, name, timeout and line number)
 
 
-@dataclass(slots=True, eq=False)
-class Line:
-    """One input line on its way through the lane; the Job keeps it in its output slot.
+class Borrowed(Protocol):
+    """What the lane borrows of the pool (``ForkBackend``): its worker core and its driver lock."""
 
-    ``raw`` is the line while nobody has checked that it is the call the host took it for (the worker
-    parses it); None once checked, or for a line the host read itself (then ``arguments`` is set).
-    ``out`` stays None until the line is settled: the worker's encoded output line (bytes), a
-    ``ToolResult`` (an error, timeout or crash: the Job makes its record) or a record the Job made.
-    """
+    @property
+    def closed(self) -> bool: ...
 
-    lineno: int
-    call_id: str
-    name: str
-    raw: bytes | None
-    arguments: dict[str, Any] | None
-    timeout: float | None
-    out: Any = None
-    requeues: int = 0  # times a worker died before it could start this line
-    meta: dict[str, str] | None = None  # the call's ``meta``, for a line the host read itself
+    @property
+    def core(self) -> WorkerCore: ...
+
+    @property
+    def drive(self) -> threading.Lock: ...
 
 
 class LineLane:
     """Runs ``Line`` items on a ``ForkBackend``'s workers, as a client of its worker core; see the
     module docstring. Single-threaded: the Job calls ``step`` between reading lines and writing records."""
 
-    def __init__(self, backend: ForkBackend, parse: Callable[[bytes, int], Any],
+    def __init__(self, backend: Borrowed, parse: Callable[[bytes, int], Any],
                  context: dict[str, Any] | None = None) -> None:
         self._b = backend
         self._core = backend.core
@@ -94,16 +90,6 @@ class LineLane:
         self.mismatched: list[Line] = []  # lines a worker sent back: the Job reads them and decides again
         # Called with each chunk right before it is written to a worker (the job's journal of starts).
         self.before_send: Callable[[list[Line]], None] | None = None
-
-    @staticmethod
-    def fits(executor: Any) -> bool:
-        """Whether ``executor`` can run a job through the lane: a fork pool, and no tool that needs the
-        general path (inline, fresh_process, retries)."""
-        if not isinstance(getattr(executor, "backend", None), ForkBackend):
-            return False
-        alone = executor.governance.alone  # gated tools wait in the Hub, restricted ones need a process each
-        return all(not (t.inline or t.fresh_process or t.retries or t.name in alone)
-                   for t in executor.tools.values())
 
     # ------------------------------------------------------------------ the Job's side
 
@@ -266,4 +252,4 @@ class LineLane:
         self.ready.extendleft(reversed(lines))
 
 
-__all__ = ["Line", "LineLane"]
+__all__ = ["LineLane"]

@@ -44,7 +44,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from toolfork.executor.backends.base import Backend, Hooks
@@ -59,6 +59,7 @@ from toolfork.executor.wire import frames, framing
 from toolfork.executor.wire.frames import Progress, ResultMessage
 
 if TYPE_CHECKING:
+    from toolfork.executor.backends.fork.lane import LineLane
     from toolfork.governance.policy import Governance
     from toolfork.tools.tool import Tool
 
@@ -69,7 +70,7 @@ class ForkBackend(Backend):
     mode = "fork"
     capabilities = Capabilities(
         "fork", in_host=False, kills_at_deadline=True, limits=True, sandbox=True, has_workers=True,
-        recycles=True, sessions=True)
+        recycles=True, sessions=True, lines=True)
 
     def __init__(self, tools: dict[str, Tool], workers: int, hooks: Hooks, kill_grace: float = 1.0,
                  governance: Governance | None = None) -> None:
@@ -132,6 +133,12 @@ class ForkBackend(Backend):
 
     def cancel(self, feed: Feed) -> None:
         self._hub.request(feed)
+
+    def open_lane(self, parse: Callable[[bytes, int], Any], context: dict[str, Any] | None) -> LineLane:
+        """The line lane on this pool's workers (``fork.lane``): it borrows them and the driver lock."""
+        from toolfork.executor.backends.fork.lane import LineLane
+
+        return LineLane(self, parse, context)
 
     def hub_round(self) -> None:
         """One turn of the driver (``Hub.drive`` held): start calls, wait, route what happened."""

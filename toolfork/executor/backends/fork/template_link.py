@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from toolfork.executor.backends.base import Hooks
 from toolfork.executor.backends.fork.template import MAX_MESSAGE, template_main
+from toolfork.executor.backends.host_fds import HOST_FDS
 from toolfork.executor.wire import oob
 
 if TYPE_CHECKING:
@@ -34,9 +35,6 @@ F_SETPIPE_SZ = 1031
 
 log = logging.getLogger("toolfork.executor")
 
-# Host-side fds of every live pool in this process: a template forked later closes them, so it never
-# keeps another pool's pipes or control socket open (which would hide EOF from that pool's processes).
-HOST_FDS: set[int] = set()
 
 
 class TemplateGone(RuntimeError):
