@@ -10,7 +10,7 @@ runs the worker's part in the host, Ray in a task)::
       │              span opened (or a ToolResult at once: unknown tool, bad timeout)  calls.py
       │  Dispatch (call + tool + timeout + context + span ids)
       ▼
-  Feed               the batch's dispatches, pulled lazily (room, WAIT)      backends/feed.py
+  Feed               the batch's dispatches, pulled lazily (room, WAIT)      backends/hub.py
       │  Dispatch
       ▼
   Hub                batches take turns; caps and rate limits; one owner thread drives
@@ -41,7 +41,7 @@ runs the worker's part in the host, Ray in a task)::
   your code          ToolResult, in call order (run), or events as they happen (stream)
 """
 
-from toolfork.executor.backends.feed import WAIT, Wait
+from toolfork.executor.backends.dispatch import WAIT, Wait
 from toolfork.executor.executor import Executor, default_workers
 from toolfork.executor.journal import OUTCOME_UNKNOWN, Journal, JournalError
 from toolfork.executor.session import Session, SessionLost, SessionUnavailable

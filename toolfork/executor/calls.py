@@ -17,6 +17,8 @@ Data flow (one ``CallBook`` per batch; the lane's job holds one for the whole jo
 
 Contracts (what a new path, such as a session's calls, must keep to adopt them):
 
+* The book is built with the context every call of the batch gets (``Executor.dispatch_context``: the
+  executor's context and the job key behind ``ToolRuntime.idempotency_key``).
 * ``admit(call, tool)`` is called once per call, in the thread that feeds the backend, before the call
   can act. ``tool`` is the caller's look-up (None: unknown). It returns a ``Dispatch`` to run, or the
   call's ``ToolResult`` when it must not run; either way the call is now in the book and its result
@@ -38,10 +40,9 @@ import time
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
-from toolfork.executor.backends.feed import Dispatch
+from toolfork.executor.backends.dispatch import Dispatch
 from toolfork.executor.stats import UNKNOWN_TOOL
 from toolfork.executor.types import ErrorInfo, ToolCall, ToolResult
-from toolfork.tools.runtime import JOB_CONTEXT_KEY
 
 if TYPE_CHECKING:
     from toolfork.executor.journal import Journal
@@ -60,12 +61,6 @@ def effective_timeout(call_timeout: float | None, tool_timeout: float | None,
     if timeout is None:
         timeout = default
     return None if timeout == math.inf else timeout
-
-
-def batch_context(context: dict[str, Any], job_key: str) -> dict[str, Any]:
-    """The context a batch's calls get: the executor's, and the job key their idempotency keys are made
-    from (``ToolRuntime.idempotency_key``: a journal's key, else the executor's own)."""
-    return {**context, JOB_CONTEXT_KEY: job_key}
 
 
 def unknown_tool(call: ToolCall, known: Iterable[str]) -> ToolResult:
@@ -203,4 +198,4 @@ def _positive_finite(value: Any) -> bool:
         return False
 
 
-__all__ = ["CallBook", "Counts", "batch_context", "effective_timeout", "stamp", "unknown_tool"]
+__all__ = ["CallBook", "Counts", "effective_timeout", "stamp", "unknown_tool"]

@@ -36,9 +36,10 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 from toolfork.executor import metering, tracing
 from toolfork.executor.backends import choose
 from toolfork.executor.backends.base import Backend, Hooks
-from toolfork.executor.backends.feed import WAIT, Dispatch, Feed, Wait
+from toolfork.executor.backends.dispatch import WAIT, Dispatch, Wait
+from toolfork.executor.backends.hub import Feed
 from toolfork.executor.backends.sequential import SequentialBackend
-from toolfork.executor.calls import CallBook, batch_context, unknown_tool
+from toolfork.executor.calls import CallBook, unknown_tool
 from toolfork.executor.inline import InlineCalls
 from toolfork.executor.journal import Journal
 from toolfork.executor.modes import resolve_mode
@@ -51,6 +52,7 @@ from toolfork.executor.types import (
     ToolCall,
     ToolResult,
 )
+from toolfork.tools.runtime import JOB_CONTEXT_KEY
 
 if TYPE_CHECKING:
     import asyncio
@@ -516,7 +518,8 @@ class Executor:
                     book.started(event.call_id, event.name)
                 yield event
         finally:
-            book.close()  # the consumer left with calls still open: their spans end "cancelled"
+            if traced is not None:
+                book.close()  # the consumer left with calls still open: their spans end "cancelled"
             with self._lock:
                 self._feeds.discard(feed)
                 self._tally.close(counts)
@@ -563,7 +566,7 @@ class Executor:
     def dispatch_context(self, journal: Journal | None = None) -> dict[str, Any]:
         """The context a batch's calls get: ``self.context`` and the job key of their idempotency keys
         (the journal's, else this Executor's)."""
-        return batch_context(self.context, journal.job_key if journal is not None else self._job_key)
+        return {**self.context, JOB_CONTEXT_KEY: journal.job_key if journal is not None else self._job_key}
 
     def _merge_context(self, results: Iterable[ToolResult | None]) -> None:
         """Context updates merge in call order: the last call wins, whatever finished last."""

@@ -32,7 +32,8 @@ from concurrent.futures._base import CANCELLED, CANCELLED_AND_NOTIFIED, FINISHED
 from dataclasses import dataclass
 from typing import Any
 
-from toolfork.executor.backends.feed import WAIT, Feed, Wait
+from toolfork.executor.backends.dispatch import WAIT, Wait
+from toolfork.executor.backends.hub import Feed
 from toolfork.executor.types import CallFinished, CallProgress, ErrorInfo, Event, Status, ToolCall, ToolResult
 from toolfork.executor.wire import WakePipe
 

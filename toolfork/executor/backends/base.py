@@ -2,7 +2,7 @@
 
 The ``Executor`` front does everything that does not depend on where a call runs (``calls.py``: tools,
 unknown names, effective timeouts, the journal, spans; then inline tools, ordering, context merging); a
-backend only turns ``Dispatch`` items into events. It pulls them from a ``Feed`` (``feed.py``) as it has
+backend only turns ``Dispatch`` items into events. It pulls them from a ``Feed`` (``hub.py``) as it has
 room, so a batch job of a million lines never sits in memory at once. Contract for ``execute``: yield
 ``CallStarted`` / ``CallProgress`` / ``CallFinished`` in completion order, exactly one ``CallFinished``
 per dispatch pulled (a ``CallStarted`` may be left out when the feed says ``starts=False``), pass on
@@ -13,7 +13,7 @@ running.
 Any number of ``execute`` generators may be live at once on one backend: from several threads, from
 asyncio hosts (each batch in a thread of its own), or nested in one thread (a batch started while
 another is being iterated). A backend with shared workers runs them through a ``Hub`` (``hub.py``);
-one that runs a batch by itself loops in ``feed.run_batch``.
+one that runs a batch by itself loops in ``hub.run_batch``.
 
 What a backend can do (stop a call at its deadline, enforce ``Limits``, recycle workers, host sessions,
 run a job's lines) it declares as ``capabilities`` (a class attribute, see ``capabilities.py``): the
@@ -33,7 +33,7 @@ from toolfork.executor.backends.capabilities import Capabilities
 from toolfork.executor.stats import Load
 
 if TYPE_CHECKING:
-    from toolfork.executor.backends.feed import Feed
+    from toolfork.executor.backends.hub import Feed
     from toolfork.executor.backends.lines import Lane
     from toolfork.executor.types import Event, ToolResult
     from toolfork.governance.limits import Limits

@@ -1,10 +1,13 @@
-"""The scheduler of a backend with shared workers: the batches live on it, who drives it, and the one
-settle/route rule.
+"""How a batch's calls are pulled (the ``Feed``), and the scheduler of a backend with shared workers:
+the batches live on it, who drives it, and the one settle/route rule.
 
 Why: several batches (threads, asyncio tasks, a batch started while another is iterated, ``submit``'s
 long-lived batch) share one pool's workers. Nothing here knows what a worker is: a backend that
 implements ``Driven`` (the fork pool, Ray) runs its rounds through a ``Hub``, and the Hub decides which
-batch's call starts next, which owner drives, and which batch an event goes to.
+batch's call starts next, which owner drives, and which batch an event goes to. A backend that runs
+one batch by itself (sequential) pulls its feed in ``run_batch``. A ``Feed`` says where its source is
+(``polling``, ``waiting``, ``exhausted``, ``cancelled``); the owner of the batch reads those to decide
+whether to pull, wait for the source, or end (``settled``).
 
 Data flow (each batch's owner thread runs ``Hub.execute`` on its own ``Feed``)::
 
@@ -19,19 +22,206 @@ Data flow (each batch's owner thread runs ``Hub.execute`` on its own ``Feed``)::
 from __future__ import annotations
 
 import math
+import os
+import select
 import threading
 import time
 import weakref
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
 from typing import Protocol, TypeVar
 
-from toolfork.executor.backends.feed import BatchState, Dispatch, Feed, cancelled, settled
-from toolfork.executor.types import CallFinished, Event, ToolResult
+from toolfork.executor.backends.dispatch import WAIT, Dispatch, Wait, cancelled
+from toolfork.executor.types import CallFinished, CallStarted, Event, ToolCall, ToolResult
+from toolfork.executor.wire import drain
 
 R = TypeVar("R")
 WATCH_RETRY_S = 0.1  # how soon the watcher looks again at a deadline an owner should have expired
 WATCHER = "toolfork-deadlines"  # the watcher thread's name
+POLL_INTERVAL = 0.01  # how often a live source without a wake-up fd is asked again
+
+
+class Feed:
+    """Dispatches pulled lazily by a backend, with backpressure from whoever consumes the results.
+
+    The source yields ``Dispatch`` items, lists of ready-made events (an unknown tool's error, an inline
+    call's result: all of one call's events at once) that the backend passes on through ``immediate``,
+    or ``WAIT``. ``room()`` says whether the
+    consumer can take more (imap's window); None means always. ``wakeup_fd`` (with a live source) is
+    readable when the source has more; the backend drains it. ``polling`` (set by the source) says that
+    the source must be asked again soon whatever the fd says (an inline call waits for its cap or rate
+    limit): ``wakeup_fd`` reads None meanwhile, so every backend polls it, and its owner drives.
+    """
+
+    __slots__ = ("_lock", "_retry", "_room", "_source", "_stops", "_wakeup_fd", "cancelled", "exhausted",
+                 "immediate", "polling", "starts", "waiting")
+
+    def __init__(self, source: Iterable[Dispatch | list[Event] | Wait], room: Callable[[], bool] | None = None,
+                 wakeup_fd: int | None = None, *, starts: bool = True) -> None:
+        self._source: Iterator[Dispatch | list[Event] | Wait] = iter(source)
+        self._room = room
+        self._wakeup_fd = wakeup_fd
+        # Whether the consumer reads CallStarted: ``Executor.run`` keeps results alone, so a backend may
+        # leave out the starts of the calls it sends (the fork pool does: two objects less a call).
+        self.starts = starts
+        self.polling = False
+        self.waiting = False
+        self.exhausted = False
+        self.cancelled = False
+        self.immediate: list[Event] = []
+        self._retry: list[Dispatch] = []
+        # Single calls whose stop was asked for (Executor.submit futures), by the identity of their
+        # ToolCall object (an id may come back: a cancelled call's id reused), the objects kept alive.
+        self._stops: dict[int, ToolCall] = {}
+        self._lock = threading.Lock()  # stop() comes from any thread; take_stops() from the driver
+
+    @property
+    def wakeup_fd(self) -> int | None:
+        """The fd to watch for the source having more; None: ask it again after a short poll."""
+        return None if self.polling else self._wakeup_fd
+
+    def retry(self, dispatch: Dispatch) -> None:
+        """Run ``dispatch`` again (a tool that declares ``retries``); it goes before new calls."""
+        self._retry.append(dispatch)
+        self.exhausted = False
+
+    def cancel(self) -> None:
+        """From now on, calls not yet started come out as "cancelled" results (``Executor.cancel``)."""
+        self.cancelled = True
+
+    def stop(self, call: ToolCall) -> None:
+        """Stop one call already pulled (a cancelled future), named by its ``ToolCall`` object: the
+        backend kills it if it runs. Then ``Backend.cancel(feed)`` has the backend act on it."""
+        with self._lock:
+            self._stops[id(call)] = call
+
+    def take_stops(self) -> dict[int, ToolCall]:
+        """The stops asked for since the last take (``id(call)`` -> call), each handed out once."""
+        with self._lock:
+            stops, self._stops = self._stops, {}
+        return stops
+
+    def pull(self) -> Dispatch | None:
+        """The next dispatch, or None when the source is exhausted or the consumer has no room."""
+        if self.cancelled:
+            self._cancel_rest()
+            return None
+        if self._retry:
+            return self._retry.pop(0)
+        self.waiting = False
+        while not self.exhausted and (self._room is None or self.polling or self._room()):
+            item = next(self._source, None)
+            if item is None:
+                self.exhausted = True
+                return None
+            if isinstance(item, Dispatch):
+                return item
+            if item is WAIT:
+                self.waiting = True
+                return None
+            self.immediate.extend(item)  # type: ignore[arg-type]
+        return None
+
+    def _cancel_rest(self) -> None:
+        for d in self._retry:
+            self.immediate.append(cancelled(d))
+        self._retry.clear()
+        while not self.exhausted and (self._room is None or self.polling or self._room()):
+            item = next(self._source, None)
+            if item is None or item is WAIT:  # a live source is not waited for once cancelled
+                self.exhausted = True
+            elif isinstance(item, Dispatch):
+                self.immediate.append(CallStarted(item.call.id, item.call.name))
+                self.immediate.append(cancelled(item))
+            else:
+                self.immediate.extend(item)  # type: ignore[arg-type]
+
+    def wait_for_source(self, timeout: float | None) -> None:
+        """Block until the live source has more (or ``timeout``); used when nothing else can happen."""
+        if self.wakeup_fd is None:
+            time.sleep(POLL_INTERVAL if timeout is None else min(timeout, POLL_INTERVAL))
+            return
+        ready, _, _ = select.select([self.wakeup_fd], [], [], timeout)
+        if ready:
+            self.drain_wakeup()
+
+    def drain_wakeup(self) -> None:
+        fd = self._wakeup_fd
+        if fd is None:
+            return
+        try:
+            os.set_blocking(fd, False)
+        except OSError:
+            return
+        drain(fd)
+
+    def take_immediate(self) -> list[Event]:
+        events, self.immediate = self.immediate, []
+        return events
+
+
+def run_batch(feed: Feed, submit: Callable[[list[Event]], int],
+              wait: Callable[[list[Event]], None]) -> Iterator[Event]:
+    """The loop of a backend that runs several calls at once, around its two moves.
+
+    ``submit(events)`` starts what the backend has room for (pulling from the feed) and returns how
+    many dispatches it pulled; ``wait(events)`` blocks until something happens (a result, progress, a
+    deadline, a wake-up) and appends the events. This loop does the bookkeeping they share: every
+    pulled dispatch is outstanding until its ``CallFinished`` is yielded; the feed's immediate events
+    pass through; a live source with nothing to give is waited for; and a consumer that can make no
+    room while nothing runs is an error instead of a hang.
+    """
+    events: list[Event] = []
+    outstanding = 0
+    yielded = False
+    while True:
+        outstanding += submit(events)
+        if feed.immediate:
+            ready = feed.take_immediate()
+            outstanding += sum(1 for ev in ready if type(ev) is CallFinished)
+            events.extend(ready)
+        if events:
+            outstanding -= sum(1 for ev in events if type(ev) is CallFinished)
+            taken = events[:]
+            events.clear()
+            yield from taken
+            yielded = True
+            continue
+        if not outstanding:
+            if settled(feed, yielded):
+                return
+            yielded = False
+            continue
+        wait(events)
+
+
+def settled(feed: Feed, yielded: bool) -> bool:
+    """A batch loop with nothing outstanding: True when the batch is done; else wait for a live source
+    with nothing to give yet, or raise if the consumer can make no room (nothing would ever change)."""
+    if feed.exhausted:
+        return True
+    if feed.waiting:
+        feed.wait_for_source(None)
+    elif not yielded:
+        raise RuntimeError("the feed has no room although nothing is outstanding")
+    return False
+
+
+
+@dataclass(slots=True, eq=False)
+class BatchState:
+    """One ``execute`` call inside a ``Hub``: what its owner pulled, and what the driver routed to it."""
+
+    feed: Feed
+    ready: deque[Dispatch] = field(default_factory=deque)  # pulled by the owner, not sent yet (requeued ones in front)
+    # Calls of gated tools that were refused a slot or a token, by tool, in call order: they wait
+    # here, off ``ready``, so the calls behind them go first (see ``Hub.take_next``).
+    capped: dict[str, deque[Dispatch]] = field(default_factory=dict)
+    events: list[Event] = field(default_factory=list)  # routed by the driver, taken by the owner
+    outstanding: int = 0  # dispatches pulled whose CallFinished the owner has not taken yet
+    poked: bool = False  # the owner should look at its feed again (its live source has more)
+    abandoned: bool = False  # the owner stopped early: its calls are stopped, nothing is routed
 
 
 class Driven(Protocol):
@@ -404,4 +594,4 @@ def _watch(ref: weakref.ReferenceType[Hub], event: threading.Event) -> None:
         event.wait(timeout)
 
 
-__all__ = ["WATCHER", "WATCH_RETRY_S", "Driven", "Hub"]
+__all__ = ["POLL_INTERVAL", "WATCHER", "WATCH_RETRY_S", "BatchState", "Driven", "Feed", "Hub", "run_batch", "settled"]

@@ -49,10 +49,10 @@ from typing import TYPE_CHECKING, Any
 
 from toolfork.executor.backends.base import Backend, Hooks
 from toolfork.executor.backends.capabilities import Capabilities
-from toolfork.executor.backends.feed import POLL_INTERVAL, BatchState, Dispatch, Feed
+from toolfork.executor.backends.dispatch import Dispatch
 from toolfork.executor.backends.fork.core import Worker, WorkerCore
 from toolfork.executor.backends.fork.template_link import TemplateGone
-from toolfork.executor.backends.hub import Hub
+from toolfork.executor.backends.hub import POLL_INTERVAL, BatchState, Feed, Hub
 from toolfork.executor.stats import Load
 from toolfork.executor.types import CallFinished, CallProgress, CallStarted, Event, ToolResult
 from toolfork.executor.wire import frames, framing
