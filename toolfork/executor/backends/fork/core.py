@@ -55,15 +55,22 @@ import signal
 import socket
 import time
 from collections import deque
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 from toolfork.executor import invoke, tracing
 from toolfork.executor.backends.base import Hooks
-from toolfork.executor.backends.fork.template_link import HOST_FDS, TEMPLATE_CHECK_S, TemplateGone, TemplateLink
+from toolfork.executor.backends.fork.template_link import (
+    HOST_FDS,
+    TEMPLATE_CHECK_S,
+    TemplateGone,
+    TemplateLink,
+    signal_groups,
+)
 from toolfork.executor.types import ErrorInfo, ToolResult
 from toolfork.executor.wire import WakePipe, frames, framing, oob
 from toolfork.executor.wire.frames import Leaving, Progress, ResultMessage, Spans, damaged_result, unreadable_result
+from toolfork.executor.wire.pipes import close_quietly
 from toolfork.governance import rlimits
 from toolfork.governance.verdict import STATM_RESIDENT, statm_bytes
 
@@ -136,14 +143,6 @@ class Worker:
         self.started_at = now
         timeout = self.inflight[0].timeout if self.inflight else None
         self.deadline = None if timeout is None else now + timeout
-
-
-def _killpg(pid: int, sig: int) -> None:
-    """Signal a worker's process group from the host (its template cannot: it is gone)."""
-    try:
-        os.killpg(pid, sig)
-    except OSError:
-        pass
 
 
 def describe_exit(status: int | None) -> tuple[str, str]:
@@ -332,9 +331,8 @@ class WorkerCore:
         log.warning("the toolfork template process %s %s; its workers are ended with it and a new template is "
                     "forked from this process", old.pid, cause)
         workers = list(self._workers.values())
-        for w in workers:  # in its process group: the worker and what its call started
-            if w.pid is not None and w.pid > 0:
-                _killpg(w.pid, signal.SIGKILL)
+        # In its process group: the worker and what its call started.
+        signal_groups([w.pid for w in workers if w.pid is not None and w.pid > 0], signal.SIGKILL)
         try:
             self._sel.unregister(old.ctrl)
         except (KeyError, ValueError):
@@ -616,6 +614,21 @@ class WorkerCore:
                 return
             settled -= chunks.popleft()
 
+    def take(self, ready: list[Any], client: Client, other: Callable[[Any], None]) -> None:
+        """After a wait (``select``), for either client: the template is looked at first (a dead one's
+        workers are ended with it before anything is read), every ready worker that is still ours is
+        read (a read before it may have replaced it), the workers the template reported dead are
+        buried, and the deadlines that passed expire. ``other`` gets each ready extra of ``select``."""
+        self.supervise(client)
+        workers = self._workers
+        for data in ready:
+            if type(data) is not Worker:
+                other(data)
+            elif data.wid in workers:
+                self.read(data, client)
+        self.bury(client)
+        self.expire(client)
+
     def bury(self, client: Client) -> None:
         """Workers the template reported dead that are still ours: take what they wrote, then treat
         them as crashed (a worker never exits by itself while its call pipe is open)."""
@@ -732,11 +745,7 @@ class WorkerCore:
         except (KeyError, ValueError):
             pass
         self._link.forget_fds((w.call_fd, w.result_fd, w.side.sock.fileno()))
-        for fd in (w.call_fd, w.result_fd):
-            try:
-                os.close(fd)
-            except OSError:
-                pass
+        close_quietly((w.call_fd, w.result_fd))
         w.side.close()  # a large frame still in flight on it is freed with it
         if pid is not None:
             self._link.term(pid)
@@ -765,8 +774,7 @@ class WorkerCore:
         link.check(now=True)  # a stopped template could neither let its workers go nor kill them
         pids = [w.pid for w in self._workers.values() if w.pid is not None]
         if link.gone:
-            for pid in pids:
-                _killpg(pid, signal.SIGKILL)
+            signal_groups(pids, signal.SIGKILL)
         for w in list(self._workers.values()):
             self._retire(w, kill=bool(w.inflight) and not link.gone)
         self.idle.clear()

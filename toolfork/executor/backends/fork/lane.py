@@ -150,17 +150,10 @@ class LineLane:
                 time.sleep(pause)
                 timeout = max(0.0, timeout - pause)
         ready = core.select(timeout, () if wakeup_fd is None else ((wakeup_fd, self),))
-        core.supervise(self)  # before anything is read: a dead template's workers are ended with it
-        workers = core.workers
-        for data in ready:
-            if data is self:
-                assert wakeup_fd is not None
-                os.set_blocking(wakeup_fd, False)
-                drain(wakeup_fd)
-            elif data.wid in workers:  # still ours: a read before it may have replaced it
-                core.read(data, self)
-        core.bury(self)
-        core.expire(self)
+        if wakeup_fd is None:
+            core.take(ready, self, _nothing)
+        else:
+            core.take(ready, self, lambda _lane: _empty(wakeup_fd))
 
     # ------------------------------------------------------------------ sending
 
@@ -250,6 +243,17 @@ class LineLane:
 
     def put_back(self, lines: list[Line]) -> None:
         self.ready.extendleft(reversed(lines))
+
+
+
+def _empty(fd: int) -> None:
+    """The live input's wake-up pipe fired: emptied, so the next wait is for new bytes."""
+    os.set_blocking(fd, False)
+    drain(fd)
+
+
+def _nothing(_data: Any) -> None:
+    """No extra was watched."""
 
 
 __all__ = ["LineLane"]

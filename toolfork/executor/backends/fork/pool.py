@@ -189,16 +189,7 @@ class ForkBackend(Backend):
         self._hub.locked(lambda: self._route_ready(ready))
 
     def _route_ready(self, ready: list[Any]) -> None:
-        core = self.core
-        core.supervise(self)  # a template that died or was stopped is replaced before anything is read
-        workers = core.workers
-        for data in ready:
-            if type(data) is BatchState:  # its owner empties the wake-up fd as it pulls (see Hub.execute)
-                data.poked = True
-            elif data.wid in workers:  # still ours: a read before it may have replaced it
-                core.read(data, self)
-        core.bury(self)
-        core.expire(self)
+        self.core.take(ready, self, _poke)
         if self._hub.pending:
             self._settle()
 
@@ -354,6 +345,12 @@ class ForkBackend(Backend):
             self._governance.give_back(d)
         self._hub.cancel_everything(placed)
         return True
+
+
+
+def _poke(batch: BatchState) -> None:
+    """A batch whose live source has more: its owner empties the wake-up fd as it pulls (``Hub.execute``)."""
+    batch.poked = True
 
 
 __all__ = ["ForkBackend", "TemplateGone"]

@@ -24,6 +24,7 @@ from toolfork.executor.backends.base import Hooks
 from toolfork.executor.backends.fork.template import MAX_MESSAGE, template_main
 from toolfork.executor.backends.host_fds import HOST_FDS
 from toolfork.executor.wire import oob
+from toolfork.executor.wire.pipes import close_quietly
 
 if TYPE_CHECKING:
     from toolfork.governance.limits import Limits
@@ -230,9 +231,7 @@ class TemplateLink:
         """A broken template is killed, reaped and let go (its workers die with it: PR_SET_PDEATHSIG)."""
         self._template.kill()
         self._template.join(5.0)
-        HOST_FDS.discard(self.ctrl.fileno())
-        self.ctrl.close()
-        self._finalizer.detach()
+        self._let_go()
 
     # ----------------------------------------------------------------- shutdown
 
@@ -247,23 +246,29 @@ class TemplateLink:
         if self._template.is_alive():
             self._template.kill()
             self._template.join(2.0)
-            for pid in pids:
-                try:
-                    os.killpg(pid, signal.SIGKILL)
-                except OSError:
-                    pass
+            signal_groups(pids, signal.SIGKILL)
+        self._let_go()
+
+    def _let_go(self) -> None:
+        """The template is ended: its control socket closes, and nothing is left to do at collection."""
         HOST_FDS.discard(self.ctrl.fileno())
         self.ctrl.close()
         self._finalizer.detach()
 
     def kill(self, pids: Iterable[int]) -> None:
         """Kill the workers ``pids`` and the template at once, closing nothing (see ``ForkBackend.close``)."""
-        for pid in pids:
-            try:
-                os.killpg(pid, signal.SIGKILL)
-            except OSError:
-                pass
+        signal_groups(pids, signal.SIGKILL)
         self._template.kill()
+
+
+def signal_groups(pids: Iterable[int], sig: int) -> None:
+    """Signal workers' process groups from the host (the template cannot: it is gone or stopped); a
+    group already gone is skipped."""
+    for pid in pids:
+        try:
+            os.killpg(pid, sig)
+        except OSError:
+            pass
 
 
 def worker_channels() -> tuple[tuple[int, int, socket.socket], tuple[int, int, int]]:
@@ -295,11 +300,7 @@ def _state(pid: int) -> bytes | None:
 
 
 def _template_entry(ctrl: socket.socket, host_ctrl_fd: int, tools: dict[str, Any], hooks: Hooks) -> None:
-    for fd in [*list(HOST_FDS), host_ctrl_fd]:
-        try:
-            os.close(fd)
-        except OSError:
-            pass
+    close_quietly([*list(HOST_FDS), host_ctrl_fd])
     HOST_FDS.clear()
     template_main(ctrl, tools, hooks)
 
@@ -316,4 +317,5 @@ def _emergency_close(template: Any, ctrl: socket.socket) -> None:
         pass
 
 
-__all__ = ["HOST_FDS", "SPAWN_ACK_TIMEOUT", "TEMPLATE_CHECK_S", "TemplateGone", "TemplateLink", "worker_channels"]
+__all__ = ["HOST_FDS", "SPAWN_ACK_TIMEOUT", "TEMPLATE_CHECK_S", "TemplateGone", "TemplateLink", "signal_groups",
+           "worker_channels"]
