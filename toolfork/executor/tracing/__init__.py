@@ -3,19 +3,20 @@ spans under it, wherever the call ran.
 
     host (submit)                         where the call runs (worker, one-shot, host)
     capture(): current context ─┐
-    Executor._dispatches: CallSpans.start ── span ── CallItem.trace ──> run_traced: parent attached,
+    CallBook.admit: CallSpans.start ──────── span ── CallItem.trace ──> run_traced: parent attached,
          │                                                               the tool's spans collected
          │   <── SPANS frame (plain data: spandata) ── after the call ───┘  (no thread: a list)
     core.read: export() ──> the host provider's span processors (any exporter)
-    Executor._events: CallSpans.finish(result): status, worker pid, wait, signal; span.end()
+    CallBook.finish: CallSpans.finish(result): status, worker pid, wait, signal; span.end()
 
-``host`` is the host side, ``worker`` the side where tools run, ``spandata`` the plain-data form
+``host`` is the host side, ``tool_side`` the side where tools run (a worker, or the host for
+sequential and inline calls), ``spandata`` the plain-data form
 finished spans cross in (it passes the data-only wire of sandboxed calls). Everything is off, at the
 cost of one dictionary look-up per batch or submitted call, unless the OpenTelemetry SDK is imported
 and its ``TracerProvider`` is the global one.
 """
 
 from toolfork.executor.tracing.host import TRACEPARENT, TRACESTATE, CallSpans, capture, export, traceparent
-from toolfork.executor.tracing.worker import run_traced
+from toolfork.executor.tracing.tool_side import run_traced
 
 __all__ = ["TRACEPARENT", "TRACESTATE", "CallSpans", "capture", "export", "run_traced", "traceparent"]

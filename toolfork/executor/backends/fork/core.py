@@ -21,7 +21,7 @@ The fault rules, with the results the host makes itself (``timeout_result``, ``c
   "crashed" with the wait status; bytes that are not a frame fail it as damaged, and so does a frame
   that is not the running item's (a wrong shape, another call's ``seq``: see ``read``);
 * the template died or was stopped (a tool can signal its worker's parent): noticed at once on its
-  control socket, else by ``supervise`` within ``TEMPLATE_CHECK_S``; every worker is ended with it, their
+  control socket, else by ``check_template`` within ``TEMPLATE_CHECK_S``; every worker is ended with it, their
   running items fail "crashed" naming the template, the rest go back, and a new template is forked from
   the host (``_replace_template``);
 * a worker that says it leaves (its tool damaged its channels) is replaced after that result;
@@ -306,7 +306,7 @@ class WorkerCore:
                 wake = deadline
         return wake
 
-    def supervise(self, client: Client) -> bool:
+    def check_template(self, client: Client) -> bool:
         """Look at the template (at most every ``TEMPLATE_CHECK_S``; its death is also seen at once on
         its control socket): one that died or was stopped is replaced (see ``_replace_template``).
         Returns whether it was."""
@@ -619,7 +619,7 @@ class WorkerCore:
         workers are ended with it before anything is read), every ready worker that is still ours is
         read (a read before it may have replaced it), the workers the template reported dead are
         buried, and the deadlines that passed expire. ``other`` gets each ready extra of ``select``."""
-        self.supervise(client)
+        self.check_template(client)
         workers = self._workers
         for data in ready:
             if type(data) is not Worker:

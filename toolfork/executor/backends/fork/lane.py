@@ -133,7 +133,7 @@ class LineLane:
         wake-up pipe, watched too (and emptied when it fires); ``poll``: a live input without one,
         asked again soon."""
         core = self._core
-        core.supervise(self)  # a template that died or was stopped is replaced (its lines fail or go back)
+        core.check_template(self)  # a template that died or was stopped is replaced (its lines fail or go back)
         self._start()
         timeout = 0.0
         if wait:

@@ -148,7 +148,7 @@ class ForkBackend(Backend):
         live = self._hub.locked(self._begin_round, wake=False)
         if live is None:
             return
-        # The wait ends at the next deadline, and when the template is to be looked at (supervise).
+        # The wait ends at the next deadline, and when the template is to be looked at (check_template).
         timeout = max(0.0, core.next_wake() - time.monotonic())
         if self._governance.any_gated:  # a call waiting for a token: look again when it is due
             due = self._hub.locked(lambda: self._governance.wake_at(self._hub.capped_tools()), wake=False)
@@ -168,7 +168,7 @@ class ForkBackend(Backend):
         has their CallStarted events (news: delivered now, the wait is next round), else the live
         batches (a batch whose feed leaves out starts waits for its results in this round)."""
         hub = self._hub
-        self.core.supervise(self)
+        self.core.check_template(self)
         if hub.pending:
             self._settle()
         if self._tool_frames:

@@ -40,7 +40,7 @@ log = logging.getLogger("toolfork.executor")
 
 class TemplateGone(RuntimeError):
     """The template process could not be started again after it died or was stopped (the worker core
-    replaces it; see ``WorkerCore.supervise``)."""
+    replaces it; see ``WorkerCore.check_template``)."""
 
     def __init__(self, cause: str = "died") -> None:
         super().__init__(f"the toolfork template process {cause}, and no new one could be started")
@@ -77,7 +77,7 @@ class TemplateLink:
         self.deaths: list[int] = []
         self.checked_at = time.monotonic()
         # Why this template can no longer be used (it died, or was stopped), or None while it serves.
-        # Set by what notices it; the worker core then replaces the template (``WorkerCore.supervise``).
+        # Set by what notices it; the worker core then replaces the template (``WorkerCore.check_template``).
         self.broken: str | None = None
         self._finalizer = weakref.finalize(self, _emergency_close, self._template, self.ctrl)
 
