@@ -39,7 +39,7 @@ RULES = {
     "positive_finite": "executor/calls.py",
     "unknown_tool": "executor/calls.py",
     "stamp": "executor/calls.py",
-    "death_result": "executor/backends/fork/core.py",
+    "death_result": "executor/backends/fork/outcomes.py",
 }
 
 
@@ -69,7 +69,7 @@ def copies() -> dict[str, list[str]]:
 
 def test_each_rule_of_a_call_is_written_once() -> None:
     found = copies()
-    allowed = {**RULES, "classify": "executor/backends/fork/core.py", "started_at": "executor/calls.py"}
+    allowed = {**RULES, "classify": "executor/backends/fork/outcomes.py", "started_at": "executor/calls.py"}
     extra = []
     for rule, places in sorted(found.items()):
         for place in places:
@@ -84,7 +84,7 @@ def test_the_search_finds_a_copy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     """The search itself, on a planted copy of each kind: it must name the file."""
     pkg = tmp_path / "toolfork"
     (pkg / "commands").mkdir(parents=True)
-    for rule, home in {**RULES, "classify": "executor/backends/fork/core.py"}.items():
+    for rule, home in {**RULES, "classify": "executor/backends/fork/outcomes.py"}.items():
         target = pkg / home
         target.parent.mkdir(parents=True, exist_ok=True)
         body = {"classify": "def f(s, limits):\n    return rlimits.classify(s, limits)\n"}.get(
@@ -99,7 +99,7 @@ def test_the_search_finds_a_copy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     found = copies()
     assert found["positive_finite"] == ["commands/lane.py", "executor/calls.py"]
     assert found["started_at"] == ["commands/lane.py", "executor/calls.py"]
-    assert found["classify"] == ["commands/lane.py", "executor/backends/fork/core.py"]
+    assert found["classify"] == ["commands/lane.py", "executor/backends/fork/outcomes.py"]
     with pytest.raises(AssertionError, match=r"commands/lane\.py"):
         test_each_rule_of_a_call_is_written_once()
 

@@ -12,8 +12,8 @@ worker does not, and is decided here, for both:
     the template: a worker's death          ──> WorkerCore.bury(client) -> crashed(w, client)
     the clock: a running item's deadline    ──> WorkerCore.expire(client)
 
-The fault rules, with the results the host makes itself (``timeout_result``, ``crashed_result``,
-``not_started_result``; the ones a frame stands for are in ``wire.frames``):
+The fault rules (the results the host makes itself are in ``fork.outcomes``; the ones a frame stands
+for in ``wire.frames``):
 
 * timeout: the running item fails "timeout" at its deadline, the worker's process group is stopped by
   the template (SIGTERM, then SIGKILL after the grace), and a fresh worker takes the slot;
@@ -36,9 +36,13 @@ The fault rules, with the results the host makes itself (``timeout_result``, ``c
   with the host) is above the cap once its items are done, leaves between items (its
   call pipe closed, so it ends by itself) and a fresh worker takes the slot; nothing fails.
 
-The core also keeps the quick/slow estimate (a moving mean of each tool's durations), which both
-clients read to decide what to send in chunks, and the selector over the workers' result pipes, the
-template's control socket and the pool's wake-up pipe. While a worker's items are due within
+Where the cut is. The core keeps what shares one invariant, that one thread at a time changes the
+workers: the worker table and idle set, the selector over the workers' result pipes, the template's
+control socket and the pool's wake-up pipe, the fault rules, recycling, the template check, and the
+quick/slow estimate (a moving mean of each tool's durations, learnt as results are read, which both
+clients and the selector's spin read). What needs none of that is elsewhere: the results the host makes
+itself (``fork.outcomes``), the template's end of the conversation (``fork.template_link``), and which
+item goes to which worker (the clients: ``fork.pool``, ``fork.lane``). While a worker's items are due within
 ``SPIN_S``, the selector is polled that long (yielding the CPU between looks) before the driver sleeps
 in it. It takes no lock: its client calls it from the thread that holds the Hub's driver lock (the pool
 inside ``Hub.locked`` steps, the lane while it holds the driver lock for its job), so one thread at a
@@ -58,8 +62,15 @@ from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
-from toolfork.executor import invoke, tracing
+from toolfork.executor import tracing
 from toolfork.executor.backends.base import Hooks
+from toolfork.executor.backends.fork.outcomes import (
+    crashed_result,
+    death_result,
+    describe_exit,
+    not_started_result,
+    timeout_result,
+)
 from toolfork.executor.backends.fork.template_link import (
     HOST_FDS,
     TEMPLATE_CHECK_S,
@@ -67,11 +78,10 @@ from toolfork.executor.backends.fork.template_link import (
     TemplateLink,
     signal_groups,
 )
-from toolfork.executor.types import ErrorInfo, ToolResult
+from toolfork.executor.types import ToolResult
 from toolfork.executor.wire import WakePipe, frames, framing, oob
 from toolfork.executor.wire.frames import Leaving, Progress, ResultMessage, Spans, damaged_result, unreadable_result
 from toolfork.executor.wire.pipes import close_quietly
-from toolfork.governance import rlimits
 from toolfork.governance.verdict import STATM_RESIDENT, statm_bytes
 
 if TYPE_CHECKING:
@@ -145,54 +155,6 @@ class Worker:
         self.deadline = None if timeout is None else now + timeout
 
 
-def describe_exit(status: int | None) -> tuple[str, str]:
-    """(error type, message) for a worker's wait status."""
-    if status is None:
-        return "WorkerCrashed", "the worker process died (exit status unknown)"
-    said = frames.exit_description(os.WEXITSTATUS(status)) if os.WIFEXITED(status) else None
-    if said is not None:
-        return "WorkerCrashed", f"the worker process left: {said}"
-    if os.WIFSIGNALED(status):
-        sig = os.WTERMSIG(status)
-        try:
-            name = signal.Signals(sig).name
-        except ValueError:
-            name = f"signal {sig}"
-        hint = " (the OOM killer sends SIGKILL)" if sig == signal.SIGKILL else ""
-        return "WorkerCrashed", f"the worker process was killed by {name}{hint}"
-    return "WorkerCrashed", f"the worker process exited with code {os.WEXITSTATUS(status)}"
-
-
-def timeout_result(call_id: str, name: str, timeout: float | None, pid: int | None, duration: float) -> ToolResult:
-    return invoke.timeout_result(call_id, name, timeout, "its worker process was killed (SIGTERM, then SIGKILL "
-                                 "after the grace period)", pid=pid, duration=duration)
-
-
-def crashed_result(call_id: str, name: str, exit_description: tuple[str, str], pid: int | None,
-                   duration: float) -> ToolResult:
-    etype, message = exit_description
-    return ToolResult(call_id, name, "crashed", duration_s=duration, worker_pid=pid,
-                      error=ErrorInfo(etype, f"tool '{name}' crashed: {message}"))
-
-
-def limit_result(call_id: str, name: str, hit: rlimits.LimitExceeded, exit_description: tuple[str, str],
-                 pid: int | None, duration: float) -> ToolResult:
-    """An item whose worker died of a limit it set (the kernel's SIGXCPU, SIGXFSZ)."""
-    return ToolResult(call_id, name, "error", duration_s=duration, worker_pid=pid, error=ErrorInfo(
-        hit.type, f"tool '{name}': {hit.message} ({exit_description[1]})"))
-
-
-def death_result(call_id: str, name: str, status: int | None, exit_description: tuple[str, str],
-                 limits: Limits | None, pid: int | None, duration: float) -> ToolResult:
-    """The result of a call whose process died under it (wait ``status``, None: unknown): the limit it
-    hit (``LimitExceeded``, the kernel's SIGXCPU or SIGXFSZ), else "crashed". The one rule for every
-    process a call runs in."""
-    hit = None if limits is None or status is None else rlimits.classify(status, limits)
-    if hit is not None:
-        return limit_result(call_id, name, hit, exit_description, pid, duration)
-    return crashed_result(call_id, name, exit_description, pid, duration)
-
-
 def rss_mb(pid: int | None) -> float:
     """A process's resident set in MiB (0 where it cannot be read: a worker gone is recycled anyway)."""
     if pid is None:
@@ -210,12 +172,6 @@ def _out_of_place(seq: int, expected: int, inflight: int) -> str:
     if seq < expected:
         return f"a second result for call #{seq} of this worker (call #{expected} was running)"
     return f"a frame for call #{seq} of this worker while call #{expected} was running"
-
-
-def not_started_result(call_id: str, name: str, requeues: int, pid: int | None) -> ToolResult:
-    """An item whose workers kept dying before they could start it (``MAX_REQUEUES``)."""
-    return ToolResult(call_id, name, "crashed", worker_pid=pid, error=ErrorInfo(
-        "WorkerCrashed", f"tool '{name}' was not run: {requeues - 1} workers died before they could start it"))
 
 
 class WorkerCore:
@@ -791,5 +747,4 @@ class WorkerCore:
         self._link.kill([w.pid for w in list(self._workers.values()) if w.pid is not None])
 
 
-__all__ = ["MAX_CHUNK", "MAX_REQUEUES", "QUICK_CALL_S", "Client", "Worker", "WorkerCore", "crashed_result",
-           "death_result", "describe_exit", "limit_result", "not_started_result", "rss_mb", "timeout_result"]
+__all__ = ["MAX_CHUNK", "MAX_REQUEUES", "QUICK_CALL_S", "Client", "Worker", "WorkerCore", "rss_mb"]

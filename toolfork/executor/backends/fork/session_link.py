@@ -23,7 +23,7 @@ from collections import deque
 from typing import TYPE_CHECKING, Any
 
 from toolfork.executor import tracing
-from toolfork.executor.backends.fork.core import crashed_result, describe_exit, limit_result, timeout_result
+from toolfork.executor.backends.fork.outcomes import crashed_result, describe_exit, limit_result, timeout_result
 from toolfork.executor.backends.fork.session_worker import OPEN, SNAPSHOT
 from toolfork.executor.backends.fork.template_link import HOST_FDS, TemplateLink, worker_channels
 from toolfork.executor.types import ErrorInfo, ToolResult
