@@ -21,6 +21,7 @@ Data flow (each batch's owner thread runs ``Hub.execute`` on its own ``Feed``)::
 
 from __future__ import annotations
 
+import enum
 import math
 import os
 import select
@@ -40,6 +41,16 @@ R = TypeVar("R")
 WATCH_RETRY_S = 0.1  # how soon the watcher looks again at a deadline an owner should have expired
 WATCHER = "toolfork-deadlines"  # the watcher thread's name
 POLL_INTERVAL = 0.01  # how often a live source without a wake-up fd is asked again
+
+
+class SourceState(enum.Enum):
+    """Where a batch's source stands (``Feed.state``), read from the flags the hot path sets."""
+
+    OPEN = "open"  # it may have more: pull when the consumer has room
+    WAITING = "waiting"  # a live source said WAIT: nothing until its wake-up fd is readable
+    POLLING = "polling"  # an inline call waits for its cap or rate limit: ask again soon, whatever the fd says
+    EXHAUSTED = "exhausted"  # it has nothing more (retries put back reopen it)
+    CANCELLED = "cancelled"  # the batch was cancelled: whatever it still gives comes out "cancelled"
 
 
 class Feed:
@@ -75,6 +86,16 @@ class Feed:
         # ToolCall object (an id may come back: a cancelled call's id reused), the objects kept alive.
         self._stops: dict[int, ToolCall] = {}
         self._lock = threading.Lock()  # stop() comes from any thread; take_stops() from the driver
+
+    @property
+    def state(self) -> SourceState:
+        if self.cancelled:
+            return SourceState.CANCELLED
+        if self.exhausted:
+            return SourceState.EXHAUSTED
+        if self.polling:
+            return SourceState.POLLING
+        return SourceState.WAITING if self.waiting else SourceState.OPEN
 
     @property
     def wakeup_fd(self) -> int | None:
@@ -222,6 +243,20 @@ class BatchState:
     outstanding: int = 0  # dispatches pulled whose CallFinished the owner has not taken yet
     poked: bool = False  # the owner should look at its feed again (its live source has more)
     abandoned: bool = False  # the owner stopped early: its calls are stopped, nothing is routed
+
+    @property
+    def state(self) -> BatchPhase:
+        if self.abandoned:
+            return BatchPhase.ABANDONED
+        return BatchPhase.POKED if self.poked else BatchPhase.OWNED
+
+
+class BatchPhase(enum.Enum):
+    """Where a batch stands with its owner (``BatchState.state``), read from its two flags."""
+
+    OWNED = "owned"  # its owner pulls and takes its events; the driver routes to it
+    POKED = "poked"  # a driver saw its live source's fd readable: the owner empties it and pulls again
+    ABANDONED = "abandoned"  # its owner left early: its calls are stopped, nothing more is routed to it
 
 
 class Driven(Protocol):
@@ -594,4 +629,5 @@ def _watch(ref: weakref.ReferenceType[Hub], event: threading.Event) -> None:
         event.wait(timeout)
 
 
-__all__ = ["POLL_INTERVAL", "WATCHER", "WATCH_RETRY_S", "BatchState", "Driven", "Feed", "Hub", "run_batch", "settled"]
+__all__ = ["POLL_INTERVAL", "WATCHER", "WATCH_RETRY_S", "BatchPhase", "BatchState", "Driven", "Feed", "Hub",
+           "SourceState", "run_batch", "settled"]

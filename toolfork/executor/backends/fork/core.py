@@ -51,6 +51,7 @@ time changes the workers.
 
 from __future__ import annotations
 
+import enum
 import logging
 import math
 import os
@@ -126,7 +127,18 @@ class Client(Protocol):
         """Items that never started (their worker stopped), in order: they go to the front of their queue."""
 
 
+class WorkerState(enum.Enum):
+    """What a worker is doing (``Worker.state``), read from its fields so the hot path sets nothing more."""
+
+    FORKING = "forking"  # asked of the template; its pid not reported yet (work sent to it waits in its pipe)
+    IDLE = "idle"  # nothing sent to it that has not finished: it may be in ``WorkerCore.idle``
+    RUNNING = "running"  # ``inflight[0]`` runs (its deadline is ``deadline``); the rest wait in its pipe
+    LENT = "lent"  # a one-shot runs in its slot (``one_shot.lender`` is it): it gets no work until that ends
+
+
 class Worker:
+    """One worker process as the host sees it: its channels, what it was sent, and its slot."""
+
     __slots__ = ("call_fd", "calls", "chunks", "deadline", "inflight", "lender", "pid", "reader", "result_fd", "room",
                  "side", "spawned_at", "started_at", "wid")
 
@@ -147,6 +159,14 @@ class Worker:
         self.started_at = 0.0
         self.deadline: float | None = None
         self.calls = 0  # items it settled (for max_calls_per_worker)
+
+    def state(self, lent: bool = False) -> WorkerState:
+        """Its state; ``lent``: whether a one-shot holds its slot (the core knows: ``WorkerCore.state_of``)."""
+        if self.pid is None:
+            return WorkerState.FORKING
+        if self.inflight:
+            return WorkerState.RUNNING
+        return WorkerState.LENT if lent else WorkerState.IDLE
 
     def start_next(self, now: float) -> None:
         """The item at the front starts now: its clock, and its deadline."""
@@ -233,6 +253,10 @@ class WorkerCore:
         """A session's process, forked by the template's sessions' supervisor (see ``fork.session_worker``):
         the host's ends of its channels and of its control socket. Any thread (one message to the template)."""
         return self._link.open_session()
+
+    def state_of(self, w: Worker) -> WorkerState:
+        """``w``'s state, with whether a one-shot holds its slot (see ``WorkerState``)."""
+        return w.state(any(o.lender is w for o in tuple(self._workers.values())))
 
     def is_quick(self, name: str) -> bool:
         mean = self._ewma.get(name)
@@ -747,4 +771,4 @@ class WorkerCore:
         self._link.kill([w.pid for w in list(self._workers.values()) if w.pid is not None])
 
 
-__all__ = ["MAX_CHUNK", "MAX_REQUEUES", "QUICK_CALL_S", "Client", "Worker", "WorkerCore", "rss_mb"]
+__all__ = ["MAX_CHUNK", "MAX_REQUEUES", "QUICK_CALL_S", "Client", "Worker", "WorkerCore", "WorkerState", "rss_mb"]

@@ -9,6 +9,7 @@ the template said, so the control protocol and the template's liveness rules liv
 
 from __future__ import annotations
 
+import enum
 import logging
 import os
 import pickle
@@ -36,6 +37,13 @@ F_SETPIPE_SZ = 1031
 
 log = logging.getLogger("toolfork.executor")
 
+
+
+class LinkState(enum.Enum):
+    """Where the host stands with its template (``TemplateLink.state``)."""
+
+    SERVING = "serving"  # it answers on its control socket: workers can be forked and stopped
+    BROKEN = "broken"  # it died or was stopped (``broken`` says which); the core replaces it, never asks it again
 
 
 class TemplateGone(RuntimeError):
@@ -86,7 +94,12 @@ class TemplateLink:
         return self._template.pid
 
     @property
+    def state(self) -> LinkState:
+        return LinkState.SERVING if self.broken is None else LinkState.BROKEN
+
+    @property
     def gone(self) -> bool:
+        """``state is LinkState.BROKEN``, read on every worker's death."""
         return self.broken is not None
 
     def _break(self, cause: str) -> None:
@@ -317,5 +330,5 @@ def _emergency_close(template: Any, ctrl: socket.socket) -> None:
         pass
 
 
-__all__ = ["HOST_FDS", "SPAWN_ACK_TIMEOUT", "TEMPLATE_CHECK_S", "TemplateGone", "TemplateLink", "signal_groups",
-           "worker_channels"]
+__all__ = ["HOST_FDS", "SPAWN_ACK_TIMEOUT", "TEMPLATE_CHECK_S", "LinkState", "TemplateGone", "TemplateLink",
+           "signal_groups", "worker_channels"]
