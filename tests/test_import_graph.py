@@ -283,10 +283,8 @@ INTERNALS = (f"{BACKENDS}.fork", f"{BACKENDS}.ray")
 # Sessions still open their processes from executor/session.py (they become a backend capability next);
 # the only module outside backends/ allowed to, and only for now.
 INTERNALS_EXCEPT = {"toolfork.executor.session"}
-# An arrow up that is still there, with why: the benchmark's workers load the user's tools with the
-# commands' spec loader (the same rules as ``toolfork run``); moving that loader below bench is next.
-UP_EXCEPT = {("toolfork.bench.user_calls", "toolfork.commands._loading"),
-             ("toolfork.bench.user_calls", "toolfork.commands._input")}
+# Arrows up that are allowed, with why (none now).
+UP_EXCEPT: set[tuple[str, str]] = set()
 
 
 def _package(module: str) -> str:
