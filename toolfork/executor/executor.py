@@ -484,10 +484,7 @@ class Executor:
         # parked there, never waited for (see inline.py). Parked calls stop when the batch is cancelled
         # (the source is first pulled by the feed, so ``feed`` is bound by then).
         inline = InlineCalls(self.governance, self._backend.wake)
-        with self._lock:
-            self._check_open()
-            counts = self._tally.open()  # this batch's own counts: written by this thread alone
-        book = CallBook(self._timeout, self.dispatch_context(journal), counts, lambda: self._tools, journal=journal,
+        book = CallBook(self._timeout, self.dispatch_context(journal), {}, lambda: self._tools, journal=journal,
                         spans=None if traced is None else traced[1], parent_of=None if traced is None else traced[0],
                         recorder=metering.recorder())  # no recorder unless a MeterProvider is configured
         recorder = book.recorder
@@ -495,7 +492,9 @@ class Executor:
         feed = Feed(source, room, wakeup_fd, starts=starts or recorder is not None)  # the recorder counts starts
         inline.feed = feed
         with self._lock:
+            self._check_open()
             self._feeds.add(feed)
+            counts = book.counts = self._tally.open()  # this batch's own counts: written by this thread alone
         if on_feed is not None:
             on_feed(feed)
         attempts: dict[str, int] = {}

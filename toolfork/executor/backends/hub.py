@@ -30,7 +30,6 @@ import time
 import weakref
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
 from typing import Protocol, TypeVar
 
 from toolfork.executor.backends.dispatch import WAIT, Dispatch, Wait, cancelled
@@ -230,19 +229,21 @@ def settled(feed: Feed, yielded: bool) -> bool:
 
 
 
-@dataclass(slots=True, eq=False)
 class BatchState:
     """One ``execute`` call inside a ``Hub``: what its owner pulled, and what the driver routed to it."""
 
-    feed: Feed
-    ready: deque[Dispatch] = field(default_factory=deque)  # pulled by the owner, not sent yet (requeued ones in front)
-    # Calls of gated tools that were refused a slot or a token, by tool, in call order: they wait
-    # here, off ``ready``, so the calls behind them go first (see ``Hub.take_next``).
-    capped: dict[str, deque[Dispatch]] = field(default_factory=dict)
-    events: list[Event] = field(default_factory=list)  # routed by the driver, taken by the owner
-    outstanding: int = 0  # dispatches pulled whose CallFinished the owner has not taken yet
-    poked: bool = False  # the owner should look at its feed again (its live source has more)
-    abandoned: bool = False  # the owner stopped early: its calls are stopped, nothing is routed
+    __slots__ = ("abandoned", "capped", "events", "feed", "outstanding", "poked", "ready")
+
+    def __init__(self, feed: Feed) -> None:
+        self.feed = feed
+        self.ready: deque[Dispatch] = deque()  # pulled by the owner, not sent yet (requeued ones in front)
+        # Calls of gated tools that were refused a slot or a token, by tool, in call order: they wait
+        # here, off ``ready``, so the calls behind them go first (see ``Hub.take_next``).
+        self.capped: dict[str, deque[Dispatch]] = {}
+        self.events: list[Event] = []  # routed by the driver, taken by the owner
+        self.outstanding = 0  # dispatches pulled whose CallFinished the owner has not taken yet
+        self.poked = False  # the owner should look at its feed again (its live source has more)
+        self.abandoned = False  # the owner stopped early: its calls are stopped, nothing is routed
 
     @property
     def state(self) -> BatchPhase:
