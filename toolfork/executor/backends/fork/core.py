@@ -313,10 +313,7 @@ class WorkerCore:
         workers = list(self._workers.values())
         # In its process group: the worker and what its call started.
         signal_groups([w.pid for w in workers if w.pid is not None and w.pid > 0], signal.SIGKILL)
-        try:
-            self._sel.unregister(old.ctrl)
-        except (KeyError, ValueError):
-            pass
+        self._unwatch(old.ctrl.fileno())
         old.abandon()  # workers it started and the host never heard of die with it (PR_SET_PDEATHSIG)
         for w in workers:
             if w.wid in self._workers:
@@ -715,15 +712,19 @@ class WorkerCore:
         self._sel.register(result_r, selectors.EVENT_READ, w)
         return w
 
+    def _unwatch(self, fd: int) -> None:
+        """The selector stops watching ``fd`` (one it never watched, or stopped watching, is no error)."""
+        try:
+            self._sel.unregister(fd)
+        except (KeyError, ValueError):
+            pass
+
     def _retire(self, w: Worker, *, kill: bool) -> None:
         """Forget a worker; if ``kill``, have the template stop its process group (with grace)."""
         pid = self._link.wait_pid(w) if kill else None  # while it is still ours: its "spawned" names it by wid
         self._workers.pop(w.wid, None)
         self._owed_tools.pop(w.wid, None)
-        try:
-            self._sel.unregister(w.result_fd)
-        except (KeyError, ValueError):
-            pass
+        self._unwatch(w.result_fd)
         self._link.forget_fds((w.call_fd, w.result_fd, w.side.sock.fileno()))
         close_quietly((w.call_fd, w.result_fd))
         w.side.close()  # a large frame still in flight on it is freed with it
