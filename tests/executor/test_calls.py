@@ -186,3 +186,18 @@ def test_run_and_the_line_lane_count_the_same() -> None:
     assert by_lane == by_run
     records = {r["id"]: r for r in map(json.loads, b"".join(written).splitlines())}
     assert [records[k]["status"] for k in "abcd"] == [r.status for r in results] == ["ok", "error", "error", "ok"]
+
+
+@pytest.mark.parametrize("mode", ["fork", "sequential"])
+def test_every_mode_admits_and_finishes_by_the_one_rule(mode: str) -> None:
+    """Mode parity: the rule is the Executor's, before any backend, so an unknown tool, a bad timeout and
+    a good call come out the same, and are counted the same, in every mode."""
+    calls = [ToolCall("a", "echo", {"text": "x"}), ToolCall("b", "nope", {}),
+             ToolCall("c", "echo", {"text": "x"}, timeout=-1)]
+    with Executor([echo], mode=mode, workers=2) as ex:
+        results = ex.run(calls)
+        stats = dict(ex.stats().calls)
+    assert [r.status for r in results] == ["ok", "error", "error"]
+    assert [r.error.type for r in results[1:]] == ["UnknownToolError", "ValueError"]  # type: ignore[union-attr]
+    assert all(r.started_at is not None for r in results)
+    assert stats == {("echo", "ok"): 1, ("echo", "error"): 1, (UNKNOWN_TOOL, "error"): 1}
