@@ -38,9 +38,9 @@ def measure(calls: int, chunk: int) -> float:
 
     from toolfork import tool
     from toolfork.bench.calls import stamp_call, trivial_call
-    from toolfork.executor import framing
     from toolfork.executor.backends.base import Hooks
     from toolfork.executor.backends.fork.worker import worker_main
+    from toolfork.executor.wire import framing
 
     try:
         from toolfork.executor.wire.frames import calls_frame

@@ -173,7 +173,7 @@ def test_a_steady_cell_is_not_flagged(user_dir: Path, capsys: pytest.CaptureFixt
     config = BenchConfig.tiny()
     config.rounds = 2
     config.wide_spread = 1e9  # no spread is that wide: the warning must stay away
-    from toolfork.bench.user_calls import read_user_work
+    from toolfork.commands.bench import read_user_work
 
     results = run_benchmark(config, ["threads"], user=read_user_work([], "steady.jsonl"), isolation="executor")
     assert results["cells"]["threads"]["user"]["wide"] == []

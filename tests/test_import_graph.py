@@ -258,3 +258,96 @@ def test_no_module_reaches_into_another_modules_private_names() -> None:
                 found.append(f"{modules[name].relative_to(PACKAGE_DIR.parent)}:{line}: {taken}"
                              f" (defined in {', '.join(sorted(owners)) or 'no toolfork module'})")
     assert not found, f"{len(found)} private name(s) used outside their module:\n" + "\n".join(found)
+
+
+# ----------------------------------------------------------------------------- layers
+# Dependencies point one way (docs/internals.md): a package imports only packages of a lower layer.
+# The root package ``toolfork`` (the public re-exports) and ``_extras`` (the optional-dependency helper)
+# sit where their imports put them. A backend's internals (``backends/fork/``, ``backends/ray*``) are
+# imported only inside ``executor/backends/``: everything else reaches a backend through ``Backend``,
+# its ``Capabilities`` and ``backends.choose``.
+
+LAYERS: dict[str, float] = {
+    "_extras": 0, "governance": 0,
+    "tools": 1,
+    "executor": 2, "toolkits": 2,
+    "toolfork": 2.5,  # the root package: the main names of tools, governance and the executor
+    "agent": 3, "mcp": 3, "adapters": 3,
+    "testing": 4, "bench": 4,
+    "commands": 5,
+    "cli": 6,
+    "__main__": 7,
+}
+BACKENDS = "toolfork.executor.backends"
+INTERNALS = (f"{BACKENDS}.fork", f"{BACKENDS}.ray")
+# Sessions still open their processes from executor/session.py (they become a backend capability next);
+# the only module outside backends/ allowed to, and only for now.
+INTERNALS_EXCEPT = {"toolfork.executor.session"}
+# Arrows up that are allowed, with why (none now).
+UP_EXCEPT: set[tuple[str, str]] = set()
+
+
+def _package(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "toolfork"
+
+
+def arrows_up(modules: dict[str, Path]) -> list[str]:
+    found = []
+    for module in modules:
+        mine = _package(module)
+        for imp in imports_of(modules, module):
+            theirs = _package(imp.module)
+            if theirs == mine or (module, imp.module) in UP_EXCEPT:
+                continue
+            if mine not in LAYERS or theirs not in LAYERS:
+                found.append(f"{module} -> {imp.module}: a package with no layer (add it to LAYERS)")
+            elif LAYERS[theirs] >= LAYERS[mine]:
+                found.append(f"{module} -> {imp.module} (line {imp.line}): {mine} may not import {theirs}")
+    return sorted(set(found))
+
+
+def backend_internals_reached(modules: dict[str, Path]) -> list[str]:
+    found = []
+    for module in modules:
+        if module.startswith(BACKENDS + ".") or module in INTERNALS_EXCEPT:
+            continue
+        for imp in imports_of(modules, module):
+            if imp.module.startswith(INTERNALS):
+                found.append(f"{module} -> {imp.module} (line {imp.line})")
+    return sorted(set(found))
+
+
+def test_no_arrow_runs_back_up() -> None:
+    found = arrows_up(find_modules(PACKAGE_DIR))
+    assert not found, f"{len(found)} import(s) against the layers:\n" + "\n".join(found)
+
+
+def test_no_module_outside_backends_imports_a_backends_internals() -> None:
+    found = backend_internals_reached(find_modules(PACKAGE_DIR))
+    assert not found, f"{len(found)} import(s) of a backend's internals from outside backends/:\n" + "\n".join(found)
+
+
+def test_the_layer_checks_see_a_planted_arrow(tmp_path: Path) -> None:
+    """The two checks on a package with an arrow up (governance -> tools, lazily) and a reach into the
+    fork backend (commands, under TYPE_CHECKING): each is named."""
+    pkg = tmp_path / "toolfork"
+    for folder in ("governance", "tools", "commands", "executor/backends/fork"):
+        (pkg / folder).mkdir(parents=True, exist_ok=True)
+    files = {
+        "__init__.py": "", "tools/__init__.py": "", "commands/__init__.py": "", "governance/__init__.py": "",
+        "executor/__init__.py": "", "executor/backends/__init__.py": "", "executor/backends/fork/__init__.py": "",
+        "tools/tool.py": "from toolfork.governance import limits\n",
+        "governance/limits.py": "def f():\n    from toolfork.tools import tool\n",
+        "executor/backends/fork/pool.py": "from toolfork.executor.backends import base\n",
+        "executor/backends/base.py": "",
+        "commands/run.py": ("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+                            "    from toolfork.executor.backends.fork.pool import X\n"),
+    }
+    for name, text in files.items():
+        (pkg / name).write_text(text)
+    modules = find_modules(pkg)
+    assert arrows_up(modules) == ["toolfork.governance.limits -> toolfork.tools.tool (line 2): "
+                                  "governance may not import tools"]
+    assert backend_internals_reached(modules) == [
+        "toolfork.commands.run -> toolfork.executor.backends.fork.pool (line 3)"]

@@ -20,7 +20,7 @@ from agents.tool_context import ToolContext
 
 from tests.adapters.test_host_state import invoke
 from toolfork.adapters.openai_agents import function_tool
-from toolfork.adapters.relay import Session
+from toolfork.adapters.relay import CallObjects
 from toolfork.executor import Executor
 
 
@@ -146,7 +146,7 @@ def test_a_silent_connection_to_the_relay_does_not_hold_another_calls_changes(ex
         return len(seen)
 
     silent = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    silent.connect(Session().server.address)  # connects, never sends: the host waits 30 s for it at most
+    silent.connect(CallObjects().server.address)  # connects, never sends: the host waits 30 s for it at most
     try:
         assert invoke(note, {"count": 20}) == 20  # the call's 20 s timeout is well before those 30 s
     finally:

@@ -96,10 +96,10 @@ def test_the_relay_unpickles_nothing_from_a_connection_without_a_live_session(tm
     import socket
     import struct
 
-    from toolfork.adapters.relay import Session
+    from toolfork.adapters.relay import CallObjects
 
     marker = tmp_path / "planted.txt"
-    session = Session()
+    session = CallObjects()
     ref = session.ref(object())  # the relay is listening, a session is known to it
     data = pickle.dumps(("0" * 32, Planted(str(marker))))
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:

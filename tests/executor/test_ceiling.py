@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from toolfork.executor import oob
+from toolfork.executor.wire import oob
 from toolfork.executor.types import ErrorInfo, ToolResult
 from toolfork.executor.wire import ceiling, dataonly
 from toolfork.tools.output import ContentBlock, ToolOutput

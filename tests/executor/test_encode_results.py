@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from toolfork.executor import ToolCall, ToolResult, oob
+from toolfork.executor import ToolCall, ToolResult
+from toolfork.executor.wire import oob
 from toolfork.tools import ToolOutput, ToolRuntime, tool
 
 

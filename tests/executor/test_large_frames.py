@@ -1,4 +1,4 @@
-"""Large results and arguments cross by memory file (toolfork.executor.oob): they arrive whole and in
+"""Large results and arguments cross by memory file (toolfork.executor.wire.oob): they arrive whole and in
 order, and no memory file, mapping or /dev/shm entry is left behind after a crash, a timeout, close()
 or a SIGKILL of the host."""
 
@@ -18,7 +18,8 @@ import pytest
 
 from tests.executor import tools_for_tests as T
 from tests.procs import all_gone
-from toolfork.executor import ToolCall, oob
+from toolfork.executor import ToolCall
+from toolfork.executor.wire import oob
 from toolfork.tools import ToolOutput, tool
 
 MEMFD_NAME = "memfd:toolfork-frame"

@@ -9,7 +9,7 @@ import queue
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from toolfork.executor.backends.base import WAIT, Wait
+from toolfork.executor.backends.dispatch import WAIT, Wait
 from toolfork.executor.singles import Singles, SinglesHost
 from toolfork.executor.types import CallFinished, CallStarted, Event, ToolCall, ToolResult
 

@@ -167,3 +167,58 @@ def test_an_idle_worker_killed_from_outside_is_replaced_and_fails_nothing(core: 
     drive(core, client, lambda: w.wid not in core.workers)
     assert client.results == {} and client.put_back_calls == []
     assert len(core.workers) == core.size and w not in core.idle
+
+
+# ----------------------------------------------------------------------------- states you can see
+
+
+def test_a_workers_state_follows_it_from_forked_to_running_to_lent(core: WorkerCore, tmp_path: Any) -> None:
+    """``WorkerState`` read off real workers: started warm (idle), running a call, and lending its slot
+    to a one-shot that the template has not reported yet (forking), then has (idle, the lender lent)."""
+    from toolfork.executor.backends.fork.core import WorkerState
+
+    client = Recorder()
+    assert {core.state_of(w) for w in core.workers.values()} == {WorkerState.IDLE}
+    w = send(core, client, [Item("stuck", "hang", {"marker": str(tmp_path / "m")}, timeout=2.0)])
+    assert core.state_of(w) is WorkerState.RUNNING
+    lender = core.idle.popleft()
+    shot = core.one_shot(lender)
+    assert shot.state() in (WorkerState.FORKING, WorkerState.IDLE)  # the report may already be in
+    assert core.worker_pids  # waits for every report, the one-shot's included
+    assert core.state_of(shot) is WorkerState.IDLE and core.state_of(lender) is WorkerState.LENT
+    drive(core, client, lambda: "stuck" in client.results)
+    assert client.results["stuck"].status == "timeout"
+
+
+def test_the_links_state_is_broken_once_its_template_died() -> None:
+    from toolfork.executor.backends.fork.template_link import LinkState, TemplateLink
+
+    link = TemplateLink({t.name: t for t in ALL}, Hooks(), 1.0, {})
+    try:
+        assert link.state is LinkState.SERVING and link.pid is not None
+        link.check(now=True)
+        assert link.state is LinkState.SERVING  # looked at, and alive
+        os.kill(link.pid, signal.SIGKILL)
+        end = time.monotonic() + BOUND_S
+        while link.state is LinkState.SERVING and time.monotonic() < end:
+            link.check(now=True)
+            time.sleep(0.01)
+        assert link.state is LinkState.BROKEN and link.gone and link.broken
+    finally:
+        link.abandon()
+
+
+def test_a_feeds_state_names_where_its_source_stands() -> None:
+    from toolfork.executor.backends.dispatch import WAIT
+    from toolfork.executor.backends.hub import Feed, SourceState
+
+    source = iter([WAIT])
+    feed = Feed(source)
+    assert feed.state is SourceState.OPEN
+    assert feed.pull() is None and feed.state is SourceState.WAITING  # a live source said WAIT
+    feed.polling = True  # an inline call waits for its cap: asked again soon, the fd is not watched
+    assert feed.state is SourceState.POLLING and feed.wakeup_fd is None
+    feed.polling = False
+    assert feed.pull() is None and feed.state is SourceState.EXHAUSTED
+    feed.cancel()
+    assert feed.state is SourceState.CANCELLED

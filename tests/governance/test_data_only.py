@@ -22,8 +22,8 @@ import pytest
 
 from tests.governance.executors import Executors, PongServer, call
 from toolfork import Limits, Tool, ToolOutput
-from toolfork.executor import framing
 from toolfork.executor.types import ToolResult
+from toolfork.executor.wire import framing
 from toolfork.tools.output import ContentBlock
 from toolfork.tools.runtime import ToolRuntime
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from toolfork.executor import framing
+from toolfork.executor.wire import framing
 
 
 class TwoArgError(Exception):  # pickles as (cls, (message,)) and cannot be rebuilt from one argument

@@ -39,7 +39,7 @@ from toolfork.adapters.host_state import (
     host_containers,
     mirrored,
 )
-from toolfork.adapters.relay import Session
+from toolfork.adapters.relay import CallObjects
 from toolfork.executor import Executor, ToolCall, ToolResult
 from toolfork.executor.wire import ceiling, dataonly
 from toolfork.tools.decorator import tool
@@ -142,11 +142,11 @@ _attach_lock = threading.Lock()
 
 
 def _dispatch(executor: Executor, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any], awaits: bool,
-              hint: str | None) -> tuple[ToolCall, Session | None]:
-    sessions: list[Session] = []
+              hint: str | None) -> tuple[ToolCall, CallObjects | None]:
+    sessions: list[CallObjects] = []
 
-    def session() -> Session:  # made only for a function that holds host containers
-        sessions.append(Session())
+    def session() -> CallObjects:  # made only for a function that holds host containers
+        sessions.append(CallObjects())
         return sessions[0]
 
     data_only = sandboxed(executor, RUNNER)

@@ -37,7 +37,7 @@ import types
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-from toolfork.adapters.relay import Ref, Session, mirror, mirrorable
+from toolfork.adapters.relay import CallObjects, Ref, mirror, mirrorable
 
 Path = tuple[tuple[Any, ...], ...]
 _MISSING = object()
@@ -110,13 +110,14 @@ def _held(fn: Any) -> list[tuple[Path, Any]]:
     return [(path, value) for path, value in found if pickles(value)]
 
 
-def host_containers(owners: Iterable[tuple[str, Any]], session: Session | Callable[[], Session]) -> list[Mirror]:
+def host_containers(owners: Iterable[tuple[str, Any]],
+                    session: CallObjects | Callable[[], CallObjects]) -> list[Mirror]:
     """The host's containers the tool's callables (``(name, callable)`` pairs) can change, each
     registered in ``session`` (or in the one ``session()`` makes, only when there is one to register)."""
     found = [(name, path, value) for name, fn in owners for path, value in _held(fn)]
     if not found:
         return []
-    live = session if isinstance(session, Session) else session()
+    live = session if isinstance(session, CallObjects) else session()
     return [Mirror(name, path, value, live.ref(value)) for name, path, value in found]
 
 

@@ -50,7 +50,7 @@ from langgraph.prebuilt import ToolNode  # noqa: E402
 
 from toolfork.adapters.langchain import ToolCallFailed, ToolforkTool, failure, wrap_tool  # noqa: E402
 from toolfork.adapters.langgraph_call import GraphToolCall, outcome, pack  # noqa: E402
-from toolfork.adapters.relay import Session  # noqa: E402
+from toolfork.adapters.relay import CallObjects  # noqa: E402
 
 TOOL_CALL_ERROR_TEMPLATE = "Error: {error}\n Please fix your mistakes."
 _PAYLOAD_SCHEMA = {"type": "object", "properties": {"payload": {"type": "string"}}, "required": ["payload"]}
@@ -90,7 +90,7 @@ class _InPool:
 
     def invoke(self, call_args: Any, config: Any = None, **_: Any) -> Any:
         self._refuse_a_sandbox()
-        session = Session()
+        session = CallObjects()
         call = ToolCall(call_id(self._tool.name), self._pool_name,
                         {"payload": pack(call_args, config, session, is_async=False, lc_tool=self._tool)})
         result = session.serve_until(lambda: self._node.executor.submit(call))
@@ -98,7 +98,7 @@ class _InPool:
 
     async def ainvoke(self, call_args: Any, config: Any = None, **_: Any) -> Any:
         self._refuse_a_sandbox()
-        session = Session()
+        session = CallObjects()
         call = ToolCall(call_id(self._tool.name), self._pool_name,
                         {"payload": pack(call_args, config, session, is_async=True, lc_tool=self._tool)})
         result = await session.aserve_until(lambda: self._node.executor.acall(call))

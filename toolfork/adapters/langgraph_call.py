@@ -35,7 +35,7 @@ from langgraph.types import Command
 
 from toolfork.adapters._common import carry_exception, rebuild_exception
 from toolfork.adapters.host_state import host_containers, mirrored, pickles
-from toolfork.adapters.relay import Ref, RemoteObject, Session
+from toolfork.adapters.relay import CallObjects, Ref, RemoteObject
 from toolfork.tools.output import ToolOutput
 
 # Config keys that stay in the host: LangChain's callback managers (the host's tracing and streaming of
@@ -125,7 +125,7 @@ def _bound(value: Any) -> bool:
     return not (inspect.isbuiltin(value) and isinstance(getattr(value, "__self__", None), types.ModuleType))
 
 
-def portable(value: Any, session: Session) -> Any:
+def portable(value: Any, session: CallObjects) -> Any:
     """``value`` as it can travel: itself when it pickles, else a proxy of the host object (plain
     containers and LangGraph's runtimes item by item, so one host object does not turn the rest into
     proxies; any other object whole, so the worker's changes to it reach the host's)."""
@@ -157,7 +157,7 @@ def portable(value: Any, session: Session) -> Any:
     return RemoteObject(session.ref(value))
 
 
-def portable_config(config: Mapping[str, Any] | None, session: Session) -> dict[str, Any]:
+def portable_config(config: Mapping[str, Any] | None, session: CallObjects) -> dict[str, Any]:
     """The ``RunnableConfig`` the worker's call runs with (see the module docstring)."""
     out: dict[str, Any] = {}
     for key, value in (config or {}).items():
@@ -173,7 +173,7 @@ def _functions(lc_tool: BaseTool) -> list[tuple[str, Any]]:
     return [(attr, fn) for attr in ("func", "coroutine") if (fn := getattr(lc_tool, attr, None)) is not None]
 
 
-def pack(call_args: Any, config: Any, session: Session, *, is_async: bool, lc_tool: BaseTool) -> str:
+def pack(call_args: Any, config: Any, session: CallObjects, *, is_async: bool, lc_tool: BaseTool) -> str:
     """The one argument the worker's ``GraphToolCall`` takes: the call and its config, pickled."""
     payload = (portable(call_args, session), portable_config(config, session), is_async,
                host_containers(_functions(lc_tool), session))

@@ -4,7 +4,7 @@ A framework's tool often uses objects that live in the host and cannot be copied
 graph's store, its stream writer, the interrupt bookkeeping of the running task, its checkpointer. A
 copy would be wrong even where one could be made (a write must land in the host's store, an interrupt
 counter is shared by the calls of one task). So the call carries *references* instead: the host puts
-each such object in the call's ``Session`` and sends a ``Ref`` (socket address, session token, slot);
+each such object in the call's ``CallObjects`` and sends a ``Ref`` (socket address, session token, slot);
 in the worker a proxy built on the ``Ref`` turns each attribute read or method call into a request.
 
 Who answers: the host thread (or task) that waits for the call's result. It serves the call's requests
@@ -149,7 +149,7 @@ def _reply(conn: socket.socket, answer: Any) -> None:
 
 # ----------------------------------------------------------------------------- host: one call
 
-class Session:
+class CallObjects:
     """The host objects of one call, and the queue of the worker's requests about them.
 
     ``ref(obj)`` registers an object and returns the ``Ref`` to send; ``serve_until(done)`` (sync) or
@@ -564,5 +564,18 @@ def mirrorable(value: Any) -> bool:
     return type(value) in _MIRRORS
 
 
-__all__ = ["READ_TIMEOUT_S", "Ref", "RelayError", "RemoteCounter", "RemoteDefaultDict", "RemoteDict", "RemoteList",
-           "RemoteObject", "RemoteOrderedDict", "RemoteSet", "Session", "mirror", "mirrorable"]
+__all__ = [
+    "READ_TIMEOUT_S",
+    "CallObjects",
+    "Ref",
+    "RelayError",
+    "RemoteCounter",
+    "RemoteDefaultDict",
+    "RemoteDict",
+    "RemoteList",
+    "RemoteObject",
+    "RemoteOrderedDict",
+    "RemoteSet",
+    "mirror",
+    "mirrorable",
+]

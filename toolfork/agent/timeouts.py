@@ -17,7 +17,7 @@ import threading
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from toolfork.executor.invoke import effective_timeout
+from toolfork.executor.calls import effective_timeout
 from toolfork.executor.types import ToolCall, ToolResult
 from toolfork.tools.output import ContentBlock, ToolOutput
 

@@ -32,7 +32,7 @@ from toolfork.bench.config import DEFAULT_WORKLOADS, QUICK_WORKLOADS, WORKLOADS,
 from toolfork.bench.honour import unhonoured, workload_asks
 from toolfork.bench.load import MachineLoad
 from toolfork.bench.peers import default_executors, executor_name, not_run, resolve
-from toolfork.bench.session import RunnerProcess
+from toolfork.bench.runner_process import RunnerProcess
 from toolfork.bench.spread import combine
 from toolfork.bench.user_calls import UserWork
 from toolfork.bench.workloads import metric_specs, not_applicable

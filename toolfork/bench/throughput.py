@@ -75,7 +75,8 @@ def _median_ms(fn: Callable[[], Any], reps: int) -> float:
 def read_size_rows(rounds: int = 5) -> list[tuple[str, dict[int, float]]]:
     """Per read size: trivial call (us), batch of 4 (ms), one 100 KB result (ms); medians of rounds."""
     from toolfork.bench.calls import toolfork_tools
-    from toolfork.executor import Executor, ToolCall, framing
+    from toolfork.executor import Executor, ToolCall
+    from toolfork.executor.wire import framing
 
     saved = framing.READ_CHUNK
     figures: dict[str, dict[int, list[float]]] = {"tiny": {}, "small": {}, "100KB": {}}

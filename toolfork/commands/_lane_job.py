@@ -1,7 +1,7 @@
 """``toolfork run`` on the fork pool's line lane: the host moves raw lines and finished output bytes,
-the workers parse, validate, run and encode (see ``toolfork.executor.backends.fork.lane``).
+the workers parse, validate, run and encode (see ``toolfork.executor.backends.lines``).
 
-Data flow (one thread; ``LineLane.step`` is where it waits)::
+Data flow (one thread; ``Lane.step`` is where it waits)::
 
     LineSource ── (lineno, line) | WAIT ──> _take: the plain shape by a strict pattern ─┐
                                             anything else: read_call here (_read_here) ─┤
@@ -9,7 +9,7 @@ Data flow (one thread; ``LineLane.step`` is where it waits)::
         owed: every line owed to the output, in input order (a Line; settled ones have .out)
                  │ lines to run                                              ▲ .out set
                  ▼                                                           │
-             LineLane.ready ──> workers ──> .out = output line | ToolResult ─┘
+             Lane.ready ──>     workers ──> .out = output line | ToolResult ─┘
                                         ──> "m": not the call the pattern said ──> _read_here
     _emit: the settled lines at the front of owed ──> OutFile (runs of ok lines in one write)
 
@@ -30,7 +30,7 @@ duplicate and ``--resume`` rules and messages. What makes that hold with ids tak
   duplicate JSON keys (``{"id": "x", …, "id": "y"}``, read as y): if a later line with id y has
   started by the time the worker finds that out, the earlier line is the one refused.
 * The journal (``--resume`` without guessing, see ``toolfork.executor.journal``): the ids of a chunk
-  of lines are written to it in one write (``LineLane.before_send``) right before the chunk goes to a
+  of lines are written to it in one write (``Lane.before_send``) right before the chunk goes to a
   worker, so only lines that were sent count as started. A line whose id started in an earlier run
   goes the slow way, where it gets an OutcomeUnknown record unless its tool is idempotent or
   ``--rerun-unknown`` was given.
@@ -44,7 +44,6 @@ duplicate and ``--resume`` rules and messages. What makes that hold with ids tak
 from __future__ import annotations
 
 import re
-import time
 from collections import deque
 from typing import Any
 
@@ -55,10 +54,11 @@ from toolfork.commands._loading import BadLine
 from toolfork.commands._output import OutFile, record_of
 from toolfork.commands._progress import Progress
 from toolfork.commands._resume import ResumePoint
-from toolfork.executor import WAIT, invoke, metering, tracing
-from toolfork.executor.backends.fork.lane import Line, LineLane, effective_timeout
-from toolfork.executor.journal import Journal, outcome_unknown
-from toolfork.executor.stats import UNKNOWN_TOOL
+from toolfork.executor import WAIT, metering, tracing
+from toolfork.executor.backends.lines import Lane, Line, fits
+from toolfork.executor.calls import CallBook, effective_timeout, stamp
+from toolfork.executor.journal import Journal
+from toolfork.executor.types import ToolResult
 
 # The plain line shape as ``json.dumps`` writes it, id and name without escapes or control characters.
 _PLAIN = re.compile(rb'\{"id": ?"([^"\\\x00-\x1f]*)", ?"name": ?"([^"\\\x00-\x1f]+)", ?"arguments": ?\{')
@@ -81,20 +81,24 @@ class LaneJob(Job):
         super().__init__(executor, source, out, progress, done, window, journal)
         self.owed_lines: deque[Line] = deque()
         self.pending: dict[str, Line] = {}  # id -> the line holding it until its worker checks it
-        self.lane = LineLane(executor.backend, read_call, executor.dispatch_context(journal))
+        self.lane: Lane = executor.backend.open_lane(read_call, executor.dispatch_context(journal))
         if journal is not None:
             self.lane.before_send = lambda chunk: journal.start([line.call_id for line in chunk])
         tools = executor.tools
         self.tools = tools
         default = executor.timeout
-        self.timeouts = {name: effective_timeout(tool, default) for name, tool in tools.items()}
+        # A plain line sets no timeout of its own (see _take): its tool's, else the executor's.
+        self.timeouts = {name: effective_timeout(None, tool.timeout, default) for name, tool in tools.items()}
+        # Admission and finishing of the lines read here, and the counts of every line written (the
+        # counts dict is the job's own in ``Executor.stats()``, see ``run``).
+        self.book = CallBook(default, {}, {}, lambda: tools, journal=journal, journal_on_send=True)
 
     def in_flight(self) -> int:
         return sum(1 for line in self.owed_lines if line.out is None)
 
     @staticmethod
     def fits(executor: Any) -> bool:
-        return LineLane.fits(executor)
+        return bool(executor.capabilities.lines) and fits(executor.tools.values(), executor.governance)
 
     def run(self) -> None:
         lane, owed, out, window = self.lane, self.owed_lines, self.out, self.window
@@ -107,7 +111,8 @@ class LaneJob(Job):
         # the writer holds its most lines, settled lines stay owed (at most --window of them) and the
         # lane is stepped with a short wait, so a hang is still killed at its deadline.
         out.wait_for_room = False
-        with lane:
+        with self.executor.counted() as counts, lane:
+            self.book.counts = counts
             while True:
                 if out.error is not None:  # the output is gone (a closed pipe, a full disk): stop
                     raise out.error
@@ -214,13 +219,10 @@ class LaneJob(Job):
             bad = BadLine(cid, call.name, f"line {lineno}: duplicate id {cid!r}: {holder} has the same id")
             return self._settle(line, bad.record(), lineno)
         self.seen.add(cid)
-        tool = self.tools.get(call.name)
-        if tool is None:
-            return self._settle(line, self.executor.unknown_tool_result(call), lineno)
-        if self.journal is not None:
-            if not self.journal.should_run(cid, tool):
-                return self._settle(line, outcome_unknown(cid, call.name), lineno)
-        timeout = invoke.effective_timeout(call.timeout, tool.timeout, self.executor.timeout)
+        d = self.book.admit(call, self.tools.get(call.name))
+        if isinstance(d, ToolResult):
+            return self._settle(line, d, lineno)
+        timeout = d.timeout
         if line is None:
             line = Line(lineno, cid, call.name, None, call.arguments, timeout, meta=call.meta)
             self.owed_lines.append(line)
@@ -235,8 +237,8 @@ class LaneJob(Job):
 
     def _settle(self, line: Line | None, out: Any, lineno: int) -> bool:
         """A line whose outcome is known without running it: written now if nothing is owed before it."""
-        if getattr(out, "started_at", 0.0) is None:  # a result made here (an unknown tool): made now
-            out.started_at = time.time()
+        if type(out) is ToolResult:  # a result made here (an unknown tool): made now
+            stamp(out)
         if line is not None:
             line.raw = None
             line.out = out
@@ -271,7 +273,7 @@ class LaneJob(Job):
         owed, pending, seen, out, progress = self.owed_lines, self.pending, self.seen, self.out, self.progress
         run: list[bytes] = []
         last = 0
-        counts: dict[tuple[str, str], int] = {}  # the calls written, by (tool, status): for Executor.stats()
+        finish_line = self.book.finish_line
         while owed and owed[0].out is not None:
             line = owed.popleft()
             if pending.get(line.call_id) is line:
@@ -281,8 +283,7 @@ class LaneJob(Job):
             if type(result) is bytes:
                 run.append(result)
                 last = line.lineno
-                key = (line.name, "ok")
-                counts[key] = counts.get(key, 0) + 1
+                finish_line(line.name)
                 continue
             if run:
                 out.write_line(b"".join(run), len(run))
@@ -293,25 +294,16 @@ class LaneJob(Job):
             elif type(result) is dict:
                 self._write(result, line.lineno, ran=False)
             else:
-                self._count(result, counts)
-                self._write(record_of(result), line.lineno, ran=True)
+                self._write(result, line.lineno, ran=True)
         if run:
             out.write_line(b"".join(run), len(run))
             progress.note_ok(len(run), last)
-        if counts:
-            self.executor.count_finished(counts)
 
     def _write(self, record: Any, lineno: int, *, ran: bool) -> None:
-        if not isinstance(record, dict):  # a ToolResult made here (an unknown tool)
-            counts: dict[tuple[str, str], int] = {}
-            self._count(record, counts)
-            self.executor.count_finished(counts)
+        if not isinstance(record, dict):  # a ToolResult: the call's end, then its record
+            self.book.finish(record)
             record, ran = record_of(record), True
         super()._write(record, lineno, ran=ran)
-
-    def _count(self, result: Any, counts: dict[tuple[str, str], int]) -> None:
-        key = (result.name if result.name in self.timeouts else UNKNOWN_TOOL, result.status)  # timeouts: by tool
-        counts[key] = counts.get(key, 0) + 1
 
 
 __all__ = ["LaneJob", "observed"]

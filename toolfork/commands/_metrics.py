@@ -17,6 +17,7 @@ import sys
 from typing import Any
 
 from toolfork.commands._loading import UsageError
+from toolfork.executor.backends.host_fds import host_only, release
 
 DEFAULT_HOST = "127.0.0.1"
 
@@ -87,32 +88,19 @@ class MetricsEndpoint:
         if server is not None:
             self._server = server
             self.port = server.server_port
-            _keep_from_workers(server.fileno())
+            host_only(server.fileno())
         host = f"[{self.host}]" if ":" in self.host else self.host
         print(f"toolfork {command}: metrics at http://{host}:{self.port}/metrics", file=sys.stderr, flush=True)
 
     def close(self) -> None:
         if self._server is not None:
-            _forget(self._server.fileno())
+            release(self._server.fileno())
             self._server.shutdown()
             self._server.server_close()
             self._server = None
         if self._provider is not None:
             self._provider.shutdown()
             self._provider = None
-
-
-def _keep_from_workers(fd: int) -> None:
-    """A fork template started later (one replaced after it died) closes the listening socket."""
-    from toolfork.executor.backends.fork.template_link import HOST_FDS
-
-    HOST_FDS.add(fd)
-
-
-def _forget(fd: int) -> None:
-    from toolfork.executor.backends.fork.template_link import HOST_FDS
-
-    HOST_FDS.discard(fd)
 
 
 __all__ = ["DEFAULT_HOST", "MetricsEndpoint", "add_metrics_arguments"]

@@ -12,10 +12,15 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from toolfork._extras import missing_extra_message
 from toolfork.bench.config import WORKLOADS
 from toolfork.commands._options import positive_int
+
+if TYPE_CHECKING:
+    from toolfork.bench.user_calls import UserWork
 
 
 def _csv(value: str) -> list[str]:
@@ -89,7 +94,6 @@ def main(args: argparse.Namespace) -> int:
     from toolfork.bench.outdir import default_out_dir
     from toolfork.bench.peers import PEERS
     from toolfork.bench.summary import summary
-    from toolfork.bench.user_calls import UserWork, read_user_work
     from toolfork.commands._loading import UsageError
 
     if args.list:
@@ -128,3 +132,58 @@ def main(args: argparse.Namespace) -> int:
         print(f"toolfork bench: no plots: {results['plots_skipped']}", file=sys.stderr)
     print(summary(results, paths), end="")
     return 0
+
+
+def _absolute(spec: str) -> str:
+    """A path spec made absolute, so a worker started elsewhere finds the same file."""
+    from toolfork.tools.specs import is_path, split_spec
+
+    module, attr = split_spec(spec)
+    if not is_path(module):
+        return spec
+    path = str(Path(module).expanduser().resolve())
+    return f"{path}:{attr}" if attr else path
+
+
+def read_user_work(tool_specs: list[str], calls_path: str) -> UserWork:
+    """Load the tools (``UsageError`` naming what is wrong) and parse the calls file like ``toolfork run``."""
+    from toolfork.bench.honour import FRESH, LIMITS, TIMEOUT
+    from toolfork.bench.user_calls import UserWork
+    from toolfork.commands._input import open_input, read_call
+    from toolfork.commands._loading import BadLine, UsageError, default_tools_file, load_all_tools
+    from toolfork.tools.registry import collect_tools
+
+    specs = list(tool_specs)
+    if not specs:
+        found = default_tools_file(calls_path)
+        if found is None:
+            raise UsageError("no tools: pass --tools MODULE:ATTR or path/to/tools.py (or put a tools.py "
+                             "next to the calls file)")
+        specs = [str(found)]
+    tools = collect_tools(load_all_tools(specs, []))  # errors name the specs as the user typed them
+    specs = [_absolute(s) for s in specs]
+    if calls_path == "-":
+        raise UsageError("--calls needs a file: every round runs the same calls")
+    calls: list[dict[str, Any]] = []
+    skipped: list[str] = []
+    asks: set[str] = set()
+    with open_input(calls_path) as stream:
+        for lineno, raw in enumerate(stream, 1):
+            line = raw.rstrip(b"\r\n")
+            if not line.strip():
+                continue
+            call = read_call(line, lineno)
+            if isinstance(call, BadLine):
+                skipped.append(call.message)
+            elif call.name not in tools:
+                skipped.append(f"line {lineno}: unknown tool {call.name!r} (tools: {', '.join(sorted(tools))})")
+            else:
+                tool = tools[call.name]
+                timeout = call.timeout if call.timeout is not None else tool.timeout
+                calls.append({"tool": call.name, "arguments": call.arguments, "timeout": timeout})
+                asks |= {ask for ask, on in ((TIMEOUT, timeout is not None), (LIMITS, tool.limits is not None),
+                                             (FRESH, tool.fresh_process)) if on}
+    if not calls:
+        why = f"; {skipped[0]}" if skipped else ""
+        raise UsageError(f"{calls_path!r}: no usable call lines{why}")
+    return UserWork(specs, calls, skipped, ", ".join(specs), sorted(asks))

@@ -28,25 +28,26 @@ import math
 import os
 import secrets
 import threading
-import time
 import weakref
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
 from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from toolfork.executor import metering, tracing
-from toolfork.executor.backends.base import WAIT, Backend, Dispatch, Feed, Hooks, Wait
+from toolfork.executor.backends import choose
+from toolfork.executor.backends.base import Backend, Hooks
+from toolfork.executor.backends.dispatch import WAIT, Dispatch, Wait
+from toolfork.executor.backends.hub import Feed
 from toolfork.executor.backends.sequential import SequentialBackend
+from toolfork.executor.calls import CallBook, unknown_tool
 from toolfork.executor.inline import InlineCalls
-from toolfork.executor.invoke import effective_timeout
 from toolfork.executor.journal import Journal
 from toolfork.executor.modes import resolve_mode
 from toolfork.executor.singles import CallFuture, Singles, SinglesHost
-from toolfork.executor.stats import UNKNOWN_TOOL, CallTally, ExecutorStats, frozen
+from toolfork.executor.stats import CallTally, ExecutorStats, frozen
 from toolfork.executor.types import (
     CallFinished,
     CallStarted,
-    ErrorInfo,
     Event,
     ToolCall,
     ToolResult,
@@ -158,7 +159,7 @@ class Executor:
         self._mode, self._fallback_reason = resolve_mode(mode)
         # Limits, caps, rate limits and recycling: checked before any process starts (fail closed), from
         # what the backend the mode names can do.
-        backend_class = _backend_class(self._mode)
+        backend_class = choose.backend_class(self._mode)
         self.governance = Governance(backend_class.capabilities, limits=limits,
                                      concurrency=concurrency, max_calls_per_worker=max_calls_per_worker,
                                      max_worker_memory_mb=max_worker_memory_mb)
@@ -213,12 +214,6 @@ class Executor:
             calls = self._tally.snapshot()
         return ExecutorStats(self._mode, load.workers, load.busy, load.idle, load.queued, frozen(calls),
                              frozen(load.restarts), load.template_restarts)
-
-    def count_finished(self, counts: dict[tuple[str, str], int]) -> None:
-        """Calls that ran outside its batches (``toolfork run``'s line lane) join ``stats()``: counts by
-        (tool, status), a tool it does not have under ``"(unknown)"``, as its batches count them."""
-        with self._lock:
-            self._tally.close(dict(counts))
 
     @property
     def closed(self) -> bool:
@@ -497,27 +492,24 @@ class Executor:
         # parked there, never waited for (see inline.py). Parked calls stop when the batch is cancelled
         # (the source is first pulled by the feed, so ``feed`` is bound by then).
         inline = InlineCalls(self.governance, self._backend.wake)
-        source = self._dispatches(calls, retriable, inline, room, lambda: feed.cancelled, journal, traced)
-        recorder = metering.recorder()  # None unless a MeterProvider is configured
-        pulled: dict[str, float] = {}  # call id -> when the backend pulled it (only with a recorder)
-        if recorder is not None:
-            source = recorder.stamped(source, pulled)
+        book = CallBook(self._timeout, self.dispatch_context(journal), {}, lambda: self._tools, journal=journal,
+                        spans=None if traced is None else traced[1], parent_of=None if traced is None else traced[0],
+                        recorder=metering.recorder())  # no recorder unless a MeterProvider is configured
+        recorder = book.recorder
+        source = self._dispatches(calls, book, retriable, inline, room, lambda: feed.cancelled)
         feed = Feed(source, room, wakeup_fd, starts=starts or recorder is not None)  # the recorder counts starts
         inline.feed = feed
         with self._lock:
             self._check_open()
             self._feeds.add(feed)
-            counts = self._tally.open()  # this batch's own counts: written by this thread alone
+            counts = book.counts = self._tally.open()  # this batch's own counts: written by this thread alone
         if on_feed is not None:
             on_feed(feed)
         attempts: dict[str, int] = {}
-        wall_clock = time.time
         try:
             for event in self._backend.execute(feed):
                 if type(event) is CallFinished:
                     result = event.result
-                    if result.started_at is None:  # the one place every backend's result passes in the host
-                        result.started_at = wall_clock() - result.duration_s
                     if result.status in RETRYABLE and not feed.cancelled and not _is_input_error(result):
                         tool = self._tools.get(result.name)  # now: add_tools() replaces the mapping
                         n = attempts.get(result.call_id, 0)
@@ -528,36 +520,26 @@ class Executor:
                     if retriable:  # a call of a tool that declares retries: it is done now
                         attempts.pop(result.call_id, None)
                         retriable.pop(result.call_id, None)
-                    if journal is not None:
-                        journal.finish(result)
-                    key = (result.name if result.name in self._tools else UNKNOWN_TOOL, result.status)
-                    counts[key] = counts.get(key, 0) + 1
-                    if recorder is not None:
-                        pulled.pop(result.call_id, None)
-                        recorder.finished(key[0], result)
-                    if traced is not None:  # the call's span ends with it (see ``tracing``)
-                        traced[1].finish(result)
+                    book.finish(result)
                 elif recorder is not None and type(event) is CallStarted:
-                    recorder.started(event.name, pulled.pop(event.call_id, None))
+                    book.started(event.call_id, event.name)
                 yield event
         finally:
-            if traced is not None:  # the consumer left with calls still open: their spans end "cancelled"
-                traced[1].close()
+            if traced is not None:
+                book.close()  # the consumer left with calls still open: their spans end "cancelled"
             with self._lock:
                 self._feeds.discard(feed)
                 self._tally.close(counts)
 
-    def _dispatches(self, calls: Iterable[ToolCall | Wait], retriable: dict[str, Dispatch], inline: InlineCalls,
-                    room: Callable[[], bool] | None, stopped: Callable[[], bool], journal: Journal | None = None,
-                    traced: tuple[Callable[[ToolCall], Any], tracing.CallSpans] | None = None,
+    def _dispatches(self, calls: Iterable[ToolCall | Wait], book: CallBook, retriable: dict[str, Dispatch],
+                    inline: InlineCalls, room: Callable[[], bool] | None, stopped: Callable[[], bool],
                     ) -> Iterator[Dispatch | list[Event] | Wait]:
-        """What the backend pulls: a Dispatch per call, or ready events for unknown and inline tools
-        and for calls the journal answers (finished before, or started with an unknown outcome). An
+        """What the backend pulls: a Dispatch per call, or ready events for the calls ``book.admit``
+        answers itself (an unknown tool, a bad timeout, the journal's answer) and for inline calls. An
         inline call parked for its cap or rate limit comes out later (``WAIT`` until it has). While
         calls are parked the feed pulls even without ``room``: then only they are looked at."""
-        context = self.dispatch_context(journal)
-        default_timeout = self._timeout
-        unset_timeout = effective_timeout(None, None, default_timeout)  # a call and tool that set none
+        admit = book.admit
+        measured = book.recorder is not None
         parked = inline.parked
         for call in calls:
             out: Dispatch | list[Event] | Wait | None
@@ -565,37 +547,17 @@ class Executor:
                 out = WAIT
             else:
                 assert isinstance(call, ToolCall)
-                trace = None
-                if traced is not None:  # the call's span, from now on: even an unknown tool's call gets one
-                    parent = traced[0](call)
-                    if parent is not None:
-                        trace = traced[1].start(call.id, call.name, parent, call.meta)
-                tool = self._tools.get(call.name)  # looked up now: a long-lived batch sees add_tools()
-                if tool is None:  # a call's ready events go as one list: the window counts the call once
-                    out = [CallStarted(call.id, call.name), CallFinished(call.id, self.unknown_tool_result(call))]
+                d = admit(call, self._tools.get(call.name))  # looked up now: a long-lived batch sees add_tools()
+                if type(d) is not Dispatch:  # a call's ready events go as one list: the window counts it once
+                    out = [CallStarted(call.id, call.name), CallFinished(call.id, d)]  # type: ignore[arg-type]
+                elif d.tool.inline:
+                    out = inline.run(d, stopped())  # None: parked
                 else:
-                    timeout = unset_timeout if call.timeout is None and tool.timeout is None else \
-                        effective_timeout(call.timeout, tool.timeout, default_timeout)
-                    answer = None
-                    if timeout is not None and not _is_positive_finite(timeout):
-                        answer = ToolResult(call.id, call.name, "error", error=ErrorInfo(
-                            "ValueError", f"call {call.id!r}: timeout must be a positive number of seconds, "
-                                          f"got {timeout!r}"))
-                    elif journal is not None:  # None: its start is in the journal now
-                        answer = journal.admit(call.id, call.name, tool, call.arguments)
-                    if answer is not None:
-                        out = [CallStarted(call.id, call.name), CallFinished(call.id, answer)]
-                    else:
-                        d = Dispatch(call, tool, timeout, context if journal is None else
-                                     journal.call_context(call.id, context))
-                        if trace is not None:  # set apart: a keyword costs every call
-                            d.trace = trace
-                        if tool.inline:
-                            out = inline.run(d, stopped())  # None: parked
-                        else:
-                            if tool.retries:
-                                retriable[call.id] = d
-                            out = d
+                    if d.tool.retries:
+                        retriable[call.id] = d
+                    if measured:
+                        book.pulled(d)
+                    out = d
             if out is not None:
                 yield out
             if parked:  # before the next call is pulled: parked calls that may start now
@@ -646,9 +608,7 @@ class Executor:
 
     def unknown_tool_result(self, call: ToolCall) -> ToolResult:
         """The error result of a call to a tool this executor does not have, naming the ones it has."""
-        known = ", ".join(sorted(self._tools)) or "(none)"
-        return ToolResult(call.id, call.name, "error", error=ErrorInfo(
-            "UnknownToolError", f"unknown tool {call.name!r}; the available tools are: {known}"))
+        return unknown_tool(call, self._tools)
 
     # ----------------------------------------------------------------- lifecycle
 
@@ -700,19 +660,6 @@ class Executor:
         return f"<Executor mode={self._mode} workers={self.workers} {state}>"
 
 
-def _backend_class(mode: str) -> type[Backend]:
-    """The backend an effective mode names (the fork pool and Ray are imported only when chosen)."""
-    if mode == "fork":
-        from toolfork.executor.backends.fork.pool import ForkBackend
-
-        return ForkBackend
-    if mode == "ray":
-        from toolfork.executor.backends.ray import RayBackend
-
-        return RayBackend
-    return SequentialBackend
-
-
 def _call_from_dict(data: dict[str, Any]) -> ToolCall:
     try:
         return ToolCall(id=str(data["id"]), name=str(data["name"]), arguments=dict(data.get("arguments") or {}),
@@ -743,13 +690,6 @@ def _in_thread(loop: asyncio.AbstractEventLoop, fn: Callable[[], T], name: str) 
 
     threading.Thread(target=target, name=name, daemon=True).start()
     return done
-
-
-def _is_positive_finite(value: Any) -> bool:
-    try:
-        return bool(0 < value < math.inf)
-    except TypeError:
-        return False
 
 
 def _close_tool_resources(tools: Iterable[Tool]) -> None:

@@ -24,7 +24,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
-from toolfork.executor.backends.base import Dispatch, Feed, cancelled
+from toolfork.executor.backends.dispatch import Dispatch, cancelled
+from toolfork.executor.backends.hub import Feed
 from toolfork.executor.backends.sequential import run_in_host
 from toolfork.executor.types import CallFinished, CallProgress, CallStarted, Event
 

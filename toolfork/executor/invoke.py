@@ -19,7 +19,6 @@ propagate, after ``after_child`` has run.
 
 from __future__ import annotations
 
-import math
 import time
 import traceback
 from collections.abc import Callable, Mapping
@@ -121,16 +120,6 @@ def execute_call(
     return result
 
 
-def effective_timeout(call_timeout: float | None, tool_timeout: float | None,
-                      default: float | None) -> float | None:
-    """The one timeout rule: the call's, else its tool's, else the executor's; infinity means none.
-    (Whether a value is a positive number is checked where it comes in: ``Executor``, ``Tool``.)"""
-    timeout = call_timeout if call_timeout is not None else tool_timeout
-    if timeout is None:
-        timeout = default
-    return None if timeout == math.inf else timeout
-
-
 def timeout_result(call_id: str, name: str, timeout: float | None, how: str, *, pid: int | None,
                    duration: float, output: ToolOutput | None = None) -> ToolResult:
     """The "timeout" result of a call that passed its deadline, in every mode; ``how``: what was done
@@ -152,4 +141,4 @@ def _hook_name(hook: Hook) -> str:
     return getattr(hook, "__qualname__", None) or repr(hook)
 
 
-__all__ = ["CAUGHT", "CallInterrupted", "effective_timeout", "error_info", "execute_call", "timeout_result"]
+__all__ = ["CAUGHT", "CallInterrupted", "error_info", "execute_call", "timeout_result"]

@@ -22,7 +22,6 @@ import sys
 import threading
 import time
 import weakref
-from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any, Protocol
 
 from toolfork.executor.stats import RESTART_CAUSES, ExecutorStats
@@ -116,29 +115,19 @@ class Recorder:
         meter = provider.get_meter(METER_NAME)
         self.duration = _histogram(meter, CALL_DURATION, "How long a tool call ran, by tool and status")
         self.wait = _histogram(meter, CALL_WAIT, "How long a call waited for a worker, a cap or a rate limit")
-        meter.create_observable_counter(CALLS, [_observe_calls], unit="{call}",
-                                        description="Tool calls finished, by tool and status")
-        meter.create_observable_gauge(WORKERS, [_observe_workers], unit="{worker}",
-                                      description="Workers, by state (busy: running a call; idle)")
-        meter.create_observable_gauge(QUEUED, [_observe_queued], unit="{call}",
-                                      description="Calls pulled and not yet sent (waiting for a worker or a cap)")
-        meter.create_observable_counter(RESTARTS, [_observe_restarts], unit="{worker}",
-                                        description="Workers ended early and replaced, by cause")
-        meter.create_observable_counter(TEMPLATE_RESTARTS, [_observe_templates], unit="{template}",
-                                        description="Fork template processes replaced")
-        meter.create_observable_counter(SPANS_DROPPED, [_observe_dropped_spans], unit="{span}",
-                                        description="Spans workers sent that were malformed, dropped, not exported")
+        counter, gauge = meter.create_observable_counter, meter.create_observable_gauge
+        for create, name, observe, unit, description in (
+            (counter, CALLS, _observe_calls, "{call}", "Tool calls finished, by tool and status"),
+            (gauge, WORKERS, _observe_workers, "{worker}", "Workers, by state (busy: running a call; idle)"),
+            (gauge, QUEUED, _observe_queued, "{call}", "Calls pulled and not yet sent (waiting for a worker or a cap)"),
+            (counter, RESTARTS, _observe_restarts, "{worker}", "Workers ended early and replaced, by cause"),
+            (counter, TEMPLATE_RESTARTS, _observe_templates, "{template}", "Fork template processes replaced"),
+            (counter, SPANS_DROPPED, _observe_dropped_spans, "{span}",
+             "Spans workers sent that were malformed, dropped, not exported"),
+        ):
+            create(name, [observe], unit=unit, description=description)
         self._finished: dict[tuple[str, str], dict[str, str]] = {}  # attributes, made once per (tool, status)
         self._tools: dict[str, dict[str, str]] = {}
-
-    def stamped(self, source: Iterable[Any], pulled: dict[str, float]) -> Iterator[Any]:
-        """``source`` (a batch's dispatches) with the time each call is pulled, for its wait time."""
-        from toolfork.executor.backends.base import Dispatch
-
-        for item in source:
-            if type(item) is Dispatch:
-                pulled[item.call.id] = time.monotonic()
-            yield item
 
     def started(self, name: str, pulled_at: float | None) -> None:
         if pulled_at is not None:

@@ -304,7 +304,7 @@ class HostPlace:
 
     def call(self, call: ToolCall, tool: Tool, timeout: float | None, context: dict[str, Any],
              trace: TraceParent | None) -> tuple[ToolResult, str | None]:
-        from toolfork.executor.backends.base import Dispatch
+        from toolfork.executor.backends.dispatch import Dispatch
         from toolfork.executor.backends.sequential import run_in_host
 
         if self.checkpoint:

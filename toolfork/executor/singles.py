@@ -46,7 +46,8 @@ from concurrent.futures._base import (
 from dataclasses import dataclass
 from typing import Any
 
-from toolfork.executor.backends.base import WAIT, Feed, Wait
+from toolfork.executor.backends.dispatch import WAIT, Wait
+from toolfork.executor.backends.hub import Feed
 from toolfork.executor.types import (
     CallFinished,
     CallProgress,

@@ -2,7 +2,7 @@
 
 Two sources, each counted where it is already cheap::
 
-    the batches (Executor._events, the owner's thread) ──> CallTally: finished calls by (tool, status)
+    the batches (CallBook.finish, the owner's thread) ──> CallTally: finished calls by (tool, status)
     the backend (fork core, under the driver's lock)   ──> Load: busy / idle workers, calls queued,
                                                             worker restarts by cause, template restarts
                                               both ──> ExecutorStats (a frozen snapshot)

@@ -36,8 +36,37 @@ from .limits import Limits
 from .ratelimit import RateLimit, TokenBucket
 
 if TYPE_CHECKING:
-    from toolfork.executor.backends.capabilities import Capabilities
-    from toolfork.tools.tool import Tool
+    from typing import Protocol
+
+    class Capabilities(Protocol):
+        """What governance reads of the backend's declared capabilities (``executor.backends.capabilities``;
+        named here so governance, below the executor, imports nothing of it)."""
+
+        @property
+        def limits(self) -> bool: ...
+        @property
+        def recycles(self) -> bool: ...
+        @property
+        def has_workers(self) -> bool: ...
+
+        def refusal(self, capability: str) -> str: ...
+
+    class Tool(Protocol):
+        """What governance reads of a tool: its settings (``tools.settings``; named here so governance,
+        which the tools import for ``Limits``, imports nothing of them)."""
+
+        @property
+        def name(self) -> str: ...
+        @property
+        def inline(self) -> bool: ...
+        @property
+        def limits(self) -> Limits | None: ...
+        @property
+        def max_concurrency(self) -> int | None: ...
+        @property
+        def concurrency_group(self) -> str | None: ...
+        @property
+        def rate_limit(self) -> str | None: ...
 
 log = logging.getLogger("toolfork.governance")
 

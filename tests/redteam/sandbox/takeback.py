@@ -79,7 +79,7 @@ def stretched_file(how: str) -> str:
     worker's own sending code, changed from inside: a tool can do anything in its process)."""
     if how == "harmless":
         return "fine"
-    from toolfork.executor import oob
+    from toolfork.executor.wire import oob
 
     release = oob._FileWriter.release
 
@@ -100,7 +100,7 @@ def declared_huge(how: str) -> str:
     import gc
     import struct
 
-    from toolfork.executor import framing
+    from toolfork.executor.wire import framing
 
     writer = next(o for o in gc.get_objects() if type(o) is framing.FrameWriter)
     fd = os.memfd_create("evil", os.MFD_ALLOW_SEALING)

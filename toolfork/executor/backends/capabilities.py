@@ -38,6 +38,7 @@ class Capabilities:
     recycles: bool  # it can replace a worker between calls (max_calls_per_worker, max_worker_memory_mb)
     sessions: bool  # ``Executor.session`` can pin a state where its calls run
     why_not: Mapping[str, str] = field(default_factory=dict, hash=False)  # capability -> why this backend lacks it
+    lines: bool = False  # it runs a job's lines without a per-call object in the host (``Backend.open_lane``)
 
     def __post_init__(self) -> None:
         missing = [n for n in NAMES if not getattr(self, n) and not self.why_not.get(n)]

@@ -41,16 +41,10 @@ from typing import TYPE_CHECKING, Any
 
 from toolfork.executor import tracing
 from toolfork.executor.backends import ray_session
-from toolfork.executor.backends.base import (
-    POLL_INTERVAL,
-    Backend,
-    BatchState,
-    Dispatch,
-    Feed,
-    Hooks,
-    Hub,
-)
+from toolfork.executor.backends.base import Backend, Hooks
 from toolfork.executor.backends.capabilities import Capabilities
+from toolfork.executor.backends.dispatch import Dispatch
+from toolfork.executor.backends.hub import POLL_INTERVAL, BatchState, Feed, Hub
 from toolfork.executor.invoke import timeout_result
 from toolfork.executor.stats import Load
 from toolfork.executor.types import CallFinished, CallProgress, CallStarted, ErrorInfo, Event, ToolResult

@@ -23,8 +23,10 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from toolfork.executor import tracing
-from toolfork.executor.backends.base import Backend, Dispatch, Feed, cancelled, run_batch
+from toolfork.executor.backends.base import Backend
 from toolfork.executor.backends.capabilities import Capabilities
+from toolfork.executor.backends.dispatch import Dispatch, cancelled
+from toolfork.executor.backends.hub import Feed, run_batch
 from toolfork.executor.invoke import CallInterrupted, execute_call, timeout_result
 from toolfork.executor.runtime import CallbackRuntime
 from toolfork.executor.stats import Load

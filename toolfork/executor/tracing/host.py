@@ -5,7 +5,7 @@ and returns the OpenTelemetry context current there, or None when nothing traces
 is not imported, or its ``TracerProvider`` is not the global provider. That check is one dictionary
 look-up when the SDK is not imported, so tracing off costs nothing measurable.
 
-``CallSpans`` belongs to one batch (``Executor._events``). ``start`` opens a call's span when the call is
+``CallSpans`` belongs to one batch (its ``CallBook``). ``start`` opens a call's span when the call is
 dispatched, under the captured context, or under the W3C ``traceparent`` in the call's ``meta`` when it
 has one (how the agent puts its calls under its run's span, and how a batch file's lines join a trace),
 and gives its ``(trace_id, span_id, flags)`` to carry in the ``CallItem``. ``finish`` records how long

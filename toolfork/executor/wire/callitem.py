@@ -6,7 +6,7 @@ spelled out by position wherever a call was handed on. Now a ``Dispatch`` makes 
 (``Dispatch.item``) and every backend carries that value whole, as CPython's process pool carries its
 ``_CallItem``::
 
-    Executor._dispatches ── Dispatch(call, tool, timeout, context, trace) ── .item() ──> CallItem
+    CallBook.admit ── Dispatch(call, tool, timeout, context, trace) ── .item() ──> CallItem
         fork pool:   CALLS frame [CallItem, ...] ──pipe──> worker._serve: one unpack, then the call
         line lane:   the worker parses the raw line and makes the same fields there
         Ray:         ray_task.run_call(..., CallItem, ...) in the Ray worker

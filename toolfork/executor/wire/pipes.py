@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import select
+from collections.abc import Iterable
 
 
 def write_all(fd: int, data: bytes | bytearray | memoryview) -> None:
@@ -100,11 +101,16 @@ class WakePipe:
         return self.fd, self.write_fd
 
     def close(self) -> None:
-        for fd in self.fds:
-            try:
-                os.close(fd)
-            except OSError:
-                pass
+        close_quietly(self.fds)
 
 
-__all__ = ["WakePipe", "drain", "read_some", "readable", "wait_for", "write_all"]
+def close_quietly(fds: Iterable[int]) -> None:
+    """Close each descriptor; one already closed (or never valid) is no error: closing is cleanup."""
+    for fd in fds:
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+
+
+__all__ = ["WakePipe", "close_quietly", "drain", "read_some", "readable", "wait_for", "write_all"]

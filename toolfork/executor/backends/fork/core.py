@@ -12,8 +12,8 @@ worker does not, and is decided here, for both:
     the template: a worker's death          ──> WorkerCore.bury(client) -> crashed(w, client)
     the clock: a running item's deadline    ──> WorkerCore.expire(client)
 
-The fault rules, with the results the host makes itself (``timeout_result``, ``crashed_result``,
-``not_started_result``; the ones a frame stands for are in ``wire.frames``):
+The fault rules (the results the host makes itself are in ``fork.outcomes``; the ones a frame stands
+for in ``wire.frames``):
 
 * timeout: the running item fails "timeout" at its deadline, the worker's process group is stopped by
   the template (SIGTERM, then SIGKILL after the grace), and a fresh worker takes the slot;
@@ -21,7 +21,7 @@ The fault rules, with the results the host makes itself (``timeout_result``, ``c
   "crashed" with the wait status; bytes that are not a frame fail it as damaged, and so does a frame
   that is not the running item's (a wrong shape, another call's ``seq``: see ``read``);
 * the template died or was stopped (a tool can signal its worker's parent): noticed at once on its
-  control socket, else by ``supervise`` within ``TEMPLATE_CHECK_S``; every worker is ended with it, their
+  control socket, else by ``check_template`` within ``TEMPLATE_CHECK_S``; every worker is ended with it, their
   running items fail "crashed" naming the template, the rest go back, and a new template is forked from
   the host (``_replace_template``);
 * a worker that says it leaves (its tool damaged its channels) is replaced after that result;
@@ -36,9 +36,13 @@ The fault rules, with the results the host makes itself (``timeout_result``, ``c
   with the host) is above the cap once its items are done, leaves between items (its
   call pipe closed, so it ends by itself) and a fresh worker takes the slot; nothing fails.
 
-The core also keeps the quick/slow estimate (a moving mean of each tool's durations), which both
-clients read to decide what to send in chunks, and the selector over the workers' result pipes, the
-template's control socket and the pool's wake-up pipe. While a worker's items are due within
+Where the cut is. The core keeps what shares one invariant, that one thread at a time changes the
+workers: the worker table and idle set, the selector over the workers' result pipes, the template's
+control socket and the pool's wake-up pipe, the fault rules, recycling, the template check, and the
+quick/slow estimate (a moving mean of each tool's durations, learnt as results are read, which both
+clients and the selector's spin read). What needs none of that is elsewhere: the results the host makes
+itself (``fork.outcomes``), the template's end of the conversation (``fork.template_link``), and which
+item goes to which worker (the clients: ``fork.pool``, ``fork.lane``). While a worker's items are due within
 ``SPIN_S``, the selector is polled that long (yielding the CPU between looks) before the driver sleeps
 in it. It takes no lock: its client calls it from the thread that holds the Hub's driver lock (the pool
 inside ``Hub.locked`` steps, the lane while it holds the driver lock for its job), so one thread at a
@@ -47,6 +51,7 @@ time changes the workers.
 
 from __future__ import annotations
 
+import enum
 import logging
 import math
 import os
@@ -55,16 +60,29 @@ import signal
 import socket
 import time
 from collections import deque
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
-from toolfork.executor import framing, invoke, oob, tracing
+from toolfork.executor import tracing
 from toolfork.executor.backends.base import Hooks
-from toolfork.executor.backends.fork.template_link import HOST_FDS, TEMPLATE_CHECK_S, TemplateGone, TemplateLink
-from toolfork.executor.types import ErrorInfo, ToolResult
-from toolfork.executor.wire import WakePipe, ceiling, frames
+from toolfork.executor.backends.fork.outcomes import (
+    crashed_result,
+    death_result,
+    describe_exit,
+    not_started_result,
+    timeout_result,
+)
+from toolfork.executor.backends.fork.template_link import (
+    HOST_FDS,
+    TEMPLATE_CHECK_S,
+    TemplateGone,
+    TemplateLink,
+    signal_groups,
+)
+from toolfork.executor.types import ToolResult
+from toolfork.executor.wire import WakePipe, ceiling, frames, framing, oob
 from toolfork.executor.wire.frames import Leaving, Progress, ResultMessage, Spans, damaged_result, unreadable_result
-from toolfork.governance import rlimits
+from toolfork.executor.wire.pipes import close_quietly
 from toolfork.governance.verdict import STATM_RESIDENT, statm_bytes
 
 if TYPE_CHECKING:
@@ -109,7 +127,18 @@ class Client(Protocol):
         """Items that never started (their worker stopped), in order: they go to the front of their queue."""
 
 
+class WorkerState(enum.Enum):
+    """What a worker is doing (``Worker.state``), read from its fields so the hot path sets nothing more."""
+
+    FORKING = "forking"  # asked of the template; its pid not reported yet (work sent to it waits in its pipe)
+    IDLE = "idle"  # nothing sent to it that has not finished: it may be in ``WorkerCore.idle``
+    RUNNING = "running"  # ``inflight[0]`` runs (its deadline is ``deadline``); the rest wait in its pipe
+    LENT = "lent"  # a one-shot runs in its slot (``one_shot.lender`` is it): it gets no work until that ends
+
+
 class Worker:
+    """One worker process as the host sees it: its channels, what it was sent, and its slot."""
+
     __slots__ = ("call_fd", "calls", "chunks", "deadline", "inflight", "lender", "pid", "reader", "result_fd", "room",
                  "sandboxed", "side", "spawned_at", "started_at", "wid")
 
@@ -122,7 +151,7 @@ class Worker:
         self.pid: int | None = None
         self.call_fd = call_fd
         self.result_fd = result_fd
-        self.side = side  # large frames, both ways, by memory file (see toolfork.executor.oob)
+        self.side = side  # large frames, both ways, by memory file (see toolfork.executor.wire.oob)
         self.reader = framing.FrameReader(result_fd, side)
         self.inflight: deque[Any] = deque()  # items sent, not finished; [0] is the running one
         self.chunks: deque[int] = deque()  # sizes of the frames of items sent and not all finished, oldest first
@@ -132,56 +161,19 @@ class Worker:
         self.calls = 0  # items it settled (for max_calls_per_worker)
         self.sandboxed = False  # a one-shot for a sandboxed call: what it sends is data about that call
 
+    def state(self, lent: bool = False) -> WorkerState:
+        """Its state; ``lent``: whether a one-shot holds its slot (the core knows: ``WorkerCore.state_of``)."""
+        if self.pid is None:
+            return WorkerState.FORKING
+        if self.inflight:
+            return WorkerState.RUNNING
+        return WorkerState.LENT if lent else WorkerState.IDLE
+
     def start_next(self, now: float) -> None:
         """The item at the front starts now: its clock, and its deadline."""
         self.started_at = now
         timeout = self.inflight[0].timeout if self.inflight else None
         self.deadline = None if timeout is None else now + timeout
-
-
-def _killpg(pid: int, sig: int) -> None:
-    """Signal a worker's process group from the host (its template cannot: it is gone)."""
-    try:
-        os.killpg(pid, sig)
-    except OSError:
-        pass
-
-
-def describe_exit(status: int | None) -> tuple[str, str]:
-    """(error type, message) for a worker's wait status."""
-    if status is None:
-        return "WorkerCrashed", "the worker process died (exit status unknown)"
-    said = frames.exit_description(os.WEXITSTATUS(status)) if os.WIFEXITED(status) else None
-    if said is not None:
-        return "WorkerCrashed", f"the worker process left: {said}"
-    if os.WIFSIGNALED(status):
-        sig = os.WTERMSIG(status)
-        try:
-            name = signal.Signals(sig).name
-        except ValueError:
-            name = f"signal {sig}"
-        hint = " (the OOM killer sends SIGKILL)" if sig == signal.SIGKILL else ""
-        return "WorkerCrashed", f"the worker process was killed by {name}{hint}"
-    return "WorkerCrashed", f"the worker process exited with code {os.WEXITSTATUS(status)}"
-
-
-def timeout_result(call_id: str, name: str, timeout: float | None, pid: int | None, duration: float) -> ToolResult:
-    return invoke.timeout_result(call_id, name, timeout, "its worker process was killed (SIGTERM, then SIGKILL "
-                                 "after the grace period)", pid=pid, duration=duration)
-
-
-def crashed_result(call_id: str, name: str, exit_description: tuple[str, str], pid: int | None,
-                   duration: float) -> ToolResult:
-    etype, message = exit_description
-    return ToolResult(call_id, name, "crashed", duration_s=duration, worker_pid=pid,
-                      error=ErrorInfo(etype, f"tool '{name}' crashed: {message}"))
-
-
-def limit_result(call_id: str, name: str, hit: rlimits.LimitExceeded, exit_description: tuple[str, str],
-                 pid: int | None, duration: float) -> ToolResult:
-    """An item whose worker died of a limit it set (the kernel's SIGXCPU, SIGXFSZ)."""
-    return ToolResult(call_id, name, "error", duration_s=duration, worker_pid=pid, error=ErrorInfo(
-        hit.type, f"tool '{name}': {hit.message} ({exit_description[1]})"))
 
 
 def rss_mb(pid: int | None) -> float:
@@ -207,12 +199,6 @@ def _own_ceilings(tools: Mapping[str, Tool]) -> dict[str, int]:
     """Tool name -> its ceiling in bytes (``wire.ceiling``), for the tools that set ``max_result_mb``."""
     return {name: ceiling.of(t.max_result_mb) for name, t in tools.items()
             if getattr(t, "max_result_mb", None) is not None}
-
-
-def not_started_result(call_id: str, name: str, requeues: int, pid: int | None) -> ToolResult:
-    """An item whose workers kept dying before they could start it (``MAX_REQUEUES``)."""
-    return ToolResult(call_id, name, "crashed", worker_pid=pid, error=ErrorInfo(
-        "WorkerCrashed", f"tool '{name}' was not run: {requeues - 1} workers died before they could start it"))
 
 
 class WorkerCore:
@@ -276,6 +262,10 @@ class WorkerCore:
         the host's ends of its channels and of its control socket. Any thread (one message to the template)."""
         return self._link.open_session()
 
+    def state_of(self, w: Worker) -> WorkerState:
+        """``w``'s state, with whether a one-shot holds its slot (see ``WorkerState``)."""
+        return w.state(any(o.lender is w for o in tuple(self._workers.values())))
+
     def is_quick(self, name: str) -> bool:
         mean = self._ewma.get(name)
         return mean is not None and mean < QUICK_CALL_S
@@ -304,7 +294,7 @@ class WorkerCore:
                 wake = deadline
         return wake
 
-    def supervise(self, client: Client) -> bool:
+    def check_template(self, client: Client) -> bool:
         """Look at the template (at most every ``TEMPLATE_CHECK_S``; its death is also seen at once on
         its control socket): one that died or was stopped is replaced (see ``_replace_template``).
         Returns whether it was."""
@@ -329,13 +319,9 @@ class WorkerCore:
         log.warning("the toolfork template process %s %s; its workers are ended with it and a new template is "
                     "forked from this process", old.pid, cause)
         workers = list(self._workers.values())
-        for w in workers:  # in its process group: the worker and what its call started
-            if w.pid is not None and w.pid > 0:
-                _killpg(w.pid, signal.SIGKILL)
-        try:
-            self._sel.unregister(old.ctrl)
-        except (KeyError, ValueError):
-            pass
+        # In its process group: the worker and what its call started.
+        signal_groups([w.pid for w in workers if w.pid is not None and w.pid > 0], signal.SIGKILL)
+        self._unwatch(old.ctrl.fileno())
         old.abandon()  # workers it started and the host never heard of die with it (PR_SET_PDEATHSIG)
         for w in workers:
             if w.wid in self._workers:
@@ -635,6 +621,21 @@ class WorkerCore:
                 return
             settled -= chunks.popleft()
 
+    def take(self, ready: list[Any], client: Client, other: Callable[[Any], None]) -> None:
+        """After a wait (``select``), for either client: the template is looked at first (a dead one's
+        workers are ended with it before anything is read), every ready worker that is still ours is
+        read (a read before it may have replaced it), the workers the template reported dead are
+        buried, and the deadlines that passed expire. ``other`` gets each ready extra of ``select``."""
+        self.check_template(client)
+        workers = self._workers
+        for data in ready:
+            if type(data) is not Worker:
+                other(data)
+            elif data.wid in workers:
+                self.read(data, client)
+        self.bury(client)
+        self.expire(client)
+
     def bury(self, client: Client) -> None:
         """Workers the template reported dead that are still ours: take what they wrote, then treat
         them as crashed (a worker never exits by itself while its call pipe is open)."""
@@ -668,15 +669,12 @@ class WorkerCore:
             current = w.inflight.popleft()
             status = self._link.exit_status(w.pid)
             described = self._template_death() if self._link.gone else describe_exit(status)
-            duration = time.monotonic() - w.started_at
-            limits = self.governance.limits_for(current.name)
-            hit = None if limits is None or status is None else rlimits.classify(status, limits)
-            if hit is not None:
-                client.fail(current, limit_result(current.call_id, current.name, hit, described, w.pid, duration))
-            else:
+            result = death_result(current.call_id, current.name, status, described,
+                                  self.governance.limits_for(current.name), w.pid, time.monotonic() - w.started_at)
+            if result.status == "crashed":
                 log.warning("worker %s died running tool %r (call %s): %s", w.pid, current.name, current.call_id,
                             described[1])
-                client.fail(current, crashed_result(current.call_id, current.name, described, w.pid, duration))
+            client.fail(current, result)
             self.requeue(w, client, died=True)
         self._refill(w)
 
@@ -744,21 +742,21 @@ class WorkerCore:
         self._sel.register(result_r, selectors.EVENT_READ, w)
         return w
 
+    def _unwatch(self, fd: int) -> None:
+        """The selector stops watching ``fd`` (one it never watched, or stopped watching, is no error)."""
+        try:
+            self._sel.unregister(fd)
+        except (KeyError, ValueError):
+            pass
+
     def _retire(self, w: Worker, *, kill: bool) -> None:
         """Forget a worker; if ``kill``, have the template stop its process group (with grace)."""
         pid = self._link.wait_pid(w) if kill else None  # while it is still ours: its "spawned" names it by wid
         self._workers.pop(w.wid, None)
         self._owed_tools.pop(w.wid, None)
-        try:
-            self._sel.unregister(w.result_fd)
-        except (KeyError, ValueError):
-            pass
+        self._unwatch(w.result_fd)
         self._link.forget_fds((w.call_fd, w.result_fd, w.side.sock.fileno()))
-        for fd in (w.call_fd, w.result_fd):
-            try:
-                os.close(fd)
-            except OSError:
-                pass
+        close_quietly((w.call_fd, w.result_fd))
         w.side.close()  # a large frame still in flight on it is freed with it
         if pid is not None:
             self._link.term(pid)
@@ -787,8 +785,7 @@ class WorkerCore:
         link.check(now=True)  # a stopped template could neither let its workers go nor kill them
         pids = [w.pid for w in self._workers.values() if w.pid is not None]
         if link.gone:
-            for pid in pids:
-                _killpg(pid, signal.SIGKILL)
+            signal_groups(pids, signal.SIGKILL)
         for w in list(self._workers.values()):
             self._retire(w, kill=bool(w.inflight) and not link.gone)
         self.idle.clear()
@@ -805,5 +802,4 @@ class WorkerCore:
         self._link.kill([w.pid for w in list(self._workers.values()) if w.pid is not None])
 
 
-__all__ = ["MAX_CHUNK", "MAX_REQUEUES", "QUICK_CALL_S", "Client", "Worker", "WorkerCore", "crashed_result",
-           "describe_exit", "limit_result", "not_started_result", "rss_mb", "timeout_result"]
+__all__ = ["MAX_CHUNK", "MAX_REQUEUES", "QUICK_CALL_S", "Client", "Worker", "WorkerCore", "WorkerState", "rss_mb"]

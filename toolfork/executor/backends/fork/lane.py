@@ -26,7 +26,7 @@ that ends early (an exception, Ctrl-C) has its busy workers killed and replaced,
 usable.
 
 Limits a call runs under (rlimits) and worker recycling hold on the lane as on the pool: the worker
-applies the limits, the core recycles. What a lane cannot do, the Job keeps off it (``LineLane.fits``):
+applies the limits, the core recycles. What a lane cannot do, the Job keeps off it (``lines.fits``):
 inline tools (they run in the host), ``fresh_process`` tools, tools that declare ``retries``, tools
 with a cap or a rate limit (their calls wait in the Hub's capped queues) and tools whose limits carry a
 restriction (a process each); a job with one of those takes the general path whole.
@@ -39,53 +39,46 @@ import pickle
 import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
-from toolfork.executor import invoke
-from toolfork.executor.backends.base import POLL_INTERVAL
 from toolfork.executor.backends.fork.core import Worker
-from toolfork.executor.backends.fork.pool import ForkBackend
 from toolfork.executor.backends.fork.template_link import TemplateGone
+from toolfork.executor.backends.hub import POLL_INTERVAL
+from toolfork.executor.backends.lines import Line
+from toolfork.executor.calls import stamp
 from toolfork.executor.types import ToolResult
 from toolfork.executor.wire import drain, frames
 from toolfork.executor.wire.frames import EncodedResult, Mismatch, Progress, ResultMessage
+
+if TYPE_CHECKING:
+    import threading
+
+    from toolfork.executor.backends.fork.core import WorkerCore
 
 BULK_PAUSE_S = 0.001
 PREFETCH_BYTES = 32 * 1024  # a chunk sent ahead to a busy worker: at most this, and half its call pipe
 FRAME_SLACK = 512  # a chunk frame's bytes besides its lines (an estimate with room to spare) ...
 LINE_SLACK = 96  # ... and per line (its id, name, timeout and line number)
 
-if TYPE_CHECKING:
-    from toolfork.tools.tool import Tool
 
+class Borrowed(Protocol):
+    """What the lane borrows of the pool (``ForkBackend``): its worker core and its driver lock."""
 
-@dataclass(slots=True, eq=False)
-class Line:
-    """One input line on its way through the lane; the Job keeps it in its output slot.
+    @property
+    def closed(self) -> bool: ...
 
-    ``raw`` is the line while nobody has checked that it is the call the host took it for (the worker
-    parses it); None once checked, or for a line the host read itself (then ``arguments`` is set).
-    ``out`` stays None until the line is settled: the worker's encoded output line (bytes), a
-    ``ToolResult`` (an error, timeout or crash: the Job makes its record) or a record the Job made.
-    """
+    @property
+    def core(self) -> WorkerCore: ...
 
-    lineno: int
-    call_id: str
-    name: str
-    raw: bytes | None
-    arguments: dict[str, Any] | None
-    timeout: float | None
-    out: Any = None
-    requeues: int = 0  # times a worker died before it could start this line
-    meta: dict[str, str] | None = None  # the call's ``meta``, for a line the host read itself
+    @property
+    def drive(self) -> threading.Lock: ...
 
 
 class LineLane:
     """Runs ``Line`` items on a ``ForkBackend``'s workers, as a client of its worker core; see the
     module docstring. Single-threaded: the Job calls ``step`` between reading lines and writing records."""
 
-    def __init__(self, backend: ForkBackend, parse: Callable[[bytes, int], Any],
+    def __init__(self, backend: Borrowed, parse: Callable[[bytes, int], Any],
                  context: dict[str, Any] | None = None) -> None:
         self._b = backend
         self._core = backend.core
@@ -97,16 +90,6 @@ class LineLane:
         self.mismatched: list[Line] = []  # lines a worker sent back: the Job reads them and decides again
         # Called with each chunk right before it is written to a worker (the job's journal of starts).
         self.before_send: Callable[[list[Line]], None] | None = None
-
-    @staticmethod
-    def fits(executor: Any) -> bool:
-        """Whether ``executor`` can run a job through the lane: a fork pool, and no tool that needs the
-        general path (inline, fresh_process, retries)."""
-        if not isinstance(getattr(executor, "backend", None), ForkBackend):
-            return False
-        alone = executor.governance.alone  # gated tools wait in the Hub, restricted ones need a process each
-        return all(not (t.inline or t.fresh_process or t.retries or t.name in alone)
-                   for t in executor.tools.values())
 
     # ------------------------------------------------------------------ the Job's side
 
@@ -150,7 +133,7 @@ class LineLane:
         wake-up pipe, watched too (and emptied when it fires); ``poll``: a live input without one,
         asked again soon."""
         core = self._core
-        core.supervise(self)  # a template that died or was stopped is replaced (its lines fail or go back)
+        core.check_template(self)  # a template that died or was stopped is replaced (its lines fail or go back)
         self._start()
         timeout = 0.0
         if wait:
@@ -167,17 +150,10 @@ class LineLane:
                 time.sleep(pause)
                 timeout = max(0.0, timeout - pause)
         ready = core.select(timeout, () if wakeup_fd is None else ((wakeup_fd, self),))
-        core.supervise(self)  # before anything is read: a dead template's workers are ended with it
-        workers = core.workers
-        for data in ready:
-            if data is self:
-                assert wakeup_fd is not None
-                os.set_blocking(wakeup_fd, False)
-                drain(wakeup_fd)
-            elif data.wid in workers:  # still ours: a read before it may have replaced it
-                core.read(data, self)
-        core.bury(self)
-        core.expire(self)
+        if wakeup_fd is None:
+            core.take(ready, self, _nothing)
+        else:
+            core.take(ready, self, lambda _lane: _empty(wakeup_fd))
 
     # ------------------------------------------------------------------ sending
 
@@ -251,15 +227,14 @@ class LineLane:
             line.out = msg.line  # type: ignore[union-attr]
             return msg.duration_s  # type: ignore[union-attr]
         result = msg.rebuilt(line.call_id, line.name, w.pid)
-        duration = result.duration_s
-        result.started_at = time.time() - duration  # as Executor does for its results (an encoded line has it)
+        stamp(result)  # now: the job writes it later, in input order (an encoded line has its own)
         line.out = result
-        return duration
+        return result.duration_s
 
     @staticmethod
     def fail(line: Line, result: ToolResult) -> None:
         line.raw = None
-        result.started_at = time.time() - result.duration_s
+        stamp(result)
         line.out = result
 
     @staticmethod
@@ -270,10 +245,15 @@ class LineLane:
         self.ready.extendleft(reversed(lines))
 
 
-def effective_timeout(tool: Tool, default: float | None) -> float | None:
-    """A lane line's timeout: its tool's, else the executor's, as ``Executor`` has it (infinity: none). A
-    line with a timeout of its own is read by the host, which passes that one."""
-    return invoke.effective_timeout(None, tool.timeout, default)
+
+def _empty(fd: int) -> None:
+    """The live input's wake-up pipe fired: emptied, so the next wait is for new bytes."""
+    os.set_blocking(fd, False)
+    drain(fd)
 
 
-__all__ = ["Line", "LineLane", "effective_timeout"]
+def _nothing(_data: Any) -> None:
+    """No extra was watched."""
+
+
+__all__ = ["LineLane"]

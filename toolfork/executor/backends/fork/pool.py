@@ -27,7 +27,7 @@ Data flow (``ForkBackend.execute`` joins the ``Hub``; whichever batch owner need
   code in the "crashed" result. No retry: tools have side effects.
 * Large frames (results and arguments of ``oob.LARGE_FRAME`` bytes and more) do not go through the pipes:
   they cross in a memory file handed over on the worker's side socket (``worker.side``), and the pipe
-  carries a header of length 0 in their place (see ``toolfork.executor.oob``). The reader takes the file
+  carries a header of length 0 in their place (see ``toolfork.executor.wire.oob``). The reader takes the file
   where the header is, so order and the rest of this flow are unchanged.
 * ``fresh_process`` tools: the call goes to a one-shot worker forked for it, in an idle worker's slot,
   which gets the slot back when the one-shot is gone. So does a sandboxed call (``Limits.sandboxed``:
@@ -44,20 +44,22 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
-from toolfork.executor import framing
-from toolfork.executor.backends.base import POLL_INTERVAL, Backend, BatchState, Dispatch, Feed, Hooks, Hub
+from toolfork.executor.backends.base import Backend, Hooks
 from toolfork.executor.backends.capabilities import Capabilities
+from toolfork.executor.backends.dispatch import Dispatch
 from toolfork.executor.backends.fork.core import Worker, WorkerCore
 from toolfork.executor.backends.fork.template_link import TemplateGone
+from toolfork.executor.backends.hub import POLL_INTERVAL, BatchState, Feed, Hub
 from toolfork.executor.stats import Load
 from toolfork.executor.types import CallFinished, CallProgress, CallStarted, Event, ToolResult
-from toolfork.executor.wire import frames
+from toolfork.executor.wire import frames, framing
 from toolfork.executor.wire.frames import Progress, ResultMessage
 
 if TYPE_CHECKING:
+    from toolfork.executor.backends.fork.lane import LineLane
     from toolfork.governance.policy import Governance
     from toolfork.tools.tool import Tool
 
@@ -68,7 +70,7 @@ class ForkBackend(Backend):
     mode = "fork"
     capabilities = Capabilities(
         "fork", in_host=False, kills_at_deadline=True, limits=True, sandbox=True, has_workers=True,
-        recycles=True, sessions=True)
+        recycles=True, sessions=True, lines=True)
 
     def __init__(self, tools: dict[str, Tool], workers: int, hooks: Hooks, kill_grace: float = 1.0,
                  governance: Governance | None = None) -> None:
@@ -132,6 +134,12 @@ class ForkBackend(Backend):
     def cancel(self, feed: Feed) -> None:
         self._hub.request(feed)
 
+    def open_lane(self, parse: Callable[[bytes, int], Any], context: dict[str, Any] | None) -> LineLane:
+        """The line lane on this pool's workers (``fork.lane``): it borrows them and the driver lock."""
+        from toolfork.executor.backends.fork.lane import LineLane
+
+        return LineLane(self, parse, context)
+
     def hub_round(self) -> None:
         """One turn of the driver (``Hub.drive`` held): start calls, wait, route what happened."""
         if self._closed:
@@ -140,7 +148,7 @@ class ForkBackend(Backend):
         live = self._hub.locked(self._begin_round, wake=False)
         if live is None:
             return
-        # The wait ends at the next deadline, and when the template is to be looked at (supervise).
+        # The wait ends at the next deadline, and when the template is to be looked at (check_template).
         timeout = max(0.0, core.next_wake() - time.monotonic())
         if self._governance.any_gated:  # a call waiting for a token: look again when it is due
             due = self._hub.locked(lambda: self._governance.wake_at(self._hub.capped_tools()), wake=False)
@@ -160,7 +168,7 @@ class ForkBackend(Backend):
         has their CallStarted events (news: delivered now, the wait is next round), else the live
         batches (a batch whose feed leaves out starts waits for its results in this round)."""
         hub = self._hub
-        self.core.supervise(self)
+        self.core.check_template(self)
         if hub.pending:
             self._settle()
         if self._tool_frames:
@@ -181,16 +189,7 @@ class ForkBackend(Backend):
         self._hub.locked(lambda: self._route_ready(ready))
 
     def _route_ready(self, ready: list[Any]) -> None:
-        core = self.core
-        core.supervise(self)  # a template that died or was stopped is replaced before anything is read
-        workers = core.workers
-        for data in ready:
-            if type(data) is BatchState:  # its owner empties the wake-up fd as it pulls (see Hub.execute)
-                data.poked = True
-            elif data.wid in workers:  # still ours: a read before it may have replaced it
-                core.read(data, self)
-        core.bury(self)
-        core.expire(self)
+        self.core.take(ready, self, _poke)
         if self._hub.pending:
             self._settle()
 
@@ -346,6 +345,12 @@ class ForkBackend(Backend):
             self._governance.give_back(d)
         self._hub.cancel_everything(placed)
         return True
+
+
+
+def _poke(batch: BatchState) -> None:
+    """A batch whose live source has more: its owner empties the wake-up fd as it pulls (``Hub.execute``)."""
+    batch.poked = True
 
 
 __all__ = ["ForkBackend", "TemplateGone"]

@@ -22,12 +22,12 @@ import time
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
-from toolfork.executor import framing, oob, tracing
-from toolfork.executor.backends.fork.core import crashed_result, describe_exit, limit_result, timeout_result
+from toolfork.executor import tracing
+from toolfork.executor.backends.fork.outcomes import crashed_result, describe_exit, limit_result, timeout_result
 from toolfork.executor.backends.fork.session_worker import OPEN, SNAPSHOT
 from toolfork.executor.backends.fork.template_link import HOST_FDS, TemplateLink, worker_channels
 from toolfork.executor.types import ErrorInfo, ToolResult
-from toolfork.executor.wire import frames
+from toolfork.executor.wire import frames, framing, oob
 from toolfork.executor.wire.frames import Leaving, Progress, Spans, damaged_result, unreadable_result
 from toolfork.executor.wire.pipes import readable
 from toolfork.governance import rlimits

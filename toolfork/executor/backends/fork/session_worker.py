@@ -47,9 +47,9 @@ from toolfork.executor.wire.frames import ChannelDamaged
 from toolfork.tools.runtime import SESSION_STATE
 
 if TYPE_CHECKING:
-    from toolfork.executor import framing
     from toolfork.executor.backends.base import Hooks
     from toolfork.executor.backends.fork.worker import Channels
+    from toolfork.executor.wire import framing
 
 OPEN = "O"  # host -> session process: (OPEN, pickle of (factory, args, kwargs), checkpoint); reply (OPEN, error, pid)
 SNAPSHOT = "N"  # host -> session process: (SNAPSHOT,); reply (SNAPSHOT, state, error)

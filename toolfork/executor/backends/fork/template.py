@@ -10,7 +10,7 @@ status to the host (so a crash can be named: "killed by SIGSEGV"), carries out t
 a timed-out worker (SIGTERM to its process group, SIGKILL after the grace period) while the host goes
 on, and kills every worker when the host goes away, even by SIGKILL (its control socket reaches EOF).
 A tool can signal it (it is its worker's parent): the host watches it and, dead or stopped, replaces it
-(see ``fork.core.WorkerCore.supervise``).
+(see ``fork.core.WorkerCore.check_template``).
 
 Containment: the template and every worker are child subreapers (``PR_SET_CHILD_SUBREAPER``). A
 process a tool starts stays in its worker's subtree whatever it does with sessions and process groups

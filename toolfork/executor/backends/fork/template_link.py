@@ -9,6 +9,7 @@ the template said, so the control protocol and the template's liveness rules liv
 
 from __future__ import annotations
 
+import enum
 import logging
 import os
 import pickle
@@ -20,9 +21,11 @@ import weakref
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
-from toolfork.executor import oob
 from toolfork.executor.backends.base import Hooks
 from toolfork.executor.backends.fork.template import MAX_MESSAGE, template_main
+from toolfork.executor.backends.host_fds import HOST_FDS
+from toolfork.executor.wire import oob
+from toolfork.executor.wire.pipes import close_quietly
 
 if TYPE_CHECKING:
     from toolfork.governance.limits import Limits
@@ -34,14 +37,18 @@ F_SETPIPE_SZ = 1031
 
 log = logging.getLogger("toolfork.executor")
 
-# Host-side fds of every live pool in this process: a template forked later closes them, so it never
-# keeps another pool's pipes or control socket open (which would hide EOF from that pool's processes).
-HOST_FDS: set[int] = set()
+
+
+class LinkState(enum.Enum):
+    """Where the host stands with its template (``TemplateLink.state``)."""
+
+    SERVING = "serving"  # it answers on its control socket: workers can be forked and stopped
+    BROKEN = "broken"  # it died or was stopped (``broken`` says which); the core replaces it, never asks it again
 
 
 class TemplateGone(RuntimeError):
     """The template process could not be started again after it died or was stopped (the worker core
-    replaces it; see ``WorkerCore.supervise``)."""
+    replaces it; see ``WorkerCore.check_template``)."""
 
     def __init__(self, cause: str = "died") -> None:
         super().__init__(f"the toolfork template process {cause}, and no new one could be started")
@@ -78,7 +85,7 @@ class TemplateLink:
         self.deaths: list[int] = []
         self.checked_at = time.monotonic()
         # Why this template can no longer be used (it died, or was stopped), or None while it serves.
-        # Set by what notices it; the worker core then replaces the template (``WorkerCore.supervise``).
+        # Set by what notices it; the worker core then replaces the template (``WorkerCore.check_template``).
         self.broken: str | None = None
         self._finalizer = weakref.finalize(self, _emergency_close, self._template, self.ctrl)
 
@@ -87,7 +94,12 @@ class TemplateLink:
         return self._template.pid
 
     @property
+    def state(self) -> LinkState:
+        return LinkState.SERVING if self.broken is None else LinkState.BROKEN
+
+    @property
     def gone(self) -> bool:
+        """``state is LinkState.BROKEN``, read on every worker's death."""
         return self.broken is not None
 
     def _break(self, cause: str) -> None:
@@ -232,9 +244,7 @@ class TemplateLink:
         """A broken template is killed, reaped and let go (its workers die with it: PR_SET_PDEATHSIG)."""
         self._template.kill()
         self._template.join(5.0)
-        HOST_FDS.discard(self.ctrl.fileno())
-        self.ctrl.close()
-        self._finalizer.detach()
+        self._let_go()
 
     # ----------------------------------------------------------------- shutdown
 
@@ -249,23 +259,29 @@ class TemplateLink:
         if self._template.is_alive():
             self._template.kill()
             self._template.join(2.0)
-            for pid in pids:
-                try:
-                    os.killpg(pid, signal.SIGKILL)
-                except OSError:
-                    pass
+            signal_groups(pids, signal.SIGKILL)
+        self._let_go()
+
+    def _let_go(self) -> None:
+        """The template is ended: its control socket closes, and nothing is left to do at collection."""
         HOST_FDS.discard(self.ctrl.fileno())
         self.ctrl.close()
         self._finalizer.detach()
 
     def kill(self, pids: Iterable[int]) -> None:
         """Kill the workers ``pids`` and the template at once, closing nothing (see ``ForkBackend.close``)."""
-        for pid in pids:
-            try:
-                os.killpg(pid, signal.SIGKILL)
-            except OSError:
-                pass
+        signal_groups(pids, signal.SIGKILL)
         self._template.kill()
+
+
+def signal_groups(pids: Iterable[int], sig: int) -> None:
+    """Signal workers' process groups from the host (the template cannot: it is gone or stopped); a
+    group already gone is skipped."""
+    for pid in pids:
+        try:
+            os.killpg(pid, sig)
+        except OSError:
+            pass
 
 
 def worker_channels() -> tuple[tuple[int, int, socket.socket], tuple[int, int, int]]:
@@ -297,11 +313,7 @@ def _state(pid: int) -> bytes | None:
 
 
 def _template_entry(ctrl: socket.socket, host_ctrl_fd: int, tools: dict[str, Any], hooks: Hooks) -> None:
-    for fd in [*list(HOST_FDS), host_ctrl_fd]:
-        try:
-            os.close(fd)
-        except OSError:
-            pass
+    close_quietly([*list(HOST_FDS), host_ctrl_fd])
     HOST_FDS.clear()
     template_main(ctrl, tools, hooks)
 
@@ -318,4 +330,5 @@ def _emergency_close(template: Any, ctrl: socket.socket) -> None:
         pass
 
 
-__all__ = ["HOST_FDS", "SPAWN_ACK_TIMEOUT", "TEMPLATE_CHECK_S", "TemplateGone", "TemplateLink", "worker_channels"]
+__all__ = ["HOST_FDS", "SPAWN_ACK_TIMEOUT", "TEMPLATE_CHECK_S", "LinkState", "TemplateGone", "TemplateLink",
+           "signal_groups", "worker_channels"]

@@ -7,7 +7,11 @@ the code that forked it: it leaves with ``os._exit`` so no atexit handler inheri
 twice.
 
 Frames larger than ``oob.LARGE_FRAME`` go both ways by memory file over the worker's side socket (see
-``toolfork.executor.oob``); the pipes then carry only a header of length 0 in their place.
+``toolfork.executor.wire.oob``); the pipes then carry only a header of length 0 in their place.
+
+The loop is cut where its jobs part: ``worker_main`` sets the process up (group, channels, sandbox) and
+leaves with ``os._exit``; ``_serve`` reads the host's messages and runs each call (hooks, limits and
+span as layers: ``_run_layered``); ``_send_result`` sends one result, whatever its size or its faults.
 
 The frames both ways are listed in ``toolfork.executor.wire.frames``. Every frame, whatever thread sends
 it (a tool's threads may call ``emit_progress`` while the worker sends a result), goes out whole through
@@ -34,13 +38,13 @@ import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from toolfork.executor import framing, oob, tracing
+from toolfork.executor import tracing
 from toolfork.executor.backends.base import Hooks
 from toolfork.executor.backends.fork.limited import CallLimits
 from toolfork.executor.backends.fork.reset import SignalBaseline
 from toolfork.executor.invoke import CallInterrupted, error_info, execute_call
 from toolfork.executor.types import ErrorInfo, ToolCall, ToolResult
-from toolfork.executor.wire import dataonly, frames
+from toolfork.executor.wire import dataonly, frames, framing, oob
 from toolfork.executor.wire.callitem import TraceParent
 from toolfork.executor.wire.frames import EXIT_CHANNEL_DAMAGED, ChannelDamaged
 from toolfork.governance import rlimits
@@ -246,7 +250,7 @@ def _serve(channels: Channels, tools: dict[str, Any], hooks: Hooks, sandbox: Lim
     baseline = SignalBaseline()  # after on_worker_start: what it installs is what every call starts with
     baseline.watch_setters()
     before, after, encode = hooks.before_child, hooks.after_child, hooks.encode_result
-    recv, result_frame, looks_large = framing.recv_blocking, frames.result_frame, frames.looks_large
+    recv = framing.recv_blocking
     dumps: Callable[[Any, int], bytes] = pickle.dumps  # ``_data_only_dumps`` once a sandboxed call came
     # The host reads a sandbox's frames as data only, from the first (a refusal too); a sandboxed call runs
     # nowhere else (fork.limited refuses it in any process that did not enter its sandbox). The host
@@ -255,8 +259,6 @@ def _serve(channels: Channels, tools: dict[str, Any], hooks: Hooks, sandbox: Lim
         writer.use_data_only()
         dumps = _data_only_dumps
         encode = None
-    large = writer.large
-    highest = pickle.HIGHEST_PROTOCOL
     monotonic, getpid, look = time.monotonic, os.getpid, channels.poller.poll
     lock = writer.lock
     limited = CallLimits(hooks.limits, sandbox)  # each tool's limits, worked out once (see fork.limited)
@@ -321,24 +323,7 @@ def _serve(channels: Channels, tools: dict[str, Any], hooks: Hooks, sandbox: Lim
                         gone = channels.damaged()
                         if gone:
                             _leave(writer, seq, gone)
-            out = result_frame(seq, result, encode)
-            try:
-                if looks_large(out, large):  # pickled straight into a memory file: one copy, no pipe
-                    writer.dump(out)
-                    continue
-                payload = dumps(out, highest)
-            except (EOFError, BrokenPipeError):
-                raise
-            except Exception as exc:  # the value's fault, unless a channel is what failed
-                _check_sent(channels, writer, seq, exc)
-                payload = dumps(_unserializable(seq, name, result, exc), highest)
-            try:
-                writer.send_payload(payload)
-            except (EOFError, BrokenPipeError):
-                raise
-            except Exception as exc:
-                _check_sent(channels, writer, seq, exc)
-                raise
+            _send_result(channels, writer, dumps, seq, name, result, encode)
         if exposed:  # the frame's last call was not run (a lane line sent back): its predecessor's timer
             baseline.disarm_alarm()
         baseline.reset()
@@ -349,6 +334,31 @@ def _serve(channels: Channels, tools: dict[str, Any], hooks: Hooks, sandbox: Lim
 
 
 _UNKNOWN: Any = object()  # a tool whose limits this worker has not worked out yet
+
+
+def _send_result(channels: Channels, writer: framing.FrameWriter, dumps: Callable[[Any, int], bytes], seq: int,
+                 name: str, result: ToolResult, encode: Callable[[ToolResult], bytes | None] | None) -> None:
+    """One call's result out, whole: a large one pickled straight into a memory file (one copy, no
+    pipe), the rest on the result pipe; a value that cannot be sent becomes an error result naming it,
+    unless a channel is what failed (then the worker leaves, see ``_check_sent``)."""
+    out = frames.result_frame(seq, result, encode)
+    try:
+        if frames.looks_large(out, writer.large):
+            writer.dump(out)
+            return
+        payload = dumps(out, pickle.HIGHEST_PROTOCOL)
+    except (EOFError, BrokenPipeError):
+        raise
+    except Exception as exc:  # the value's fault, unless a channel is what failed
+        _check_sent(channels, writer, seq, exc)
+        payload = dumps(_unserializable(seq, name, result, exc), pickle.HIGHEST_PROTOCOL)
+    try:
+        writer.send_payload(payload)
+    except (EOFError, BrokenPipeError):
+        raise
+    except Exception as exc:
+        _check_sent(channels, writer, seq, exc)
+        raise
 
 
 def _run_layered(limited: CallLimits, limits: Limits | None, trace: TraceParent | None,

@@ -38,8 +38,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from toolfork.executor import oob
-from toolfork.executor.wire import ceiling, dataonly
+from toolfork.executor.wire import ceiling, dataonly, oob
 from toolfork.executor.wire.frames import (
     HEADER,
     HEADER_SIZE,
