@@ -40,6 +40,7 @@ import socket
 import time
 from typing import TYPE_CHECKING, Any, NoReturn
 
+from toolfork.executor.backends.fork import forking
 from toolfork.executor.backends.fork.worker import become_subreaper, child_pids, die_with_parent, worker_main
 from toolfork.executor.invoke import error_info
 from toolfork.executor.wire import WakePipe
@@ -49,7 +50,8 @@ from toolfork.tools.runtime import SESSION_STATE
 if TYPE_CHECKING:
     from toolfork.executor import framing
     from toolfork.executor.backends.base import Hooks
-    from toolfork.executor.backends.fork.worker import Channels
+    from toolfork.executor.backends.fork import forking
+from toolfork.executor.backends.fork.worker import Channels
 
 OPEN = "O"  # host -> session process: (OPEN, pickle of (factory, args, kwargs), checkpoint); reply (OPEN, error, pid)
 SNAPSHOT = "N"  # host -> session process: (SNAPSHOT,); reply (SNAPSHOT, state, error)
@@ -93,7 +95,7 @@ class SessionProcess:
             return
         self._channels = channels if channels is not None else self._channels
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        pid = os.fork()
+        pid = forking.fork(forking.KEEP_ALL)  # the state's own descriptors are part of its copy
         if pid == 0:
             ours.close()
             self.checkpoint = None
@@ -125,7 +127,7 @@ class SessionProcess:
         for fd in numbers:
             os.close(fd)  # the host must see EOF when the session process dies
         try:
-            _data, fds, _flags, _addr = socket.recv_fds(sock, 16, 3)
+            _data, fds = forking.recv_fds(sock, 16, 3)
         except OSError:
             fds = []
         sock.close()
@@ -215,7 +217,7 @@ class _Supervisor:
         """The template handed over a session: its three channels and its control socket."""
         assert self.mux is not None
         try:
-            data, fds, _flags, _addr = socket.recv_fds(self.mux, 16, 4)
+            data, fds = forking.recv_fds(self.mux, 16, 4)
         except OSError:
             data, fds = b"", []
         if not data:  # the template closed it (its tools changed, it is closing, or it died)
@@ -228,22 +230,20 @@ class _Supervisor:
             return
         up, down = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         me = os.getpid()
-        mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
-        pid = os.fork()
-        if pid == 0:  # the session process: nothing of the other sessions, nor the supervisor's handlers
-            signal.signal(signal.SIGTERM, signal.SIG_DFL)
-            signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-            signal.set_wakeup_fd(-1)
-            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+
+        def cleanup() -> None:  # the supervisor's sockets, closed by their objects (see fork.forking)
             self.wake.close()
             for other in self.by_ctl.values():
                 for sock in other.sockets():
                     sock.close()
-            self.mux.close()
+            if self.mux is not None:
+                self.mux.close()
             up.close()
-            os.close(fds[3])
+
+        # The session process: its three channels and its socket to us; nothing of the other sessions.
+        pid = forking.fork([*fds[:3], down.fileno()], cleanup)
+        if pid == 0:
             worker_main(fds[0], fds[1], fds[2], self.tools, self.hooks, me, session=SessionProcess(down))
-        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
         for fd in fds[:3]:
             os.close(fd)
         down.close()
@@ -255,7 +255,7 @@ class _Supervisor:
     def read_checkpoints(self, s: _Session) -> None:
         while True:
             try:
-                data, got, _flags, _addr = socket.recv_fds(s.up, MAX_MESSAGE, 1)
+                data, got = forking.recv_fds(s.up, MAX_MESSAGE, 1)
             except BlockingIOError:
                 return
             except OSError:
@@ -311,7 +311,7 @@ class _Supervisor:
 
     def control(self, s: _Session) -> None:
         try:
-            data, got, _flags, _addr = socket.recv_fds(s.ctl, MAX_MESSAGE, 3)
+            data, got = forking.recv_fds(s.ctl, MAX_MESSAGE, 3)
         except OSError:
             data, got = b"", []
         if not data:  # the host closed the session: its processes go
