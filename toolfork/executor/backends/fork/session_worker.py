@@ -11,7 +11,7 @@ fork, by a process that is warm already. Each session has its own control socket
 
     host ──("session",) + channels + control──> template ──fds──> supervisor ──fork──> session process
     host ═══ calls / results (the worker's frames) ═════════════════════════════════> session process
-    host <──control (per session): kill | resume + channels / exited, resumed, lost──> supervisor
+    host <──control (per session): kill | resume + channels / forked, exited, resumed, lost──> supervisor
     session process ──fork (after each frame of calls)──> checkpoint (paused, its own process group)
     session process ──("checkpoint", pid) + the checkpoint's socket──> supervisor
 
@@ -251,6 +251,7 @@ class _Supervisor:
         s = _Session(socket.socket(fileno=fds[3]), up, pid)
         self.by_ctl[s.ctl.fileno()] = s
         self.by_up[up.fileno()] = s
+        _send(s.ctl, ("forked", pid, me))  # the host watches its sessions' supervisor (stopped, dead)
 
     def read_checkpoints(self, s: _Session) -> None:
         while True:

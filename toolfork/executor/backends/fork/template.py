@@ -70,7 +70,7 @@ SANDBOXES_WITH_SPARES = 4  # the sandboxes used last keep theirs
 def template_main(ctrl: socket.socket, tools: dict[str, Any], hooks: Hooks) -> None:
     """Runs in the template process (started by multiprocess with the fork start method)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C belongs to the host; it closes us
-    forking.inherit([ctrl.fileno(), *_multiprocess_own()])  # before it opens anything of its own
+    forking.inherit([ctrl.fileno(), *_multiprocess_own(ctrl)])  # before it opens anything of its own
     become_subreaper()
     hook_threads.park()  # an exporter thread an at-fork hook restarted here: the template runs one thread
     # Everything inherited from the host goes to the collector's permanent generation: a worker's
@@ -253,14 +253,37 @@ def template_main(ctrl: socket.socket, tools: dict[str, Any], hooks: Hooks) -> N
                 os._exit(0)
 
 
-def _multiprocess_own() -> list[int]:
-    """The descriptor multiprocess gave the template to watch the host by (its children need none)."""
+def _multiprocess_own(ctrl: socket.socket) -> list[int]:
+    """The descriptors multiprocess gave the template to watch the host by and to be watched by (the
+    host names the pipe of the second in its first message): its children must hold neither."""
+    own = []
     try:
         from multiprocess import process
 
-        sentinel = getattr(process, "_parent_process", None)
-        return [sentinel.sentinel] if sentinel is not None else []
+        parent = getattr(process, "_parent_process", None)
+        if parent is not None:
+            own.append(parent.sentinel)
     except Exception:
+        pass
+    data = ctrl.recv(MAX_MESSAGE)
+    if not data:  # the host is gone before it said anything
+        os._exit(0)
+    kind, pipe = pickle.loads(data)
+    if kind == "sentinel":
+        for fd in _fds():
+            try:
+                st = os.fstat(fd)
+            except OSError:
+                continue
+            if (st.st_dev, st.st_ino) == tuple(pipe):
+                own.append(fd)
+    return own
+
+
+def _fds() -> list[int]:
+    try:
+        return [int(name) for name in os.listdir("/proc/self/fd")]
+    except OSError:
         return []
 
 
