@@ -156,3 +156,29 @@ def test_a_checkpoint_orphaned_before_its_name_is_read_is_not_taken_for_a_leftov
         supervisor.wake.close()
         for sock in (mux, mux_peer, ctl, ctl_peer, up, down, ours, theirs):
             sock.close()
+
+
+def test_sessions_are_not_bounded_by_the_soft_descriptor_limit() -> None:
+    """Four host descriptors a session: under a soft limit of 200 (the hard one higher), 100 sessions open
+    and each keeps its state (the soft limit is raised to the hard one, as a server does)."""
+    import resource
+    import subprocess
+    import sys
+
+    _soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard < 1024:
+        pytest.skip(f"the hard limit on open files here is {hard}: nothing to raise the soft one to")
+    script = (
+        "import resource\n"
+        "resource.setrlimit(resource.RLIMIT_NOFILE, (200, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))\n"
+        "from tests.executor import session_tools as S\n"
+        "from toolfork.executor import Executor, ToolCall\n"
+        "with Executor(S.SESSION_TOOLS, mode='fork', workers=1) as ex:\n"
+        "    sessions = [ex.session(S.Account, f'o{i}', i) for i in range(100)]\n"
+        "    got = [s.run([ToolCall('d', 'deposit', {'amount': 1})])[0].output.data for s in sessions]\n"
+        "    for s in sessions:\n"
+        "        s.close()\n"
+        "print(got == [i + 1 for i in range(100)])\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, timeout=180, check=False)
+    assert done.returncode == 0 and done.stdout.decode().strip() == "True", done.stderr.decode()[-2000:]

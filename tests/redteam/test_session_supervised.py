@@ -99,6 +99,8 @@ def test_opening_while_the_supervisor_is_stopped_gets_a_session_from_a_new_one(e
         assert a.pid is not None
         supervisor = psutil.Process(a.pid).ppid()
         os.kill(supervisor, signal.SIGSTOP)  # the spares it forked are there; the next ones would never come
+        while psutil.Process(supervisor).status() != psutil.STATUS_STOPPED:  # (a signal lands a moment later)
+            time.sleep(0.01)
         try:
             t, out = _in_thread(lambda: [ex.session(Account, f"s{i}") for i in range(4)])
             t.join(MARGIN + 10)

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from toolfork.executor import framing, oob, tracing
 from toolfork.executor.backends.fork.core import crashed_result, describe_exit, limit_result, timeout_result
+from toolfork.executor.backends.fork.limits import raise_descriptor_limit
 from toolfork.executor.backends.fork.session_worker import OPEN, SNAPSHOT
 from toolfork.executor.backends.fork.template_link import (
     HOST_FDS,
@@ -148,6 +149,8 @@ class SessionProcessLink:
                 self._stop()
             raise
         self.pid = reply[2]
+        while readable([self._ctl.fileno()], 0) and self._control_message() is not None:
+            pass  # "forked" came first: the supervisor is watched from now on
         return reply[1]  # type: ignore[no-any-return]
 
     def snapshot(self) -> Any:
@@ -383,6 +386,7 @@ class SessionSpares:
     spares go. Any thread."""
 
     def __init__(self, core: WorkerCore, governance: Governance, kill_grace: float) -> None:
+        raise_descriptor_limit()
         self.watch = SupervisorWatch()
         self._core = core
         self._make = lambda: SessionProcessLink(core, governance, kill_grace, self.watch)

@@ -41,6 +41,7 @@ import time
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from toolfork.executor.backends.fork import forking
+from toolfork.executor.backends.fork.limits import raise_descriptor_limit
 from toolfork.executor.backends.fork.worker import become_subreaper, child_pids, die_with_parent, worker_main
 from toolfork.executor.invoke import error_info
 from toolfork.executor.wire import WakePipe
@@ -50,8 +51,7 @@ from toolfork.tools.runtime import SESSION_STATE
 if TYPE_CHECKING:
     from toolfork.executor import framing
     from toolfork.executor.backends.base import Hooks
-    from toolfork.executor.backends.fork import forking
-from toolfork.executor.backends.fork.worker import Channels
+    from toolfork.executor.backends.fork.worker import Channels
 
 OPEN = "O"  # host -> session process: (OPEN, pickle of (factory, args, kwargs), checkpoint); reply (OPEN, error, pid)
 SNAPSHOT = "N"  # host -> session process: (SNAPSHOT,); reply (SNAPSHOT, state, error)
@@ -182,6 +182,7 @@ class _Supervisor:
         os.setpgid(0, 0)
         die_with_parent()
         become_subreaper()
+        raise_descriptor_limit()  # two or three descriptors a session here
         signal.signal(signal.SIGTERM, lambda *_: self.kill_everything())
         signal.set_wakeup_fd(self.wake.write_fd)
         signal.signal(signal.SIGCHLD, lambda *_: None)
