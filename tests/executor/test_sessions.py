@@ -366,3 +366,21 @@ def test_a_factory_that_never_returns_is_ended_at_the_executors_timeout(
         pass
     with ex.session(S.Account, "ada") as s:  # the executor goes on
         assert values(s.run([dep(1, 5)])) == [5]
+
+
+def test_any_factory_a_user_can_write_opens_in_every_mode(ex: Executor) -> None:
+    """A lambda and a local function go to a session's process by value (dill), which plain pickle
+    cannot read back; a partial and a class go by reference."""
+    import functools
+
+    def local(owner: str) -> S.Account:
+        return S.Account(owner, 5)
+
+    factories: list[tuple[Callable[..., Any], tuple[Any, ...]]] = [
+        (lambda: S.Account("lam", 1), ()), (local, ("loc",)), (functools.partial(S.Account, "par", 2), ()),
+        (S.Account, ("cls", 3))]
+    got = []
+    for factory, args in factories:
+        with ex.session(factory, *args) as s:
+            got.append(values(s.run([dep(1, 1)]))[0])
+    assert got == [2, 6, 3, 4]

@@ -149,8 +149,7 @@ class SessionProcessLink:
                 self._stop()
             raise
         self.pid = reply[2]
-        while readable([self._ctl.fileno()], 0) and self._control_message() is not None:
-            pass  # "forked" came first: the supervisor is watched from now on
+        self._watch.add(reply[3])  # its supervisor, watched from now on
         return reply[1]  # type: ignore[no-any-return]
 
     def snapshot(self) -> Any:

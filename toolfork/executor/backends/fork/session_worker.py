@@ -53,7 +53,8 @@ if TYPE_CHECKING:
     from toolfork.executor.backends.base import Hooks
     from toolfork.executor.backends.fork.worker import Channels
 
-OPEN = "O"  # host -> session process: (OPEN, pickle of (factory, args, kwargs), checkpoint); reply (OPEN, error, pid)
+# host -> session process: (OPEN, pickle of (factory, args, kwargs), checkpoint); reply (OPEN, error, pid, supervisor)
+OPEN = "O"
 SNAPSHOT = "N"  # host -> session process: (SNAPSHOT,); reply (SNAPSHOT, state, error)
 MAX_MESSAGE = 1 << 12
 
@@ -70,12 +71,12 @@ class SessionProcess:
         kind = msg[0]
         if kind == OPEN:
             try:
-                factory, args, kwargs = pickle.loads(msg[1])  # dill's output too (it names its loaders)
+                factory, args, kwargs = _loads(msg[1])
                 SESSION_STATE.set(factory(*args, **kwargs))
             except Exception as exc:
-                writer.send((OPEN, error_info(exc, prefix="the session's factory failed"), os.getpid()))
+                writer.send((OPEN, error_info(exc, prefix="the session's factory failed"), os.getpid(), os.getppid()))
                 return
-            writer.send((OPEN, None, os.getpid()))
+            writer.send((OPEN, None, os.getpid(), os.getppid()))
             self.checkpoints = bool(msg[2])
             self.after_frame(channels)
         elif kind == SNAPSHOT:
@@ -137,6 +138,18 @@ class SessionProcess:
             os.dup2(new, old, inheritable=False)
             os.close(new)
         die_with_parent()  # the supervisor's now
+
+
+def _loads(blob: bytes) -> Any:
+    """The factory and its arguments, as the host wrote them: by reference with pickle, or by value with
+    dill (a lambda, a local function), which only dill reads back (its pickles name dill's own loaders
+    under Python 2's module names)."""
+    try:
+        return pickle.loads(blob)
+    except Exception:
+        import dill
+
+        return dill.loads(blob)
 
 
 def supervise_sessions(mux_fd: int, tools: dict[str, Any], hooks: Hooks) -> NoReturn:
