@@ -139,3 +139,30 @@ def start_daemon(runtime: ToolRuntime) -> int:
     proc = subprocess.Popen(["sleep", "300"], start_new_session=True)
     runtime.state.history.append(proc.pid)
     return proc.pid
+
+
+class DiesWhenSent:
+    """A state whose pickling ends the process that pickles it."""
+
+    def __init__(self) -> None:
+        self.owner = "ada"
+        self.balance = 0
+        self.history: list[int] = []
+
+    def __reduce__(self) -> tuple[object, ...]:
+        os._exit(3)
+
+
+@tool
+def slow_effect(path: str, seconds: float, runtime: ToolRuntime) -> str:
+    """After ``seconds``, write ``path`` (an effect outside the state) and count it in the state.
+
+    Args:
+        path: the file written
+        seconds: how long before
+    """
+    time.sleep(seconds)
+    with open(path, "w") as f:
+        f.write("done")
+    runtime.state.balance += 1
+    return "written"

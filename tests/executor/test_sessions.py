@@ -384,3 +384,44 @@ def test_any_factory_a_user_can_write_opens_in_every_mode(ex: Executor) -> None:
         with ex.session(factory, *args) as s:
             got.append(values(s.run([dep(1, 1)]))[0])
     assert got == [2, 6, 3, 4]
+
+
+@pytest.mark.parametrize("checkpoint", [False, True])
+def test_a_snapshot_that_ends_the_process_never_mislabels_the_next_call(fork_ex: Executor, checkpoint: bool) -> None:
+    """Pickling the state kills the session's process: without a checkpoint the session is lost (the next
+    run raises SessionLost: no call is reported "crashed" that never ran); with one, it takes over."""
+    with fork_ex.session(S.DiesWhenSent, checkpoint=checkpoint) as s:
+        assert values(s.run([dep(1, 5)])) == [5]
+        if checkpoint:
+            with pytest.raises(RuntimeError, match="checkpoint took over"):
+                s.snapshot()
+            assert values(s.run([dep(2, 1)])) == [6]
+        else:
+            with pytest.raises(SessionLost, match="died while sending its state"):
+                s.snapshot()
+            with pytest.raises(SessionLost):
+                s.run([dep(2, 1)])
+
+
+def test_cancelling_the_task_awaiting_arun_stops_its_call(make_executor: Callable[..., Executor],
+                                                           tmp_path: Any) -> None:
+    """As with ``acall``: the call's process is killed, its effect never lands, and the session is lost
+    (its state may be half changed) instead of running the call on unseen."""
+    ex = make_executor([*S.SESSION_TOOLS, S.slow_effect], mode="fork", kill_grace=0.3)
+    effect = tmp_path / "effect"
+    with ex.session(S.Account, "ada") as s:
+
+        async def cancel_it() -> None:
+            task = asyncio.ensure_future(s.arun([ToolCall("e", "slow_effect", {"path": str(effect), "seconds": 2})]))
+            await asyncio.sleep(0.5)
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+
+        asyncio.run(cancel_it())
+        time.sleep(2.5)
+        assert not effect.exists(), "the cancelled call ran on"
+        started = time.monotonic()
+        with pytest.raises(SessionLost):
+            s.run([dep(1, 1)])
+        assert time.monotonic() - started < 5

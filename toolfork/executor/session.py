@@ -19,6 +19,7 @@ reset state. Where the state lives depends on the mode:
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import copy
 import math
@@ -26,7 +27,7 @@ import pickle
 import threading
 import time
 import weakref
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -88,6 +89,10 @@ class SessionLost(RuntimeError):
                          "gone, so no later call of it runs (checkpoint=True restores the state instead)")
 
 
+class ProcessGone(RuntimeError):
+    """The process that held the state ended while it sent it (``Session.snapshot``)."""
+
+
 class Session:
     """A state and the calls that run on it, one at a time, in order (see ``Executor.session``)."""
 
@@ -98,6 +103,7 @@ class Session:
         self._place = place
         self._lock = threading.Lock()  # one run (or snapshot) at a time: its calls depend on each other
         self.lost: SessionLost | None = None
+        self._runner: int | None = None  # the thread running calls on the state
         self.restores = 0  # faults the checkpoint took over from
         self.closed = False
 
@@ -112,7 +118,7 @@ class Session:
         span under the span current here) and counted (``Executor.stats()``, the metrics) as any call."""
         batch = self._prepare(calls)
         parent = tracing.capture()
-        with self._lock:
+        with self._lock, self._running():
             self._check()
             ex = self._executor
             tools = ex.tools
@@ -148,17 +154,41 @@ class Session:
 
     async def arun(self, calls: Iterable[ToolCall | dict[str, Any]]) -> list[ToolResult]:
         """``run`` in a thread of the event loop's default executor, in this task's context (its
-        current span is the calls' parent)."""
+        current span is the calls' parent). Cancelling the task that awaits it stops the call running in
+        the session's process (the process is killed, as ``acall`` kills a call's worker): the session is
+        lost, since its state may be half changed. In sequential mode the call runs on in its thread."""
         import asyncio  # its caller's loop has imported it; a module-level import costs every process 15 ms
 
         here = contextvars.copy_context()
-        return await asyncio.get_running_loop().run_in_executor(None, here.run, self.run, calls)
+        mine: list[int] = []
+
+        def run() -> list[ToolResult]:
+            mine.append(threading.get_ident())
+            return here.run(self.run, calls)
+
+        try:
+            return await asyncio.get_running_loop().run_in_executor(None, run)
+        except asyncio.CancelledError:
+            if mine and self._runner == mine[0]:
+                self._place.interrupt()
+            raise
 
     def snapshot(self) -> Any:
-        """The state, rebuilt in the host (pickled in the session's process); raises what could not be sent."""
+        """The state, rebuilt in the host (pickled in the session's process); raises what could not be sent.
+        If sending it ended the session's process (a state whose pickling crashes), the checkpoint takes
+        over (``checkpoint=True``: the state as it was, and ``RuntimeError`` says so) or the session is lost
+        (``SessionLost``); either way no later call runs on a process that is gone."""
         with self._lock:
             self._check()
-            return self._place.snapshot()
+            try:
+                return self._place.snapshot()
+            except ProcessGone as gone:
+                why = self._place.restore()
+                if why is None:
+                    self.restores += 1
+                    raise RuntimeError(f"{gone}; its checkpoint took over, with the state as it was") from None
+                self.lost = SessionLost("(snapshot)", "(snapshot)", str(gone) if why == "" else f"{gone} ({why})")
+                raise self.lost from None
 
     def close(self) -> None:
         """End the session: its process (and checkpoint) go, its state with them. Safe to call twice, and
@@ -172,6 +202,15 @@ class Session:
                 self._place.close()
         finally:
             self._lock.release()
+
+    @contextlib.contextmanager
+    def _running(self) -> Iterator[None]:
+        """Which thread runs calls on the state now (``arun``'s cancel stops only its own)."""
+        self._runner = threading.get_ident()
+        try:
+            yield
+        finally:
+            self._runner = None
 
     def __enter__(self) -> Session:
         return self
@@ -283,7 +322,7 @@ class ProcessPlace:
         try:
             return self._link.snapshot()
         except self._fault as fault:
-            raise RuntimeError(f"the session's process died while sending its state: {fault.reason}") from None
+            raise ProcessGone(f"the session's process died while sending its state: {fault.reason}") from None
 
     def close(self) -> None:
         self._link.close()

@@ -153,8 +153,13 @@ class SessionProcessLink:
         return reply[1]  # type: ignore[no-any-return]
 
     def snapshot(self) -> Any:
-        self._send((SNAPSHOT,))
-        reply = self._reply(SNAPSHOT)
+        """The state, sent back; ``Fault`` when the process died sending it (its end is known by then)."""
+        try:
+            self._send((SNAPSHOT,))
+            reply = self._reply(SNAPSHOT)
+        except Fault:
+            self._await_exit()  # reaped: its checkpoint may take over
+            raise
         if reply[2] is not None:
             raise RuntimeError(reply[2].message)
         return reply[1]
