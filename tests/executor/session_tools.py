@@ -166,3 +166,37 @@ def slow_effect(path: str, seconds: float, runtime: ToolRuntime) -> str:
         f.write("done")
     runtime.state.balance += 1
     return "written"
+
+
+class Listening:
+    """A state holding a listening socket and an exclusive file lock (flock: shared with fork copies)."""
+
+    def __init__(self, lock_path: str) -> None:
+        import fcntl
+        import socket
+
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen()
+        self.port = self.sock.getsockname()[1]
+        self.file = open(lock_path, "w")  # the state holds it open
+        fcntl.flock(self.file, fcntl.LOCK_EX)
+        self.owner, self.balance, self.history = "ada", 0, []
+
+
+class Locked(Account):
+    """An account with a lock in it: fork copies it, ``copy.deepcopy`` cannot."""
+
+    def __init__(self, owner: str) -> None:
+        super().__init__(owner)
+        import threading
+
+        self.lock = threading.Lock()
+
+
+@tool
+def release(runtime: ToolRuntime) -> int:
+    """Close the state's socket and file (its lock goes with it); the port it had."""
+    runtime.state.sock.close()
+    runtime.state.file.close()
+    return int(runtime.state.port)

@@ -425,3 +425,39 @@ def test_cancelling_the_task_awaiting_arun_stops_its_call(make_executor: Callabl
         with pytest.raises(SessionLost):
             s.run([dep(1, 1)])
         assert time.monotonic() - started < 5
+
+
+def test_a_checkpoint_never_holds_what_the_call_closed_once_its_result_is_in(
+        make_executor: Callable[..., Executor], tmp_path: Any) -> None:
+    """The checkpoint is a copy of the session's process: it holds the state's socket and file lock. The
+    copy from before a call goes before the call's result does, so once the result is in, what the
+    call closed is free (the port binds, the lock is taken), at once, every time."""
+    import fcntl
+    import socket
+
+    ex = make_executor([*S.SESSION_TOOLS, S.release], mode="fork", kill_grace=0.3)
+    for i in range(5):
+        lock_path = tmp_path / f"lock{i}"
+        with ex.session(S.Listening, str(lock_path), checkpoint=True) as s:
+            port = values(s.run([ToolCall("r", "release", {})]))[0]
+            probe = socket.socket()
+            try:
+                probe.bind(("127.0.0.1", port))
+            finally:
+                probe.close()
+            with open(lock_path, "a") as f:
+                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+
+
+def test_a_sequential_checkpoint_refuses_at_open_a_state_it_cannot_copy(
+        make_executor: Callable[..., Executor]) -> None:
+    """Fork mode copies the state by forking, which takes anything; sequential mode copies it with
+    ``copy.deepcopy``: a state it cannot copy is refused when the session opens, naming why."""
+    fork = make_executor(S.SESSION_TOOLS, mode="fork")
+    with fork.session(S.Locked, "ada", checkpoint=True) as s:
+        assert values(s.run([dep(1, 1), spoil("exit"), dep(2, 1)])) == [1, "crashed", 2]
+    seq = make_executor(S.SESSION_TOOLS, mode="sequential")
+    with pytest.raises(TypeError, match=r"checkpoint=True.*sequential.*deepcopy.*lock"):
+        seq.session(S.Locked, "ada", checkpoint=True)
+    with seq.session(S.Locked, "ada") as s:  # without a checkpoint there is nothing to copy
+        assert values(s.run([dep(1, 1)])) == [1]

@@ -338,6 +338,14 @@ class HostPlace:
         self._executor = executor
         self.state = factory(*args, **kwargs)
         self.checkpoint = checkpoint
+        if checkpoint:  # copied before each call: a state that cannot be is refused now, not at a call
+            try:
+                copy.deepcopy(self.state)
+            except Exception as exc:
+                raise TypeError(
+                    f"checkpoint=True in sequential mode copies the state with copy.deepcopy before each call, "
+                    f"and this state (a {type(self.state).__name__}) cannot be copied: {type(exc).__name__}: "
+                    f"{exc} (fork mode copies it by forking; or open the session without a checkpoint)") from None
         self._saved: Any = None
         self.pid: int | None = os.getpid()
 

@@ -89,6 +89,19 @@ class SessionProcess:
         else:
             raise ChannelDamaged(f"a frame of unknown kind {kind!r} on a session's call pipe")
 
+    def before_result(self) -> None:
+        """The call ended (it did not crash or time out): the checkpoint of the state from before it is no
+        longer needed, and it goes before the result does. It is a copy of this process and holds what
+        the state held then: a socket or a file lock the call closed must be free once the host has the
+        call's result. The next checkpoint is forked after the result (``after_frame``)."""
+        previous, self.checkpoint = self.checkpoint, None
+        if previous is not None:
+            try:
+                os.kill(previous, signal.SIGKILL)
+                os.waitpid(previous, 0)
+            except OSError:
+                pass
+
     def after_frame(self, channels: Channels | None = None) -> None:
         """With checkpoints: fork a paused copy of this process (the state as it is now), hand it to the
         supervisor, let the previous one go. In the copy, this returns when it takes over."""

@@ -81,9 +81,12 @@ class WorkerRuntime(ToolRuntime):
 
 class ServedSession(Protocol):
     """What a session's process adds to the loop (see ``fork.session_worker``): the frames that are not
-    calls (open, snapshot), and what happens after each frame of calls (a checkpoint)."""
+    calls (open, snapshot), what happens before a call's result goes out (its checkpoint is dropped) and
+    after each frame of calls (a new checkpoint)."""
 
     def handle(self, msg: tuple[Any, ...], channels: Channels, writer: framing.FrameWriter) -> None: ...
+
+    def before_result(self) -> None: ...
 
     def after_frame(self) -> None: ...
 
@@ -321,6 +324,8 @@ def _serve(channels: Channels, tools: dict[str, Any], hooks: Hooks, sandbox: Lim
                         gone = channels.damaged()
                         if gone:
                             _leave(writer, seq, gone)
+            if session is not None:
+                session.before_result()  # the checkpoint from before this call goes (it holds what the call closed)
             out = result_frame(seq, result, encode)
             try:
                 if looks_large(out, large):  # pickled straight into a memory file: one copy, no pipe
