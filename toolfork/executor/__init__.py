@@ -3,7 +3,7 @@
 from toolfork.executor.backends.base import WAIT, Wait
 from toolfork.executor.executor import Executor, default_workers
 from toolfork.executor.journal import OUTCOME_UNKNOWN, Journal, JournalError
-from toolfork.executor.session import Session, SessionLost, SessionUnavailable
+from toolfork.executor.session import Session, SessionLost, SessionUnavailable, TooManySessions
 from toolfork.executor.stats import ExecutorStats
 from toolfork.executor.types import (
     CallFinished,
@@ -31,6 +31,7 @@ __all__ = [
     "Session",
     "SessionLost",
     "SessionUnavailable",
+    "TooManySessions",
     "ToolCall",
     "ToolResult",
     "ToolRuntime",

@@ -49,6 +49,7 @@ class Executor(Protocol):
     context: dict[str, Any]
     governance: Governance
     kill_grace: float
+    max_sessions: int
 
     @property
     def mode(self) -> str: ...
@@ -74,6 +75,11 @@ class Executor(Protocol):
 class SessionUnavailable(NotImplementedError):
     """This executor's mode cannot hold a session (Ray: calls run as tasks on any node, while a session's
     state lives in one process). Raised by ``Executor.session``; fork and sequential mode have them."""
+
+
+class TooManySessions(RuntimeError):
+    """``Executor.session`` would open more sessions than ``Executor(max_sessions=...)`` allows (each one
+    holds a process and host descriptors): close one first, or raise the bound."""
 
 
 class SessionLost(RuntimeError):
@@ -389,12 +395,33 @@ def open_session(executor: Executor, prepare: Callable[[Iterable[Any]], list[Too
     can = executor.backend.capabilities
     if not can.sessions:
         raise SessionUnavailable(can.refusal("sessions"))
-    place: ProcessPlace | HostPlace
-    if can.in_host:
-        place = HostPlace(executor, factory, args, kwargs, checkpoint)
-    else:
-        place = ProcessPlace(executor, factory, args, kwargs, checkpoint)
-    return Session(executor, prepare, place)
+    with _OPEN_LOCK:
+        live = _OPEN.setdefault(executor, weakref.WeakSet())
+        if sum(1 for s in live if not s.closed) + _opening.get(id(executor), 0) >= executor.max_sessions:
+            raise TooManySessions(
+                f"{executor.max_sessions} sessions are open on this executor, its max_sessions: close one first "
+                "(a session's process and descriptors go when it is closed), or raise Executor(max_sessions=...)")
+        _opening[id(executor)] = _opening.get(id(executor), 0) + 1
+    try:
+        place: ProcessPlace | HostPlace
+        if can.in_host:
+            place = HostPlace(executor, factory, args, kwargs, checkpoint)
+        else:
+            place = ProcessPlace(executor, factory, args, kwargs, checkpoint)
+        session = Session(executor, prepare, place)
+    finally:
+        with _OPEN_LOCK:
+            _opening[id(executor)] -= 1
+            if not _opening[id(executor)]:
+                del _opening[id(executor)]
+    with _OPEN_LOCK:
+        live.add(session)
+    return session
+
+
+_OPEN: weakref.WeakKeyDictionary[Any, weakref.WeakSet[Session]] = weakref.WeakKeyDictionary()  # Executor -> sessions
+_opening: dict[int, int] = {}  # id(Executor) -> sessions being opened now (counted against the bound too)
+_OPEN_LOCK = threading.Lock()
 
 
 _SPARES: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()  # Executor -> SessionSpares
@@ -430,4 +457,4 @@ def _is_positive_finite(value: Any) -> bool:
         return False
 
 
-__all__ = ["Session", "SessionLost", "open_session"]
+__all__ = ["Session", "SessionLost", "TooManySessions", "open_session"]
