@@ -461,3 +461,24 @@ def test_a_sequential_checkpoint_refuses_at_open_a_state_it_cannot_copy(
         seq.session(S.Locked, "ada", checkpoint=True)
     with seq.session(S.Locked, "ada") as s:  # without a checkpoint there is nothing to copy
         assert values(s.run([dep(1, 1)])) == [1]
+
+
+def test_a_session_is_a_capability_its_backend_opens(ex: Executor, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``Executor.session`` asks the backend (``Backend.open_session``) with what the session needs, and
+    the session's own module names no backend's internals."""
+    import ast
+    import inspect
+
+    from toolfork.executor import session as session_module
+
+    asked: list[Any] = []
+    backend = type(ex.backend)
+    opened = backend.open_session
+    monkeypatch.setattr(backend, "open_session", lambda self, spec: asked.append(spec) or opened(self, spec))
+    with ex.session(S.Account, "ada", 7, checkpoint=True) as s:
+        assert values(s.run([dep(1, 1)])) == [8]
+    assert [(a.factory, a.args, a.checkpoint) for a in asked] == [(S.Account, ("ada", 7), True)]
+    imported = {node.module for node in ast.walk(ast.parse(inspect.getsource(session_module)))
+                if isinstance(node, ast.ImportFrom) and node.module}
+    assert not [m for m in imported if m.startswith("toolfork.executor.backends.") and
+                m not in ("toolfork.executor.backends.sessions", "toolfork.executor.backends.base")], imported

@@ -21,6 +21,7 @@ import signal
 import socket
 import threading
 import time
+import weakref
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
@@ -35,6 +36,7 @@ from toolfork.executor.backends.fork.template_link import (
     process_state,
     worker_channels,
 )
+from toolfork.executor.backends.sessions import ProcessGone, SessionSpec
 from toolfork.executor.types import ErrorInfo, ToolResult
 from toolfork.executor.wire import frames
 from toolfork.executor.wire.frames import Leaving, Progress, Spans, damaged_result, unreadable_result
@@ -43,8 +45,10 @@ from toolfork.governance import rlimits
 
 if TYPE_CHECKING:
     from toolfork.executor.backends.fork.core import WorkerCore
-    from toolfork.executor.wire.callitem import CallItem
+    from toolfork.executor.types import ToolCall
+    from toolfork.executor.wire.callitem import CallItem, TraceParent
     from toolfork.governance.policy import Governance
+    from toolfork.tools.tool import Tool
 
 REPLY_TIMEOUT = 10.0  # how long the supervisor may take to answer (it does nothing else)
 SPARES = 2  # session processes forked ahead, waiting for a session to open on them
@@ -439,4 +443,78 @@ class SessionSpares:
             self._ready.popleft().close()
 
 
-__all__ = ["Fault", "SessionProcessLink", "SessionSpares", "SupervisorWatch"]
+class ProcessPlace:
+    """A session's state in a process of its own (see ``backends.sessions``): a session process taken
+    from the spares, its factory sent to it (by reference where pickle can; a lambda or a local function
+    by value, with dill), and the link's faults turned into the call's result."""
+
+    def __init__(self, spares: SessionSpares, spec: SessionSpec) -> None:
+        try:  # by reference where it can be (the process is a fork of this one: it has the same classes)
+            blob = _dumps((spec.factory, spec.args, spec.kwargs))
+        except Exception as exc:
+            raise TypeError(f"the session's factory and its arguments cannot be sent to its process: "
+                            f"{type(exc).__name__}: {exc}") from None
+        self.checkpoint = spec.checkpoint
+        timeout = spec.timeout  # the factory is bounded as a call of the executor is
+        for attempt in (1, 2):  # a spare forked by a template that died since is gone: a fresh one is not
+            self._link = spares.take(spec.tools, fresh=attempt == 2)
+            try:
+                error = self._link.open(blob, spec.checkpoint, timeout)
+                break
+            except Fault as fault:
+                self._link.close()
+                if fault.reason == "timeout":
+                    raise TimeoutError(f"the session's factory did not return within the executor's timeout "
+                                       f"({timeout:g} s); its process was killed") from None
+                if attempt == 2:
+                    raise RuntimeError(f"the session's process died while it was built: {fault.reason}") from None
+            except BaseException:
+                self._link.close()
+                raise
+        weakref.finalize(self, self._link.close)  # a session dropped unclosed: its processes go when it does
+        if error is not None:
+            self._link.close()
+            raise RuntimeError(f"{error.message}\n{error.traceback}".rstrip())
+
+    @property
+    def pid(self) -> int | None:
+        return self._link.pid
+
+    def call(self, call: ToolCall, tool: Tool, timeout: float | None, context: dict[str, Any],
+             trace: TraceParent | None) -> tuple[ToolResult, str | None]:
+        try:
+            item: CallItem = (call.id, call.name, call.arguments, timeout, context or None, call.meta, trace)
+            return self._link.call(item), None
+        except Fault as fault:
+            result = fault.result if fault.result is not None else ToolResult(call.id, call.name, "crashed", error=(
+                ErrorInfo("WorkerCrashed", f"tool '{call.name}' crashed: the session's process {fault.reason}")))
+            return result, f"it {result.status}: {result.error.message if result.error else fault.reason}"
+
+    def restore(self) -> str | None:
+        if not self.checkpoint or self._link.interrupted:
+            return ""
+        return self._link.restore()
+
+    def interrupt(self) -> None:
+        self._link.interrupt()
+
+    def snapshot(self) -> Any:
+        try:
+            return self._link.snapshot()
+        except Fault as fault:
+            raise ProcessGone(f"the session's process died while sending its state: {fault.reason}") from None
+
+    def close(self) -> None:
+        self._link.close()
+
+
+def _dumps(value: Any) -> bytes:
+    try:
+        return pickle.dumps(value, pickle.HIGHEST_PROTOCOL)
+    except Exception:  # a lambda, a local function: by value
+        import dill
+
+        return dill.dumps(value)  # type: ignore[no-any-return]
+
+
+__all__ = ["Fault", "ProcessPlace", "SessionProcessLink", "SessionSpares", "SupervisorWatch"]
