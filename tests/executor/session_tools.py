@@ -200,3 +200,16 @@ def release(runtime: ToolRuntime) -> int:
     runtime.state.sock.close()
     runtime.state.file.close()
     return int(runtime.state.port)
+
+
+class WithDaemon(Account):
+    """An account whose factory starts a daemon (it leaves the session's process group and session), its
+    pid in ``pid_file``."""
+
+    def __init__(self, owner: str, pid_file: str) -> None:
+        super().__init__(owner)
+        import subprocess
+
+        proc = subprocess.Popen(["sleep", "300"], start_new_session=True)
+        with open(pid_file, "w") as f:
+            f.write(str(proc.pid))

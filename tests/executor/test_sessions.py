@@ -482,3 +482,31 @@ def test_a_session_is_a_capability_its_backend_opens(ex: Executor, monkeypatch: 
                 if isinstance(node, ast.ImportFrom) and node.module}
     assert not [m for m in imported if m.startswith("toolfork.executor.backends.") and
                 m not in ("toolfork.executor.backends.sessions", "toolfork.executor.backends.base")], imported
+
+
+@pytest.mark.parametrize("first", ["nothing", "the template"])
+def test_close_ends_what_the_factory_started_whatever_died_first(fork_ex: Executor, tmp_path: Any,
+                                                                 first: str) -> None:
+    """A daemon the factory started (its own session and process group) goes with the session: at
+    ``close()``, or when the template dies first (the sessions' supervisor, told of it, kills every
+    session's process and then what they started)."""
+    import signal
+
+    import psutil
+
+    pid_file = tmp_path / "daemon.pid"
+    s = fork_ex.session(S.WithDaemon, "ada", str(pid_file))
+    try:
+        assert values(s.run([dep(1, 1)])) == [1]
+        daemon = psutil.Process(int(pid_file.read_text()))
+        if first == "the template":
+            os.kill(fork_ex.backend.template_pid, signal.SIGKILL)  # type: ignore[attr-defined]
+    finally:
+        s.close()
+    try:
+        daemon.wait(10)
+    except psutil.NoSuchProcess:
+        pass
+    except psutil.TimeoutExpired:
+        daemon.kill()
+        pytest.fail(f"the factory's daemon outlived close() ({first} died first)")

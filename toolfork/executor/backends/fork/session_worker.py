@@ -206,10 +206,14 @@ class _Supervisor:
 
     def serve(self) -> None:
         os.setpgid(0, 0)
-        die_with_parent()
+        signal.signal(signal.SIGTERM, lambda *_: self.kill_everything())
+        # The template's death is a SIGTERM here, not a SIGKILL: the supervisor kills every session's
+        # process and, as they come to it, what those started (a factory's daemon too), then leaves.
+        die_with_parent(signal.SIGTERM)
+        if os.getppid() == 1 or not os.path.exists(f"/proc/{os.getppid()}"):  # it died before the prctl
+            self.kill_everything()
         become_subreaper()
         raise_descriptor_limit()  # two or three descriptors a session here
-        signal.signal(signal.SIGTERM, lambda *_: self.kill_everything())
         signal.set_wakeup_fd(self.wake.write_fd)
         signal.signal(signal.SIGCHLD, lambda *_: None)
         while self.mux is not None or self.by_ctl:

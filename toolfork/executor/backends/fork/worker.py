@@ -159,14 +159,14 @@ def _on_sigterm(signum: int, frame: Any) -> None:
     raise CallInterrupted("the executor stopped this call (deadline passed or executor closing)")
 
 
-def die_with_parent() -> None:
-    """Ask Linux to SIGKILL us when the template (our parent) dies, so no worker outlives it."""
+def die_with_parent(sig: int = signal.SIGKILL) -> None:
+    """Ask Linux to send us ``sig`` (SIGKILL) when the template (our parent) dies, so no worker outlives it."""
     try:
         import ctypes
 
         libc = ctypes.CDLL(None, use_errno=True)
         pr_set_pdeathsig = 1
-        libc.prctl(pr_set_pdeathsig, signal.SIGKILL, 0, 0, 0)
+        libc.prctl(pr_set_pdeathsig, sig, 0, 0, 0)
     except Exception:  # not Linux: the worker still exits on EOF of its call pipe
         pass
 
