@@ -44,7 +44,6 @@ class Executor(Protocol):
 
     context: dict[str, Any]
     governance: Governance
-    kill_grace: float
     max_sessions: int
 
     @property
@@ -64,8 +63,6 @@ class Executor(Protocol):
     def counted(self) -> AbstractContextManager[dict[tuple[str, str], int]]: ...
 
     def unknown_tool_result(self, call: ToolCall) -> ToolResult: ...
-
-    def closing(self, resource: Any) -> None: ...
 
 
 class TooManySessions(RuntimeError):
