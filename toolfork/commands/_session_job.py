@@ -339,6 +339,7 @@ class SessionJob(Job):
         if line.ended:
             with self.lock:
                 self._release(line)
+        self.wake.wake()  # it runs no more: the main thread may have to unstick the window (``_unstick``)
 
     def _one(self, line: SessionLine, call: ToolCall) -> ToolResult:
         if line.stopped is None and line.session is None:
