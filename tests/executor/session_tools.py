@@ -139,3 +139,77 @@ def start_daemon(runtime: ToolRuntime) -> int:
     proc = subprocess.Popen(["sleep", "300"], start_new_session=True)
     runtime.state.history.append(proc.pid)
     return proc.pid
+
+
+class DiesWhenSent:
+    """A state whose pickling ends the process that pickles it."""
+
+    def __init__(self) -> None:
+        self.owner = "ada"
+        self.balance = 0
+        self.history: list[int] = []
+
+    def __reduce__(self) -> tuple[object, ...]:
+        os._exit(3)
+
+
+@tool
+def slow_effect(path: str, seconds: float, runtime: ToolRuntime) -> str:
+    """After ``seconds``, write ``path`` (an effect outside the state) and count it in the state.
+
+    Args:
+        path: the file written
+        seconds: how long before
+    """
+    time.sleep(seconds)
+    with open(path, "w") as f:
+        f.write("done")
+    runtime.state.balance += 1
+    return "written"
+
+
+class Listening:
+    """A state holding a listening socket and an exclusive file lock (flock: shared with fork copies)."""
+
+    def __init__(self, lock_path: str) -> None:
+        import fcntl
+        import socket
+
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen()
+        self.port = self.sock.getsockname()[1]
+        self.file = open(lock_path, "w")  # the state holds it open
+        fcntl.flock(self.file, fcntl.LOCK_EX)
+        self.owner, self.balance, self.history = "ada", 0, []
+
+
+class Locked(Account):
+    """An account with a lock in it: fork copies it, ``copy.deepcopy`` cannot."""
+
+    def __init__(self, owner: str) -> None:
+        super().__init__(owner)
+        import threading
+
+        self.lock = threading.Lock()
+
+
+@tool
+def release(runtime: ToolRuntime) -> int:
+    """Close the state's socket and file (its lock goes with it); the port it had."""
+    runtime.state.sock.close()
+    runtime.state.file.close()
+    return int(runtime.state.port)
+
+
+class WithDaemon(Account):
+    """An account whose factory starts a daemon (it leaves the session's process group and session), its
+    pid in ``pid_file``."""
+
+    def __init__(self, owner: str, pid_file: str) -> None:
+        super().__init__(owner)
+        import subprocess
+
+        proc = subprocess.Popen(["sleep", "300"], start_new_session=True)
+        with open(pid_file, "w") as f:
+            f.write(str(proc.pid))

@@ -15,9 +15,8 @@ from typing import Any
 
 import pytest
 
-from toolfork.executor.wire import oob
 from toolfork.executor.types import ErrorInfo, ToolResult
-from toolfork.executor.wire import ceiling, dataonly
+from toolfork.executor.wire import ceiling, dataonly, oob
 from toolfork.tools.output import ContentBlock, ToolOutput
 
 N = 50_000

@@ -366,3 +366,147 @@ def test_a_factory_that_never_returns_is_ended_at_the_executors_timeout(
         pass
     with ex.session(S.Account, "ada") as s:  # the executor goes on
         assert values(s.run([dep(1, 5)])) == [5]
+
+
+def test_any_factory_a_user_can_write_opens_in_every_mode(ex: Executor) -> None:
+    """A lambda and a local function go to a session's process by value (dill), which plain pickle
+    cannot read back; a partial and a class go by reference."""
+    import functools
+
+    def local(owner: str) -> S.Account:
+        return S.Account(owner, 5)
+
+    factories: list[tuple[Callable[..., Any], tuple[Any, ...]]] = [
+        (lambda: S.Account("lam", 1), ()), (local, ("loc",)), (functools.partial(S.Account, "par", 2), ()),
+        (S.Account, ("cls", 3))]
+    got = []
+    for factory, args in factories:
+        with ex.session(factory, *args) as s:
+            got.append(values(s.run([dep(1, 1)]))[0])
+    assert got == [2, 6, 3, 4]
+
+
+@pytest.mark.parametrize("checkpoint", [False, True])
+def test_a_snapshot_that_ends_the_process_never_mislabels_the_next_call(fork_ex: Executor, checkpoint: bool) -> None:
+    """Pickling the state kills the session's process: without a checkpoint the session is lost (the next
+    run raises SessionLost: no call is reported "crashed" that never ran); with one, it takes over."""
+    with fork_ex.session(S.DiesWhenSent, checkpoint=checkpoint) as s:
+        assert values(s.run([dep(1, 5)])) == [5]
+        if checkpoint:
+            with pytest.raises(RuntimeError, match="checkpoint took over"):
+                s.snapshot()
+            assert values(s.run([dep(2, 1)])) == [6]
+        else:
+            with pytest.raises(SessionLost, match="died while sending its state"):
+                s.snapshot()
+            with pytest.raises(SessionLost):
+                s.run([dep(2, 1)])
+
+
+def test_cancelling_the_task_awaiting_arun_stops_its_call(make_executor: Callable[..., Executor],
+                                                           tmp_path: Any) -> None:
+    """As with ``acall``: the call's process is killed, its effect never lands, and the session is lost
+    (its state may be half changed) instead of running the call on unseen."""
+    ex = make_executor([*S.SESSION_TOOLS, S.slow_effect], mode="fork", kill_grace=0.3)
+    effect = tmp_path / "effect"
+    with ex.session(S.Account, "ada") as s:
+
+        async def cancel_it() -> None:
+            task = asyncio.ensure_future(s.arun([ToolCall("e", "slow_effect", {"path": str(effect), "seconds": 2})]))
+            await asyncio.sleep(0.5)
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+
+        asyncio.run(cancel_it())
+        time.sleep(2.5)
+        assert not effect.exists(), "the cancelled call ran on"
+        started = time.monotonic()
+        with pytest.raises(SessionLost):
+            s.run([dep(1, 1)])
+        assert time.monotonic() - started < 5
+
+
+def test_a_checkpoint_never_holds_what_the_call_closed_once_its_result_is_in(
+        make_executor: Callable[..., Executor], tmp_path: Any) -> None:
+    """The checkpoint is a copy of the session's process: it holds the state's socket and file lock. The
+    copy from before a call goes before the call's result does, so once the result is in, what the
+    call closed is free (the port binds, the lock is taken), at once, every time."""
+    import fcntl
+    import socket
+
+    ex = make_executor([*S.SESSION_TOOLS, S.release], mode="fork", kill_grace=0.3)
+    for i in range(5):
+        lock_path = tmp_path / f"lock{i}"
+        with ex.session(S.Listening, str(lock_path), checkpoint=True) as s:
+            port = values(s.run([ToolCall("r", "release", {})]))[0]
+            probe = socket.socket()
+            try:
+                probe.bind(("127.0.0.1", port))
+            finally:
+                probe.close()
+            with open(lock_path, "a") as f:
+                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+
+
+def test_a_sequential_checkpoint_refuses_at_open_a_state_it_cannot_copy(
+        make_executor: Callable[..., Executor]) -> None:
+    """Fork mode copies the state by forking, which takes anything; sequential mode copies it with
+    ``copy.deepcopy``: a state it cannot copy is refused when the session opens, naming why."""
+    fork = make_executor(S.SESSION_TOOLS, mode="fork")
+    with fork.session(S.Locked, "ada", checkpoint=True) as s:
+        assert values(s.run([dep(1, 1), spoil("exit"), dep(2, 1)])) == [1, "crashed", 2]
+    seq = make_executor(S.SESSION_TOOLS, mode="sequential")
+    with pytest.raises(TypeError, match=r"checkpoint=True.*sequential.*deepcopy.*lock"):
+        seq.session(S.Locked, "ada", checkpoint=True)
+    with seq.session(S.Locked, "ada") as s:  # without a checkpoint there is nothing to copy
+        assert values(s.run([dep(1, 1)])) == [1]
+
+
+def test_a_session_is_a_capability_its_backend_opens(ex: Executor, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``Executor.session`` asks the backend (``Backend.open_session``) with what the session needs, and
+    the session's own module names no backend's internals."""
+    import ast
+    import inspect
+
+    from toolfork.executor import session as session_module
+
+    asked: list[Any] = []
+    backend = type(ex.backend)
+    opened = backend.open_session
+    monkeypatch.setattr(backend, "open_session", lambda self, spec: asked.append(spec) or opened(self, spec))
+    with ex.session(S.Account, "ada", 7, checkpoint=True) as s:
+        assert values(s.run([dep(1, 1)])) == [8]
+    assert [(a.factory, a.args, a.checkpoint) for a in asked] == [(S.Account, ("ada", 7), True)]
+    imported = {node.module for node in ast.walk(ast.parse(inspect.getsource(session_module)))
+                if isinstance(node, ast.ImportFrom) and node.module}
+    assert not [m for m in imported if m.startswith("toolfork.executor.backends.") and
+                m not in ("toolfork.executor.backends.sessions", "toolfork.executor.backends.base")], imported
+
+
+@pytest.mark.parametrize("first", ["nothing", "the template"])
+def test_close_ends_what_the_factory_started_whatever_died_first(fork_ex: Executor, tmp_path: Any,
+                                                                 first: str) -> None:
+    """A daemon the factory started (its own session and process group) goes with the session: at
+    ``close()``, or when the template dies first (the sessions' supervisor, told of it, kills every
+    session's process and then what they started)."""
+    import signal
+
+    import psutil
+
+    pid_file = tmp_path / "daemon.pid"
+    s = fork_ex.session(S.WithDaemon, "ada", str(pid_file))
+    try:
+        assert values(s.run([dep(1, 1)])) == [1]
+        daemon = psutil.Process(int(pid_file.read_text()))
+        if first == "the template":
+            os.kill(fork_ex.backend.template_pid, signal.SIGKILL)  # type: ignore[attr-defined]
+    finally:
+        s.close()
+    try:
+        daemon.wait(10)
+    except psutil.NoSuchProcess:
+        pass
+    except psutil.TimeoutExpired:
+        daemon.kill()
+        pytest.fail(f"the factory's daemon outlived close() ({first} died first)")

@@ -7,6 +7,12 @@ absent: none), and its lines run on it one at a time, in input order. Sessions r
 process in fork mode); lines without a key run in the pool as usual. Every line's record is written in
 input order, as on the other paths (``Job``: bad lines, duplicate ids, ``--resume``).
 
+At most the executor's ``max_sessions`` (``--workers`` x 8) sessions are open at once, whatever the
+input: a key with no place waits for one (its lines are held in its queue) and opens when a session
+ends. If the window fills while its first line waits for a place that no open session can give up
+(none runs: their next lines lie past the window), that key's lines get ``TooManySessions`` records
+instead of the job waiting for ever.
+
 Data flow::
 
     LineSource ──> read_call + the line's session key ──> bad line, duplicate id: its record (held) ──┐
@@ -54,6 +60,7 @@ from toolfork.executor.wire.pipes import readable
 
 NOT_RESUMED = "SessionNotResumed"
 FACTORY_FAILED = "SessionFactoryFailed"
+TOO_MANY = "TooManySessions"
 _NONE: Any = object()  # a line without "session_args"
 
 
@@ -95,6 +102,7 @@ class SessionLine:
         self.last = last  # its last line number, when known
         self.queue: deque[tuple[ToolCall, Future[ToolResult]]] = deque()
         self.running = False
+        self.admitted = False  # it holds one of the job's session places (see SessionJob.places)
         self.ended = False  # no more lines will come
         self.session: Any = None
         self.stopped: ErrorInfo | None = None  # why its later lines do not run
@@ -115,6 +123,8 @@ class SessionJob(Job):
         self.replay = replay
         self.checkpoint = checkpoint
         self.sessions: dict[str, SessionLine] = {}
+        self.places = executor.max_sessions  # sessions open at once, at most; later keys wait for a place
+        self.waiting: deque[SessionLine] = deque()  # keys with lines and no place yet, first come first
         self.lock = threading.Lock()
         self.wake = WakePipe()  # a result is in: the main thread writes what it can
         self.pool = ThreadPoolExecutor(max(1, executor.workers), thread_name_prefix="toolfork-session")
@@ -153,6 +163,7 @@ class SessionJob(Job):
                 self._wait(self.source.wakeup_fd)
                 continue
             while len(self.slots) >= self.window:
+                self._unstick()
                 self._write_ready(block=True)
             self._line(*item)
 
@@ -261,10 +272,46 @@ class SessionJob(Job):
     # ----------------------------------------------------------------- sessions (lock held)
 
     def _start(self, line: SessionLine) -> None:
-        """A pool thread runs the line's queued calls (or closes its ended session), unless one does."""
+        """A pool thread runs the line's queued calls (or closes its ended session), unless one does. A
+        key whose session is not open yet needs a place: without one it waits its turn."""
         if not line.running and (line.queue or (line.ended and line.session is not None)):
+            if not line.admitted and line.stopped is None:
+                if self.places <= 0:
+                    if line not in self.waiting:
+                        self.waiting.append(line)
+                    return
+                self.places -= 1
+                line.admitted = True
             line.running = True
             self.pool.submit(self._drain, line)
+
+    def _release(self, line: SessionLine) -> None:
+        """The line's session ended (or never opened): its place goes to the first key waiting."""
+        if line.admitted:
+            line.admitted = False
+            self.places += 1
+        while self.waiting and self.places > 0:
+            self._start(self.waiting.popleft())
+
+    def _unstick(self) -> None:
+        """The window is full and its first line waits for a place that no open session will give up
+        (none runs: their next lines come later in the input, past the window). That key's lines fail,
+        naming the bound, instead of the job waiting for ever."""
+        with self.lock:
+            if not self.slots or not self.waiting or any(line.running for line in self.sessions.values()):
+                return
+            front = self.slots[0][1]
+            for line in self.waiting:
+                if any(future is front for _call, future in line.queue):
+                    break
+            else:
+                return
+            self.waiting.remove(line)
+            line.stopped = ErrorInfo(TOO_MANY, (
+                f"session {line.key!r} could not open: {self.executor.max_sessions} sessions were open (the "
+                "executor's max_sessions: --workers x 8) and none could end before this line's turn, their next "
+                "lines being further on in the input; order the input by session, or use more --workers"))
+            self._start(line)
 
     def _end(self, line: SessionLine) -> None:
         line.ended = True
@@ -283,6 +330,8 @@ class SessionJob(Job):
                         closing, line.session = line.session, None
                         line.stopped = line.stopped or ErrorInfo("SessionLost", (
                             f"session {line.key!r} ended after what was its last line when the job began"))
+                    elif line.session is None and line.stopped is not None:  # it never opened: no place held
+                        self._release(line)
                     break
                 call, future = line.queue.popleft()
             try:
@@ -292,6 +341,10 @@ class SessionJob(Job):
             future.set_result(record)
         if closing is not None:
             closing.close()
+        if line.ended:
+            with self.lock:
+                self._release(line)
+        self.wake.wake()  # it runs no more: the main thread may have to unstick the window (``_unstick``)
 
     def _one(self, line: SessionLine, call: ToolCall) -> ToolResult:
         if line.stopped is None and line.session is None:

@@ -63,6 +63,7 @@ if TYPE_CHECKING:
     from toolfork.tools.tool import Tool
 
 RETRYABLE = frozenset({"crashed", "timeout", "error"})
+SESSIONS_PER_WORKER = 8  # sessions open at once, by default: workers x this (see docs/sessions.md)
 T = TypeVar("T")
 
 
@@ -132,6 +133,7 @@ class Executor:
         concurrency: Mapping[str, int] | None = None,
         max_calls_per_worker: int | None = None,
         max_worker_memory_mb: int | None = None,
+        max_sessions: int | None = None,
     ) -> None:
         from toolfork.governance.policy import Governance
         from toolfork.tools.registry import collect_tools
@@ -142,6 +144,8 @@ class Executor:
             timeout = None  # no limit, said another way
         if kill_grace < 0:
             raise ValueError(f"kill_grace must be >= 0, got {kill_grace}")
+        if max_sessions is not None and (type(max_sessions) is not int or max_sessions < 1):
+            raise ValueError(f"max_sessions must be a positive int or None (workers x 8), got {max_sessions!r}")
         self._tools: dict[str, Tool] = collect_tools(tools)
         self._timeout = timeout
         self._lock = threading.Lock()  # guards _feeds, _singles and closing; never held for a batch
@@ -166,6 +170,7 @@ class Executor:
         self.governance.register(self._tools.values())
         hooks = Hooks(before_child, after_child, on_worker_start, encode_results, self.governance.default)
         self.workers = workers if workers is not None else default_workers()
+        self.max_sessions = max_sessions if max_sessions is not None else SESSIONS_PER_WORKER * max(1, self.workers)
         self._backend: Backend
         if backend_class is SequentialBackend:
             self._backend = SequentialBackend(self.governance)

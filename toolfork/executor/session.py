@@ -2,42 +2,39 @@
 
 Why: stateful tools (a file system a model ``cd``s around in, an account, a game) need every call of
 one episode to reach the same state, and a fault must never leave an episode going on silently on a
-reset state. Where the state lives depends on the mode:
+reset state. Where the state lives is the backend's (``Backend.open_session``, see
+``backends.sessions``): fork, a process of its own forked by the template's sessions' supervisor
+(``fork.session_link``), whose checkpoint, with ``checkpoint=True``, takes over after a crash or a
+timeout; sequential, the host (``backends.sequential.HostPlace``); Ray refuses. What every session
+shares is here: calls in order, one ``run`` at a time, the admission of each call (unknown tool,
+timeout, caps), counting and tracing, a lost session never going on, and the bound on open sessions
+(``Executor(max_sessions=...)``).
 
-* fork: in a process of its own, forked from the pool's template (``fork.session_worker``); calls run
-  there with the worker loop (hooks, limits, timeouts as in any worker). Sessions do not take the
-  pool's worker slots: each one is its own process, so any number run beside each other and beside
-  the pool's calls. A crash or timeout loses the session (``SessionLost``), or, with
-  ``checkpoint=True``, the paused copy forked before the call takes over with the state as it was.
-* sequential: in the host, and the calls run in the host (a crash there is the host's). With
-  ``checkpoint=True`` the state is deep-copied before each call and put back after a timeout.
-* ray: refused (a session would need an actor of its own).
-
-    Session.run(calls) ──> for each call, in order: unknown tool? timeout? caps ──> the state's place
-                           (fork: SessionProcessLink | sequential: in this thread) ──> results in order
+    Executor.session ──> open_session: bound? ──> Backend.open_session(SessionSpec) ──> SessionPlace
+    Session.run(calls) ──> for each call, in order: unknown tool? timeout? caps ──> SessionPlace.call
+                       ──> lost? restore or SessionLost ──> results in call order
 """
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
-import copy
 import math
-import pickle
 import threading
 import time
 import weakref
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, Protocol
 
 from toolfork.executor import metering, tracing
+from toolfork.executor.backends.sessions import ProcessGone, SessionPlace, SessionSpec, SessionUnavailable
 from toolfork.executor.stats import UNKNOWN_TOOL
 from toolfork.executor.types import ErrorInfo, ToolCall, ToolResult
-from toolfork.tools.runtime import SESSION_STATE
 
 if TYPE_CHECKING:
     from toolfork.executor.backends.base import Backend
-    from toolfork.executor.wire.callitem import CallItem, TraceParent
+    from toolfork.executor.wire.callitem import TraceParent
     from toolfork.governance.policy import Governance
     from toolfork.tools.tool import Tool
 
@@ -47,7 +44,7 @@ class Executor(Protocol):
 
     context: dict[str, Any]
     governance: Governance
-    kill_grace: float
+    max_sessions: int
 
     @property
     def mode(self) -> str: ...
@@ -67,12 +64,10 @@ class Executor(Protocol):
 
     def unknown_tool_result(self, call: ToolCall) -> ToolResult: ...
 
-    def closing(self, resource: Any) -> None: ...
 
-
-class SessionUnavailable(NotImplementedError):
-    """This executor's mode cannot hold a session (Ray: calls run as tasks on any node, while a session's
-    state lives in one process). Raised by ``Executor.session``; fork and sequential mode have them."""
+class TooManySessions(RuntimeError):
+    """``Executor.session`` would open more sessions than ``Executor(max_sessions=...)`` allows (each one
+    holds a process and host descriptors): close one first, or raise the bound."""
 
 
 class SessionLost(RuntimeError):
@@ -92,12 +87,13 @@ class Session:
     """A state and the calls that run on it, one at a time, in order (see ``Executor.session``)."""
 
     def __init__(self, executor: Executor, prepare: Callable[[Iterable[Any]], list[ToolCall]],
-                 place: ProcessPlace | HostPlace) -> None:
+                 place: SessionPlace) -> None:
         self._executor = executor
         self._prepare = prepare
         self._place = place
         self._lock = threading.Lock()  # one run (or snapshot) at a time: its calls depend on each other
         self.lost: SessionLost | None = None
+        self._runner: int | None = None  # the thread running calls on the state
         self.restores = 0  # faults the checkpoint took over from
         self.closed = False
 
@@ -112,7 +108,7 @@ class Session:
         span under the span current here) and counted (``Executor.stats()``, the metrics) as any call."""
         batch = self._prepare(calls)
         parent = tracing.capture()
-        with self._lock:
+        with self._lock, self._running():
             self._check()
             ex = self._executor
             tools = ex.tools
@@ -148,17 +144,41 @@ class Session:
 
     async def arun(self, calls: Iterable[ToolCall | dict[str, Any]]) -> list[ToolResult]:
         """``run`` in a thread of the event loop's default executor, in this task's context (its
-        current span is the calls' parent)."""
+        current span is the calls' parent). Cancelling the task that awaits it stops the call running in
+        the session's process (the process is killed, as ``acall`` kills a call's worker): the session is
+        lost, since its state may be half changed. In sequential mode the call runs on in its thread."""
         import asyncio  # its caller's loop has imported it; a module-level import costs every process 15 ms
 
         here = contextvars.copy_context()
-        return await asyncio.get_running_loop().run_in_executor(None, here.run, self.run, calls)
+        mine: list[int] = []
+
+        def run() -> list[ToolResult]:
+            mine.append(threading.get_ident())
+            return here.run(self.run, calls)
+
+        try:
+            return await asyncio.get_running_loop().run_in_executor(None, run)
+        except asyncio.CancelledError:
+            if mine and self._runner == mine[0]:
+                self._place.interrupt()
+            raise
 
     def snapshot(self) -> Any:
-        """The state, rebuilt in the host (pickled in the session's process); raises what could not be sent."""
+        """The state, rebuilt in the host (pickled in the session's process); raises what could not be sent.
+        If sending it ended the session's process (a state whose pickling crashes), the checkpoint takes
+        over (``checkpoint=True``: the state as it was, and ``RuntimeError`` says so) or the session is lost
+        (``SessionLost``); either way no later call runs on a process that is gone."""
         with self._lock:
             self._check()
-            return self._place.snapshot()
+            try:
+                return self._place.snapshot()
+            except ProcessGone as gone:
+                why = self._place.restore()
+                if why is None:
+                    self.restores += 1
+                    raise RuntimeError(f"{gone}; its checkpoint took over, with the state as it was") from None
+                self.lost = SessionLost("(snapshot)", "(snapshot)", str(gone) if why == "" else f"{gone} ({why})")
+                raise self.lost from None
 
     def close(self) -> None:
         """End the session: its process (and checkpoint) go, its state with them. Safe to call twice, and
@@ -172,6 +192,15 @@ class Session:
                 self._place.close()
         finally:
             self._lock.release()
+
+    @contextlib.contextmanager
+    def _running(self) -> Iterator[None]:
+        """Which thread runs calls on the state now (``arun``'s cancel stops only its own)."""
+        self._runner = threading.get_ident()
+        try:
+            yield
+        finally:
+            self._runner = None
 
     def __enter__(self) -> Session:
         return self
@@ -222,158 +251,37 @@ class Session:
         return result
 
 
-class ProcessPlace:
-    """The state in a process of its own (fork mode)."""
-
-    def __init__(self, executor: Executor, factory: Callable[..., Any], args: tuple[Any, ...],
-                 kwargs: dict[str, Any], checkpoint: bool) -> None:
-        from toolfork.executor.backends.fork.session_link import Fault
-
-        try:  # by reference where it can be (the process is a fork of this one: it has the same classes)
-            blob = _dumps((factory, args, kwargs))
-        except Exception as exc:
-            raise TypeError(f"the session's factory and its arguments cannot be sent to its process: "
-                            f"{type(exc).__name__}: {exc}") from None
-        self._fault = Fault
-        self.checkpoint = checkpoint
-        timeout = executor.timeout  # the factory is bounded as a call of the executor is
-        for attempt in (1, 2):  # a spare forked by a template that died since is gone: a fresh one is not
-            self._link = _spares(executor).take(tuple(executor.tools), fresh=attempt == 2)
-            try:
-                error = self._link.open(blob, checkpoint, timeout)
-                break
-            except Fault as fault:
-                self._link.close()
-                if fault.reason == "timeout":
-                    raise TimeoutError(f"the session's factory did not return within the executor's timeout "
-                                       f"({timeout:g} s); its process was killed") from None
-                if attempt == 2:
-                    raise RuntimeError(f"the session's process died while it was built: {fault.reason}") from None
-            except BaseException:
-                self._link.close()
-                raise
-        weakref.finalize(self, self._link.close)  # a session dropped unclosed: its processes go when it does
-        if error is not None:
-            self._link.close()
-            raise RuntimeError(f"{error.message}\n{error.traceback}".rstrip())
-
-    @property
-    def pid(self) -> int | None:
-        return self._link.pid
-
-    def call(self, call: ToolCall, tool: Tool, timeout: float | None, context: dict[str, Any],
-             trace: TraceParent | None) -> tuple[ToolResult, str | None]:
-        try:
-            item: CallItem = (call.id, call.name, call.arguments, timeout, context or None, call.meta, trace)
-            return self._link.call(item), None
-        except self._fault as fault:
-            result = fault.result if fault.result is not None else ToolResult(call.id, call.name, "crashed", error=(
-                ErrorInfo("WorkerCrashed", f"tool '{call.name}' crashed: the session's process {fault.reason}")))
-            return result, f"it {result.status}: {result.error.message if result.error else fault.reason}"
-
-    def restore(self) -> str | None:
-        if not self.checkpoint or self._link.interrupted:
-            return ""
-        return self._link.restore()
-
-    def interrupt(self) -> None:
-        self._link.interrupt()
-
-    def snapshot(self) -> Any:
-        try:
-            return self._link.snapshot()
-        except self._fault as fault:
-            raise RuntimeError(f"the session's process died while sending its state: {fault.reason}") from None
-
-    def close(self) -> None:
-        self._link.close()
-
-
-class HostPlace:
-    """The state in the host (sequential mode): calls run in the calling thread, as sequential calls do."""
-
-    def __init__(self, executor: Executor, factory: Callable[..., Any], args: tuple[Any, ...],
-                 kwargs: dict[str, Any], checkpoint: bool) -> None:
-        import os
-
-        self._executor = executor
-        self.state = factory(*args, **kwargs)
-        self.checkpoint = checkpoint
-        self._saved: Any = None
-        self.pid: int | None = os.getpid()
-
-    def call(self, call: ToolCall, tool: Tool, timeout: float | None, context: dict[str, Any],
-             trace: TraceParent | None) -> tuple[ToolResult, str | None]:
-        from toolfork.executor.backends.dispatch import Dispatch
-        from toolfork.executor.backends.sequential import run_in_host
-
-        if self.checkpoint:
-            self._saved = copy.deepcopy(self.state)
-        token = SESSION_STATE.set(self.state)
-        try:
-            result = run_in_host(Dispatch(call, tool, timeout, context, trace=trace), lambda *_: None)
-        finally:
-            SESSION_STATE.reset(token)
-        if result.status == "timeout":  # interrupted part-way: the state may be half changed
-            return result, "it timed out"
-        return result, None
-
-    def restore(self) -> str | None:
-        if not self.checkpoint:
-            return ""
-        self.state = self._saved
-        return None
-
-    def interrupt(self) -> None:
-        """A call in the host cannot be stopped from another thread: ``close`` waits for it."""
-
-    def snapshot(self) -> Any:
-        return pickle.loads(pickle.dumps(self.state))
-
-    def close(self) -> None:
-        self.state = self._saved = None
-
-
 def open_session(executor: Executor, prepare: Callable[[Iterable[Any]], list[ToolCall]],
                  factory: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any],
                  checkpoint: bool) -> Session:
     if not callable(factory):
         raise TypeError(f"session(factory, ...): the factory must be callable, got {type(factory).__name__}")
-    can = executor.backend.capabilities
+    can = executor.backend.capabilities  # declared by the backend, read before it is asked
     if not can.sessions:
         raise SessionUnavailable(can.refusal("sessions"))
-    place: ProcessPlace | HostPlace
-    if can.in_host:
-        place = HostPlace(executor, factory, args, kwargs, checkpoint)
-    else:
-        place = ProcessPlace(executor, factory, args, kwargs, checkpoint)
-    return Session(executor, prepare, place)
-
-
-_SPARES: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()  # Executor -> SessionSpares
-_SPARES_LOCK = threading.Lock()
-
-
-def _spares(executor: Executor) -> Any:
-    """The executor's spare session processes (made on its first session; closed with it)."""
-    from toolfork.executor.backends.fork.session_link import SessionSpares
-
-    with _SPARES_LOCK:
-        spares = _SPARES.get(executor)
-        if spares is None:
-            backend: Any = executor.backend
-            spares = _SPARES[executor] = SessionSpares(backend.core, executor.governance, executor.kill_grace)
-            executor.closing(spares)
-        return spares
-
-
-def _dumps(value: Any) -> bytes:
+    with _OPEN_LOCK:
+        live = _OPEN.setdefault(executor, weakref.WeakSet())
+        if sum(1 for s in live if not s.closed) + _opening.get(id(executor), 0) >= executor.max_sessions:
+            raise TooManySessions(
+                f"{executor.max_sessions} sessions are open on this executor, its max_sessions: close one first "
+                "(a session's process and descriptors go when it is closed), or raise Executor(max_sessions=...)")
+        _opening[id(executor)] = _opening.get(id(executor), 0) + 1
     try:
-        return pickle.dumps(value, pickle.HIGHEST_PROTOCOL)
-    except Exception:  # a lambda, a local function: by value
-        import dill
+        spec = SessionSpec(factory, args, kwargs, checkpoint, executor.timeout, tuple(executor.tools))
+        session = Session(executor, prepare, executor.backend.open_session(spec))
+    finally:
+        with _OPEN_LOCK:
+            _opening[id(executor)] -= 1
+            if not _opening[id(executor)]:
+                del _opening[id(executor)]
+    with _OPEN_LOCK:
+        live.add(session)
+    return session
 
-        return dill.dumps(value)  # type: ignore[no-any-return]
+
+_OPEN: weakref.WeakKeyDictionary[Any, weakref.WeakSet[Session]] = weakref.WeakKeyDictionary()  # Executor -> sessions
+_opening: dict[int, int] = {}  # id(Executor) -> sessions being opened now (counted against the bound too)
+_OPEN_LOCK = threading.Lock()
 
 
 def _is_positive_finite(value: Any) -> bool:
@@ -383,4 +291,4 @@ def _is_positive_finite(value: Any) -> bool:
         return False
 
 
-__all__ = ["Session", "SessionLost", "open_session"]
+__all__ = ["Session", "SessionLost", "SessionUnavailable", "TooManySessions", "open_session"]

@@ -35,6 +35,7 @@ from toolfork.executor.stats import Load
 if TYPE_CHECKING:
     from toolfork.executor.backends.hub import Feed
     from toolfork.executor.backends.lines import Lane
+    from toolfork.executor.backends.sessions import SessionPlace, SessionSpec
     from toolfork.executor.types import Event, ToolResult
     from toolfork.governance.limits import Limits
     from toolfork.tools.tool import Tool
@@ -82,6 +83,13 @@ class Backend(ABC):
     def load(self) -> Load:
         """Its workers now, for ``Executor.stats()`` (any thread; a snapshot, never waits)."""
         return Load()
+
+    def open_session(self, spec: SessionSpec) -> SessionPlace:
+        """A place for one session's state (see ``backends.sessions``); a backend without sessions refuses,
+        in the words of its ``Capabilities``."""
+        from toolfork.executor.backends.sessions import SessionUnavailable
+
+        raise SessionUnavailable(self.capabilities.refusal("sessions"))
 
     def close(self) -> None:  # noqa: B027 - in-process backends hold nothing
         """Release workers; must leave no process behind and be safe to call twice."""

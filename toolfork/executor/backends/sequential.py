@@ -7,6 +7,8 @@ stop a running function, so the call runs to its end and only then reports "time
 with its real output attached and a message saying it ran to its end, so no caller mistakes it for a
 call that did not happen (the agent goes further and lifts such timeouts, see agent/timeouts.py).
 
+A session's state lives in the host (``HostPlace``), its calls run as the backend's calls do.
+
 Caps and rate limits hold here too (several threads may run batches at once on one sequential
 Executor): a call of a gated tool waits in its caller's thread for a slot and a token
 (``Governance.acquire``) and gives the slot back when it ends. Limits cannot be applied to a call
@@ -15,7 +17,9 @@ in the host; the Executor refused them at construction unless they said enforce=
 
 from __future__ import annotations
 
+import copy
 import os
+import pickle
 import signal
 import threading
 import time
@@ -27,14 +31,67 @@ from toolfork.executor.backends.base import Backend
 from toolfork.executor.backends.capabilities import Capabilities
 from toolfork.executor.backends.dispatch import Dispatch, cancelled
 from toolfork.executor.backends.hub import Feed, run_batch
+from toolfork.executor.backends.sessions import SessionSpec
 from toolfork.executor.invoke import CallInterrupted, execute_call, timeout_result
 from toolfork.executor.runtime import CallbackRuntime
 from toolfork.executor.stats import Load
 from toolfork.executor.types import CallFinished, CallProgress, CallStarted, Event, ToolResult
 from toolfork.tools.output import ToolOutput
+from toolfork.tools.runtime import SESSION_STATE
 
 if TYPE_CHECKING:
+    from toolfork.executor.types import ToolCall
+    from toolfork.executor.wire.callitem import TraceParent
     from toolfork.governance.policy import Governance
+    from toolfork.tools.tool import Tool
+
+
+class HostPlace:
+    """A session's state in the host (see ``backends.sessions``): calls run in the calling thread, as
+    sequential calls do. With a checkpoint, the state is deep-copied before each call and put back
+    after a timeout."""
+
+    def __init__(self, spec: SessionSpec) -> None:
+        self.state = spec.factory(*spec.args, **spec.kwargs)
+        self.checkpoint = spec.checkpoint
+        if spec.checkpoint:  # copied before each call: a state that cannot be is refused now, not at a call
+            try:
+                copy.deepcopy(self.state)
+            except Exception as exc:
+                raise TypeError(
+                    f"checkpoint=True in sequential mode copies the state with copy.deepcopy before each call, "
+                    f"and this state (a {type(self.state).__name__}) cannot be copied: {type(exc).__name__}: "
+                    f"{exc} (fork mode copies it by forking; or open the session without a checkpoint)") from None
+        self._saved: Any = None
+        self.pid: int | None = os.getpid()
+
+    def call(self, call: ToolCall, tool: Tool, timeout: float | None, context: dict[str, Any],
+             trace: TraceParent | None) -> tuple[ToolResult, str | None]:
+        if self.checkpoint:
+            self._saved = copy.deepcopy(self.state)
+        token = SESSION_STATE.set(self.state)
+        try:
+            result = run_in_host(Dispatch(call, tool, timeout, context, trace=trace), lambda *_: None)
+        finally:
+            SESSION_STATE.reset(token)
+        if result.status == "timeout":  # interrupted part-way: the state may be half changed
+            return result, "it timed out"
+        return result, None
+
+    def restore(self) -> str | None:
+        if not self.checkpoint:
+            return ""
+        self.state = self._saved
+        return None
+
+    def interrupt(self) -> None:
+        """A call in the host cannot be stopped from another thread: ``close`` waits for it."""
+
+    def snapshot(self) -> Any:
+        return pickle.loads(pickle.dumps(self.state))
+
+    def close(self) -> None:
+        self.state = self._saved = None
 
 
 class SequentialBackend(Backend):
@@ -51,6 +108,10 @@ class SequentialBackend(Backend):
     def __init__(self, governance: Governance | None = None) -> None:
         self._governance = governance
         self._running: set[int] = set()  # the calls running now (ids of their Dispatch), from any thread
+
+    def open_session(self, spec: SessionSpec) -> HostPlace:
+        """A session's state in this process (the factory runs here, in the caller's thread)."""
+        return HostPlace(spec)
 
     def load(self) -> Load:
         """No workers: ``busy`` is the number of calls running in the host now (one per thread)."""

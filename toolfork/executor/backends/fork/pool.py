@@ -51,6 +51,7 @@ from toolfork.executor.backends.base import Backend, Hooks
 from toolfork.executor.backends.capabilities import Capabilities
 from toolfork.executor.backends.dispatch import Dispatch
 from toolfork.executor.backends.fork.core import Worker, WorkerCore
+from toolfork.executor.backends.fork.session_link import ProcessPlace, SessionSpares
 from toolfork.executor.backends.fork.template_link import TemplateGone
 from toolfork.executor.backends.hub import POLL_INTERVAL, BatchState, Feed, Hub
 from toolfork.executor.stats import Load
@@ -60,6 +61,7 @@ from toolfork.executor.wire.frames import Progress, ResultMessage
 
 if TYPE_CHECKING:
     from toolfork.executor.backends.fork.lane import LineLane
+    from toolfork.executor.backends.sessions import SessionSpec
     from toolfork.governance.policy import Governance
     from toolfork.tools.tool import Tool
 
@@ -83,6 +85,19 @@ class ForkBackend(Backend):
         self._hub = Hub(self)
         self._tool_frames: list[bytes] = []  # tools added later, for the workers (sent by the driver)
         self._hub.watch()  # deadlines and cancels are kept while no batch owner drives
+        self._spares: SessionSpares | None = None  # session processes forked ahead (made with the first session)
+        self._spares_lock = threading.Lock()
+
+    def open_session(self, spec: SessionSpec) -> ProcessPlace:
+        """A session's state in a process of its own, forked by the template's sessions' supervisor (see
+        ``fork.session_worker``)."""
+        with self._spares_lock:
+            if self._closed:
+                raise RuntimeError("this executor is closed")
+            if self._spares is None:
+                self._spares = SessionSpares(self.core, self._governance, self._kill_grace)
+            spares = self._spares
+        return ProcessPlace(spares, spec)
 
     @property
     def worker_pids(self) -> list[int]:
@@ -317,6 +332,9 @@ class ForkBackend(Backend):
         Waits for the driver to finish its round (it is woken) so no pipe is closed under it."""
         if self._closed:
             return
+        with self._spares_lock:
+            if self._spares is not None:
+                self._spares.close()
         self.wake()
         hub = self._hub
         hub.unwatch()

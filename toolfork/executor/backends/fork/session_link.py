@@ -14,18 +14,29 @@ core's, reused: ``timeout_result``, ``crashed_result`` (with the wait status the
 
 from __future__ import annotations
 
+import logging
 import os
 import pickle
+import signal
 import socket
 import threading
 import time
+import weakref
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
 from toolfork.executor import tracing
+from toolfork.executor.backends.fork.limits import raise_descriptor_limit
 from toolfork.executor.backends.fork.outcomes import crashed_result, describe_exit, limit_result, timeout_result
 from toolfork.executor.backends.fork.session_worker import OPEN, SNAPSHOT
-from toolfork.executor.backends.fork.template_link import HOST_FDS, TemplateLink, worker_channels
+from toolfork.executor.backends.fork.template_link import (
+    HOST_FDS,
+    TEMPLATE_CHECK_S,
+    TemplateLink,
+    process_state,
+    worker_channels,
+)
+from toolfork.executor.backends.sessions import ProcessGone, SessionSpec
 from toolfork.executor.types import ErrorInfo, ToolResult
 from toolfork.executor.wire import frames, framing, oob
 from toolfork.executor.wire.frames import Leaving, Progress, Spans, damaged_result, unreadable_result
@@ -34,11 +45,56 @@ from toolfork.governance import rlimits
 
 if TYPE_CHECKING:
     from toolfork.executor.backends.fork.core import WorkerCore
-    from toolfork.executor.wire.callitem import CallItem
+    from toolfork.executor.types import ToolCall
+    from toolfork.executor.wire.callitem import CallItem, TraceParent
     from toolfork.governance.policy import Governance
+    from toolfork.tools.tool import Tool
 
 REPLY_TIMEOUT = 10.0  # how long the supervisor may take to answer (it does nothing else)
 SPARES = 2  # session processes forked ahead, waiting for a session to open on them
+
+log = logging.getLogger("toolfork.executor")
+
+
+class SupervisorWatch:
+    """The sessions' supervisors this executor's sessions were forked by, looked at as the template is
+    (``TEMPLATE_CHECK_S``; a dead one's EOF on each session's control socket is seen at once). A tool can
+    stop its session's supervisor (SIGSTOP: nothing is reaped, killed or resumed then): one found stopped
+    is killed, so each of its sessions sees its end (their processes die with it), and the template
+    forks a new one for the next session. Looked at by every session thread that waits. Any thread."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._pids: set[int] = set()
+        self._checked_at = 0.0
+
+    def add(self, pid: int) -> None:
+        with self._lock:
+            self._pids.add(pid)
+
+    def check(self, *, now: bool = False) -> bool:
+        """Look (at most every ``TEMPLATE_CHECK_S`` unless ``now``); whether one was found stopped or dead."""
+        at = time.monotonic()
+        with self._lock:
+            if not now and at < self._checked_at + TEMPLATE_CHECK_S:
+                return False
+            self._checked_at = at
+            pids = list(self._pids)
+        found = False
+        for pid in pids:
+            state = process_state(pid)
+            found = found or state in _GONE
+            if state in (b"T", b"t"):
+                log.warning("the sessions' supervisor process %s was stopped (SIGSTOP, from a tool or from outside); "
+                            "it is killed, its sessions are lost, and a new one serves the next sessions", pid)
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except OSError:
+                    pass
+            elif state in (None, b"Z", b"X"):
+                with self._lock:
+                    self._pids.discard(pid)
+        return found
 
 
 class Fault(Exception):
@@ -53,9 +109,11 @@ class Fault(Exception):
 class SessionProcessLink:
     """One session process (see the module docstring). One thread at a time (the session's lock)."""
 
-    def __init__(self, core: WorkerCore, governance: Governance, kill_grace: float) -> None:
+    def __init__(self, core: WorkerCore, governance: Governance, kill_grace: float,
+                 watch: SupervisorWatch | None = None) -> None:
         self._governance = governance
         self._kill_grace = kill_grace
+        self._watch = watch if watch is not None else SupervisorWatch()
         channels, self._ctl = core.open_session()
         self._use(channels)
         self.pid: int | None = None
@@ -95,11 +153,17 @@ class SessionProcessLink:
                 self._stop()
             raise
         self.pid = reply[2]
+        self._watch.add(reply[3])  # its supervisor, watched from now on
         return reply[1]  # type: ignore[no-any-return]
 
     def snapshot(self) -> Any:
-        self._send((SNAPSHOT,))
-        reply = self._reply(SNAPSHOT)
+        """The state, sent back; ``Fault`` when the process died sending it (its end is known by then)."""
+        try:
+            self._send((SNAPSHOT,))
+            reply = self._reply(SNAPSHOT)
+        except Fault:
+            self._await_exit()  # reaped: its checkpoint may take over
+            raise
         if reply[2] is not None:
             raise RuntimeError(reply[2].message)
         return reply[1]
@@ -111,8 +175,8 @@ class SessionProcessLink:
         frame = frames.calls_frame([item])
         try:
             self._send(frame)
-        except Fault:
-            raise
+        except Fault as fault:  # its process is gone: how it ended is the call's result
+            raise self._fault(fault, call_id, name, timeout, start) from None
         except Exception as exc:  # the arguments could not be sent: only this call fails
             return ToolResult(call_id, name, "error", error=ErrorInfo(
                 type(exc).__name__, f"the arguments of call {call_id!r} could not be sent to the session's "
@@ -198,7 +262,8 @@ class SessionProcessLink:
             return Fault(timeout_result(call_id, name, timeout, self.pid, duration), "it timed out")
         status = self._await_exit()
         described = describe_exit(status) if not self._supervisor_gone else (
-            "WorkerCrashed", "the session's supervisor process is gone (the executor's template died or closed)")
+            "WorkerCrashed", "the session's supervisor process is gone (it, or the executor's template, died or "
+                             "was stopped)")
         limits = self._governance.limits_for(name)
         hit = None if limits is None or status is None else rlimits.classify(status, limits)
         if hit is not None:
@@ -214,9 +279,19 @@ class SessionProcessLink:
         try:
             self._ctl.send(pickle.dumps(("kill", self._kill_grace)))
         except OSError:
-            self._supervisor_gone = True
+            self._orphaned()
             return
         self._await_exit()
+
+    def _orphaned(self) -> None:
+        """The supervisor is gone: the session's process died with it (PR_SET_PDEATHSIG), and what its
+        calls started in its process group is killed from here (nobody else is left to)."""
+        self._supervisor_gone = True
+        if self.pid is not None and self.pid > 0:
+            try:
+                os.killpg(self.pid, signal.SIGKILL)
+            except OSError:
+                pass
 
     def _await_exit(self) -> int | None:
         if self._exit_status is None and not self._supervisor_gone:
@@ -232,7 +307,7 @@ class SessionProcessLink:
         try:
             framing.send(self._call_fd, msg, self._side)
         except (BrokenPipeError, ConnectionError) as exc:
-            raise Fault(None, f"its process is gone ({exc})") from None
+            raise Fault(None, f"is gone ({exc})") from None
 
     def _reply(self, kind: str, deadline: float | None = None) -> tuple[Any, ...]:
         f = self._next(deadline)
@@ -259,17 +334,21 @@ class SessionProcessLink:
             left = None if deadline is None else deadline - time.monotonic()
             if left is not None and left <= 0:
                 raise Fault(None, "timeout")
-            ready = readable([self._result_fd, self._ctl.fileno()], left)
+            ready = readable([self._result_fd, self._ctl.fileno()], _slice(left))
             if self._ctl.fileno() in ready:
                 self._control_message()
+            self._watch.check()
         return self._pending.popleft()
 
     def _control(self, done: Any, deadline: float) -> tuple[Any, ...]:
         """Read the supervisor's messages until one is ``done``; ``Fault`` when it is gone or silent."""
         while True:
             left = deadline - time.monotonic()
-            if left <= 0 or not readable([self._ctl.fileno()], left):
+            if left <= 0:
                 raise Fault(None, "its supervisor did not answer")
+            if not readable([self._ctl.fileno()], _slice(left)):
+                self._watch.check()
+                continue
             msg = self._control_message()
             if msg is None:
                 raise Fault(None, "its supervisor is gone")
@@ -282,11 +361,13 @@ class SessionProcessLink:
         except OSError:
             data = b""
         if not data:
-            self._supervisor_gone = True
+            self._orphaned()
             return None
         msg: tuple[Any, ...] = pickle.loads(data)
         if msg[0] == "exited":
             self._exit_status = msg[1]
+        elif msg[0] == "forked":
+            self._watch.add(msg[2])
         return msg
 
     @staticmethod
@@ -298,6 +379,14 @@ class SessionProcessLink:
         side.close()
 
 
+_GONE = (None, b"Z", b"X", b"T", b"t")  # a process's states in which it serves no more (see process_state)
+
+
+def _slice(left: float | None) -> float:
+    """How long one wait lasts: the supervisor is looked at between waits."""
+    return TEMPLATE_CHECK_S if left is None else min(left, TEMPLATE_CHECK_S)
+
+
 class SessionSpares:
     """Session processes forked ahead (``SPARES`` of them, asked of the template when one is taken), each
     waiting for its OPEN: opening a session is then one round trip to a process that is there already,
@@ -305,7 +394,10 @@ class SessionSpares:
     spares go. Any thread."""
 
     def __init__(self, core: WorkerCore, governance: Governance, kill_grace: float) -> None:
-        self._make = lambda: SessionProcessLink(core, governance, kill_grace)
+        raise_descriptor_limit()
+        self.watch = SupervisorWatch()
+        self._core = core
+        self._make = lambda: SessionProcessLink(core, governance, kill_grace, self.watch)
         self._lock = threading.Lock()
         self._ready: deque[SessionProcessLink] = deque()
         self._tools: object = None
@@ -317,9 +409,16 @@ class SessionSpares:
         with self._lock:
             if self._closed:
                 raise RuntimeError("this executor is closed")
+            pid = self._core.template_pid
+            if pid is not None and process_state(pid) in _GONE:  # its spares go with it (a moment later)
+                fresh = True
+            if self.watch.check(now=True):  # a supervisor stopped or dead: its spares are no use
+                fresh = True
             if tools != self._tools or fresh:
                 self._let_go()
                 self._tools = tools
+            if fresh:
+                self._await_template()
             link = self._ready.popleft() if self._ready else self._make()
             while len(self._ready) < SPARES:
                 self._ready.append(self._make())
@@ -330,9 +429,92 @@ class SessionSpares:
             self._closed = True
             self._let_go()
 
+    def _await_template(self) -> None:
+        """A session's process was found dead as it opened: if its template is dead or stopped, the pool
+        replaces it (its watcher looks every ``TEMPLATE_CHECK_S``); the next one is asked of the new one."""
+        old = self._core.template_pid
+        end = time.monotonic() + REPLY_TIMEOUT
+        while (old is not None and self._core.template_pid == old and time.monotonic() < end
+               and process_state(old) in _GONE):
+            time.sleep(0.02)
+
     def _let_go(self) -> None:
         while self._ready:
             self._ready.popleft().close()
 
 
-__all__ = ["Fault", "SessionProcessLink", "SessionSpares"]
+class ProcessPlace:
+    """A session's state in a process of its own (see ``backends.sessions``): a session process taken
+    from the spares, its factory sent to it (by reference where pickle can; a lambda or a local function
+    by value, with dill), and the link's faults turned into the call's result."""
+
+    def __init__(self, spares: SessionSpares, spec: SessionSpec) -> None:
+        try:  # by reference where it can be (the process is a fork of this one: it has the same classes)
+            blob = _dumps((spec.factory, spec.args, spec.kwargs))
+        except Exception as exc:
+            raise TypeError(f"the session's factory and its arguments cannot be sent to its process: "
+                            f"{type(exc).__name__}: {exc}") from None
+        self.checkpoint = spec.checkpoint
+        timeout = spec.timeout  # the factory is bounded as a call of the executor is
+        for attempt in (1, 2):  # a spare forked by a template that died since is gone: a fresh one is not
+            self._link = spares.take(spec.tools, fresh=attempt == 2)
+            try:
+                error = self._link.open(blob, spec.checkpoint, timeout)
+                break
+            except Fault as fault:
+                self._link.close()
+                if fault.reason == "timeout":
+                    raise TimeoutError(f"the session's factory did not return within the executor's timeout "
+                                       f"({timeout:g} s); its process was killed") from None
+                if attempt == 2:
+                    raise RuntimeError(f"the session's process died while it was built: {fault.reason}") from None
+            except BaseException:
+                self._link.close()
+                raise
+        weakref.finalize(self, self._link.close)  # a session dropped unclosed: its processes go when it does
+        if error is not None:
+            self._link.close()
+            raise RuntimeError(f"{error.message}\n{error.traceback}".rstrip())
+
+    @property
+    def pid(self) -> int | None:
+        return self._link.pid
+
+    def call(self, call: ToolCall, tool: Tool, timeout: float | None, context: dict[str, Any],
+             trace: TraceParent | None) -> tuple[ToolResult, str | None]:
+        try:
+            item: CallItem = (call.id, call.name, call.arguments, timeout, context or None, call.meta, trace)
+            return self._link.call(item), None
+        except Fault as fault:
+            result = fault.result if fault.result is not None else ToolResult(call.id, call.name, "crashed", error=(
+                ErrorInfo("WorkerCrashed", f"tool '{call.name}' crashed: the session's process {fault.reason}")))
+            return result, f"it {result.status}: {result.error.message if result.error else fault.reason}"
+
+    def restore(self) -> str | None:
+        if not self.checkpoint or self._link.interrupted:
+            return ""
+        return self._link.restore()
+
+    def interrupt(self) -> None:
+        self._link.interrupt()
+
+    def snapshot(self) -> Any:
+        try:
+            return self._link.snapshot()
+        except Fault as fault:
+            raise ProcessGone(f"the session's process died while sending its state: {fault.reason}") from None
+
+    def close(self) -> None:
+        self._link.close()
+
+
+def _dumps(value: Any) -> bytes:
+    try:
+        return pickle.dumps(value, pickle.HIGHEST_PROTOCOL)
+    except Exception:  # a lambda, a local function: by value
+        import dill
+
+        return dill.dumps(value)  # type: ignore[no-any-return]
+
+
+__all__ = ["Fault", "ProcessPlace", "SessionProcessLink", "SessionSpares", "SupervisorWatch"]

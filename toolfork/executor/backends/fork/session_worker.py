@@ -11,7 +11,7 @@ fork, by a process that is warm already. Each session has its own control socket
 
     host ──("session",) + channels + control──> template ──fds──> supervisor ──fork──> session process
     host ═══ calls / results (the worker's frames) ═════════════════════════════════> session process
-    host <──control (per session): kill | resume + channels / exited, resumed, lost──> supervisor
+    host <──control (per session): kill | resume + channels / forked, exited, resumed, lost──> supervisor
     session process ──fork (after each frame of calls)──> checkpoint (paused, its own process group)
     session process ──("checkpoint", pid) + the checkpoint's socket──> supervisor
 
@@ -40,6 +40,8 @@ import socket
 import time
 from typing import TYPE_CHECKING, Any, NoReturn
 
+from toolfork.executor.backends.fork import forking
+from toolfork.executor.backends.fork.limits import raise_descriptor_limit
 from toolfork.executor.backends.fork.worker import become_subreaper, child_pids, die_with_parent, worker_main
 from toolfork.executor.invoke import error_info
 from toolfork.executor.wire import WakePipe
@@ -51,7 +53,8 @@ if TYPE_CHECKING:
     from toolfork.executor.backends.fork.worker import Channels
     from toolfork.executor.wire import framing
 
-OPEN = "O"  # host -> session process: (OPEN, pickle of (factory, args, kwargs), checkpoint); reply (OPEN, error, pid)
+# host -> session process: (OPEN, pickle of (factory, args, kwargs), checkpoint); reply (OPEN, error, pid, supervisor)
+OPEN = "O"
 SNAPSHOT = "N"  # host -> session process: (SNAPSHOT,); reply (SNAPSHOT, state, error)
 MAX_MESSAGE = 1 << 12
 
@@ -68,12 +71,12 @@ class SessionProcess:
         kind = msg[0]
         if kind == OPEN:
             try:
-                factory, args, kwargs = pickle.loads(msg[1])  # dill's output too (it names its loaders)
+                factory, args, kwargs = _loads(msg[1])
                 SESSION_STATE.set(factory(*args, **kwargs))
             except Exception as exc:
-                writer.send((OPEN, error_info(exc, prefix="the session's factory failed"), os.getpid()))
+                writer.send((OPEN, error_info(exc, prefix="the session's factory failed"), os.getpid(), os.getppid()))
                 return
-            writer.send((OPEN, None, os.getpid()))
+            writer.send((OPEN, None, os.getpid(), os.getppid()))
             self.checkpoints = bool(msg[2])
             self.after_frame(channels)
         elif kind == SNAPSHOT:
@@ -86,6 +89,19 @@ class SessionProcess:
         else:
             raise ChannelDamaged(f"a frame of unknown kind {kind!r} on a session's call pipe")
 
+    def before_result(self) -> None:
+        """The call ended (it did not crash or time out): the checkpoint of the state from before it is no
+        longer needed, and it goes before the result does. It is a copy of this process and holds what
+        the state held then: a socket or a file lock the call closed must be free once the host has the
+        call's result. The next checkpoint is forked after the result (``after_frame``)."""
+        previous, self.checkpoint = self.checkpoint, None
+        if previous is not None:
+            try:
+                os.kill(previous, signal.SIGKILL)
+                os.waitpid(previous, 0)
+            except OSError:
+                pass
+
     def after_frame(self, channels: Channels | None = None) -> None:
         """With checkpoints: fork a paused copy of this process (the state as it is now), hand it to the
         supervisor, let the previous one go. In the copy, this returns when it takes over."""
@@ -93,7 +109,7 @@ class SessionProcess:
             return
         self._channels = channels if channels is not None else self._channels
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        pid = os.fork()
+        pid = forking.fork(forking.KEEP_ALL)  # the state's own descriptors are part of its copy
         if pid == 0:
             ours.close()
             self.checkpoint = None
@@ -125,7 +141,7 @@ class SessionProcess:
         for fd in numbers:
             os.close(fd)  # the host must see EOF when the session process dies
         try:
-            _data, fds, _flags, _addr = socket.recv_fds(sock, 16, 3)
+            _data, fds = forking.recv_fds(sock, 16, 3)
         except OSError:
             fds = []
         sock.close()
@@ -135,6 +151,18 @@ class SessionProcess:
             os.dup2(new, old, inheritable=False)
             os.close(new)
         die_with_parent()  # the supervisor's now
+
+
+def _loads(blob: bytes) -> Any:
+    """The factory and its arguments, as the host wrote them: by reference with pickle, or by value with
+    dill (a lambda, a local function), which only dill reads back (its pickles name dill's own loaders
+    under Python 2's module names)."""
+    try:
+        return pickle.loads(blob)
+    except Exception:
+        import dill
+
+        return dill.loads(blob)
 
 
 def supervise_sessions(mux_fd: int, tools: dict[str, Any], hooks: Hooks) -> NoReturn:
@@ -178,9 +206,14 @@ class _Supervisor:
 
     def serve(self) -> None:
         os.setpgid(0, 0)
-        die_with_parent()
-        become_subreaper()
         signal.signal(signal.SIGTERM, lambda *_: self.kill_everything())
+        # The template's death is a SIGTERM here, not a SIGKILL: the supervisor kills every session's
+        # process and, as they come to it, what those started (a factory's daemon too), then leaves.
+        die_with_parent(signal.SIGTERM)
+        if os.getppid() == 1 or not os.path.exists(f"/proc/{os.getppid()}"):  # it died before the prctl
+            self.kill_everything()
+        become_subreaper()
+        raise_descriptor_limit()  # two or three descriptors a session here
         signal.set_wakeup_fd(self.wake.write_fd)
         signal.signal(signal.SIGCHLD, lambda *_: None)
         while self.mux is not None or self.by_ctl:
@@ -215,7 +248,7 @@ class _Supervisor:
         """The template handed over a session: its three channels and its control socket."""
         assert self.mux is not None
         try:
-            data, fds, _flags, _addr = socket.recv_fds(self.mux, 16, 4)
+            data, fds = forking.recv_fds(self.mux, 16, 4)
         except OSError:
             data, fds = b"", []
         if not data:  # the template closed it (its tools changed, it is closing, or it died)
@@ -228,22 +261,20 @@ class _Supervisor:
             return
         up, down = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         me = os.getpid()
-        mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
-        pid = os.fork()
-        if pid == 0:  # the session process: nothing of the other sessions, nor the supervisor's handlers
-            signal.signal(signal.SIGTERM, signal.SIG_DFL)
-            signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-            signal.set_wakeup_fd(-1)
-            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+
+        def cleanup() -> None:  # the supervisor's sockets, closed by their objects (see fork.forking)
             self.wake.close()
             for other in self.by_ctl.values():
                 for sock in other.sockets():
                     sock.close()
-            self.mux.close()
+            if self.mux is not None:
+                self.mux.close()
             up.close()
-            os.close(fds[3])
+
+        # The session process: its three channels and its socket to us; nothing of the other sessions.
+        pid = forking.fork([*fds[:3], down.fileno()], cleanup)
+        if pid == 0:
             worker_main(fds[0], fds[1], fds[2], self.tools, self.hooks, me, session=SessionProcess(down))
-        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
         for fd in fds[:3]:
             os.close(fd)
         down.close()
@@ -251,11 +282,12 @@ class _Supervisor:
         s = _Session(socket.socket(fileno=fds[3]), up, pid)
         self.by_ctl[s.ctl.fileno()] = s
         self.by_up[up.fileno()] = s
+        _send(s.ctl, ("forked", pid, me))  # the host watches its sessions' supervisor (stopped, dead)
 
     def read_checkpoints(self, s: _Session) -> None:
         while True:
             try:
-                data, got, _flags, _addr = socket.recv_fds(s.up, MAX_MESSAGE, 1)
+                data, got = forking.recv_fds(s.up, MAX_MESSAGE, 1)
             except BlockingIOError:
                 return
             except OSError:
@@ -311,7 +343,7 @@ class _Supervisor:
 
     def control(self, s: _Session) -> None:
         try:
-            data, got, _flags, _addr = socket.recv_fds(s.ctl, MAX_MESSAGE, 3)
+            data, got = forking.recv_fds(s.ctl, MAX_MESSAGE, 3)
         except OSError:
             data, got = b"", []
         if not data:  # the host closed the session: its processes go

@@ -56,6 +56,7 @@ import time
 from typing import Any
 
 from toolfork.executor.backends.base import Hooks
+from toolfork.executor.backends.fork import forking
 from toolfork.executor.backends.fork.session_worker import supervise_sessions
 from toolfork.executor.backends.fork.worker import become_subreaper, child_pids, worker_main
 from toolfork.executor.wire import WakePipe
@@ -69,6 +70,7 @@ SANDBOXES_WITH_SPARES = 4  # the sandboxes used last keep theirs
 def template_main(ctrl: socket.socket, tools: dict[str, Any], hooks: Hooks) -> None:
     """Runs in the template process (started by multiprocess with the fork start method)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C belongs to the host; it closes us
+    forking.inherit([ctrl.fileno(), *_multiprocess_own(ctrl)])  # before it opens anything of its own
     become_subreaper()
     cgroup.remove_all()  # cgroups of templates killed before they could remove theirs, or of our pid's last holder
     hook_threads.park()  # an exporter thread an at-fork hook restarted here: the template runs one thread
@@ -112,27 +114,21 @@ def template_main(ctrl: socket.socket, tools: dict[str, Any], hooks: Hooks) -> N
                 sock.close()
 
     def fork_worker(fds: tuple[int, int, int], sandbox: Any, spare: int | None, sessions: int | None = None) -> int:
-        # A SIGTERM (a kill the host asked for) may reach the new worker before it has handlers of
-        # its own: it would run ours, whose leave() kills every sibling. So SIGTERM is held across
-        # the fork and the child gets the default action before it can see one.
-        mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
-        pid = os.fork()
-        if pid == 0:
-            signal.signal(signal.SIGTERM, signal.SIG_DFL)
-            signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+        def cleanup() -> None:  # the template's own sockets, closed by their objects (see fork.forking)
             ctrl.close()
-            signal.set_wakeup_fd(-1)
             wake.close()
             for waiting in spares.values():  # only the template may hand a spare its call
                 for _pid, sock in waiting:
                     sock.close()
             if supervisor:  # the supervisor must see EOF when the template lets it go
                 supervisor[1].close()
+
+        own = [fd for fd in (*fds, spare, sessions) if fd is not None and fd >= 0]
+        pid = forking.fork(own, cleanup)
+        if pid == 0:
             if sessions is not None:
                 supervise_sessions(sessions, tools, hooks)
             worker_main(*fds, tools, hooks, os.getppid(), sandbox, spare)
-        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
         children.add(pid)
         return pid
 
@@ -205,7 +201,7 @@ def template_main(ctrl: socket.socket, tools: dict[str, Any], hooks: Hooks) -> N
         if ctrl not in ready:
             continue
         try:
-            data, fds, _flags, _addr = socket.recv_fds(ctrl, MAX_MESSAGE, 4)
+            data, fds = forking.recv_fds(ctrl, MAX_MESSAGE, 4)
         except OSError:
             data, fds = b"", []
         if not data:  # the host is gone (closed, crashed or SIGKILLed): take every worker with us
@@ -259,6 +255,40 @@ def template_main(ctrl: socket.socket, tools: dict[str, Any], hooks: Hooks) -> N
             if not children and not _kill_leftovers(children):
                 cgroup.remove_all()
                 os._exit(0)
+
+
+def _multiprocess_own(ctrl: socket.socket) -> list[int]:
+    """The descriptors multiprocess gave the template to watch the host by and to be watched by (the
+    host names the pipe of the second in its first message): its children must hold neither."""
+    own = []
+    try:
+        from multiprocess import process
+
+        parent = getattr(process, "_parent_process", None)
+        if parent is not None:
+            own.append(parent.sentinel)
+    except Exception:
+        pass
+    data = ctrl.recv(MAX_MESSAGE)
+    if not data:  # the host is gone before it said anything
+        os._exit(0)
+    kind, pipe = pickle.loads(data)
+    if kind == "sentinel":
+        for fd in _fds():
+            try:
+                st = os.fstat(fd)
+            except OSError:
+                continue
+            if (st.st_dev, st.st_ino) == tuple(pipe):
+                own.append(fd)
+    return own
+
+
+def _fds() -> list[int]:
+    try:
+        return [int(name) for name in os.listdir("/proc/self/fd")]
+    except OSError:
+        return []
 
 
 def _hand_over(waiting: list[tuple[int, socket.socket]], children: set[int], fds: tuple[int, int, int]) -> int | None:

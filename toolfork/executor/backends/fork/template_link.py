@@ -78,6 +78,11 @@ class TemplateLink:
         )
         self._template.start()
         template_end.close()
+        try:  # what multiprocess gave the template to show the host its end by: its children get none
+            sentinel = os.fstat(self._template.sentinel)
+            self.ctrl.send(pickle.dumps(("sentinel", (sentinel.st_dev, sentinel.st_ino))))
+        except OSError:
+            pass  # the template is gone already: noticed as any death
         HOST_FDS.add(self.ctrl.fileno())
         self._exit_status: dict[int, int] = {}
         # Pids the template reported dead. A worker's death is acted on when it is reported, not only
@@ -234,7 +239,7 @@ class TemplateLink:
         pid = self._template.pid
         if pid is None:
             return
-        state = _state(pid)
+        state = process_state(pid)
         if state in (b"T", b"t"):
             self._break("was stopped (SIGSTOP, from a tool or from outside)")
         elif state in (None, b"Z", b"X"):
@@ -301,7 +306,7 @@ def worker_channels() -> tuple[tuple[int, int, socket.socket], tuple[int, int, i
     return (call_w, result_r, side), (call_r, result_w, side_worker.detach())
 
 
-def _state(pid: int) -> bytes | None:
+def process_state(pid: int) -> bytes | None:
     """A process's state letter in /proc/PID/stat (Linux): T stopped, Z a zombie...; None when there is
     no such process."""
     try:
@@ -331,4 +336,4 @@ def _emergency_close(template: Any, ctrl: socket.socket) -> None:
 
 
 __all__ = ["HOST_FDS", "SPAWN_ACK_TIMEOUT", "TEMPLATE_CHECK_S", "LinkState", "TemplateGone", "TemplateLink",
-           "signal_groups", "worker_channels"]
+           "process_state", "signal_groups", "worker_channels"]

@@ -85,9 +85,12 @@ class WorkerRuntime(ToolRuntime):
 
 class ServedSession(Protocol):
     """What a session's process adds to the loop (see ``fork.session_worker``): the frames that are not
-    calls (open, snapshot), and what happens after each frame of calls (a checkpoint)."""
+    calls (open, snapshot), what happens before a call's result goes out (its checkpoint is dropped) and
+    after each frame of calls (a new checkpoint)."""
 
     def handle(self, msg: tuple[Any, ...], channels: Channels, writer: framing.FrameWriter) -> None: ...
+
+    def before_result(self) -> None: ...
 
     def after_frame(self) -> None: ...
 
@@ -160,14 +163,14 @@ def _on_sigterm(signum: int, frame: Any) -> None:
     raise CallInterrupted("the executor stopped this call (deadline passed or executor closing)")
 
 
-def die_with_parent() -> None:
-    """Ask Linux to SIGKILL us when the template (our parent) dies, so no worker outlives it."""
+def die_with_parent(sig: int = signal.SIGKILL) -> None:
+    """Ask Linux to send us ``sig`` (SIGKILL) when the template (our parent) dies, so no worker outlives it."""
     try:
         import ctypes
 
         libc = ctypes.CDLL(None, use_errno=True)
         pr_set_pdeathsig = 1
-        libc.prctl(pr_set_pdeathsig, signal.SIGKILL, 0, 0, 0)
+        libc.prctl(pr_set_pdeathsig, sig, 0, 0, 0)
     except Exception:  # not Linux: the worker still exits on EOF of its call pipe
         pass
 
@@ -323,6 +326,8 @@ def _serve(channels: Channels, tools: dict[str, Any], hooks: Hooks, sandbox: Lim
                         gone = channels.damaged()
                         if gone:
                             _leave(writer, seq, gone)
+            if session is not None:
+                session.before_result()  # the checkpoint from before this call goes (it holds what the call closed)
             _send_result(channels, writer, dumps, seq, name, result, encode)
         if exposed:  # the frame's last call was not run (a lane line sent back): its predecessor's timer
             baseline.disarm_alarm()

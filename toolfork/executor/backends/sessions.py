@@ -1,0 +1,72 @@
+"""A session as a capability of a backend: what ``Executor.session`` asks of a backend, and the place
+for the state the backend gives back.
+
+Why: where a session's state can live is the backend's to say, as where a call runs is (fork: a process
+of its own; sequential: the host; a backend without sessions refuses, in its own words from its
+``Capabilities``). The session (``executor.session.Session``) keeps the rules every session shares
+(order, admission, counting, tracing, lost or restored), and talks to its place through this protocol
+only, so it never imports a backend's internals.
+
+    Executor.session ──SessionSpec──> Backend.open_session ──> SessionPlace
+    Session.run ── each call ──> SessionPlace.call ──(result, why lost or None)──> restore? / SessionLost
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from toolfork.executor.types import ToolCall, ToolResult
+    from toolfork.executor.wire.callitem import TraceParent
+    from toolfork.tools.tool import Tool
+
+
+class SessionUnavailable(NotImplementedError):
+    """This executor's backend cannot hold a session; the message says why (its ``Capabilities``)."""
+
+
+class ProcessGone(RuntimeError):
+    """The process that held the state ended while it sent it (``SessionPlace.snapshot``)."""
+
+
+@dataclass(frozen=True)
+class SessionSpec:
+    """What a backend needs to open a session: the state's factory and its arguments, whether to keep a
+    checkpoint, how long the factory may take, and the names of the tools (a place made ahead for other
+    tools is not used)."""
+
+    factory: Callable[..., Any]
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any]
+    checkpoint: bool
+    timeout: float | None
+    tools: tuple[str, ...]
+
+
+class SessionPlace(Protocol):
+    """Where one session's state lives, and its calls run."""
+
+    @property
+    def pid(self) -> int | None:
+        """The process that holds the state now."""
+
+    def call(self, call: ToolCall, tool: Tool, timeout: float | None, context: dict[str, Any],
+             trace: TraceParent | None) -> tuple[ToolResult, str | None]:
+        """Run one call on the state: its result, and why the state is gone (None while it is not)."""
+
+    def restore(self) -> str | None:
+        """After a fault: the checkpoint takes over (None), or why it cannot ("" without one)."""
+
+    def interrupt(self) -> None:
+        """From another thread, while a call runs: stop it (the state is given up)."""
+
+    def snapshot(self) -> Any:
+        """The state, rebuilt here; ``ProcessGone`` when sending it ended its process."""
+
+    def close(self) -> None:
+        """End the state and everything of it. Safe to call twice."""
+
+
+__all__ = ["ProcessGone", "SessionPlace", "SessionSpec", "SessionUnavailable"]
