@@ -280,9 +280,9 @@ LAYERS: dict[str, float] = {
 }
 BACKENDS = "toolfork.executor.backends"
 INTERNALS = (f"{BACKENDS}.fork", f"{BACKENDS}.ray")
-# Sessions still open their processes from executor/session.py (they become a backend capability next);
-# the only module outside backends/ allowed to, and only for now.
-INTERNALS_EXCEPT = {"toolfork.executor.session"}
+# Modules outside backends/ allowed to import a backend's internals, with why (none: sessions are opened
+# through Backend.open_session).
+INTERNALS_EXCEPT: set[str] = set()
 # Arrows up that are allowed, with why (none now).
 UP_EXCEPT: set[tuple[str, str]] = set()
 
