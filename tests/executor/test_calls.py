@@ -26,12 +26,8 @@ from toolfork.executor.stats import UNKNOWN_TOOL
 
 PACKAGE = Path(__file__).resolve().parents[2] / "toolfork"
 
-# Sessions run their calls through a path of their own until they adopt calls.py; their copies are the
-# only ones allowed, by file, and only these names.
-SESSION_COPIES = {
-    "executor/session.py": {"positive_finite", "started_at"},
-    "executor/backends/fork/session_link.py": {"classify"},
-}
+# Places allowed a copy of a rule, by file and name (none: sessions admit and finish through calls.py).
+SESSION_COPIES: dict[str, set[str]] = {}
 
 # rule -> the one file that may define it
 RULES = {

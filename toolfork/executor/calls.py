@@ -3,7 +3,8 @@
 Why: what happens to a call before it reaches a backend (its tool looked up, its timeout resolved and
 checked, its start journaled, its span opened) and after its result comes back (``started_at``, the
 counts of ``Executor.stats()``, the metrics, the span's end, the journal's record) is the same whoever
-runs it: ``Executor.run``/``stream``/``imap``/``submit`` through the Hub, or ``toolfork run``'s line lane.
+runs it: ``Executor.run``/``stream``/``imap``/``submit`` through the Hub, a session's ``run`` on its state,
+or ``toolfork run``'s line lane.
 Written once here, a new concern (a counter, a span attribute, a key) is a change to this module.
 
 Data flow (one ``CallBook`` per batch; the lane's job holds one for the whole job)::
@@ -15,7 +16,7 @@ Data flow (one ``CallBook`` per batch; the lane's job holds one for the whole jo
     backend ── ToolResult ──> CallBook.finish(result) ──> started_at, counts, metrics, span end,
                                                           journal record ──> the consumer
 
-Contracts (what a new path, such as a session's calls, must keep to adopt them):
+Contracts (what every path keeps to, and a new one must):
 
 * The book is built with the context every call of the batch gets (``Executor.dispatch_context``: the
   executor's context and the job key behind ``ToolRuntime.idempotency_key``).

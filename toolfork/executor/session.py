@@ -19,22 +19,20 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-import math
 import threading
-import time
 import weakref
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, Protocol
 
 from toolfork.executor import metering, tracing
+from toolfork.executor.backends.dispatch import Dispatch
 from toolfork.executor.backends.sessions import ProcessGone, SessionPlace, SessionSpec, SessionUnavailable
-from toolfork.executor.stats import UNKNOWN_TOOL
+from toolfork.executor.calls import CallBook
 from toolfork.executor.types import ErrorInfo, ToolCall, ToolResult
 
 if TYPE_CHECKING:
     from toolfork.executor.backends.base import Backend
-    from toolfork.executor.wire.callitem import TraceParent
     from toolfork.governance.policy import Governance
     from toolfork.tools.tool import Tool
 
@@ -112,31 +110,27 @@ class Session:
             self._check()
             ex = self._executor
             tools = ex.tools
-            context = ex.dispatch_context()
             spans = tracing.CallSpans() if parent is not None else None
-            recorder = metering.recorder()
+            shares = ex.backend.capabilities.sandbox and ex.governance.restricted  # a sandboxed tool: refused
             results: list[ToolResult] = []
             with ex.counted() as counts:
+                book = CallBook(ex.timeout, ex.dispatch_context(), counts, lambda: tools, spans=spans,
+                                parent_of=None if spans is None else (lambda _call: parent),
+                                recorder=metering.recorder(), one_process=shares or None)
                 try:
                     for call in batch:
-                        trace = None if spans is None else spans.start(call.id, call.name, parent, call.meta)
-                        if self.lost is not None:
+                        d = book.admit(call, tools.get(call.name))
+                        if type(d) is not Dispatch:
+                            result: ToolResult = d  # type: ignore[assignment]
+                        elif self.lost is not None:
                             result = ToolResult(call.id, call.name, "error", error=ErrorInfo(
                                 "SessionLost", str(self.lost)))
                         else:
-                            result = self._one(call, tools.get(call.name), context, trace)
-                        if result.started_at is None:
-                            result.started_at = time.time() - result.duration_s
-                        key = (call.name if call.name in tools else UNKNOWN_TOOL, result.status)
-                        counts[key] = counts.get(key, 0) + 1
-                        if recorder is not None:
-                            recorder.finished(key[0], result)
-                        if spans is not None:
-                            spans.finish(result)
+                            result = self._one(d)  # type: ignore[arg-type]
+                        book.finish(result)
                         results.append(result)
                 finally:
-                    if spans is not None:
-                        spans.close()
+                    book.close()
             for r in results:  # merged in call order, as run() does
                 if r.context_updates:
                     ex.context.update(r.context_updates)
@@ -218,27 +212,13 @@ class Session:
         if self.lost is not None:
             raise self.lost
 
-    def _one(self, call: ToolCall, tool: Tool | None, context: dict[str, Any],
-             trace: TraceParent | None) -> ToolResult:
-        ex = self._executor
-        if tool is None:
-            return ex.unknown_tool_result(call)
-        timeout = call.timeout if call.timeout is not None else tool.timeout
-        if timeout is None:
-            timeout = ex.timeout
-        elif timeout == math.inf:
-            timeout = None
-        elif not _is_positive_finite(timeout):
-            return ToolResult(call.id, call.name, "error", error=ErrorInfo(
-                "ValueError", f"call {call.id!r}: timeout must be a positive number of seconds, got {timeout!r}"))
-        governance = ex.governance
-        if governance.restricted(call.name) and ex.backend.capabilities.sandbox:
-            return ToolResult(call.id, call.name, "error", error=ErrorInfo(
-                "LimitsNotEnforceable", f"tool '{call.name}' was not run: its Limits need the sandbox, a process "
-                                        "of its own for each call, and a session's calls share one process"))
+    def _one(self, d: Dispatch) -> ToolResult:
+        """One admitted call on the state: its cap, the call in the session's place, a fault's restore."""
+        call = d.call
+        governance = self._executor.governance
         slot = governance.acquire(call.name) if governance.gated(call.name) else None
         try:
-            result, lost = self._place.call(call, tool, timeout, context, trace)
+            result, lost = self._place.call(call, d.tool, d.timeout, d.context, d.trace)
         finally:
             if slot is not None:
                 governance.release(slot)
@@ -282,13 +262,6 @@ def open_session(executor: Executor, prepare: Callable[[Iterable[Any]], list[Too
 _OPEN: weakref.WeakKeyDictionary[Any, weakref.WeakSet[Session]] = weakref.WeakKeyDictionary()  # Executor -> sessions
 _opening: dict[int, int] = {}  # id(Executor) -> sessions being opened now (counted against the bound too)
 _OPEN_LOCK = threading.Lock()
-
-
-def _is_positive_finite(value: Any) -> bool:
-    try:
-        return bool(0 < value < math.inf)
-    except TypeError:
-        return False
 
 
 __all__ = ["Session", "SessionLost", "SessionUnavailable", "TooManySessions", "open_session"]

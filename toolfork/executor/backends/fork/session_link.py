@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from toolfork.executor import tracing
 from toolfork.executor.backends.fork.limits import raise_descriptor_limit
-from toolfork.executor.backends.fork.outcomes import crashed_result, describe_exit, limit_result, timeout_result
+from toolfork.executor.backends.fork.outcomes import death_result, describe_exit, timeout_result
 from toolfork.executor.backends.fork.session_worker import OPEN, SNAPSHOT
 from toolfork.executor.backends.fork.template_link import (
     HOST_FDS,
@@ -41,7 +41,6 @@ from toolfork.executor.types import ErrorInfo, ToolResult
 from toolfork.executor.wire import frames, framing, oob
 from toolfork.executor.wire.frames import Leaving, Progress, Spans, damaged_result, unreadable_result
 from toolfork.executor.wire.pipes import readable
-from toolfork.governance import rlimits
 
 if TYPE_CHECKING:
     from toolfork.executor.backends.fork.core import WorkerCore
@@ -264,11 +263,8 @@ class SessionProcessLink:
         described = describe_exit(status) if not self._supervisor_gone else (
             "WorkerCrashed", "the session's supervisor process is gone (it, or the executor's template, died or "
                              "was stopped)")
-        limits = self._governance.limits_for(name)
-        hit = None if limits is None or status is None else rlimits.classify(status, limits)
-        if hit is not None:
-            return Fault(limit_result(call_id, name, hit, described, self.pid, duration), hit.message)
-        return Fault(crashed_result(call_id, name, described, self.pid, duration), described[1])
+        result = death_result(call_id, name, status, described, self._governance.limits_for(name), self.pid, duration)
+        return Fault(result, result.error.message if result.status == "error" and result.error else described[1])
 
     def _damaged(self, call_id: str, name: str, reason: str, start: float) -> Fault:
         self._stop()
