@@ -17,7 +17,8 @@ but the faulted calls' own results must match the direct run.
 
 The data and classes come from the ``bfcl-eval`` wheel (``pip install --no-deps bfcl-eval`` is enough:
 only its pure-Python API classes and JSON data are used). Usage:
-    PYTHONPATH=. python bench/bfcl_sessions.py [--faults] [--checkpoint] [--episodes N] [--threads N]
+    PYTHONPATH=. python bench/bfcl_sessions.py [--category base|miss_func|miss_param|long_context] [--faults]
+        [--checkpoint] [--episodes N] [--threads N]
 """
 
 from __future__ import annotations
@@ -183,6 +184,8 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=None, help="episodes driven at once (default: the workers)")
     ap.add_argument("--faults", action="store_true")
     ap.add_argument("--checkpoint", action="store_true")
+    ap.add_argument("--category", default="base", choices=["base", "miss_func", "miss_param", "long_context"],
+                    help="which multi-turn category's episodes (default: base)")
     a = ap.parse_args()
     tools, params = all_tools()
     owners = {}
@@ -192,9 +195,10 @@ def main() -> None:
         cls = getattr(importlib.import_module(CLASSES[class_name]), class_name)
         for name, _ in inspect.getmembers(cls, predicate=inspect.isfunction):
             owners.setdefault(name, class_name)
-    entries = [json.loads(line) for line in (DATA / "BFCL_v4_multi_turn_base.json").read_text().splitlines()]
+    data = f"BFCL_v4_multi_turn_{a.category}.json"
+    entries = [json.loads(line) for line in (DATA / data).read_text().splitlines()]
     answers = {json.loads(line)["id"]: json.loads(line)["ground_truth"]
-               for line in (DATA / "possible_answer" / "BFCL_v4_multi_turn_base.json").read_text().splitlines()}
+               for line in (DATA / "possible_answer" / data).read_text().splitlines()}
     entries = entries[: a.episodes]
     turns = {e["id"]: [[parse(c, params, f"{e['id']}-t{t}-c{i}") for i, c in enumerate(turn)]
                        for t, turn in enumerate(answers[e["id"]])] for e in entries}
