@@ -129,7 +129,7 @@ def test_a_checkpoint_orphaned_before_its_name_is_read_is_not_taken_for_a_leftov
     import pickle
     import socket
 
-    from toolfork.executor.backends.base import Hooks
+    from toolfork.executor.backends.base import WorkerSetup
     from toolfork.executor.backends.fork import session_worker as sw
 
     mux, mux_peer = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
@@ -141,7 +141,7 @@ def test_a_checkpoint_orphaned_before_its_name_is_read_is_not_taken_for_a_leftov
     killed: list[int] = []
     monkeypatch.setattr(sw, "child_pids", lambda: [checkpoint, leftover])
     monkeypatch.setattr(sw, "_kill", killed.append)
-    supervisor = sw._Supervisor(mux, {}, Hooks())
+    supervisor = sw._Supervisor(mux, {}, WorkerSetup())
     session = sw._Session(ctl, up, 4_000_000)
     session.running = None  # its process died: the checkpoint it named last is all that is left of it
     supervisor.by_ctl[ctl.fileno()] = session

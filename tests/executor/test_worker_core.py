@@ -16,7 +16,7 @@ import pytest
 
 from tests.executor.tools_for_tests import ALL
 from tests.procs import gone
-from toolfork.executor.backends.base import Hooks
+from toolfork.executor.backends.base import WorkerSetup
 from toolfork.executor.backends.fork.core import MAX_REQUEUES, QUICK_CALL_S, Worker, WorkerCore
 from toolfork.executor.backends.fork.pool import ForkBackend
 from toolfork.executor.types import ToolResult
@@ -62,7 +62,7 @@ class Recorder:
 
 @pytest.fixture
 def core() -> Iterator[WorkerCore]:
-    c = WorkerCore({t.name: t for t in ALL}, 2, Hooks(), 1.0, Governance(ForkBackend.capabilities))
+    c = WorkerCore({t.name: t for t in ALL}, 2, WorkerSetup(), 1.0, Governance(ForkBackend.capabilities))
     try:
         yield c
     finally:
@@ -193,7 +193,7 @@ def test_a_workers_state_follows_it_from_forked_to_running_to_lent(core: WorkerC
 def test_the_links_state_is_broken_once_its_template_died() -> None:
     from toolfork.executor.backends.fork.template_link import LinkState, TemplateLink
 
-    link = TemplateLink({t.name: t for t in ALL}, Hooks(), 1.0, {})
+    link = TemplateLink({t.name: t for t in ALL}, WorkerSetup(), 1.0, {})
     try:
         assert link.state is LinkState.SERVING and link.pid is not None
         link.check(now=True)

@@ -45,7 +45,7 @@ EXPECTED = {
 def test_every_mode_and_the_fork_worker_reach_the_same_limits(backend: type) -> None:
     governance = Governance(backend.capabilities, limits=DEFAULT)
     governance.register(TOOLS)  # best-effort: sequential and Ray take them (and say they cannot apply them)
-    in_worker = CallLimits(governance.default)  # what a fork worker is handed (Hooks.limits) and works out
+    in_worker = CallLimits(governance.default)  # what a fork worker is handed (WorkerSetup.limits) and works out
     for tool in TOOLS:
         assert governance.limits_for(tool.name) == EXPECTED[tool.name], tool.name
         assert in_worker.effective.of(tool) == EXPECTED[tool.name], tool.name

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from toolfork.executor import metering, tracing
 from toolfork.executor.backends import choose
-from toolfork.executor.backends.base import Backend, Hooks
+from toolfork.executor.backends.base import Backend, WorkerSetup
 from toolfork.executor.backends.dispatch import WAIT, Dispatch, Wait
 from toolfork.executor.backends.hub import Feed
 from toolfork.executor.backends.sequential import SequentialBackend
@@ -168,7 +168,7 @@ class Executor:
                                      concurrency=concurrency, max_calls_per_worker=max_calls_per_worker,
                                      max_worker_memory_mb=max_worker_memory_mb)
         self.governance.register(self._tools.values())
-        hooks = Hooks(before_child, after_child, on_worker_start, encode_results, self.governance.default)
+        hooks = WorkerSetup(before_child, after_child, on_worker_start, encode_results, self.governance.default)
         self.workers = workers if workers is not None else default_workers()
         self.max_sessions = max_sessions if max_sessions is not None else SESSIONS_PER_WORKER * max(1, self.workers)
         self._backend: Backend

@@ -6,7 +6,7 @@ routed (``Governance``, every mode), and the fork worker applies it to each call
 host). Both must reach the same answer for the same tool and Executor::
 
     Executor(limits=default) ──> Governance.effective ── resolve(tool) ──> limits_for(name)  (host)
-                         └─ Hooks.limits ──> worker: EffectiveLimits(default).of(tool)       (worker)
+                         └─ WorkerSetup.limits ──> worker: EffectiveLimits(default).of(tool)       (worker)
 
 The rule: a tool's own limits over the Executor's default, field by field (``Limits.merged_over``);
 None when that limits nothing (no limits, or only ``enforce`` said), so an unlimited call pays nothing.

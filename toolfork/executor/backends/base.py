@@ -44,7 +44,10 @@ Hook = Callable[[], Any]
 
 
 @dataclass(slots=True)
-class Hooks:
+class WorkerSetup:
+    """What every worker is set up with, whatever the backend: the user's hooks around each call, the
+    result encoder and the default limits (not only hooks, hence the name)."""
+
     before_child: Hook | None = None
     after_child: Hook | None = None
     on_worker_start: Hook | None = None
@@ -95,4 +98,4 @@ class Backend(ABC):
         """Release workers; must leave no process behind and be safe to call twice."""
 
 
-__all__ = ["Backend", "Hook", "Hooks"]
+__all__ = ["Backend", "Hook", "WorkerSetup"]

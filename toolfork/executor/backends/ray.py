@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, Any
 
 from toolfork.executor import tracing
 from toolfork.executor.backends import ray_session
-from toolfork.executor.backends.base import Backend, Hooks
+from toolfork.executor.backends.base import Backend, WorkerSetup
 from toolfork.executor.backends.capabilities import Capabilities
 from toolfork.executor.backends.dispatch import Dispatch
 from toolfork.executor.backends.hub import POLL_INTERVAL, BatchState, Feed, Hub
@@ -91,7 +91,7 @@ class RayBackend(Backend):
             "sessions": "sessions need mode='fork' (or 'sequential'): a session's state lives in one process, "
                         "and in Ray mode calls run as tasks on any node"})
 
-    def __init__(self, tools: dict[str, Tool], workers: int, hooks: Hooks, kill_grace: float = 1.0, *,
+    def __init__(self, tools: dict[str, Tool], workers: int, hooks: WorkerSetup, kill_grace: float = 1.0, *,
                  address: str | None = None, options: dict[str, Any] | None = None,
                  governance: Governance | None = None) -> None:
         from toolfork.governance.policy import Governance
@@ -155,7 +155,7 @@ class RayBackend(Backend):
                 ) from exc
         self._tool_refs.update(refs)
 
-    def _put_hooks(self, hooks: Hooks) -> tuple[Any] | None:
+    def _put_hooks(self, hooks: WorkerSetup) -> tuple[Any] | None:
         """The hooks travel like the tools: pickled once, refused here (naming the hook) if they cannot be."""
         if hooks.before_child is None and hooks.after_child is None and hooks.on_worker_start is None:
             return None

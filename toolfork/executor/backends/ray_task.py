@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 import ray
 
 from toolfork.executor import tracing
-from toolfork.executor.backends.base import Hooks
+from toolfork.executor.backends.base import WorkerSetup
 from toolfork.executor.invoke import error_info, execute_call
 from toolfork.executor.types import ErrorInfo, ToolResult
 from toolfork.executor.wire.callitem import CallItem
@@ -50,7 +50,7 @@ INTERRUPTED_EXIT = 75  # exit status of a worker whose call was interrupted at i
 
 # Per Ray worker process: what earlier calls of the same executor already loaded or ran.
 _TOOLS: dict[tuple[str, str], Tool] = {}
-_HOOKS: dict[str, Hooks] = {}
+_HOOKS: dict[str, WorkerSetup] = {}
 _STARTED: dict[str, ErrorInfo | None] = {}  # executor id -> the on_worker_start error, if it failed
 
 
@@ -208,7 +208,7 @@ def _load_tool(executor_id: str, name: str, ref: Any) -> Tool:
     return tool
 
 
-def _load_hooks(executor_id: str, hooks_box: tuple[Any] | None) -> Hooks:
+def _load_hooks(executor_id: str, hooks_box: tuple[Any] | None) -> WorkerSetup:
     if hooks_box is None:
         return _NO_HOOKS
     hooks = _HOOKS.get(executor_id)
@@ -218,7 +218,7 @@ def _load_hooks(executor_id: str, hooks_box: tuple[Any] | None) -> Hooks:
     return hooks
 
 
-def _worker_started(executor_id: str, hooks: Hooks) -> ErrorInfo | None:
+def _worker_started(executor_id: str, hooks: WorkerSetup) -> ErrorInfo | None:
     """Run ``on_worker_start`` the first time this executor's calls reach this worker process.
 
     A worker whose start hook failed fails every call of that executor, naming the hook, as a fork
@@ -243,6 +243,6 @@ def _remember(cache: dict[Any, Any], key: Any, value: Any) -> None:
     cache[key] = value
 
 
-_NO_HOOKS = Hooks()
+_NO_HOOKS = WorkerSetup()
 
 __all__ = ["RayRuntime", "Sink", "run_call"]

@@ -64,7 +64,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 from toolfork.executor import tracing
-from toolfork.executor.backends.base import Hooks
+from toolfork.executor.backends.base import WorkerSetup
 from toolfork.executor.backends.fork.outcomes import (
     crashed_result,
     death_result,
@@ -205,7 +205,7 @@ class WorkerCore:
     """A pool's workers: started warm from the template, kept at ``size``, replaced by the fault rules
     (see the module docstring). One thread at a time calls it (the one holding the driver lock)."""
 
-    def __init__(self, tools: dict[str, Tool], size: int, hooks: Hooks, kill_grace: float,
+    def __init__(self, tools: dict[str, Tool], size: int, hooks: WorkerSetup, kill_grace: float,
                  governance: Governance) -> None:
         if size < 1:
             raise ValueError(f"workers must be at least 1, got {size}")

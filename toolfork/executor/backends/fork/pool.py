@@ -47,7 +47,7 @@ import time
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
-from toolfork.executor.backends.base import Backend, Hooks
+from toolfork.executor.backends.base import Backend, WorkerSetup
 from toolfork.executor.backends.capabilities import Capabilities
 from toolfork.executor.backends.dispatch import Dispatch
 from toolfork.executor.backends.fork.core import Worker, WorkerCore
@@ -74,7 +74,7 @@ class ForkBackend(Backend):
         "fork", in_host=False, kills_at_deadline=True, limits=True, sandbox=True, has_workers=True,
         recycles=True, sessions=True, lines=True)
 
-    def __init__(self, tools: dict[str, Tool], workers: int, hooks: Hooks, kill_grace: float = 1.0,
+    def __init__(self, tools: dict[str, Tool], workers: int, hooks: WorkerSetup, kill_grace: float = 1.0,
                  governance: Governance | None = None) -> None:
         from toolfork.governance.policy import Governance
 

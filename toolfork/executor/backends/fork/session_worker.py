@@ -49,7 +49,7 @@ from toolfork.executor.wire.frames import ChannelDamaged
 from toolfork.tools.runtime import SESSION_STATE
 
 if TYPE_CHECKING:
-    from toolfork.executor.backends.base import Hooks
+    from toolfork.executor.backends.base import WorkerSetup
     from toolfork.executor.backends.fork.worker import Channels
     from toolfork.executor.wire import framing
 
@@ -165,7 +165,7 @@ def _loads(blob: bytes) -> Any:
         return dill.loads(blob)
 
 
-def supervise_sessions(mux_fd: int, tools: dict[str, Any], hooks: Hooks) -> NoReturn:
+def supervise_sessions(mux_fd: int, tools: dict[str, Any], hooks: WorkerSetup) -> NoReturn:
     """The sessions' supervisor, forked by the template once (again after its tools change): forks a
     session process for each session the template hands it, and serves each session's control socket.
     Ends when the template closes ``mux_fd`` and no session is left, or with the template. Never returns."""
@@ -196,7 +196,7 @@ class _Supervisor:
     """See ``supervise_sessions`` and the module docstring. One thread; every socket non-blocking where
     it is drained in a loop."""
 
-    def __init__(self, mux: socket.socket, tools: dict[str, Any], hooks: Hooks) -> None:
+    def __init__(self, mux: socket.socket, tools: dict[str, Any], hooks: WorkerSetup) -> None:
         self.mux: socket.socket | None = mux
         self.tools = tools
         self.hooks = hooks

@@ -55,7 +55,7 @@ import socket
 import time
 from typing import Any
 
-from toolfork.executor.backends.base import Hooks
+from toolfork.executor.backends.base import WorkerSetup
 from toolfork.executor.backends.fork import forking
 from toolfork.executor.backends.fork.session_worker import supervise_sessions
 from toolfork.executor.backends.fork.worker import become_subreaper, child_pids, worker_main
@@ -67,7 +67,7 @@ SPARES_PER_SANDBOX = 2  # one-shots kept entered ahead per sandbox (distinct Lim
 SANDBOXES_WITH_SPARES = 4  # the sandboxes used last keep theirs
 
 
-def template_main(ctrl: socket.socket, tools: dict[str, Any], hooks: Hooks) -> None:
+def template_main(ctrl: socket.socket, tools: dict[str, Any], hooks: WorkerSetup) -> None:
     """Runs in the template process (started by multiprocess with the fork start method)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C belongs to the host; it closes us
     forking.inherit([ctrl.fileno(), *_multiprocess_own(ctrl)])  # before it opens anything of its own

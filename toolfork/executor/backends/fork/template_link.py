@@ -21,7 +21,7 @@ import weakref
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
-from toolfork.executor.backends.base import Hooks
+from toolfork.executor.backends.base import WorkerSetup
 from toolfork.executor.backends.fork.template import MAX_MESSAGE, template_main
 from toolfork.executor.backends.host_fds import HOST_FDS
 from toolfork.executor.wire import oob
@@ -62,7 +62,7 @@ class TemplateLink:
     """One pool's template process and its control socket. ``workers`` (worker id -> worker) is the
     pool's own table: the link sets a worker's ``pid`` when the template reports it forked."""
 
-    def __init__(self, tools: Mapping[str, Any], hooks: Hooks, kill_grace: float,
+    def __init__(self, tools: Mapping[str, Any], hooks: WorkerSetup, kill_grace: float,
                  workers: Mapping[int, HasPid]) -> None:
         self._kill_grace = kill_grace
         self._workers = workers
@@ -317,7 +317,7 @@ def process_state(pid: int) -> bytes | None:
     return stat[stat.rfind(b")") + 2 : stat.rfind(b")") + 3]
 
 
-def _template_entry(ctrl: socket.socket, host_ctrl_fd: int, tools: dict[str, Any], hooks: Hooks) -> None:
+def _template_entry(ctrl: socket.socket, host_ctrl_fd: int, tools: dict[str, Any], hooks: WorkerSetup) -> None:
     close_quietly([*list(HOST_FDS), host_ctrl_fd])
     HOST_FDS.clear()
     template_main(ctrl, tools, hooks)

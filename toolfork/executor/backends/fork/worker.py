@@ -39,7 +39,7 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from toolfork.executor import tracing
-from toolfork.executor.backends.base import Hooks
+from toolfork.executor.backends.base import WorkerSetup
 from toolfork.executor.backends.fork.limited import CallLimits
 from toolfork.executor.backends.fork.reset import SignalBaseline
 from toolfork.executor.invoke import CallInterrupted, error_info, execute_call
@@ -198,7 +198,7 @@ def child_pids() -> list[int]:
         return []
 
 
-def worker_main(call_fd: int, result_fd: int, side_fd: int, tools: dict[str, Any], hooks: Hooks,
+def worker_main(call_fd: int, result_fd: int, side_fd: int, tools: dict[str, Any], hooks: WorkerSetup,
                 parent_pid: int, sandbox: Limits | None = None, spare: int | None = None,
                 session: ServedSession | None = None) -> None:
     """Entry point in the freshly forked worker; never returns. With ``sandbox`` (a one-shot for a
@@ -236,7 +236,7 @@ def worker_main(call_fd: int, result_fd: int, side_fd: int, tools: dict[str, Any
         os._exit(code)
 
 
-def _serve(channels: Channels, tools: dict[str, Any], hooks: Hooks, sandbox: Limits | None = None,
+def _serve(channels: Channels, tools: dict[str, Any], hooks: WorkerSetup, sandbox: Limits | None = None,
            refused: ErrorInfo | None = None, session: ServedSession | None = None) -> None:
     pid = os.getpid()
     call_fd, result_fd = channels.call_fd, channels.result_fd
