@@ -25,6 +25,8 @@ import errno
 import fcntl
 import os
 
+from toolfork.executor.wire.pipes import close_quietly
+
 _held: set[int] = set()  # descriptors this process holds a lock on (closed in a forked child)
 
 
@@ -73,11 +75,7 @@ def holder(fd: int) -> int | None:
 
 
 def _close_in_child() -> None:
-    for fd in list(_held):
-        try:
-            os.close(fd)
-        except OSError:
-            pass
+    close_quietly(list(_held))
     _held.clear()
 
 

@@ -144,11 +144,16 @@ def _recv(sock: socket.socket, flags: int = 0) -> tuple[bytes, list[int]]:
             if flags & socket.MSG_DONTWAIT:
                 raise
             wait_for(sock.fileno(), write=False)
+    return data, fds_in(ancdata)
+
+
+def fds_in(ancdata: list[tuple[int, int, bytes]]) -> list[int]:
+    """The descriptors an ``SCM_RIGHTS`` message carried (``recvmsg``'s ancillary data), whole ones only."""
     fds = array.array("i")
     for level, kind, payload in ancdata:
         if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
             fds.frombytes(payload[: len(payload) - len(payload) % fds.itemsize])
-    return data, list(fds)
+    return list(fds)
 
 
 def _new_file() -> int:

@@ -31,6 +31,8 @@ import signal
 import socket
 from collections.abc import Callable, Iterable
 
+from toolfork.executor.wire.oob import fds_in
+
 #: Descriptors the template inherited from the host that every process below it keeps (set by
 #: ``inherit`` in the template, before it forks anything).
 _inherited: frozenset[int] = frozenset()
@@ -101,11 +103,7 @@ def recv_fds(sock: socket.socket, bufsize: int, maxfds: int) -> tuple[bytes, lis
     them inheritable: a program a tool runs would hold them). Raises as ``recvmsg`` does."""
     data, ancdata, _flags, _addr = sock.recvmsg(bufsize, socket.CMSG_SPACE(maxfds * _FD_SPACE_PER),
                                                 socket.MSG_CMSG_CLOEXEC)
-    fds = array.array("i")
-    for level, kind, payload in ancdata:
-        if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
-            fds.frombytes(payload[: len(payload) - len(payload) % fds.itemsize])
-    return data, list(fds)
+    return data, fds_in(ancdata)
 
 
 def _open_fds() -> list[int]:

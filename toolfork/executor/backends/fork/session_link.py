@@ -40,7 +40,7 @@ from toolfork.executor.backends.sessions import ProcessGone, SessionSpec
 from toolfork.executor.types import ErrorInfo, ToolResult
 from toolfork.executor.wire import frames, framing, oob
 from toolfork.executor.wire.frames import Leaving, Progress, Spans, damaged_result, unreadable_result
-from toolfork.executor.wire.pipes import readable
+from toolfork.executor.wire.pipes import close_quietly, readable
 
 if TYPE_CHECKING:
     from toolfork.executor.backends.fork.core import WorkerCore
@@ -131,11 +131,7 @@ class SessionProcessLink:
     def _drop_channels(self) -> None:
         fds = (self._call_fd, self._result_fd, self._side.sock.fileno())
         TemplateLink.forget_fds(fds)
-        for fd in fds[:2]:
-            try:
-                os.close(fd)
-            except OSError:
-                pass
+        close_quietly(fds[:2])
         self._side.close()
 
     # ----------------------------------------------------------------- requests

@@ -96,11 +96,7 @@ class SessionProcess:
         call's result. The next checkpoint is forked after the result (``after_frame``)."""
         previous, self.checkpoint = self.checkpoint, None
         if previous is not None:
-            try:
-                os.kill(previous, signal.SIGKILL)
-                os.waitpid(previous, 0)
-            except OSError:
-                pass
+            _end_checkpoint(previous)
 
     def after_frame(self, channels: Channels | None = None) -> None:
         """With checkpoints: fork a paused copy of this process (the state as it is now), hand it to the
@@ -127,11 +123,7 @@ class SessionProcess:
             ours.close()
         previous, self.checkpoint = self.checkpoint, pid
         if previous is not None:
-            try:
-                os.kill(previous, signal.SIGKILL)
-                os.waitpid(previous, 0)
-            except OSError:
-                pass
+            _end_checkpoint(previous)
 
     _channels: Channels
 
@@ -151,6 +143,15 @@ class SessionProcess:
             os.dup2(new, old, inheritable=False)
             os.close(new)
         die_with_parent()  # the supervisor's now
+
+
+def _end_checkpoint(pid: int) -> None:
+    """A paused checkpoint copy goes: killed and reaped (one already gone is no error)."""
+    try:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+    except OSError:
+        pass
 
 
 def _loads(blob: bytes) -> Any:
