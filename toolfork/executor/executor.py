@@ -39,7 +39,7 @@ from toolfork.executor.backends.base import Backend, WorkerSetup
 from toolfork.executor.backends.dispatch import WAIT, Dispatch, Wait
 from toolfork.executor.backends.hub import Feed
 from toolfork.executor.backends.sequential import SequentialBackend
-from toolfork.executor.calls import CallBook, unknown_tool
+from toolfork.executor.calls import CallBook
 from toolfork.executor.inline import InlineCalls
 from toolfork.executor.journal import Journal
 from toolfork.executor.modes import resolve_mode
@@ -158,7 +158,7 @@ class Executor:
         self._feeds: set[Feed] = set()  # the batches running now, for cancel() and close()
         self._tally = CallTally()  # finished calls by (tool, status), for stats() (under _lock)
         self._singles: Singles | None = None  # submit()'s batch, started on first use
-        self._sessions: weakref.WeakSet[Any] = weakref.WeakSet()  # open sessions (and their spares), closed with us
+        self._sessions: weakref.WeakSet[Any] = weakref.WeakSet()  # open sessions, closed with us
         self.kill_grace = kill_grace
         self._mode, self._fallback_reason = resolve_mode(mode)
         # Limits, caps, rate limits and recycling: checked before any process starts (fail closed), from
@@ -459,11 +459,6 @@ class Executor:
             with self._lock:
                 self._tally.close(counts)
 
-    def closing(self, resource: Any) -> None:
-        """``resource.close()`` is called when this executor closes (before its workers end)."""
-        with self._lock:
-            self._sessions.add(resource)
-
     def _prepare(self, calls: Iterable[ToolCall | dict[str, Any]]) -> list[ToolCall]:
         self._check_open()
         batch: list[ToolCall] = []
@@ -610,10 +605,6 @@ class Executor:
     def _cancel_feed(self, feed: Feed) -> None:
         feed.cancel()
         self._backend.cancel(feed)
-
-    def unknown_tool_result(self, call: ToolCall) -> ToolResult:
-        """The error result of a call to a tool this executor does not have, naming the ones it has."""
-        return unknown_tool(call, self._tools)
 
     # ----------------------------------------------------------------- lifecycle
 

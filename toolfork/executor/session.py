@@ -60,8 +60,6 @@ class Executor(Protocol):
 
     def counted(self) -> AbstractContextManager[dict[tuple[str, str], int]]: ...
 
-    def unknown_tool_result(self, call: ToolCall) -> ToolResult: ...
-
 
 class TooManySessions(RuntimeError):
     """``Executor.session`` would open more sessions than ``Executor(max_sessions=...)`` allows (each one
@@ -111,12 +109,12 @@ class Session:
             ex = self._executor
             tools = ex.tools
             spans = tracing.CallSpans() if parent is not None else None
-            shares = ex.backend.capabilities.sandbox and ex.governance.restricted  # a sandboxed tool: refused
             results: list[ToolResult] = []
             with ex.counted() as counts:
                 book = CallBook(ex.timeout, ex.dispatch_context(), counts, lambda: tools, spans=spans,
                                 parent_of=None if spans is None else (lambda _call: parent),
-                                recorder=metering.recorder(), one_process=shares or None)
+                                recorder=metering.recorder(),  # a sandboxed tool is refused: calls share one process
+                                one_process=ex.governance.restricted if ex.backend.capabilities.sandbox else None)
                 try:
                     for call in batch:
                         d = book.admit(call, tools.get(call.name))

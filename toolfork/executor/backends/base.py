@@ -80,8 +80,11 @@ class Backend(ABC):
 
     def open_lane(self, parse: Callable[[bytes, int], Any], context: dict[str, Any] | None) -> Lane:
         """The line lane (``lines.py``) on this backend's workers, where ``capabilities.lines`` says it
-        has one: ``parse(raw, lineno)`` reads a line where it runs; ``context`` is every call's."""
-        raise NotImplementedError(f"the {self.capabilities.name} backend has no line lane")
+        has one: ``parse(raw, lineno)`` reads a line where it runs; ``context`` is every call's. The lane is
+        a fast path, never a refusal: a job on a backend without it takes the general path, so asking
+        anyway is a caller's mistake, said as such."""
+        raise RuntimeError(f"the {self.capabilities.name} backend has no line lane (capabilities.lines is "
+                           "False): run the job's calls through Executor.run instead")
 
     def load(self) -> Load:
         """Its workers now, for ``Executor.stats()`` (any thread; a snapshot, never waits)."""
