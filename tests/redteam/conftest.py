@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 HOSTILE = "tests/redteam/hostile_tools.py:TOOLS"
@@ -34,3 +40,25 @@ def records(data: bytes) -> list[dict[str, Any]]:
 
 def line(obj: Any) -> bytes:
     return json.dumps(obj).encode() + b"\n"
+
+
+NOBODY = 65534
+
+
+def become(user: str) -> list[str]:
+    """The command prefix that runs a program as ``user`` ("root": as we are, "nobody": through setpriv)."""
+    return [] if user == "root" else ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups"]
+
+
+@contextlib.contextmanager
+def shared_dir(prefix: str, suite: str) -> Iterator[Path]:
+    """A directory root and nobody can both write (pytest's own are root's alone), removed after; a
+    suite that attacks as both users fails, naming itself, where it cannot become nobody."""
+    if os.geteuid() != 0 or shutil.which("setpriv") is None:
+        pytest.fail(f"{suite} runs as root with setpriv (it attacks as root and as nobody)")
+    path = Path(tempfile.mkdtemp(prefix=prefix))
+    path.chmod(0o777)
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)

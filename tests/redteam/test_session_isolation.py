@@ -6,25 +6,19 @@ standard three, so what a tool finds in its process is what toolfork gave it."""
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import subprocess
 import sys
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.redteam.conftest import REPO, child_env
-
-NOBODY = 65534
+from tests.redteam.conftest import REPO, become, child_env, shared_dir
 
 
 def attack(name: str, user: str, work: Path) -> dict[str, Any]:
-    become = [] if user == "root" else ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups"]
-    done = subprocess.run([*become, sys.executable, "-m", "tests.redteam.session_scenarios", name, str(work)],
+    done = subprocess.run([*become(user), sys.executable, "-m", "tests.redteam.session_scenarios", name, str(work)],
                           capture_output=True, cwd=REPO, env=child_env(), timeout=150, check=False)
     assert done.returncode == 0, done.stderr.decode(errors="replace")[-3000:]
     return json.loads(done.stdout.decode().splitlines()[-1])  # type: ignore[no-any-return]
@@ -32,14 +26,8 @@ def attack(name: str, user: str, work: Path) -> dict[str, Any]:
 
 @pytest.fixture
 def work() -> Iterator[Path]:
-    if os.geteuid() != 0 or shutil.which("setpriv") is None:
-        pytest.fail("these attacks run as root with setpriv (they attack as root and as nobody)")
-    path = Path(tempfile.mkdtemp(prefix="toolfork-session-"))
-    path.chmod(0o777)
-    try:
+    with shared_dir("toolfork-session-", "these attacks") as path:
         yield path
-    finally:
-        shutil.rmtree(path, ignore_errors=True)
 
 
 @pytest.mark.timeout(200)

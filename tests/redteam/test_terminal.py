@@ -5,34 +5,24 @@ nobody; the JSONL output keeps the exact text."""
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import subprocess
 import sys
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.redteam.conftest import REPO, child_env
+from tests.redteam.conftest import REPO, become, child_env, shared_dir
 from tests.redteam.terminal_tools import CSI8, OSC52, TITLE
 
-NOBODY = 65534
 RAW = ("\x1b", "\x07", "\x9b", "\x9d")
 
 
 @pytest.fixture
 def work() -> Iterator[Path]:
     """A directory root and nobody can both write."""
-    if os.geteuid() != 0 or shutil.which("setpriv") is None:
-        pytest.fail("this suite runs as root with setpriv (it runs the command as root and as nobody)")
-    path = Path(tempfile.mkdtemp(prefix="toolfork-terminal-"))
-    path.chmod(0o777)
-    try:
+    with shared_dir("toolfork-terminal-", "this suite") as path:
         yield path
-    finally:
-        shutil.rmtree(path, ignore_errors=True)
 
 
 @pytest.mark.timeout(180)
@@ -45,8 +35,7 @@ def test_control_sequences_from_data_never_reach_stderr_raw(work: Path, user: st
     calls, out = work / "calls.jsonl", work / "out.jsonl"
     calls.write_text("".join(json.dumps(r) + "\n" for r in rows))
     calls.chmod(0o644)
-    become = [] if user == "root" else ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups"]
-    done = subprocess.run([*become, sys.executable, "-m", "toolfork.cli", "run", str(calls), "-o", str(out),
+    done = subprocess.run([*become(user), sys.executable, "-m", "toolfork.cli", "run", str(calls), "-o", str(out),
                            "--tools", "tests/redteam/terminal_tools.py:TOOLS", "--workers", "1"],
                           capture_output=True, cwd=REPO, env=child_env(), timeout=150, check=False)
     stderr = done.stderr.decode("utf-8", "replace")

@@ -4,20 +4,16 @@ same scenario in a subprocess under ``setpriv``), each in a work directory both 
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import subprocess
 import sys
-import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.redteam.conftest import REPO, child_env
+from tests.redteam.conftest import REPO, become, child_env, shared_dir
 
-NOBODY = 65534
 USERS = ["root", "nobody"]
 
 
@@ -25,8 +21,7 @@ def run_scenario(name: str, user: str, work: Path, module: str = "tests.redteam.
     """What scenario ``name`` (of ``module``) reported, run as ``user``."""
     # Each attack runs in a fresh interpreter, as root or as nobody: the test process may hold at-fork
     # hooks other tests left (a library's thread restarted in every fork), which the sandbox refuses.
-    become = [] if user == "root" else ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups"]
-    done = subprocess.run([*become, sys.executable, "-m", module, name, str(work)],
+    done = subprocess.run([*become(user), sys.executable, "-m", module, name, str(work)],
                           capture_output=True, cwd=REPO, env=child_env(), timeout=180, check=False)
     assert done.returncode == 0, (
         done.stderr.decode(errors="replace")[-3000:] + f"\n(nobody must be able to run {sys.executable}: where the "
@@ -37,14 +32,8 @@ def run_scenario(name: str, user: str, work: Path, module: str = "tests.redteam.
 @pytest.fixture
 def work() -> Iterator[Path]:
     """A directory root and nobody can both write (pytest's own are root's alone)."""
-    if os.geteuid() != 0 or shutil.which("setpriv") is None:
-        pytest.fail("the escape suite runs as root with setpriv (it attacks as root and as nobody)")
-    path = Path(tempfile.mkdtemp(prefix="toolfork-escape-"))
-    path.chmod(0o777)
-    try:
+    with shared_dir("toolfork-escape-", "the escape suite") as path:
         yield path
-    finally:
-        shutil.rmtree(path, ignore_errors=True)
 
 
 @pytest.fixture

@@ -9,8 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from tests.redteam.conftest import REPO, child_env
-from tests.redteam.sandbox.conftest import NOBODY
+from tests.redteam.conftest import NOBODY, REPO, child_env
 
 
 def run(module: str, name: str, user: str, work: Path) -> dict[str, Any]:

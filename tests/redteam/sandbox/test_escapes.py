@@ -16,7 +16,9 @@ from typing import Any
 
 import pytest
 
-from .conftest import NOBODY, USERS
+from tests.redteam.conftest import NOBODY
+
+from .conftest import USERS
 
 Attack = Callable[[str, str], dict[str, Any]]
 users = pytest.mark.parametrize("user", USERS)
