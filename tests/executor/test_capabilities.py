@@ -17,7 +17,7 @@ from toolfork.executor.backends.capabilities import Capabilities
 from toolfork.executor.backends.fork.pool import ForkBackend
 from toolfork.executor.backends.ray import RayBackend
 from toolfork.executor.backends.sequential import SequentialBackend
-from toolfork.executor.session import SessionUnavailable
+from toolfork.executor.sessions.session import SessionUnavailable
 from toolfork.governance import Governance
 
 

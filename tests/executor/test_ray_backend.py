@@ -25,7 +25,7 @@ from tests.executor import test_contract as _contract
 from tests.executor import tools_for_tests as T
 from tests.executor.conftest_ray import RAY_CPUS, ray_cluster, wait_gone  # noqa: F401 - a fixture
 from toolfork.executor import WAIT, CallFinished, CallProgress, CallStarted, Executor, ToolCall
-from toolfork.executor.backends import ray_session
+from toolfork.executor.backends import ray_connection
 from toolfork.executor.backends.ray import RayBackend
 from toolfork.tools import ToolRuntime, tool
 
@@ -576,14 +576,14 @@ def test_the_message_actor_outlives_its_executor_for_the_next_one(mode):
     the same actor, alive, rather than paying another actor process's start."""
     first = Executor([T.add], mode=mode, workers=2, timeout=30)  # a deadline: every call reports its start
     assert first.run([ToolCall("a", "add", {"a": 1, "b": 2})])[0].ok
-    sink = ray_session._sink
+    sink = ray_connection._sink
     first.close()
-    assert sink is not None and ray_session._sink is sink
+    assert sink is not None and ray_connection._sink is sink
     second = Executor([T.add], mode=mode, workers=2, timeout=30)
     try:
         [result] = second.run([ToolCall("b", "add", {"a": 2, "b": 2})])
         assert result.ok and result.output.data == 4, result
-        assert ray_session._sink is sink
+        assert ray_connection._sink is sink
     finally:
         second.close()
     import ray
@@ -603,7 +603,7 @@ def test_a_program_that_connects_to_ray_again_gets_a_new_message_actor(ray_clust
         import ray
         from tests.executor import tools_for_tests as T
         from toolfork.executor import Executor, ToolCall
-        from toolfork.executor.backends import ray_session
+        from toolfork.executor.backends import ray_connection
 
         answers, sinks = [], []
         for round_ in range(2):
@@ -611,7 +611,7 @@ def test_a_program_that_connects_to_ray_again_gets_a_new_message_actor(ray_clust
             with Executor([T.add], mode="ray", workers=1, timeout=60) as ex:
                 [r] = ex.run([ToolCall("a", "add", {{"a": round_, "b": 40}})])
                 answers.append(r.output.data if r.ok else repr(r.error))
-            sinks.append(ray_session._sink._actor_id.hex())  # the actor, not the handle object
+            sinks.append(ray_connection._sink._actor_id.hex())  # the actor, not the handle object
             ray.shutdown()
         print(json.dumps({{"answers": answers, "sinks": sinks}}))
     """)
@@ -634,7 +634,7 @@ def test_limits_are_refused_in_ray_mode_naming_why(mode):
 def test_closing_leaves_a_ray_the_program_started_running(mode, ray_cluster):  # noqa: F811
     with Executor([T.add], mode=mode, workers=2) as ex:
         assert ex.run([ToolCall("a", "add", {"a": 1, "b": 1})])[0].output.data == 2
-    assert ray_cluster.is_initialized() and not ray_session.started_by_toolfork()
+    assert ray_cluster.is_initialized() and not ray_connection.started_by_toolfork()
     assert ray_cluster.get(ray_cluster.put("still up")) == "still up"
 
 

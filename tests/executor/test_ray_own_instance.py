@@ -88,10 +88,10 @@ def test_sigkill_of_a_host_that_started_ray_leaves_no_ray_process():
         sys.path.insert(0, {str(ROOT)!r})
         from tests.executor import tools_for_tests as T
         from toolfork.executor import Executor, ToolCall
-        from toolfork.executor.backends import ray_session
+        from toolfork.executor.backends import ray_connection
         ex = Executor([T.sleep_for], mode="ray", workers=2)
-        print(json.dumps({{"marker": ray_session._watchdog.marker,
-                          "session": ray_session._session_dir(ray_session.import_ray())}}), flush=True)
+        print(json.dumps({{"marker": ray_connection._watchdog.marker,
+                          "session": ray_connection._session_dir(ray_connection.import_ray())}}), flush=True)
         ex.run([ToolCall(str(i), "sleep_for", {{"seconds": 60}}) for i in range(2)])
     """)
     proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,

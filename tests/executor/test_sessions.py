@@ -469,7 +469,7 @@ def test_a_session_is_a_capability_its_backend_opens(ex: Executor, monkeypatch: 
     import ast
     import inspect
 
-    from toolfork.executor import session as session_module
+    from toolfork.executor.sessions import session as session_module
 
     asked: list[Any] = []
     backend = type(ex.backend)
@@ -481,7 +481,7 @@ def test_a_session_is_a_capability_its_backend_opens(ex: Executor, monkeypatch: 
     imported = {node.module for node in ast.walk(ast.parse(inspect.getsource(session_module)))
                 if isinstance(node, ast.ImportFrom) and node.module}
     assert not [m for m in imported if m.startswith("toolfork.executor.backends.") and
-                m not in ("toolfork.executor.backends.sessions", "toolfork.executor.backends.base",
+                m not in ("toolfork.executor.sessions.place", "toolfork.executor.backends.base",
                           "toolfork.executor.backends.dispatch")], imported  # the contract's modules only
 
 

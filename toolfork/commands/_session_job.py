@@ -53,7 +53,7 @@ from toolfork.commands._loading import BadLine
 from toolfork.commands._output import record_of
 from toolfork.executor import ToolCall
 from toolfork.executor.journal import OUTCOME_UNKNOWN, outcome_unknown
-from toolfork.executor.session import SessionLost
+from toolfork.executor.sessions.session import SessionLost
 from toolfork.executor.types import ErrorInfo, ToolResult
 from toolfork.executor.wire import WakePipe, drain
 from toolfork.executor.wire.pipes import readable

@@ -44,7 +44,7 @@ runs the worker's part in the host, Ray in a task)::
 from toolfork.executor.backends.dispatch import WAIT, Wait
 from toolfork.executor.executor import Executor, default_workers
 from toolfork.executor.journal import OUTCOME_UNKNOWN, Journal, JournalBusy, JournalError
-from toolfork.executor.session import Session, SessionLost, SessionUnavailable, TooManySessions
+from toolfork.executor.sessions.session import Session, SessionLost, SessionUnavailable, TooManySessions
 from toolfork.executor.stats import ExecutorStats
 from toolfork.executor.types import (
     CallFinished,

@@ -58,7 +58,7 @@ if TYPE_CHECKING:
     import asyncio
 
     from toolfork.executor.backends.capabilities import Capabilities
-    from toolfork.executor.session import Session
+    from toolfork.executor.sessions.session import Session
     from toolfork.governance.limits import Limits
     from toolfork.tools.tool import Tool
 
@@ -436,7 +436,7 @@ class Executor:
     def session(self, factory: Callable[..., Any], *args: Any, checkpoint: bool = False, **kwargs: Any) -> Session:
         """A state built by ``factory(*args, **kwargs)`` where the session's calls run; ``with`` it, and
         ``run`` its calls on it in order (tools reach it as ``runtime.state``). See ``docs/sessions.md``."""
-        from toolfork.executor.session import open_session
+        from toolfork.executor.sessions.session import open_session
 
         self._check_open()
         s = open_session(self, self._prepare, factory, args, kwargs, checkpoint)

@@ -35,7 +35,7 @@ from toolfork.executor.stats import Load
 if TYPE_CHECKING:
     from toolfork.executor.backends.hub import Feed
     from toolfork.executor.backends.lines import Lane
-    from toolfork.executor.backends.sessions import SessionPlace, SessionSpec
+    from toolfork.executor.sessions.place import SessionPlace, SessionSpec
     from toolfork.executor.types import Event, ToolResult
     from toolfork.governance.limits import Limits
     from toolfork.tools.tool import Tool
@@ -93,7 +93,7 @@ class Backend(ABC):
     def open_session(self, spec: SessionSpec) -> SessionPlace:
         """A place for one session's state (see ``backends.sessions``); a backend without sessions refuses,
         in the words of its ``Capabilities``."""
-        from toolfork.executor.backends.sessions import SessionUnavailable
+        from toolfork.executor.sessions.place import SessionUnavailable
 
         raise SessionUnavailable(self.capabilities.refusal("sessions"))
 

@@ -40,7 +40,7 @@ from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from toolfork.executor import tracing
-from toolfork.executor.backends import ray_session
+from toolfork.executor.backends import ray_connection
 from toolfork.executor.backends.base import Backend, WorkerSetup
 from toolfork.executor.backends.capabilities import Capabilities
 from toolfork.executor.backends.dispatch import Dispatch
@@ -101,7 +101,7 @@ class RayBackend(Backend):
         # Caps and rate limits: a call waits in its batch's capped queue (Hub.take_next) until it may
         # start, and its slot goes back when its task is forgotten (finished, timed out, stopped).
         self._governance = governance if governance is not None else Governance(self.capabilities)
-        ray = ray_session.import_ray()
+        ray = ray_connection.import_ray()
         self._ray = ray
         self._size = workers
         self._kill_grace = kill_grace
@@ -118,7 +118,7 @@ class RayBackend(Backend):
         self._running: dict[Any, _Running] = {}  # ref -> task
         self._by_token: dict[int, _Running] = {}
         self._hub = Hub(self)
-        ray_session.acquire(ray, address)
+        ray_connection.acquire(ray, address)
         try:
             from toolfork.executor.backends import ray_task
 
@@ -131,9 +131,9 @@ class RayBackend(Backend):
             self._sink_class = ray.remote(ray_task.Sink)
             self._put_tools(tools.values())
             self._hooks_box = self._put_hooks(hooks)
-            ray_session.shared_sink(ray, self._sink_class, wait=False)  # its process starts meanwhile
+            ray_connection.shared_sink(ray, self._sink_class, wait=False)  # its process starts meanwhile
         except BaseException:
-            ray_session.release(ray)
+            ray_connection.release(ray)
             raise
 
     # ----------------------------------------------------------------- tools and hooks
@@ -348,7 +348,7 @@ class RayBackend(Backend):
 
     def _ensure_sink(self) -> Any:
         if self._sink is None:
-            self._sink = ray_session.shared_sink(self._ray, self._sink_class, wait=True)
+            self._sink = ray_connection.shared_sink(self._ray, self._sink_class, wait=True)
             self._take = self._sink.take.remote(self._id)
         return self._sink
 
@@ -404,7 +404,7 @@ class RayBackend(Backend):
         except ray.exceptions.GetTimeoutError:
             return []
         except ray.exceptions.RayError:  # the sink actor died (its node was lost): start another
-            ray_session.drop_sink(self._sink)
+            ray_connection.drop_sink(self._sink)
             self._sink = self._take = None
             return []
         self._take = self._sink.take.remote(self._id)
@@ -607,7 +607,7 @@ class RayBackend(Backend):
                 pass
             self._sink = self._take = None
         self._tool_refs.clear()
-        ray_session.release(ray)
+        ray_connection.release(ray)
 
 
 def _readable(fd: int) -> bool:

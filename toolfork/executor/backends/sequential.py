@@ -31,9 +31,9 @@ from toolfork.executor.backends.base import Backend
 from toolfork.executor.backends.capabilities import Capabilities
 from toolfork.executor.backends.dispatch import Dispatch, cancelled
 from toolfork.executor.backends.hub import Feed, run_batch
-from toolfork.executor.backends.sessions import SessionSpec
 from toolfork.executor.invoke import CallInterrupted, execute_call, timeout_result
 from toolfork.executor.runtime import CallbackRuntime
+from toolfork.executor.sessions.place import SessionSpec
 from toolfork.executor.stats import Load
 from toolfork.executor.types import CallFinished, CallProgress, CallStarted, Event, ToolResult
 from toolfork.tools.output import ToolOutput

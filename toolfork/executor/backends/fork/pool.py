@@ -61,7 +61,7 @@ from toolfork.executor.wire.frames import Progress, ResultMessage
 
 if TYPE_CHECKING:
     from toolfork.executor.backends.fork.lane import LineLane
-    from toolfork.executor.backends.sessions import SessionSpec
+    from toolfork.executor.sessions.place import SessionSpec
     from toolfork.governance.policy import Governance
     from toolfork.tools.tool import Tool
 

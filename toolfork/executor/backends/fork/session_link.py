@@ -36,7 +36,7 @@ from toolfork.executor.backends.fork.template_link import (
     process_state,
     worker_channels,
 )
-from toolfork.executor.backends.sessions import ProcessGone, SessionSpec
+from toolfork.executor.sessions.place import ProcessGone, SessionSpec
 from toolfork.executor.types import ErrorInfo, ToolResult
 from toolfork.executor.wire import frames, framing, oob
 from toolfork.executor.wire.frames import Leaving, Progress, Spans, damaged_result, unreadable_result

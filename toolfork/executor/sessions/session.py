@@ -27,8 +27,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from toolfork.executor import metering, tracing
 from toolfork.executor.backends.dispatch import Dispatch
-from toolfork.executor.backends.sessions import ProcessGone, SessionPlace, SessionSpec, SessionUnavailable
 from toolfork.executor.calls import CallBook
+from toolfork.executor.sessions.place import ProcessGone, SessionPlace, SessionSpec, SessionUnavailable
 from toolfork.executor.types import ErrorInfo, ToolCall, ToolResult
 
 if TYPE_CHECKING:
