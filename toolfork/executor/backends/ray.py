@@ -79,7 +79,6 @@ class _Running:
 
 
 class RayBackend(Backend):
-    mode = "ray"
     capabilities = Capabilities(
         "ray", in_host=False, kills_at_deadline=True, limits=False, sandbox=False, has_workers=True,
         recycles=False, sessions=False, why_not={

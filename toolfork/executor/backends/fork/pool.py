@@ -69,7 +69,6 @@ if TYPE_CHECKING:
 class ForkBackend(Backend):
     """The pool: batches in, events out, on the workers of its ``core`` (which the line lane borrows)."""
 
-    mode = "fork"
     capabilities = Capabilities(
         "fork", in_host=False, kills_at_deadline=True, limits=True, sandbox=True, has_workers=True,
         recycles=True, sessions=True, lines=True)
