@@ -21,6 +21,7 @@ Data flow (each batch's owner thread runs ``Hub.execute`` on its own ``Feed``)::
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import math
 import os
@@ -32,6 +33,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from typing import Protocol, TypeVar
 
+from toolfork.executor.backends.base import Backend
 from toolfork.executor.backends.dispatch import WAIT, Dispatch, Wait, cancelled
 from toolfork.executor.types import CallFinished, CallStarted, Event, ToolCall, ToolResult
 from toolfork.executor.wire import drain
@@ -491,6 +493,20 @@ class Hub:
         with self._cond:
             self._cond.notify_all()
 
+    @contextlib.contextmanager
+    def closing(self, timeout: float) -> Iterator[bool]:
+        """For a backend's ``close()`` (after its ``wake()``): the drive lock, waiting up to ``timeout`` for
+        the driver to end its round, so that nothing is started or routed under the close; yields whether
+        it was had (a driver that never lets go, such as a hook calling close() from inside a wait: close
+        without it). Let go at the end, and every owner woken to see the batch's end."""
+        driving = self.drive.acquire(timeout=timeout)
+        try:
+            yield driving
+        finally:
+            if driving:
+                self.drive.release()
+            self.wake_owners()
+
     @property
     def pending(self) -> bool:
         """Whether cancel or stop requests wait to be settled (read without the lock: a hint)."""
@@ -614,6 +630,26 @@ class Hub:
         return None
 
 
+class HubBackend(Backend):
+    """A backend whose workers every batch shares (the fork pool, Ray): each batch runs through its one
+    ``Hub`` (``self._hub``), and a cancel is a request to the Hub's driver."""
+
+    _hub: Hub
+
+    @property
+    def closed(self) -> bool:
+        """``close()`` has begun: no batch may start (the subclass says when)."""
+        raise NotImplementedError
+
+    def execute(self, feed: Feed) -> Iterator[Event]:
+        if self.closed:
+            raise RuntimeError("this executor is closed")
+        return self._hub.execute(feed)
+
+    def cancel(self, feed: Feed) -> None:
+        self._hub.request(feed)
+
+
 def _watch(ref: weakref.ReferenceType[Hub], event: threading.Event) -> None:
     """The watcher's thread (see ``Hub.watch``). It holds its Hub only while it looks, so a pool that
     the program dropped without closing is still collected (and its finalizer still runs)."""
@@ -631,4 +667,4 @@ def _watch(ref: weakref.ReferenceType[Hub], event: threading.Event) -> None:
 
 
 __all__ = ["POLL_INTERVAL", "WATCHER", "WATCH_RETRY_S", "BatchPhase", "BatchState", "Driven", "Feed", "Hub",
-           "SourceState", "run_batch", "settled"]
+           "HubBackend", "SourceState", "run_batch", "settled"]
