@@ -51,7 +51,7 @@ import signal
 import socket
 import time
 from collections.abc import Callable
-from typing import Any, NoReturn
+from typing import Any, ClassVar, NoReturn
 
 from toolfork.executor.backends.base import WorkerSetup
 from toolfork.executor.backends.fork import forking
@@ -107,9 +107,6 @@ class Template:
         # session and again after the tools change (it forks the session processes: they must have the
         # new tools).
         self.supervisor: list[Any] = []
-        self.handlers: dict[type, Callable[[Any, list[int]], None]] = {
-            Spawn: self.on_spawn, OpenSession: self.on_open_session, Term: self.on_term,
-            AddTools: self.on_add_tools, Exit: self.on_exit}
         signal.signal(signal.SIGTERM, lambda *_: self.leave())
         self.wake = WakePipe()  # SIGCHLD interrupts the select below through it
         signal.set_wakeup_fd(self.wake.write_fd)
@@ -152,9 +149,9 @@ class Template:
             if not data:  # the host is gone (closed, crashed or SIGKILLed): take every worker with us
                 self.leave()
             msg = pickle.loads(data)
-            handler = self.handlers.get(type(msg))
+            handler = self.HANDLERS.get(type(msg))
             if handler is not None:
-                handler(msg, fds)
+                handler(self, msg, fds)
             else:  # not a message of ours: its descriptors are nobody's
                 close_quietly(fds)
 
@@ -204,6 +201,10 @@ class Template:
         self.let_spares_go()
         self.drop_supervisor()
         self.exit_when_empty()
+
+    #: The one handler of each message type the host sends (``fork.template_messages``).
+    HANDLERS: ClassVar[dict[type, Callable[[Template, Any, list[int]], None]]] = {
+        Spawn: on_spawn, OpenSession: on_open_session, Term: on_term, AddTools: on_add_tools, Exit: on_exit}
 
     # ------------------------------------------------------------------ children
 
