@@ -34,7 +34,7 @@ from toolfork.executor.invoke import error_info
 from toolfork.executor.stats import Load
 
 if TYPE_CHECKING:
-    from toolfork.executor.backends.hub import Feed
+    from toolfork.executor.backends.hub import Feed, Hub
     from toolfork.executor.backends.lines import Lane
     from toolfork.executor.sessions.place import SessionPlace, SessionSpec
     from toolfork.executor.types import ErrorInfo, Event, ToolResult
@@ -120,4 +120,19 @@ class Backend(ABC):
         """Release workers; must leave no process behind and be safe to call twice."""
 
 
-__all__ = ["Backend", "Hook", "WorkerSetup"]
+class HubBackend(Backend):
+    """A backend whose workers every batch shares (the fork pool, Ray): each batch runs through its one
+    ``Hub`` (``self._hub``), and a cancel is a request to the Hub's driver."""
+
+    _hub: Hub
+
+    def execute(self, feed: Feed) -> Iterator[Event]:
+        if self._hub.closed:  # its close() has begun (``Hub.closing``)
+            raise RuntimeError("this executor is closed")
+        return self._hub.execute(feed)
+
+    def cancel(self, feed: Feed) -> None:
+        self._hub.request(feed)
+
+
+__all__ = ["Backend", "Hook", "HubBackend", "WorkerSetup"]

@@ -33,7 +33,6 @@ from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from typing import Protocol, TypeVar
 
-from toolfork.executor.backends.base import Backend
 from toolfork.executor.backends.dispatch import WAIT, Dispatch, Wait, cancelled
 from toolfork.executor.types import CallFinished, CallStarted, Event, ToolCall, ToolResult
 from toolfork.executor.wire import drain
@@ -311,6 +310,7 @@ class Hub:
         self._watch: threading.Event | None = None  # set: the watcher looks again now
         self._watch_at = math.inf  # when the watcher looks next by itself
         self._watch_stopped = False
+        self.closed = False  # its backend's close() has begun (``closing``): no batch starts any more
 
     # ------------------------------------------------------------ the watcher
     # Owners drive only while they need progress; while they hand events to their consumers (a full
@@ -498,7 +498,9 @@ class Hub:
         """For a backend's ``close()`` (after its ``wake()``): the drive lock, waiting up to ``timeout`` for
         the driver to end its round, so that nothing is started or routed under the close; yields whether
         it was had (a driver that never lets go, such as a hook calling close() from inside a wait: close
-        without it). Let go at the end, and every owner woken to see the batch's end."""
+        without it). Let go at the end, and every owner woken to see the batch's end. From now on no
+        batch starts (``HubBackend.execute``)."""
+        self.closed = True
         driving = self.drive.acquire(timeout=timeout)
         try:
             yield driving
@@ -630,26 +632,6 @@ class Hub:
         return None
 
 
-class HubBackend(Backend):
-    """A backend whose workers every batch shares (the fork pool, Ray): each batch runs through its one
-    ``Hub`` (``self._hub``), and a cancel is a request to the Hub's driver."""
-
-    _hub: Hub
-
-    @property
-    def closed(self) -> bool:
-        """``close()`` has begun: no batch may start (the subclass says when)."""
-        raise NotImplementedError
-
-    def execute(self, feed: Feed) -> Iterator[Event]:
-        if self.closed:
-            raise RuntimeError("this executor is closed")
-        return self._hub.execute(feed)
-
-    def cancel(self, feed: Feed) -> None:
-        self._hub.request(feed)
-
-
 def _watch(ref: weakref.ReferenceType[Hub], event: threading.Event) -> None:
     """The watcher's thread (see ``Hub.watch``). It holds its Hub only while it looks, so a pool that
     the program dropped without closing is still collected (and its finalizer still runs)."""
@@ -667,4 +649,4 @@ def _watch(ref: weakref.ReferenceType[Hub], event: threading.Event) -> None:
 
 
 __all__ = ["POLL_INTERVAL", "WATCHER", "WATCH_RETRY_S", "BatchPhase", "BatchState", "Driven", "Feed", "Hub",
-           "HubBackend", "SourceState", "run_batch", "settled"]
+           "SourceState", "run_batch", "settled"]

@@ -41,10 +41,10 @@ from typing import TYPE_CHECKING, Any
 
 from toolfork.executor import tracing
 from toolfork.executor.backends import ray_connection
-from toolfork.executor.backends.base import WorkerSetup
+from toolfork.executor.backends.base import HubBackend, WorkerSetup
 from toolfork.executor.backends.capabilities import Capabilities
 from toolfork.executor.backends.dispatch import Dispatch
-from toolfork.executor.backends.hub import POLL_INTERVAL, BatchState, Hub, HubBackend
+from toolfork.executor.backends.hub import POLL_INTERVAL, BatchState, Hub
 from toolfork.executor.invoke import timeout_result
 from toolfork.executor.stats import Load
 from toolfork.executor.types import CallFinished, CallProgress, CallStarted, ErrorInfo, Event, ToolResult
@@ -174,10 +174,6 @@ class RayBackend(HubBackend):
         self._put_tools(tools)
 
     # ----------------------------------------------------------------- batches
-
-    @property
-    def closed(self) -> bool:
-        return self._closed or self._closing
 
     def wake(self) -> None:
         """Interrupt the driver's ``ray.wait`` (any thread): a message on the sink makes the pending take

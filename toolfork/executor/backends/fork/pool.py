@@ -47,13 +47,13 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from toolfork.executor.backends.base import WorkerSetup
+from toolfork.executor.backends.base import HubBackend, WorkerSetup
 from toolfork.executor.backends.capabilities import Capabilities
 from toolfork.executor.backends.dispatch import Dispatch
 from toolfork.executor.backends.fork.core import Worker, WorkerCore
 from toolfork.executor.backends.fork.session_link import ProcessPlace, SessionSpares
 from toolfork.executor.backends.fork.template_link import TemplateGone
-from toolfork.executor.backends.hub import POLL_INTERVAL, BatchState, Hub, HubBackend
+from toolfork.executor.backends.hub import POLL_INTERVAL, BatchState, Hub
 from toolfork.executor.stats import Load
 from toolfork.executor.types import CallFinished, CallProgress, CallStarted, ToolResult
 from toolfork.executor.wire import frames, framing
