@@ -44,7 +44,9 @@ POLL_INTERVAL = 0.01  # how often a live source without a wake-up fd is asked ag
 
 
 class SourceState(enum.Enum):
-    """Where a batch's source stands (``Feed.state``), read from the flags the hot path sets."""
+    """Where a batch's source stands (``Feed.state``), read from the flags the hot path sets: they are
+    not one state (a waiting source can also be polling; a cancelled one drains until it is also
+    exhausted), so they stay stored as flags and this is what they add up to."""
 
     OPEN = "open"  # it may have more: pull when the consumer has room
     WAITING = "waiting"  # a live source said WAIT: nothing until its wake-up fd is readable
@@ -254,7 +256,9 @@ class BatchState:
 
 
 class BatchPhase(enum.Enum):
-    """Where a batch stands with its owner (``BatchState.state``), read from its two flags."""
+    """Where a batch stands with its owner (``BatchState.state``), read from its two flags: the driver
+    sets ``poked`` while the owner sets ``abandoned``, each write on its own (one stored field would
+    need a read-then-write under the Hub's lock on every poke, lest a poke undo an abandon)."""
 
     OWNED = "owned"  # its owner pulls and takes its events; the driver routes to it
     POKED = "poked"  # a driver saw its live source's fd readable: the owner empties it and pulls again

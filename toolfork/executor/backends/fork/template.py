@@ -29,16 +29,17 @@ supervisor) and one handler per control message, chosen by the message's type (`
          ──AddTools───> on_add_tools      tools added later; spares and the supervisor are let go
          ──Exit───────> on_exit           let workers leave, SIGKILL what is left after the grace, exit
          <──Exited───── (as it reaps)     a worker's pid and wait status
+         (any other type)                 only the descriptors that came with it are closed
 
 Spares: entering a sandbox takes two forks and the namespaces' set-up, so the template keeps, per
 sandbox (distinct Limits), one-shots forked and entered ahead (one after a first call, up to
 ``SPARES_PER_SANDBOX`` once they are taken), each blocked on a socket of its own. A sandboxed
-"spawn" hands the oldest spare the three channels (SCM_RIGHTS) and names its pid; then new spares are
+Spawn hands the oldest spare the three channels (SCM_RIGHTS) and names its pid; then new spares are
 forked, after the reply. A spare serves one call, as any one-shot; it leaves unused at EOF on its
 socket, when tools are added (it has the old ones) or the pool closes.
 
-    host ──spawn(wid, limits)──> template ──channels──> spare (entered: namespaces, Landlock, seccomp)
-         <──spawned(wid, pid)──           ──fork────> next spare (enters, waits)
+    host ──Spawn(wid, limits)──> template ──channels──> spare (entered: namespaces, Landlock, seccomp)
+         <──Spawned(wid, pid)──           ──fork────> next spare (enters, waits)
 """
 
 from __future__ import annotations
