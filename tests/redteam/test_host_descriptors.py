@@ -4,7 +4,8 @@ it holds cannot stall or corrupt the host: as root and as nobody.
 The scenario (``host_fd_scenarios``) runs in a fresh interpreter started with no descriptor but the
 standard three, so what a process below it holds is what toolfork gave it: the host's epoll and wake-up
 pipes are nobody's but the host's; a worker holds its three channels, a session's process its four,
-each close-on-exec, beside the standard streams (stdin the null device) and the user's own file."""
+each close-on-exec, beside the standard streams and the user's own file; their stdin is the null
+device, so the host's input stays the host's."""
 
 from __future__ import annotations
 
@@ -19,11 +20,13 @@ import pytest
 
 from tests.redteam.conftest import REPO, become, child_env, shared_dir
 
+INPUT = b'{"id": "1", "name": "echo", "arguments": {"text": "the host reads this"}}\n'
+
 
 def scenario(user: str, work: Path) -> dict[str, Any]:
     done = subprocess.run([*become(user), sys.executable, "-m", "tests.redteam.host_fd_scenarios", str(work)],
                           capture_output=True, cwd=REPO, env=child_env(), timeout=150, check=False,
-                          stdin=subprocess.DEVNULL)
+                          input=INPUT)
     assert done.returncode == 0, done.stderr.decode(errors="replace")[-3000:]
     return json.loads(done.stdout.decode().splitlines()[-1])  # type: ignore[no-any-return]
 
@@ -50,4 +53,5 @@ def test_forked_processes_hold_their_own_channels_and_a_ransacking_tool_changes_
     assert "ok" not in seen["hostile"], seen["hostile"]  # each broke only its own channels
     assert seen["after"] == ["a1", "b1"]
     assert seen["user_file_open"] is True
+    assert seen["stdin"] == INPUT.decode(), "a tool read the host's stdin"
     assert seen["left"] == [], f"processes left behind: {seen['left']}"

@@ -341,7 +341,7 @@ def _process_pipes(process: Any) -> tuple[int, ...]:
 
 
 def _template_entry(ctrl: socket.socket, host_ctrl_fd: int, tools: dict[str, Any], hooks: WorkerSetup) -> None:
-    close_quietly([*list(HOST_FDS), host_ctrl_fd])
+    close_quietly([*HOST_FDS.still_ours(), host_ctrl_fd])
     HOST_FDS.clear()
     _stdin_from_null()
     template_main(ctrl, tools, hooks)
