@@ -62,8 +62,9 @@ class Executor(Protocol):
 
 
 class TooManySessions(RuntimeError):
-    """``Executor.session`` would open more sessions than ``Executor(max_sessions=...)`` allows (each one
-    holds a process and host descriptors): close one first, or raise the bound."""
+    """``Executor.session`` would open more sessions than ``Executor(max_sessions=...)`` allows, or than the
+    host's limit on open files has room for (each one holds a process and host descriptors): close one
+    first, or raise the bound the message names."""
 
 
 class SessionLost(RuntimeError):

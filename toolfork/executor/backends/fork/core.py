@@ -219,7 +219,7 @@ class WorkerCore:
         self._sel = selectors.DefaultSelector()
         self._sel.register(self._link.ctrl, selectors.EVENT_READ, _TEMPLATE)
         self._wake = WakePipe()  # a cancel or close from another thread interrupts the wait
-        HOST_FDS.update(self._wake.fds)
+        HOST_FDS.add(self._sel.fileno())  # the host's own: no template forked later holds its epoll
         self._sel.register(self._wake.fd, selectors.EVENT_READ, _WAKE)
         self._next_wid = 0
         self._ewma: dict[str, float] = {}
@@ -793,7 +793,7 @@ class WorkerCore:
             link.abandon()
         else:
             link.shutdown(pids)
-        HOST_FDS.difference_update(self._wake.fds)
+        HOST_FDS.discard(self._sel.fileno())
         self._wake.close()
         self._sel.close()
 

@@ -42,6 +42,8 @@ Data flow (``ForkBackend.execute`` joins the ``Hub``; whichever batch owner need
 
 from __future__ import annotations
 
+import errno
+import resource
 import threading
 import time
 from collections.abc import Callable
@@ -51,7 +53,8 @@ from toolfork.executor.backends.base import HubBackend, WorkerSetup
 from toolfork.executor.backends.capabilities import Capabilities
 from toolfork.executor.backends.dispatch import Dispatch
 from toolfork.executor.backends.fork.core import Worker, WorkerCore
-from toolfork.executor.backends.fork.session_link import ProcessPlace, SessionSpares
+from toolfork.executor.backends.fork.limits import descriptors_exhausted, no_room_for_sessions
+from toolfork.executor.backends.fork.session_link import SPARES, ProcessPlace, SessionSpares
 from toolfork.executor.backends.fork.template_link import TemplateGone
 from toolfork.executor.backends.hub import POLL_INTERVAL, BatchState, Hub
 from toolfork.executor.stats import Load
@@ -96,7 +99,17 @@ class ForkBackend(HubBackend):
             if self._spares is None:
                 self._spares = SessionSpares(self.core, self._governance, self._kill_grace)
             spares = self._spares
-        return ProcessPlace(spares, spec)
+        why = no_room_for_sessions(1 + SPARES)  # this one, and the spares forked ahead as it is taken
+        try:
+            if why is None:
+                return ProcessPlace(spares, spec)
+        except OSError as exc:
+            if exc.errno != errno.EMFILE:
+                raise
+            why = descriptors_exhausted(*resource.getrlimit(resource.RLIMIT_NOFILE))
+        from toolfork.executor.sessions.session import TooManySessions
+
+        raise TooManySessions(why)
 
     @property
     def worker_pids(self) -> list[int]:

@@ -79,6 +79,7 @@ class TemplateLink:
             daemon=True,
         )
         self._template.start()
+        self._pid: int | None = self._template.pid  # kept: the process object is closed once the template ended
         template_end.close()
         try:  # what multiprocess gave the template to show the host its end by: its children get none
             sentinel = os.fstat(self._template.sentinel)
@@ -86,6 +87,8 @@ class TemplateLink:
         except OSError:
             pass  # the template is gone already: noticed as any death
         HOST_FDS.add(self.ctrl.fileno())
+        self._process_fds = _process_pipes(self._template)
+        HOST_FDS.update(self._process_fds)
         self._exit_status: dict[int, int] = {}
         # Pids the template reported dead. A worker's death is acted on when it is reported, not only
         # at EOF of its result pipe: a process the tool started may hold a copy of that pipe.
@@ -98,7 +101,7 @@ class TemplateLink:
 
     @property
     def pid(self) -> int | None:
-        return self._template.pid
+        return self._pid
 
     @property
     def state(self) -> LinkState:
@@ -219,7 +222,8 @@ class TemplateLink:
             self.wait(lambda: w.pid is not None, SPAWN_ACK_TIMEOUT)
             if w.pid is None:
                 self._break("did not report a worker it was asked to start within "
-                            f"{SPAWN_ACK_TIMEOUT:g}s" if self._template.is_alive() else "died")
+                            f"{SPAWN_ACK_TIMEOUT:g}s" if process_state(self._pid or 0) not in (None, b"Z", b"X")
+                            else "died")
         return w.pid
 
     def exit_status(self, pid: int | None) -> int | None:
@@ -238,7 +242,7 @@ class TemplateLink:
         if self.broken is not None or (not now and at < self.checked_at + TEMPLATE_CHECK_S):
             return
         self.checked_at = at
-        pid = self._template.pid
+        pid = self._pid
         if pid is None:
             return
         state = process_state(pid)
@@ -249,8 +253,11 @@ class TemplateLink:
 
     def abandon(self) -> None:
         """A broken template is killed, reaped and let go (its workers die with it: PR_SET_PDEATHSIG)."""
-        self._template.kill()
-        self._template.join(5.0)
+        try:
+            self._template.kill()
+            self._template.join(5.0)
+        except ValueError:  # let go already (its death noticed again while it was being replaced)
+            pass
         self._let_go()
 
     # ----------------------------------------------------------------- shutdown
@@ -274,11 +281,19 @@ class TemplateLink:
         HOST_FDS.discard(self.ctrl.fileno())
         self.ctrl.close()
         self._finalizer.detach()
+        HOST_FDS.difference_update(self._process_fds)
+        try:  # multiprocess's two pipes to it go too (a replaced template's would stay open in the host)
+            self._template.close()
+        except ValueError:  # it still runs (not reaped in time): they go with the object
+            pass
 
     def kill(self, pids: Iterable[int]) -> None:
         """Kill the workers ``pids`` and the template at once, closing nothing (see ``ForkBackend.close``)."""
         signal_groups(pids, signal.SIGKILL)
-        self._template.kill()
+        try:
+            self._template.kill()
+        except ValueError:  # its process object is closed: it ended and was reaped already
+            pass
 
 
 def signal_groups(pids: Iterable[int], sig: int) -> None:
@@ -316,10 +331,37 @@ def process_state(pid: int) -> bytes | None:
     return stat[stat.rfind(b")") + 2 : stat.rfind(b")") + 3]
 
 
+def _process_pipes(process: Any) -> tuple[int, ...]:
+    """The host's ends of the two pipes multiprocess keeps to a process it started (its ``sentinel``, and
+    the one whose EOF tells the process the host is gone): the host's own, as its channels are."""
+    popen = getattr(process, "_popen", None)
+    args = getattr(getattr(popen, "finalizer", None), "_args", None)  # multiprocess closes them through it
+    return tuple(fd for fd in args if isinstance(fd, int) and fd >= 0) if isinstance(args, tuple) else ()
+
+
 def _template_entry(ctrl: socket.socket, host_ctrl_fd: int, tools: dict[str, Any], hooks: WorkerSetup) -> None:
-    close_quietly([*list(HOST_FDS), host_ctrl_fd])
+    close_quietly([*HOST_FDS.still_ours(), host_ctrl_fd])
     HOST_FDS.clear()
+    _stdin_from_null()
     template_main(ctrl, tools, hooks)
+
+
+def _stdin_from_null() -> None:
+    """Descriptor 0 of the template, and so of every worker, is the null device, as ``sys.stdin``
+    already is (multiprocess points it there, on a descriptor of its own, which goes): the host's stdin
+    (the calls ``toolfork run -`` reads) is the host's, and a tool reading descriptor 0 takes nothing."""
+    import sys
+
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)  # inheritable: a program a tool starts has a stdin
+    os.close(null)
+    try:
+        old = sys.stdin.fileno() if sys.stdin is not None else 0
+    except (OSError, ValueError):
+        old = 0
+    if old > 2:
+        close_quietly([old])
+    sys.stdin = open(0, encoding="utf-8", closefd=False)  # the process's stdin: never closed
 
 
 def _emergency_close(template: Any, ctrl: socket.socket) -> None:
