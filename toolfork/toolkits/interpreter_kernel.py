@@ -77,7 +77,7 @@ def _is_ours(exc: BaseException) -> bool:
 class Kernel:
     """A namespace that persists between cells, in a workspace directory the cells run in."""
 
-    def __init__(self, workspace: str, max_chars: int = MAX_STREAM_CHARS) -> None:
+    def __init__(self, workspace: str, max_chars: int = MAX_STREAM_CHARS, whole: tuple[str, ...] = ()) -> None:
         if not os.path.isdir(workspace):
             raise FileNotFoundError(f"the interpreter's workspace {workspace!r} is not a directory")
         self.workspace = os.path.abspath(workspace)
@@ -87,6 +87,7 @@ class Kernel:
         self.namespace: dict[str, Any] = {"__name__": "__main__", "__builtins__": __builtins__}
         self.cells = 0
         self.max_chars = max_chars
+        self.whole = whole  # names of exception types whose message crosses whole (an answer, not a report)
 
     def run(self, code: str) -> dict[str, Any]:
         """Run one cell; what it showed, as plain data (see the module's docstring)."""
@@ -106,22 +107,24 @@ class Kernel:
         except BaseException as exc:
             if _is_ours(exc):
                 raise
-            error = self._error(exc, max_chars)
+            error = self._error(exc, None if type(exc).__name__ in self.whole else max_chars)
         finally:
             sys.stdout, sys.stderr = saved
         text: str | None = None
+        value_image = False  # the last expression was an image: it is the first of ``images``
         shown = value is not None and _is_open_figure(value)  # drawn with the open figures below
         images = self._figures()
         if value is not None and not shown:
             png = _png(value)
             if png is not None:
                 images.insert(0, png)
+                value_image = True
             else:
                 try:
                     text = bounded(repr(value), max_chars)
                 except Exception as exc:  # a repr that raises is the cell's error, not the kernel's
                     error = self._error(exc, max_chars)
-        return {"stdout": out.text(), "stderr": err.text(), "value": text, "error": error,
+        return {"stdout": out.text(), "stderr": err.text(), "value": text, "value_image": value_image, "error": error,
                 "images": images[:MAX_IMAGES], "files": self._changed(before)}
 
     def _execute(self, code: str, name: str) -> Any:
@@ -136,13 +139,14 @@ class Kernel:
         return eval(compile(ast.Expression(last), name, "eval"), self.namespace)
 
     @staticmethod
-    def _error(exc: BaseException, max_chars: int) -> dict[str, str]:
+    def _error(exc: BaseException, max_chars: int | None) -> dict[str, str]:
         tb = exc.__traceback__
         while tb is not None and not tb.tb_frame.f_code.co_filename.startswith("<cell"):
             tb = tb.tb_next  # the kernel's own frames are not the cell's business
         lines = traceback.format_exception(type(exc), exc, tb)
-        return {"type": type(exc).__name__, "message": bounded(str(exc), max_chars),
-                "traceback": bounded("".join(lines), max_chars)}
+        message = str(exc) if max_chars is None else bounded(str(exc), max_chars)
+        return {"type": type(exc).__name__, "message": message,
+                "traceback": bounded("".join(lines), max_chars or MAX_STREAM_CHARS)}
 
     @staticmethod
     def _figures() -> list[dict[str, str]]:
