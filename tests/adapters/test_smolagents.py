@@ -82,7 +82,7 @@ def test_a_timed_out_action_is_rolled_back_and_the_agent_is_told(executor: Toolf
 
 def test_a_crashed_action_is_rolled_back(executor: ToolforkExecutor) -> None:
     executor("items = [1]")
-    with pytest.raises(AgentError, match="crashed.*rolled back"):
+    with pytest.raises(AgentError, match=r"crashed.*rolled back"):
         executor("items.append(2)\nimport os\nos._exit(1)")
     assert executor("items").output == "[1]"
 
