@@ -292,6 +292,11 @@ def lock_rlimits(limits: Limits) -> None:
         lock(resource.RLIMIT_NPROC, tasks + processes)
 
 
+def call_group() -> cgroup.CallGroup | None:
+    """The cgroup of the sandbox this process entered (None: none was made)."""
+    return _group
+
+
 def group_hit(limits: Limits) -> str | None:
     """After a call, the limit its processes together went past (a child the kernel OOM-killed, CPU used
     past cpu_s before the outer saw it), by the Limits field; None when none, or there is no cgroup."""
@@ -343,5 +348,5 @@ def paths_probe() -> Probe:
         enter, Limits(read_paths=["/"], write_paths=[where]), keep=(fd,)))
 
 
-__all__ = ["MINIMAL_ENV", "SandboxError", "close_inherited", "enter", "group_hit", "lock_rlimits", "out_of_memory",
-           "paths_probe", "probe", "set_environ"]
+__all__ = ["MINIMAL_ENV", "SandboxError", "call_group", "close_inherited", "enter", "group_hit", "lock_rlimits",
+           "out_of_memory", "paths_probe", "probe", "set_environ"]

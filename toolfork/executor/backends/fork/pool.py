@@ -97,7 +97,7 @@ class ForkBackend(Backend):
             if self._spares is None:
                 self._spares = SessionSpares(self.core, self._governance, self._kill_grace)
             spares = self._spares
-        return ProcessPlace(spares, spec)
+        return ProcessPlace(spares, spec, self._governance)
 
     @property
     def worker_pids(self) -> list[int]:

@@ -23,6 +23,7 @@ import threading
 import time
 import weakref
 from collections import deque
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from toolfork.executor import tracing
@@ -46,6 +47,7 @@ if TYPE_CHECKING:
     from toolfork.executor.backends.fork.core import WorkerCore
     from toolfork.executor.types import ToolCall
     from toolfork.executor.wire.callitem import CallItem, TraceParent
+    from toolfork.governance.limits import Limits
     from toolfork.governance.policy import Governance
     from toolfork.tools.tool import Tool
 
@@ -111,6 +113,8 @@ class SessionProcessLink:
     def __init__(self, core: WorkerCore, governance: Governance, kill_grace: float,
                  watch: SupervisorWatch | None = None) -> None:
         self._governance = governance
+        self._limits_for: Callable[[str], Limits | None] = governance.limits_for
+        self._sandbox: Limits | None = None  # a sandboxed session's Limits (set at its OPEN)
         self._kill_grace = kill_grace
         self._watch = watch if watch is not None else SupervisorWatch()
         channels, self._ctl = core.open_session()
@@ -126,6 +130,8 @@ class SessionProcessLink:
         self._call_fd, self._result_fd, side = channels
         self._side = oob.SidePort(side)
         self._reader = framing.FrameReader(self._result_fd, self._side)
+        if self._sandbox is not None:  # nothing a sandboxed session's process sends is unpickled here
+            self._reader.use_data_only()
         self._pending: deque[Any] = deque()
 
     def _drop_channels(self) -> None:
@@ -136,20 +142,41 @@ class SessionProcessLink:
 
     # ----------------------------------------------------------------- requests
 
-    def open(self, blob: bytes, checkpoint: bool, timeout: float | None = None) -> ErrorInfo | None:
-        """Build the state in the session process (``blob``: dill bytes of (factory, args, kwargs)).
-        Returns the factory's error, or None; raises ``Fault`` if the process died, or, its process
+    def open(self, blob: bytes, checkpoint: bool, timeout: float | None = None, sandbox: Limits | None = None,
+             limits_for: Callable[[str], Limits | None] | None = None) -> ErrorInfo | None:
+        """Build the state in the session process (``blob``: dill bytes of (factory, args, kwargs)); with
+        ``sandbox``, the process enters that sandbox first (see ``fork.session_keeper``) and what it sends
+        is read as data only from then on; ``limits_for``: a call's limits, by tool name. Returns the
+        factory's error (or the sandbox's), or None; raises ``Fault`` if the process died, or, its process
         killed, with the reason "timeout" when the factory did not return within ``timeout`` seconds."""
-        self._send((OPEN, blob, checkpoint))
+        deadline = None if timeout is None else time.monotonic() + timeout
+        if limits_for is not None:
+            self._limits_for = limits_for
+        if sandbox is not None:
+            self._sandbox = sandbox
+            self._reader.use_data_only()
+            try:
+                self._ctl.send(pickle.dumps(("sandbox",)))
+            except OSError as exc:
+                raise Fault(None, f"its supervisor is gone ({exc})") from None
+            said = self._control(lambda m: m[0] == "sandboxing", time.monotonic() + REPLY_TIMEOUT)
+            self.pid = said[1]  # the sandbox's outer: pids inside it mean nothing here, and are its to choose
+            self._watch.add(said[2])
+        self._send((OPEN, blob, checkpoint) if sandbox is None else (OPEN, blob, checkpoint, sandbox))
         try:
-            reply = self._reply(OPEN, None if timeout is None else time.monotonic() + timeout)
+            reply = self._reply(OPEN, deadline)
         except Fault as fault:
             if fault.reason == "timeout":
                 self._stop()
             raise
-        self.pid = reply[2]
-        self._watch.add(reply[3])  # its supervisor, watched from now on
-        return reply[1]  # type: ignore[no-any-return]
+        if sandbox is None:
+            self.pid = reply[2]
+            self._watch.add(reply[3])  # its supervisor, watched from now on
+        error = reply[1]
+        if error is not None and not isinstance(error, ErrorInfo):
+            self._stop()
+            raise Fault(None, f"its process answered with {frames.describe_shape(reply)}")
+        return error
 
     def snapshot(self) -> Any:
         """The state, sent back; ``Fault`` when the process died sending it (its end is known by then)."""
@@ -160,13 +187,15 @@ class SessionProcessLink:
             self._await_exit()  # reaped: its checkpoint may take over
             raise
         if reply[2] is not None:
-            raise RuntimeError(reply[2].message)
+            raise RuntimeError(getattr(reply[2], "message", None) or "the session's state could not be sent")
         return reply[1]
 
     def call(self, item: CallItem) -> ToolResult:
         """Run one call; its result, or ``Fault`` (whose result is the call's) when the process is lost."""
         call_id, name, _, timeout = item[:4]
         start = time.monotonic()
+        if self._sandbox is not None:
+            self._budget(name)
         frame = frames.calls_frame([item])
         try:
             self._send(frame)
@@ -203,6 +232,18 @@ class SessionProcessLink:
                 raise Fault(result, result.error.message if result.error else "its process left")
             self.seq += 1
             return result
+
+    def _budget(self, name: str) -> None:
+        """A sandboxed session's call with ``cpu_s``: its keeper counts the CPU of the call's processes
+        from now (the word is answered before the call is sent)."""
+        limits = self._limits_for(name)
+        if limits is None or limits.cpu_s is None:
+            return
+        try:
+            self._ctl.send(pickle.dumps(("budget", limits.cpu_s)))
+            self._control(lambda m: m[0] == "budgeted", time.monotonic() + REPLY_TIMEOUT)
+        except (OSError, Fault):
+            pass  # its supervisor is gone: the call finds its process gone too
 
     def restore(self) -> str | None:
         """After a fault: the checkpoint takes over with fresh channels. None when it did, else why not."""
@@ -259,7 +300,7 @@ class SessionProcessLink:
         described = describe_exit(status) if not self._supervisor_gone else (
             "WorkerCrashed", "the session's supervisor process is gone (it, or the executor's template, died or "
                              "was stopped)")
-        result = death_result(call_id, name, status, described, self._governance.limits_for(name), self.pid, duration)
+        result = death_result(call_id, name, status, described, self._limits_for(name), self.pid, duration)
         return Fault(result, result.error.message if result.status == "error" and result.error else described[1])
 
     def _damaged(self, call_id: str, name: str, reason: str, start: float) -> Fault:
@@ -440,7 +481,7 @@ class ProcessPlace:
     from the spares, its factory sent to it (by reference where pickle can; a lambda or a local function
     by value, with dill), and the link's faults turned into the call's result."""
 
-    def __init__(self, spares: SessionSpares, spec: SessionSpec) -> None:
+    def __init__(self, spares: SessionSpares, spec: SessionSpec, governance: Governance) -> None:
         try:  # by reference where it can be (the process is a fork of this one: it has the same classes)
             blob = _dumps((spec.factory, spec.args, spec.kwargs))
         except Exception as exc:
@@ -448,10 +489,12 @@ class ProcessPlace:
                             f"{type(exc).__name__}: {exc}") from None
         self.checkpoint = spec.checkpoint
         timeout = spec.timeout  # the factory is bounded as a call of the executor is
+        sandbox = spec.limits
+        limits_for = None if sandbox is None else (lambda name: sandbox.merged_over(governance.limits_for(name)))
         for attempt in (1, 2):  # a spare forked by a template that died since is gone: a fresh one is not
             self._link = spares.take(spec.tools, fresh=attempt == 2)
             try:
-                error = self._link.open(blob, spec.checkpoint, timeout)
+                error = self._link.open(blob, spec.checkpoint, timeout, sandbox, limits_for)
                 break
             except Fault as fault:
                 self._link.close()
@@ -466,7 +509,11 @@ class ProcessPlace:
         weakref.finalize(self, self._link.close)  # a session dropped unclosed: its processes go when it does
         if error is not None:
             self._link.close()
-            raise RuntimeError(f"{error.message}\n{error.traceback}".rstrip())
+            if sandbox is not None and error.type == "LimitsNotEnforceable":
+                from toolfork.governance.enforceable import SandboxUnavailable
+
+                raise SandboxUnavailable("session", sandbox, error.message)
+            raise RuntimeError(f"{error.message}\n{error.traceback or ''}".rstrip())
 
     @property
     def pid(self) -> int | None:
