@@ -1,9 +1,7 @@
 """ToolforkExecutor inside smolagents' own CodeAgent, with a scripted model: multi-step code actions,
 tools defined in the session, the final answer, a rolled-back action, missing imports, a shared
-Executor and cleanup. Real sessions, real forked processes. smolagents' own remote-executor tests run
-against it in tests/adapters/upstream/smolagents.
-
-The tests pass ``_sandbox=False`` except the ones about the sandbox, which use the defaults."""
+Executor and cleanup. Real sandboxed sessions, real forked processes. smolagents' own remote-executor
+tests run against it in tests/adapters/upstream/smolagents."""
 
 from __future__ import annotations
 
@@ -46,9 +44,9 @@ class Multiply(Tool):
     output_type = "integer"
 
     def forward(self, a: int, b: int) -> int:
-        import os  # runs in the session: its pid is the session's
+        import os  # runs in the session, in the sandbox's own PID namespace
 
-        print("multiplying in", os.getpid())
+        print("multiplying in", os.getpid(), os.environ.get("HOST_ONLY_MARK"))
         return a * b
 
 
@@ -58,18 +56,23 @@ def logger() -> AgentLogger:
 
 @pytest.fixture
 def executor() -> Iterator[ToolforkExecutor]:
-    ex = ToolforkExecutor([], logger(), timeout=5, _sandbox=False)
+    ex = ToolforkExecutor([], logger(), timeout=5)
     yield ex
     ex.cleanup()
 
 
-def test_a_code_agent_runs_its_steps_in_the_session_and_returns_the_final_answer(executor: ToolforkExecutor) -> None:
-    model = ScriptedCode(["x = multiply(6, 7)\nprint(x)", "final_answer(x + 1)"])
-    agent = CodeAgent(tools=[Multiply()], model=model, executor=executor, max_steps=4)
-    assert agent.run("what is 6*7+1?") == 43
-    pid = executor.session.pid
-    assert pid != os.getpid()
-    assert f"multiplying in {pid}" in model.seen[1]  # the tool ran in the session, its print reached the model
+def test_a_code_agent_runs_its_steps_in_the_session_and_returns_the_final_answer(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HOST_ONLY_MARK", "host")  # set before the session's process is forked
+    executor = ToolforkExecutor([], logger(), timeout=5)
+    try:
+        model = ScriptedCode(["x = multiply(6, 7)\nprint(x)", "final_answer(x + 1)"])
+        agent = CodeAgent(tools=[Multiply()], model=model, executor=executor, max_steps=4)
+        assert agent.run("what is 6*7+1?") == 43
+    finally:
+        executor.cleanup()
+    # the tool ran in the sandbox (its own PID namespace, not the host's environment); its print reached the model
+    assert "multiplying in" in model.seen[1] and "None" in model.seen[1] and "42" in model.seen[1]
 
 
 def test_a_timed_out_action_is_rolled_back_and_the_agent_is_told(executor: ToolforkExecutor) -> None:
@@ -94,19 +97,19 @@ def test_variables_cross_as_smolagents_sends_them(executor: ToolforkExecutor) ->
 
 def test_an_import_the_sandbox_cannot_make_is_named_not_installed() -> None:
     with pytest.raises(ModuleNotFoundError, match=r"cannot import \['no_such_module_here'\].*nothing is pip-installed"):
-        ToolforkExecutor(["numpy", "no_such_module_here", "math.*", "*"], logger(), _sandbox=False)
+        ToolforkExecutor(["numpy", "no_such_module_here", "math.*", "*"], logger())
 
 
 def test_bad_settings_are_refused_naming_them() -> None:
     with pytest.raises(ValueError, match="timeout=0"):
-        ToolforkExecutor([], logger(), timeout=0, _sandbox=False)
+        ToolforkExecutor([], logger(), timeout=0)
     with pytest.raises(TypeError, match="toolfork Limits"):
-        ToolforkExecutor([], logger(), limits={"network": False}, _sandbox=False)  # type: ignore[arg-type]
+        ToolforkExecutor([], logger(), limits={"network": False})  # type: ignore[arg-type]
 
 
-def test_agents_share_an_executor_and_never_see_each_others_state() -> None:
+def test_agents_share_an_executor_and_never_see_each_others_state() -> None:  # unsandboxed: the flag works too
     with Executor([], workers=1) as shared:
-        a = ToolforkExecutor([], logger(), executor=shared, _sandbox=False)
+        a = ToolforkExecutor([], logger(), executor=shared)
         b = ToolforkExecutor([], logger(), executor=shared, _sandbox=False)
         a("secret = 1")
         assert b("'secret' in globals()").output == "False"

@@ -1,9 +1,8 @@
 """PythonInterpreter: a cell runner in a session per episode, on real forked session processes.
 
 What a cell shows (output, value, traceback, images, files), state between cells and between episodes,
-the rollback after a timeout, a crash or running out of memory, and the sandbox by default. The
-sandboxed tests open the interpreter as a user would (its defaults); the others pass ``sandbox=False``
-so that they prove the cell runner on any kernel."""
+the rollback after a timeout, a crash or running out of memory, and the sandbox by default. Every
+interpreter here is sandboxed (the default) but where a test says otherwise."""
 
 from __future__ import annotations
 
@@ -25,7 +24,7 @@ PNG = b"\x89PNG\r\n\x1a\n"
 
 @pytest.fixture
 def plain() -> Iterator[tuple[PythonInterpreter, Executor]]:
-    interp = PythonInterpreter(timeout=10, sandbox=False)
+    interp = PythonInterpreter(timeout=10)
     with Executor(interp, workers=1) as ex:
         yield interp, ex
 
@@ -70,7 +69,7 @@ def test_episodes_never_see_each_other(plain: tuple[PythonInterpreter, Executor]
 
 def test_output_is_bounded_and_the_cut_is_said(plain: tuple[PythonInterpreter, Executor]) -> None:
     _, ex = plain
-    with PythonInterpreter(sandbox=False, max_output_chars=100).open(ex) as s:
+    with PythonInterpreter(max_output_chars=100).open(ex) as s:
         r = s.run_cell("print('a' * 5000)\n'b' * 5000")
     assert r.output.data["stdout"].startswith("a" * 100)
     assert "[... 4901 more characters not shown]" in r.output.data["stdout"]
@@ -98,18 +97,21 @@ def test_files_the_cell_writes_are_listed(cells: InterpreterSession) -> None:
     assert os.path.exists(os.path.join(cells.workspace, "out", "data.csv"))
 
 
-@pytest.mark.parametrize("fault, what", [
-    ("while True:\n    pass", "timed out"),
-    ("import os\nos._exit(3)", "crashed"),
-    ("raise MemoryError", "ran out of memory"),
+@pytest.mark.parametrize("fault, what, status, sandbox", [
+    ("while True:\n    pass", "timed out", "timeout", True),
+    ("import os\nos._exit(3)", "crashed", "crashed", True),
+    ("b = bytearray(2 * 1024 ** 3)", "ran out of memory", "error", True),  # memory_mb=256: a real limit
+    ("while True:\n    pass", "timed out", "timeout", False),
+    ("import os\nos._exit(3)", "crashed", "crashed", False),
 ])
 def test_a_failed_cell_is_rolled_back_and_the_model_is_told(plain: tuple[PythonInterpreter, Executor],
-                                                            fault: str, what: str) -> None:
+                                                            fault: str, what: str, status: str, sandbox: bool) -> None:
     _, ex = plain
-    with PythonInterpreter(sandbox=False, timeout=1).open(ex) as s:
+    memory = 256 if "bytearray" in fault else None
+    with PythonInterpreter(sandbox=sandbox, timeout=1, memory_mb=memory).open(ex) as s:
         s.run_cell("x = 1\nimport json")
         r = s.run_cell(f"x = 2\nopen('during.txt', 'w').write('kept')\n{fault}")
-        assert r.status in ("timeout", "crashed")
+        assert r.status == status
         assert f"the cell {what}" in r.error.message and "rolled back to its state before this cell" in r.error.message
         assert s.restores == 1
         after = s.run_cell("json.dumps(x)")  # the import and the variable from before the cell

@@ -8,9 +8,7 @@ skipped.
 
 The fixture below is the only thing that differs from upstream's Docker run: it builds the executor the
 way their fixture builds ``DockerExecutor`` (``additional_imports=["pillow", "numpy"]``, a logger writing
-to a buffer) and deletes it after the test. It runs every test twice: ``sandboxed``, the executor as a
-user gets it (a sandboxed session), and ``unsandboxed`` (a plain session), which proves the adapter
-where this host's sessions cannot enter the sandbox.
+to a buffer) and deletes it after the test. The executor is as a user gets it: a sandboxed session.
 """
 
 from __future__ import annotations
@@ -25,13 +23,12 @@ from smolagents.monitoring import AgentLogger, LogLevel  # the [smolagents] extr
 from toolfork.adapters.smolagents import ToolforkExecutor
 
 
-@pytest.fixture(params=["sandboxed", "unsandboxed"])
-def custom_executor(request: pytest.FixtureRequest) -> Iterator[ToolforkExecutor]:
+@pytest.fixture
+def custom_executor() -> Iterator[ToolforkExecutor]:
     executor = ToolforkExecutor(
         additional_imports=["pillow", "numpy"],
         logger=AgentLogger(LogLevel.INFO, Console(force_terminal=False, file=io.StringIO())),
         timeout=60,
-        _sandbox=request.param == "sandboxed",
     )
     yield executor
     executor.delete()
