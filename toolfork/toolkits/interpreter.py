@@ -17,7 +17,6 @@ Files the cell wrote in the workspace are not rolled back (they live on disk, ou
 
 from __future__ import annotations
 
-import inspect
 import os
 import shutil
 import sys
@@ -25,7 +24,6 @@ import tempfile
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from toolfork.governance.enforceable import SandboxUnavailable
 from toolfork.governance.limits import Limits
 from toolfork.toolkits.interpreter_kernel import LIMIT_EXIT, MAX_STREAM_CHARS, Kernel
 from toolfork.tools import Tool, Toolkit, ToolOutput, ToolRuntime
@@ -120,13 +118,9 @@ class PythonInterpreter(Toolkit):
         where = tempfile.mkdtemp(prefix="toolfork-interpreter-") if workspace is None else os.path.abspath(workspace)
         try:
             if self.sandbox:
-                limits = self.limits(where)
-                if "limits" not in inspect.signature(executor.session).parameters:
-                    raise SandboxUnavailable(
-                        "PythonInterpreter.open", limits, "this executor's sessions cannot enter the sandbox "
-                        "(Executor.session takes no limits=); PythonInterpreter(sandbox=False) runs cells "
-                        "without it, for code you trust")
-                session = executor.session(Kernel, where, self.max_output_chars, limits=limits, checkpoint=True)
+                # refused at open, naming why, where the backend or the machine cannot give the sandbox
+                session = executor.session(Kernel, where, self.max_output_chars, limits=self.limits(where),
+                                           checkpoint=True)
             else:
                 session = executor.session(Kernel, where, self.max_output_chars, checkpoint=True)
         except BaseException:
