@@ -76,6 +76,7 @@ def test_a_code_agent_runs_its_steps_in_the_session_and_returns_the_final_answer
 
 
 def test_a_timed_out_action_is_rolled_back_and_the_agent_is_told(executor: ToolforkExecutor) -> None:
+    executor.timeout = 1
     executor("x = 1")
     with pytest.raises(AgentError, match="rolled back to its state before this cell"):
         executor("x = 2\nwhile True:\n    pass")

@@ -127,7 +127,7 @@ class PythonInterpreter(Toolkit):
             if made:
                 shutil.rmtree(where, ignore_errors=True)
             raise
-        return InterpreterSession(session, where, made)
+        return InterpreterSession(session, where, made, self.timeout)
 
 
 class InterpreterSession:
@@ -135,17 +135,19 @@ class InterpreterSession:
     ``python`` calls in order. A cell that timed out, crashed or hit a limit comes back as an error
     saying the state was rolled back. ``close()`` (or ``with``) ends it."""
 
-    def __init__(self, session: Any, workspace: str, owned: bool) -> None:
+    def __init__(self, session: Any, workspace: str, owned: bool, timeout: float | None = None) -> None:
         self.session = session
+        self.timeout = timeout  # per cell, the interpreter's (the tool the executor holds may be another's)
         self.workspace = workspace
         self._owned = owned
         self._cells = 0
 
     def run_cell(self, code: str, timeout: float | None = None) -> Any:
-        """Run one cell; its ``ToolResult`` (``output`` is what the model reads, ``output.data`` the record)."""
+        """Run one cell (``timeout``: seconds, else the interpreter's); its ``ToolResult`` (``output`` is
+        what the model reads, ``output.data`` the record)."""
         self._cells += 1  # a call as a dict: toolkits sit beside the executor and never import it
         return self.run([{"id": f"cell-{self._cells}", "name": "python", "arguments": {"code": code},
-                          "timeout": timeout}])[0]
+                          "timeout": self.timeout if timeout is None else timeout}])[0]
 
     def run(self, calls: Iterable[Any]) -> list[Any]:
         """The session's ``run``, with a rolled-back cell's error saying so."""
