@@ -172,3 +172,16 @@ def test_the_default_interpreter_writes_only_in_its_workspace(sandboxed: Interpr
 def test_the_default_interpreter_does_not_see_the_hosts_environment(sandboxed: InterpreterSession) -> None:
     r = sandboxed.run_cell("import os\nsorted(k for k in os.environ if 'SECRET' in k)")
     assert r.output.data["value"] == "[]"
+
+
+def test_an_episode_cannot_read_or_change_another_episodes_files(plain: tuple[PythonInterpreter, Executor]) -> None:
+    interp, ex = plain
+    with interp.open(ex) as a, interp.open(ex) as b:
+        a.run_cell("open('secret.txt', 'w').write('a-only')")
+        theirs = os.path.join(a.workspace, "secret.txt")
+        read = b.run_cell(f"open({theirs!r}).read()")
+        listed = b.run_cell(f"import os\nos.listdir({a.workspace!r})")
+        written = b.run_cell(f"open({theirs!r}, 'w').write('b was here')")
+        assert read.output.is_error and listed.output.is_error and written.output.is_error
+        assert "a-only" not in str(read.output.data) + str(listed.output.data)
+        assert a.run_cell("open('secret.txt').read()").output.data["value"] == "'a-only'"

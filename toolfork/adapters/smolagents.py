@@ -29,7 +29,7 @@ from typing import Any
 from toolfork._extras import import_optional
 from toolfork.executor import Executor
 from toolfork.governance.limits import Limits
-from toolfork.toolkits.interpreter import ROLLED_BACK
+from toolfork.toolkits.interpreter import ROLLED_BACK, readable
 from toolfork.toolkits.interpreter_kernel import Kernel
 from toolfork.tools import Tool, ToolOutput, ToolRuntime
 
@@ -72,7 +72,8 @@ class ToolforkExecutor(RemotePythonExecutor):
     """A smolagents ``PythonExecutor`` for ``CodeAgent(..., executor=ToolforkExecutor([...], logger))``.
 
     ``timeout``: seconds per code action (None: the executor's). ``limits``: the session's ``Limits``,
-    over the defaults (the sandbox, no network, writes only in a private workspace). ``checkpoint``:
+    over the defaults (the sandbox, no network, writes only in a private workspace, reads only there, in
+    the interpreter and in the system's libraries). ``checkpoint``:
     roll a failed code action back (True) or lose the session on it (False). ``executor``: an
     ``Executor`` to share between agents (its tools gain ``smolagents_code``; it is not closed here)."""
 
@@ -96,6 +97,7 @@ class ToolforkExecutor(RemotePythonExecutor):
             kernel = (Kernel, self.workspace, 20_000, (FINAL,))
             if _sandbox:
                 settings = {"sandbox": True, "network": False, "write_paths": [self.workspace],
+                            "read_paths": readable(self.workspace),
                             **(limits.set_fields() if limits is not None else {})}
                 # refused at open, naming why, where the backend or the machine cannot give the sandbox
                 self.session = self.executor.session(*kernel, limits=Limits(**settings), checkpoint=checkpoint)

@@ -69,12 +69,29 @@ def render(cell: dict[str, Any]) -> ToolOutput:
     return ToolOutput(blocks, cell["error"] is not None, cell)
 
 
+SYSTEM_READS = ("/usr", "/lib", "/lib64", "/bin", "/dev/null", "/dev/zero", "/dev/urandom", "/sys/devices/system/cpu")
+
+
+def readable(workspace: str, extra: Iterable[str] = ()) -> list[str]:
+    """What a cell may read: its workspace, ``extra``, the interpreter (its prefixes, the directories on
+    ``sys.path``) and the system's libraries; never the directory the workspaces are made in, so one
+    episode cannot read another's files."""
+    shared = os.path.realpath(tempfile.gettempdir())
+    paths = {workspace, *extra, *SYSTEM_READS, sys.prefix, sys.base_prefix, sys.exec_prefix,
+             os.path.dirname(os.path.realpath(sys.executable))}
+    for entry in sys.path:
+        where = os.path.realpath(entry or ".")
+        if os.path.isdir(where) and where != "/" and os.path.commonpath([where, shared]) != where:
+            paths.add(where)
+    return sorted(p for p in paths if os.path.exists(p))
+
+
 class PythonInterpreter(Toolkit):
     """One tool, ``python``, that runs a cell in the episode's interpreter session (see ``open``).
 
     ``timeout``: seconds per cell. ``memory_mb``, ``cpu_s``: bounds on the whole cell (every process it
-    starts). ``network``: False (the default) gives the cell no network. ``read_paths``: what the cell may
-    read (None: what the user running it may read; a list gets the interpreter's own directories added).
+    starts). ``network``: False (the default) gives the cell no network. ``read_paths``: more that the cell
+    may read, besides its workspace, the interpreter and the system's libraries (``readable``).
     ``sandbox``: False runs sessions without the sandbox tier (trusted code only: the cell can reach
     everything the host can)."""
 
@@ -104,12 +121,9 @@ class PythonInterpreter(Toolkit):
 
     def limits(self, workspace: str) -> Limits:
         """The session's limits for an episode whose workspace is ``workspace``."""
-        read = None
-        if self.read_paths is not None:
-            here = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-            read = sorted({*self.read_paths, sys.prefix, sys.base_prefix, sys.exec_prefix, here, workspace})
-        return Limits(sandbox=True, network=self.network, write_paths=[workspace], read_paths=read,
-                      memory_mb=self.memory_mb, cpu_s=self.cpu_s)
+        return Limits(sandbox=True, network=self.network, write_paths=[workspace],
+                      read_paths=readable(workspace, self.read_paths or ()), memory_mb=self.memory_mb,
+                      cpu_s=self.cpu_s)
 
     def open(self, executor: Any, workspace: str | None = None) -> InterpreterSession:
         """An interpreter for one episode on ``executor`` (an ``Executor`` holding this toolkit's tool):
