@@ -9,8 +9,10 @@ from __future__ import annotations
 import base64
 import os
 import socket
+import tempfile
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -185,3 +187,24 @@ def test_an_episode_cannot_read_or_change_another_episodes_files(plain: tuple[Py
         assert read.output.is_error and listed.output.is_error and written.output.is_error
         assert "a-only" not in str(read.output.data) + str(listed.output.data)
         assert a.run_cell("open('secret.txt').read()").output.data["value"] == "'a-only'"
+
+
+def test_an_executor_that_cannot_give_a_cell_its_own_process_is_refused_naming_why() -> None:
+    sandboxed, plain = PythonInterpreter(), PythonInterpreter(sandbox=False)
+    with Executor(sandboxed, mode="sequential") as ex:
+        with pytest.raises(RuntimeError, match="sandboxed"):
+            sandboxed.open(ex)
+        with pytest.raises(RuntimeError, match=r"sequential mode.*use mode='fork'"):
+            plain.open(ex)
+        assert ex.run([ToolCall("c1", "python", {"code": "1"})])[0].output.is_error  # no cell ran in this process
+
+
+def test_open_interpreters_are_bounded_by_max_sessions_and_a_refused_one_leaves_no_workspace(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # where the workspaces are made
+    interp = PythonInterpreter()
+    with Executor(interp, workers=1, max_sessions=1) as ex, interp.open(ex) as first:
+        assert os.listdir(tmp_path) == [os.path.basename(first.workspace)]
+        with pytest.raises(RuntimeError, match="max_sessions"):
+            interp.open(ex)
+        assert os.listdir(tmp_path) == [os.path.basename(first.workspace)]
