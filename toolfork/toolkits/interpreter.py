@@ -130,8 +130,9 @@ class PythonInterpreter(Toolkit):
         its own session, in ``workspace`` (None: a new temporary directory, removed at close)."""
         if not self.sandbox and executor.mode != "fork":
             raise RuntimeError(f"PythonInterpreter(sandbox=False).open: this executor's sessions run in "
-                               f"{executor.mode} mode, where a cell would not run in a process of its own (it would change this "
-                               "process's directory and streams, and a crash would be this process's): use mode='fork'")
+                               f"{executor.mode} mode, where a cell would not run in a process of its own (it "
+                               "would change this process's directory and streams, and a crash would be this "
+                               "process's): use mode='fork'")
         made = workspace is None
         where = tempfile.mkdtemp(prefix="toolfork-interpreter-") if workspace is None else os.path.abspath(workspace)
         try:
