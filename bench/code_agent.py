@@ -6,7 +6,8 @@ code actions, so no key and no network), each CELLS code actions then ``final_an
 - ``docker``: smolagents' DockerExecutor where a Docker engine answers (else the row says why not);
 - ``toolfork``: ToolforkExecutor, one sandboxed session per episode on one shared Executor.
 Each episode builds its executor (its session, for toolfork), runs the agent and cleans up. Printed:
-ms per episode and per code action (medians), and each row's ratio to ``local``.
+ms per episode and per code action (medians), and each row's ratio to ``local``. Then the same N
+episodes on toolfork AT_ONCE at a time (threads, one shared Executor): wall time per episode.
 
 Part 2, the interpreter's goals (medians of many, one at a time):
 - open: ``PythonInterpreter.open`` on a warm executor (a sandboxed session with its checkpoint);
@@ -44,6 +45,7 @@ from toolfork.toolkits.interpreter_kernel import Kernel
 CELLS = ["rows = [i * i for i in range(200)]", "total = sum(rows)\nprint(total)",
          "import statistics\nmean = statistics.mean(rows)", "final_answer(total + mean)"]
 REPEAT = 200  # samples for the goals
+AT_ONCE = 16  # episodes side by side in the concurrent row
 
 
 class ScriptedCode(Model):
@@ -208,6 +210,15 @@ def main() -> None:
         ep, act = statistics.median(row[0]), statistics.median(row[1])
         ratio_ep, ratio_act = ep / statistics.median(base[0]), act / statistics.median(base[1])
         print(f"{name:<10} {ms(ep):>11} {ms(act):>10} {ratio_ep:>15.2f}x {ratio_act:>14.2f}x")
+    with Executor([], workers=1, max_sessions=AT_ONCE) as shared:
+        from concurrent.futures import ThreadPoolExecutor
+
+        start = time.perf_counter()
+        with ThreadPoolExecutor(AT_ONCE) as pool:
+            list(pool.map(lambda _: episodes(1, lambda: ToolforkExecutor([], logger(), executor=shared)), range(n)))
+        wall = (time.perf_counter() - start) / n
+    print(f"toolfork, {AT_ONCE} episodes at once: {ms(wall)} ms of wall time per episode "
+          f"({statistics.median(rows['toolfork'][0]) / wall:.2f}x the one-at-a-time rate)")  # type: ignore[index]
     print()
     goals()
 

@@ -24,6 +24,7 @@ import contextlib
 import io
 import shutil
 import tempfile
+import threading
 from typing import Any
 
 from toolfork._extras import import_optional
@@ -40,6 +41,7 @@ from smolagents.remote_executors import RemotePythonExecutor  # noqa: E402
 from smolagents.utils import AgentError  # noqa: E402
 
 TOOL_NAME = "smolagents_code"
+_SOURCE_LOCK = threading.Lock()
 FINAL = RemotePythonExecutor.FINAL_ANSWER_EXCEPTION
 # Distributions whose module is named otherwise (``additional_imports`` may name either).
 MODULE_OF = {"pillow": "PIL", "scikit-learn": "sklearn", "beautifulsoup4": "bs4", "opencv-python": "cv2",
@@ -101,6 +103,10 @@ class ToolforkExecutor(RemotePythonExecutor):
                             **(limits.set_fields() if limits is not None else {})}
                 # refused at open, naming why, where the backend or the machine cannot give the sandbox
                 self.session = self.executor.session(*kernel, limits=Limits(**settings), checkpoint=checkpoint)
+            elif self.executor.mode != "fork":
+                raise RuntimeError(f"ToolforkExecutor(_sandbox=False): the executor's sessions run in "
+                                   f"{self.executor.mode} mode, where a code action would run in this process: "
+                                   "use mode='fork'")
             else:
                 self.session = self.executor.session(*kernel, checkpoint=checkpoint)
             self.installed_packages = self.install_packages(additional_imports)
@@ -132,6 +138,13 @@ class ToolforkExecutor(RemotePythonExecutor):
 
             return CodeOutput(PIL.Image.open(io.BytesIO(base64.b64decode(cell["images"][0]["data"]))), logs, False)
         return CodeOutput(cell["value"], logs, False)
+
+    def send_tools(self, tools: dict[str, Any]) -> None:
+        """smolagents' own, one agent at a time in this process: it reads the tools' source with ``inspect``,
+        whose ``ast`` parsing is not safe from several threads at once (CPython 3.11: "AST constructor
+        recursion depth mismatch")."""
+        with _SOURCE_LOCK:
+            super().send_tools(tools)
 
     def install_packages(self, additional_imports: list[str]) -> list[str]:
         """Check that the sandbox can import them: it installs nothing (a missing one is an error)."""
