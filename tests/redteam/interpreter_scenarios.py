@@ -59,9 +59,30 @@ def neighbour_files(work: Path) -> dict[str, Any]:
             "refused": [s["error"] is not None for s in seen], "after": after}
 
 
+def kill_the_checkpoint(work: Path) -> dict[str, Any]:
+    """A cell kills every other process it can see (its checkpoint among them), then crashes: the episode
+    must end saying so, never go on with a fresh interpreter."""
+    from toolfork.executor.sessions.session import SessionLost
+
+    interp = PythonInterpreter(timeout=30, memory_mb=None)
+    with Executor(interp, workers=1) as ex, interp.open(ex) as s:
+        s.run_cell("x = 1")
+        r = s.run_cell("import os, signal\nfor p in os.listdir('/proc'):\n"
+                       "    if p.isdigit() and int(p) != os.getpid():\n"
+                       "        try:\n            os.kill(int(p), signal.SIGKILL)\n        except OSError:\n"
+                       "            pass\nos._exit(1)")
+        try:
+            after = f"ran: {s.run_cell('x').output.data}"
+        except SessionLost as lost:
+            after = f"SessionLost at {lost.call_id}"
+    return {"status": r.status, "said": "the interpreter is lost" in (r.error.message if r.error else ""),
+            "after": after}
+
+
 SCENARIOS: dict[str, Callable[[Path], dict[str, Any]]] = {
     "pickled_final_answer": pickled_final_answer,
     "neighbour_files": neighbour_files,
+    "kill_the_checkpoint": kill_the_checkpoint,
 }
 
 if __name__ == "__main__":

@@ -41,3 +41,10 @@ def test_a_pickled_final_answer_is_never_unpickled_in_the_host(user: str, work: 
 def test_an_episode_cannot_read_list_or_change_another_episodes_files(user: str, work: Path) -> None:
     seen = attack("neighbour_files", user, work)
     assert seen == {"leaked": False, "refused": [True, True, True, True], "after": "'a-only'"}, seen
+
+
+@pytest.mark.timeout(200)
+@pytest.mark.parametrize("user", ["root", "nobody"])
+def test_a_cell_that_kills_its_checkpoint_then_crashes_ends_the_episode_saying_so(user: str, work: Path) -> None:
+    seen = attack("kill_the_checkpoint", user, work)
+    assert seen == {"status": "crashed", "said": True, "after": "SessionLost at cell-2"}, seen

@@ -29,6 +29,8 @@ from toolfork.toolkits.interpreter_kernel import LIMIT_EXIT, MAX_STREAM_CHARS, K
 from toolfork.tools import Tool, Toolkit, ToolOutput, ToolRuntime
 from toolfork.tools.output import ContentBlock
 
+LOST = ("the interpreter is lost: its checkpoint could not take over, so no later cell of this episode can run "
+        "(open a new one)")
 ROLLED_BACK = ("the interpreter was rolled back to its state before this cell (variables and imports as "
                "they were); files the cell wrote in the workspace stay as it left them")
 
@@ -169,15 +171,19 @@ class InterpreterSession:
                           "timeout": self.timeout if timeout is None else timeout}])[0]
 
     def run(self, calls: Iterable[Any]) -> list[Any]:
-        """The session's ``run``, with a rolled-back cell's error saying so."""
+        """The session's ``run``, with a rolled-back cell's error saying so (or that the interpreter is lost)."""
         before = self.session.restores
         results = self.session.run(calls)
         for r in results:
             faulted = r.status in ("timeout", "crashed") or (r.error is not None and r.error.type == "LimitExceeded")
-            if faulted and self.session.restores > before and r.error is not None:
-                what = ("ran out of memory" if f"code {LIMIT_EXIT}" in r.error.message else "timed out"
-                        if r.status == "timeout" else "hit a limit" if r.status == "error" else "crashed")
+            if not faulted or r.error is None:
+                continue
+            what = ("ran out of memory" if f"code {LIMIT_EXIT}" in r.error.message else "timed out"
+                    if r.status == "timeout" else "hit a limit" if r.status == "error" else "crashed")
+            if self.session.restores > before:
                 r.error.message = f"the cell {what} ({r.error.message}); {ROLLED_BACK}"
+            elif self.session.lost is not None:
+                r.error.message = f"the cell {what} ({r.error.message}); {LOST}"
         return results
 
     @property
