@@ -72,11 +72,12 @@ def kill_the_checkpoint(work: Path) -> dict[str, Any]:
                        "        try:\n            os.kill(int(p), signal.SIGKILL)\n        except OSError:\n"
                        "            pass\nos._exit(1)")
         try:
-            after = f"ran: {s.run_cell('x').output.data}"
+            nxt = s.run_cell("x")
+            after = f"ran: {nxt.status} {nxt.output.data if nxt.output else nxt.error}"
         except SessionLost as lost:
             after = f"SessionLost at {lost.call_id}"
     return {"status": r.status, "said": "the interpreter is lost" in (r.error.message if r.error else ""),
-            "after": after}
+            "after": after, "message": r.error.message if r.error else None}
 
 
 SCENARIOS: dict[str, Callable[[Path], dict[str, Any]]] = {
