@@ -56,6 +56,7 @@ def test_state_persists_and_a_cell_shows_output_value_and_traceback(cells: Inter
     assert "ZeroDivisionError" in tb and "return y / (x - 41)" in tb and "<cell 2>" in tb
     assert "interpreter_kernel" not in tb  # the kernel's own frames are not the cell's
     assert "SyntaxError" in cells.run_cell("def g(:").output.data["error"]["traceback"]
+    assert cells.run_cell("input('name? ')").output.data["error"]["type"] == "EOFError"  # nobody is at a keyboard
     assert cells.run_cell("x").output.data["value"] == "41"  # an exception is not a fault: the state goes on
 
 

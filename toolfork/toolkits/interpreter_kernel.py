@@ -98,8 +98,8 @@ class Kernel:
         out, err = Bounded(max_chars), Bounded(max_chars)
         value: Any = None
         error: dict[str, str] | None = None
-        saved = sys.stdout, sys.stderr
-        sys.stdout, sys.stderr = out, err  # type: ignore[assignment]
+        saved = sys.stdin, sys.stdout, sys.stderr
+        sys.stdin, sys.stdout, sys.stderr = io.StringIO(), out, err  # type: ignore[assignment]  # input(): EOFError
         try:
             value = self._execute(code, name)
         except MemoryError:
@@ -109,7 +109,7 @@ class Kernel:
                 raise
             error = self._error(exc, None if type(exc).__name__ in self.whole else max_chars)
         finally:
-            sys.stdout, sys.stderr = saved
+            sys.stdin, sys.stdout, sys.stderr = saved
         text: str | None = None
         value_image = False  # the last expression was an image: it is the first of ``images``
         shown = value is not None and _is_open_figure(value)  # drawn with the open figures below
