@@ -31,10 +31,25 @@ def cell(code: str, runtime: ToolRuntime) -> Any:
     Args:
         code: Python source
     """
-    space = runtime.state if runtime.state is not None else {}
+    return _exec(code, runtime.state)
+
+
+def _exec(code: str, state: Any) -> Any:
+    space = state if state is not None else {}
     space.pop("out", None)
-    exec(code, space)
+    exec(code, space)  # the point: unrestricted code, contained by the sandbox alone
     return space.get("out")
+
+
+@tool
+def exec_cell(code: str, runtime: ToolRuntime) -> Any:
+    """Run a cell of Python in the session's namespace (as a code agent's interpreter does); the value
+    of ``out`` is the result.
+
+    Args:
+        code: Python source
+    """
+    return _exec(code, runtime.state)
 
 
 def _open(ex: Executor, work: Path, **limits: Any) -> Any:
@@ -189,6 +204,55 @@ def outside(ex: Executor, work: Path) -> dict[str, Any]:
     return seen
 
 
+ESCAPES = {
+    # CVE-2025-5120: getattr reaching a restricted module (posix, os) through builtins
+    "getattr_to_posix": "import builtins\nposix = getattr(builtins, '__import__')('posix')\n"
+                        "out = posix.system('touch {ws}/ran_getattr; touch {marker}')",
+    # CVE-2025-9959: the class hierarchy walked to subprocess.Popen
+    "subclasses_to_popen": "__import__('subprocess')\n"
+                           "popen = [c for c in ().__class__.__base__.__subclasses__() if c.__name__ == 'Popen'][0]\n"
+                           "out = popen(['sh', '-c', 'touch {ws}/ran_popen; touch {marker}']).wait()",
+    "ctypes_libc_system": "import ctypes\nout = ctypes.CDLL(None).system(b'touch {ws}/ran_ctypes; touch {marker}')",
+    "os_system": "import os\nout = os.system('touch {ws}/ran_os_system; touch {marker}')",
+    "write_outside": "open('{ws}/ran_write', 'w').write('x')\nopen('{marker}', 'w').write('escaped')",
+    "connect_127": "import socket\nopen('{ws}/ran_connect', 'w').write('x')\n"
+                   "socket.create_connection(('127.0.0.1', {port}), timeout=2)\nout = 'connected'",
+    "daemons": "import os, subprocess\nopen('{ws}/ran_daemons', 'w').write('x')\n"
+               "subprocess.Popen(['sleep', '61.777'], start_new_session=True)\n"
+               "if os.fork() == 0:\n    os.setsid()\n    if os.fork() == 0:\n"
+               "        os.execvp('sleep', ['sleep', '61.778'])\n    os._exit(0)\nout = os.wait()[1]",
+    "host_environment": "import os, ctypes\nopen('{ws}/ran_env', 'w').write('x')\n"
+                        "libc = ctypes.CDLL(None)\nlibc.getenv.restype = ctypes.c_char_p\n"
+                        "out = [os.environ.get('{secret}'), os.getenv('{secret}'), libc.getenv(b'{secret}'),\n"
+                        "       open('/proc/self/environ', 'rb').read().decode(errors='replace'), sorted(os.environ)]",
+}
+
+
+def escapes(ex: Executor, work: Path) -> dict[str, Any]:
+    """The published escapes of smolagents' local executor, as ordinary Python in a sandboxed session's
+    interpreter cell; each judged in the host by its effect (a marker outside the workspace, a
+    connection to a host listener, a process alive after close, the host's secret seen)."""
+    seen: dict[str, Any] = {}
+    listener = socket.create_server(("127.0.0.1", 0))
+    listener.settimeout(0.2)
+    ws = work / "ws"
+    with _open(ex, work) as s:
+        for name, code in ESCAPES.items():
+            marker = work / f"escaped_{name}"
+            text = code.format(ws=ws, marker=marker, port=listener.getsockname()[1], secret=SECRET)
+            r = s.run([ToolCall(name, "exec_cell", {"code": text}, timeout=20)])[0]
+            seen[name] = {"status": r.status, "out": None if r.output is None else r.output.data,
+                          "error": None if r.error is None else r.error.message, "marker": marker.exists()}
+        time.sleep(0.2)
+        seen["daemons_alive_open"] = [_alive_with("61.777"), _alive_with("61.778")]
+    time.sleep(0.3)
+    seen["daemons_alive_after_close"] = _alive_with("61.777") or _alive_with("61.778")
+    seen["accepted"] = _accepted(listener)
+    seen["ran"] = sorted(p.name for p in ws.glob("ran_*"))
+    seen["secret"] = os.environ[SECRET]
+    return seen
+
+
 # ---------------------------------------------------------------------------------------------- helpers
 
 def _fake_result() -> Any:
@@ -235,13 +299,14 @@ def _accepted(server: socket.socket) -> bool:
     return True
 
 
-SCENARIOS = {"basics": basics, "budgets": budgets, "descriptors": descriptors, "outside": outside}
+SCENARIOS = {"basics": basics, "budgets": budgets, "descriptors": descriptors, "outside": outside,
+             "escapes": escapes}
 
 
 def main() -> None:
     name, work = sys.argv[1], Path(sys.argv[2])
     os.environ[SECRET] = "host-secret-42"  # before the executor starts: a session must not see it
-    with Executor([cell], mode="fork", workers=1, timeout=60) as ex:
+    with Executor([cell, exec_cell], mode="fork", workers=1, timeout=60) as ex:
         seen = SCENARIOS[name](ex, work)
     seen["leftover_children"] = [p for p in _children() if p]
     print(json.dumps(seen, default=str))
