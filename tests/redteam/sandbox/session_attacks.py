@@ -253,6 +253,30 @@ def escapes(ex: Executor, work: Path) -> dict[str, Any]:
     return seen
 
 
+def spans(ex: Executor, work: Path) -> dict[str, Any]:
+    """A sandboxed session's tool forges spans (another trace and parent, toolfork's scope, a start 5 ns
+    before the epoch, a self-parent) under a host that traces with the real SDK: they are data about its
+    call, as a sandboxed call's are."""
+    from opentelemetry import trace
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from tests.redteam.sandbox.telemetry import _ids
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    trace.set_tracer_provider(provider)
+    try:
+        with _open(ex, work) as s, trace.get_tracer("tests.redteam.host").start_as_current_span("batch"):
+            status = s.run([ToolCall("h", "hostile", {})])[0].status
+        finished = exporter.get_finished_spans()
+    finally:
+        provider.shutdown()
+    return {"status": status, "spans": [_ids(x) for x in finished]}
+
+
 # ---------------------------------------------------------------------------------------------- helpers
 
 def _fake_result() -> Any:
@@ -300,13 +324,16 @@ def _accepted(server: socket.socket) -> bool:
 
 
 SCENARIOS = {"basics": basics, "budgets": budgets, "descriptors": descriptors, "outside": outside,
-             "escapes": escapes}
+             "escapes": escapes, "spans": spans}
 
 
 def main() -> None:
     name, work = sys.argv[1], Path(sys.argv[2])
     os.environ[SECRET] = "host-secret-42"  # before the executor starts: a session must not see it
-    with Executor([cell, exec_cell], mode="fork", workers=1, timeout=60) as ex:
+    from tests.redteam.sandbox.telemetry import forge_spans
+    from toolfork.tools.tool import Tool
+
+    with Executor([cell, exec_cell, Tool("hostile", fn=forge_spans)], mode="fork", workers=1, timeout=60) as ex:
         seen = SCENARIOS[name](ex, work)
     seen["leftover_children"] = [p for p in _children() if p]
     print(json.dumps(seen, default=str))

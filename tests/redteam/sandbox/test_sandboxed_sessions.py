@@ -191,3 +191,24 @@ def test_a_tool_asking_for_another_sandbox_is_refused_in_a_session(tmp_path: Pat
         assert "another sandbox" in r.error.message
         with ex.session(dict, limits=Limits(network=False, write_paths=[str(tmp_path)])) as s:
             assert s.run([ToolCall("b", "cell", {"code": "out = 2"})])[0].output.data == 2  # type: ignore[union-attr]
+
+
+@pytest.mark.timeout(200)
+@pytest.mark.parametrize("user", USERS)
+def test_spans_a_session_tool_forges_are_bound_to_its_call(user: str, seen: Any) -> None:
+    """Another tenant's trace id and parent, toolfork's own scope, a self-parent: rebound into the call's
+    trace under its span, in the ``sandboxed-tool`` scope, clamped into the call; the -5 ns one dropped."""
+    from tests.redteam.sandbox.telemetry import FOREIGN_TRACE, FORGED_IDS
+
+    s = seen("spans", user)
+    assert s["status"] == "ok", s
+    by_name = {x["name"]: x for x in s["spans"]}
+    call, batch = by_name["execute_tool hostile"], by_name["batch"]
+    forged = [x for x in s["spans"] if x["scope"] == "sandboxed-tool"]
+    assert {x["name"] for x in forged} == {"execute_tool transfer_funds", "child of the forged span", "loops"}
+    own = {x["span_id"] for x in forged}
+    for x in forged:
+        assert x["trace_id"] == batch["trace_id"] != FOREIGN_TRACE, x
+        assert x["span_id"] not in FORGED_IDS, x
+        assert x["parent_id"] == call["span_id"] or x["parent_id"] in own, x
+        assert call["start"] <= x["start"] <= x["end"] <= call["end"], (x, call)

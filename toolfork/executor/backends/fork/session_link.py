@@ -224,7 +224,9 @@ class SessionProcessLink:
                                     start)
             if isinstance(msg, (Progress, Spans)):  # progress is not reported: a session's run returns results
                 if type(msg) is Spans:  # the tool's own spans: to the host's exporters, as the pool's are
-                    tracing.export(msg.spans)
+                    # (a sandboxed session's: data about this call, bound to its span and its time)
+                    tracing.export(msg.spans, None if self._sandbox is None else tracing.CallWindow(
+                        item[6], time.time_ns() - int((time.monotonic() - start) * 1e9), time.time_ns()))
                 continue
             result = msg.rebuilt(call_id, name, self.pid)
             if type(msg) is Leaving:  # its tool closed the process's channels: it leaves
