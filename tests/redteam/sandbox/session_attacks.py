@@ -14,6 +14,7 @@ import signal
 import socket
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -190,7 +191,8 @@ def outside(ex: Executor, work: Path) -> dict[str, Any]:
             seen["evil_snapshot"] = f"{type(exc).__name__}: {exc}"
         time.sleep(0.3)
         seen["beats_open"] = _size(beat)
-    time.sleep(0.5)
+    _until(lambda: not _alive_with("61.2345"))  # the sandbox is killed after close() returns
+    time.sleep(0.3)
     before = _size(beat)
     time.sleep(0.5)
     seen["beats_after_close"] = [before, _size(beat)]
@@ -243,9 +245,9 @@ def escapes(ex: Executor, work: Path) -> dict[str, Any]:
             r = s.run([ToolCall(name, "exec_cell", {"code": text}, timeout=20)])[0]
             seen[name] = {"status": r.status, "out": None if r.output is None else r.output.data,
                           "error": None if r.error is None else r.error.message, "marker": marker.exists()}
-        time.sleep(0.2)
+        _until(lambda: _alive_with("61.777") and _alive_with("61.778"))  # exec'd by now, under load too
         seen["daemons_alive_open"] = [_alive_with("61.777"), _alive_with("61.778")]
-    time.sleep(0.3)
+    _until(lambda: not _alive_with("61.777") and not _alive_with("61.778"))  # the kill is asynchronous
     seen["daemons_alive_after_close"] = _alive_with("61.777") or _alive_with("61.778")
     seen["accepted"] = _accepted(listener)
     seen["ran"] = sorted(p.name for p in ws.glob("ran_*"))
@@ -278,6 +280,12 @@ def spans(ex: Executor, work: Path) -> dict[str, Any]:
 
 
 # ---------------------------------------------------------------------------------------------- helpers
+
+def _until(done: Callable[[], bool], within: float = 5.0) -> None:
+    end = time.monotonic() + within
+    while not done() and time.monotonic() < end:
+        time.sleep(0.05)
+
 
 def _fake_result() -> Any:
     from toolfork.executor.types import ToolResult

@@ -87,9 +87,11 @@ def test_daemons_a_cell_forks_do_not_outlive_close(user: str, seen: Any) -> None
 @pytest.mark.parametrize("user", USERS)
 def test_the_hosts_environment_is_not_visible(user: str, seen: Any) -> None:
     """A secret put in the host's ``os.environ`` before the executor started: not in ``os.environ``,
-    ``os.getenv``, libc's ``getenv`` or the process's ``/proc/self/environ``."""
+    ``os.getenv``, libc's ``getenv`` or the process's ``/proc/self/environ``, which shows none of the
+    variables the host was started with either (``PYTHONPATH``, set for the scenario's interpreter)."""
     s = seen(user)
     environ, getenv, libc, proc, names = s["host_environment"]["out"]
     assert environ is None and getenv is None and libc is None
     assert s["secret"] not in proc and "TOOLFORK_SESSION_SECRET" not in proc
+    assert "PYTHONPATH" not in proc, "the host's start-up environment shows in /proc/self/environ"
     assert names == ["LANG", "PATH"]
