@@ -212,3 +212,60 @@ def test_spans_a_session_tool_forges_are_bound_to_its_call(user: str, seen: Any)
         assert x["span_id"] not in FORGED_IDS, x
         assert x["parent_id"] == call["span_id"] or x["parent_id"] in own, x
         assert call["start"] <= x["start"] <= x["end"] <= call["end"], (x, call)
+
+
+def _started(pid: int) -> int:
+    """When process ``pid`` started (clock ticks since boot, /proc/PID/stat's 22nd field)."""
+    with open(f"/proc/{pid}/stat", "rb") as f:
+        return int(f.read().rsplit(b")", 1)[1].split()[19])
+
+
+def test_a_second_session_of_a_sandbox_opens_on_a_process_that_entered_it_ahead(tmp_path: Path) -> None:
+    """Once a session of a sandbox opened, a spare enters that sandbox ahead: the next session's process
+    (its sandbox's outer) started before the next ``session()`` was called, and works inside."""
+    import subprocess
+    import time
+
+    from tests.redteam.sandbox.session_attacks import cell
+    from toolfork import Limits
+    from toolfork.executor import Executor, ToolCall
+
+    limits = Limits(network=False, write_paths=[str(tmp_path)])
+    with Executor([cell], mode="fork", workers=1) as ex:
+        with ex.session(dict, limits=limits) as first:
+            first.run([ToolCall("a", "cell", {"code": "out = 1"})])
+        time.sleep(0.5)  # the spare enters meanwhile
+        marker = subprocess.Popen(["sleep", "5"])
+        try:
+            time.sleep(0.1)
+            with ex.session(dict, limits=limits) as second:
+                assert second.pid is not None and _started(second.pid) <= _started(marker.pid)
+                r = second.run([ToolCall("b", "cell", {"code": "import os\nout = os.getpid()"})])[0]
+                assert r.status == "ok" and r.output is not None and r.output.data < 10, r  # in its namespace
+        finally:
+            marker.kill()
+            marker.wait()
+
+
+def test_cancelling_arun_of_a_sandboxed_session_stops_its_call(tmp_path: Path) -> None:
+    """The task awaiting ``arun`` is cancelled while its cell spins: the keeper kills the call's process
+    (the session is lost, as any session whose arun is cancelled), and the executor goes on."""
+    import asyncio
+
+    from tests.redteam.sandbox.session_attacks import cell
+    from toolfork import Limits
+    from toolfork.executor import Executor, SessionLost, ToolCall
+
+    async def cancel(s: Any) -> None:
+        task = asyncio.ensure_future(s.arun([ToolCall("spin", "cell", {"code": "while True: pass"})]))
+        await asyncio.sleep(0.5)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    with Executor([cell], mode="fork", workers=1, timeout=60) as ex:
+        with ex.session(dict, limits=Limits(network=False, write_paths=[str(tmp_path)])) as s:
+            asyncio.run(cancel(s))
+            with pytest.raises(SessionLost):
+                s.run([ToolCall("after", "cell", {"code": "out = 1"})])
+        assert ex.run([ToolCall("p", "cell", {"code": "out = 2"})])[0].output.data == 2  # type: ignore[union-attr]
