@@ -191,6 +191,10 @@ def test_a_tool_asking_for_another_sandbox_is_refused_in_a_session(tmp_path: Pat
         assert "another sandbox" in r.error.message
         with ex.session(dict, limits=Limits(network=False, write_paths=[str(tmp_path)])) as s:
             assert s.run([ToolCall("b", "cell", {"code": "out = 2"})])[0].output.data == 2  # type: ignore[union-attr]
+    with Executor([cell], mode="fork", workers=1, limits=Limits(cpu_s=5)) as ex:  # a bound the session lacks
+        with ex.session(dict, limits=Limits(network=False)) as s:
+            r = s.run([ToolCall("c", "cell", {"code": "out = 3"})])[0]
+        assert r.status == "error" and r.error is not None and "cpu_s=5.0" in r.error.message, r
 
 
 @pytest.mark.timeout(200)
