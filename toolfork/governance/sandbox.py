@@ -94,6 +94,14 @@ def set_environ(limits: Limits) -> None:
     passed = {name: os.environ[name] for name in limits.env or () if name in os.environ}
     os.environ.clear()
     os.environ.update({**MINIMAL_ENV, **passed})
+    try:  # the environment the host was started with stays in memory, and /proc/self/environ shows it
+        with open("/proc/self/stat", "rb") as f:
+            fields = f.read().rsplit(b")", 1)[1].split()
+        start, end = int(fields[47]), int(fields[48])  # env_start, env_end (fields 50 and 51)
+        if 0 < start < end:
+            ctypes.memset(start, 0, end - start)
+    except (OSError, ValueError, IndexError):
+        pass
 
 
 def _map_ids(uid: int, gid: int) -> None:

@@ -217,13 +217,21 @@ class Session:
 
     def _other_sandbox(self, name: str) -> str | None:
         """Why tool ``name`` cannot run in this sandboxed session (None: it can): its own Limits ask for
-        another sandbox than the session's (the session's fields win; a tool's fill in what it leaves)."""
-        assert self.limits is not None
-        merged = self.limits.merged_over(self._executor.governance.limits_for(name))
-        if merged.restriction_key == self.limits.restriction_key:
-            return None
-        return (f"tool '{name}' was not run: its Limits ask for another sandbox than this session's "
-                f"({_sandbox_text(merged)} against {_sandbox_text(self.limits)})")
+        another sandbox than the session's (the session's fields win; a tool's fill in what it leaves), or
+        for a bound of all the call's processes the session does not set."""
+        session = self.limits
+        assert session is not None
+        merged = session.merged_over(self._executor.governance.limits_for(name))
+        if merged.restriction_key != session.restriction_key:
+            return (f"tool '{name}' was not run: its Limits ask for another sandbox than this session's "
+                    f"({_sandbox_text(merged)} against {_sandbox_text(session)})")
+        # what bounds every process of a call: the session's cgroup and keeper, set with the session
+        own = [f"{f}={getattr(merged, f)!r}" for f in ("memory_mb", "cpu_s", "processes")
+               if getattr(merged, f) is not None and getattr(session, f) is None]
+        if own:
+            return (f"tool '{name}' was not run: its Limits ask for {', '.join(own)}, which in a sandboxed session "
+                    "bound the session's processes together: set them on the session's Limits")
+        return None
 
     def _one(self, d: Dispatch) -> ToolResult:
         """One admitted call on the state: its cap, the call in the session's place, a fault's restore."""

@@ -41,9 +41,9 @@ from toolfork.governance.rlimits import CGROUP_OOM_EXIT
 if TYPE_CHECKING:
     from toolfork.governance.cgroup import CallGroup
 
-# Processes of a sandboxed session besides its calls': the session process, its checkpoint, and a new
-# checkpoint while the one it replaces ends (the keeper is the "1" the sandbox counts for itself).
-OWN_PROCESSES = 3
+# Processes of a sandboxed session besides its calls': the session process and its checkpoint (the one
+# from before a call ends before the next is forked; the keeper is the "1" the sandbox counts for itself).
+OWN_PROCESSES = 2
 CPU_POLL_S = 0.02  # how often the keeper looks at the CPU a call's processes used, while one runs
 MAX_WORD = 4096
 PR_SET_DUMPABLE = 4

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 from toolfork.executor import tracing
 from toolfork.executor.backends.fork.limits import raise_descriptor_limit
 from toolfork.executor.backends.fork.outcomes import death_result, describe_exit, timeout_result
-from toolfork.executor.backends.fork.session_worker import OPEN, SNAPSHOT
+from toolfork.executor.backends.fork.session_worker import ENTER, OPEN, SNAPSHOT
 from toolfork.executor.backends.fork.template_link import (
     HOST_FDS,
     TEMPLATE_CHECK_S,
@@ -53,6 +53,8 @@ if TYPE_CHECKING:
 
 REPLY_TIMEOUT = 10.0  # how long the supervisor may take to answer (it does nothing else)
 SPARES = 2  # session processes forked ahead, waiting for a session to open on them
+SANDBOXED_SPARES = 1  # per sandbox: session processes that entered it ahead (three processes each)
+SANDBOXES_WITH_SPARES = 4  # the sandboxes used last keep theirs
 
 log = logging.getLogger("toolfork.executor")
 
@@ -152,17 +154,18 @@ class SessionProcessLink:
         deadline = None if timeout is None else time.monotonic() + timeout
         if limits_for is not None:
             self._limits_for = limits_for
+        entered = self._sandbox is not None  # a spare that was sent ENTER ahead
         if sandbox is not None:
-            self._sandbox = sandbox
-            self._reader.use_data_only()
-            try:
-                self._ctl.send(pickle.dumps(("sandbox",)))
-            except OSError as exc:
-                raise Fault(None, f"its supervisor is gone ({exc})") from None
+            if not entered:
+                self._say_sandbox(sandbox)
             said = self._control(lambda m: m[0] == "sandboxing", time.monotonic() + REPLY_TIMEOUT)
             self.pid = said[1]  # the sandbox's outer: pids inside it mean nothing here, and are its to choose
             self._watch.add(said[2])
-        self._send((OPEN, blob, checkpoint) if sandbox is None else (OPEN, blob, checkpoint, sandbox))
+        if entered:
+            error = self._reply(ENTER, deadline)[1]
+            if error is not None:
+                return self._error(error)
+        self._send((OPEN, blob, checkpoint) if sandbox is None or entered else (OPEN, blob, checkpoint, sandbox))
         try:
             reply = self._reply(OPEN, deadline)
         except Fault as fault:
@@ -172,10 +175,26 @@ class SessionProcessLink:
         if sandbox is None:
             self.pid = reply[2]
             self._watch.add(reply[3])  # its supervisor, watched from now on
-        error = reply[1]
-        if error is not None and not isinstance(error, ErrorInfo):
+        return None if reply[1] is None else self._error(reply[1])
+
+    def enter(self, sandbox: Limits) -> None:
+        """A spare enters the sandbox of ``sandbox`` ahead of its session (``open`` reads how it went)."""
+        self._say_sandbox(sandbox)
+        self._send((ENTER, sandbox))
+
+    def _say_sandbox(self, sandbox: Limits) -> None:
+        """Tell the supervisor the session is sandboxed (before its process enters), and read it as data."""
+        self._sandbox = sandbox
+        self._reader.use_data_only()
+        try:
+            self._ctl.send(pickle.dumps(("sandbox",)))
+        except OSError as exc:
+            raise Fault(None, f"its supervisor is gone ({exc})") from None
+
+    def _error(self, error: Any) -> ErrorInfo:
+        if not isinstance(error, ErrorInfo):
             self._stop()
-            raise Fault(None, f"its process answered with {frames.describe_shape(reply)}")
+            raise Fault(None, f"its process answered with a {type(error).__name__} for an error")
         return error
 
     def snapshot(self) -> Any:
@@ -224,7 +243,9 @@ class SessionProcessLink:
                                     start)
             if isinstance(msg, (Progress, Spans)):  # progress is not reported: a session's run returns results
                 if type(msg) is Spans:  # the tool's own spans: to the host's exporters, as the pool's are
-                    tracing.export(msg.spans)
+                    # (a sandboxed session's: data about this call, bound to its span and its time)
+                    tracing.export(msg.spans, None if self._sandbox is None else tracing.CallWindow(
+                        item[6], time.time_ns() - int((time.monotonic() - start) * 1e9), time.time_ns()))
                 continue
             result = msg.rebuilt(call_id, name, self.pid)
             if type(msg) is Leaving:  # its tool closed the process's channels: it leaves
@@ -424,7 +445,11 @@ class SessionSpares:
     """Session processes forked ahead (``SPARES`` of them, asked of the template when one is taken), each
     waiting for its OPEN: opening a session is then one round trip to a process that is there already,
     not two forks. A spare has the tools the template had when it forked; when the tools change, the
-    spares go. Any thread."""
+    spares go. Any thread.
+
+    Sandboxed sessions get spares of their own, per sandbox (the session's ``Limits``): once a session
+    of a sandbox opened, ``SANDBOXED_SPARES`` processes are sent ENTER ahead (for the sandboxes used last,
+    ``SANDBOXES_WITH_SPARES`` of them), so the next open of that sandbox finds one inside already."""
 
     def __init__(self, core: WorkerCore, governance: Governance, kill_grace: float) -> None:
         raise_descriptor_limit()
@@ -433,12 +458,14 @@ class SessionSpares:
         self._make = lambda: SessionProcessLink(core, governance, kill_grace, self.watch)
         self._lock = threading.Lock()
         self._ready: deque[SessionProcessLink] = deque()
+        self._entered: dict[Limits, deque[SessionProcessLink]] = {}  # per sandbox, the one used last last
         self._tools: object = None
         self._closed = False
 
-    def take(self, tools: object, *, fresh: bool = False) -> SessionProcessLink:
+    def take(self, tools: object, *, fresh: bool = False, sandbox: Limits | None = None) -> SessionProcessLink:
         """A session process with the tools ``tools`` (any value that changes when they change);
-        ``fresh``: the spares are let go first (one was found dead: its template was replaced)."""
+        ``fresh``: the spares are let go first (one was found dead: its template was replaced);
+        ``sandbox``: one that entered that sandbox ahead, where there is one."""
         with self._lock:
             if self._closed:
                 raise RuntimeError("this executor is closed")
@@ -452,10 +479,29 @@ class SessionSpares:
                 self._tools = tools
             if fresh:
                 self._await_template()
+            if sandbox is not None:
+                return self._take_entered(sandbox)
             link = self._ready.popleft() if self._ready else self._make()
             while len(self._ready) < SPARES:
                 self._ready.append(self._make())
             return link
+
+    def _take_entered(self, sandbox: Limits) -> SessionProcessLink:
+        waiting = self._entered.pop(sandbox, deque())
+        self._entered[sandbox] = waiting  # the sandbox used last is the last to go
+        link = waiting.popleft() if waiting else self._make()
+        while len(waiting) < SANDBOXED_SPARES:
+            spare = self._make()
+            try:
+                spare.enter(sandbox)
+            except Fault:
+                spare.close()
+                break
+            waiting.append(spare)
+        while len(self._entered) > SANDBOXES_WITH_SPARES:
+            for old in self._entered.pop(next(iter(self._entered))):
+                old.close()
+        return link
 
     def close(self) -> None:
         with self._lock:
@@ -474,6 +520,10 @@ class SessionSpares:
     def _let_go(self) -> None:
         while self._ready:
             self._ready.popleft().close()
+        for waiting in self._entered.values():
+            while waiting:
+                waiting.popleft().close()
+        self._entered.clear()
 
 
 class ProcessPlace:
@@ -492,7 +542,7 @@ class ProcessPlace:
         sandbox = spec.limits
         limits_for = None if sandbox is None else (lambda name: sandbox.merged_over(governance.limits_for(name)))
         for attempt in (1, 2):  # a spare forked by a template that died since is gone: a fresh one is not
-            self._link = spares.take(spec.tools, fresh=attempt == 2)
+            self._link = spares.take(spec.tools, fresh=attempt == 2, sandbox=spec.limits)
             try:
                 error = self._link.open(blob, spec.checkpoint, timeout, sandbox, limits_for)
                 break

@@ -56,9 +56,13 @@ if TYPE_CHECKING:
     from toolfork.executor.wire import framing
     from toolfork.governance.limits import Limits
 
-# host -> session process: (OPEN, pickle of (factory, args, kwargs), checkpoint); reply (OPEN, error, pid, supervisor)
+# host -> session process: (OPEN, pickle of (factory, args, kwargs), checkpoint[, sandbox Limits]); reply
+# (OPEN, error, pid, supervisor)
 OPEN = "O"
 SNAPSHOT = "N"  # host -> session process: (SNAPSHOT,); reply (SNAPSHOT, state, error)
+# host -> a spare session process: (ENTER, limits): enter that sandbox now, ahead of its OPEN; reply
+# (ENTER, error or None). The OPEN without limits that follows runs the factory inside.
+ENTER = "E"
 MAX_MESSAGE = 1 << 12
 KEEPER_GRACE_S = 2.0  # a sandboxed session's keeper has this long past a kill's grace before its sandbox goes
 
@@ -82,15 +86,7 @@ class SessionProcess:
                 return
             limits = msg[3] if len(msg) > 3 else None
             if limits is not None:  # the sandbox, once, before the factory runs: everything after is inside
-                writer.use_data_only()  # the host reads this process as data from now on (a refusal too)
-                try:
-                    self.up = session_keeper.enter(limits, (channels.call_fd, channels.result_fd, channels.side_fd),
-                                                   self.up)
-                except OSError as exc:
-                    writer.send((OPEN, ErrorInfo("LimitsNotEnforceable", f"its sandbox could not be entered: {exc}"),
-                                 0, 0))
-                    os._exit(0)
-                self.limits = limits
+                self.enter(limits, channels, writer, OPEN)
             try:
                 SESSION_STATE.set(factory(*args, **kwargs))
             except Exception as exc:
@@ -99,6 +95,9 @@ class SessionProcess:
             writer.send((OPEN, None, os.getpid(), os.getppid()))
             self.checkpoints = bool(msg[2])
             self.after_frame(channels)
+        elif kind == ENTER and self.limits is None:  # a spare, entered ahead of its session
+            self.enter(msg[1], channels, writer, ENTER)
+            writer.send((ENTER, None))
         elif kind == SNAPSHOT:
             state = SESSION_STATE.get()
             try:
@@ -108,6 +107,18 @@ class SessionProcess:
                     exc, prefix=f"the session's state (a {type(state).__name__}) could not be sent to the host")))
         else:
             raise ChannelDamaged(f"a frame of unknown kind {kind!r} on a session's call pipe")
+
+    def enter(self, limits: Limits, channels: Channels, writer: framing.FrameWriter, kind: str) -> None:
+        """Enter the sandbox of ``limits`` (see ``fork.session_keeper``); returns in the session process
+        inside it. If it cannot be entered, the reply to ``kind`` says why and this process leaves."""
+        writer.use_data_only()  # the host reads this process as data from now on (a refusal too)
+        try:
+            self.up = session_keeper.enter(limits, (channels.call_fd, channels.result_fd, channels.side_fd), self.up)
+        except OSError as exc:
+            refused = ErrorInfo("LimitsNotEnforceable", f"its sandbox could not be entered: {exc}")
+            writer.send((OPEN, refused, 0, 0) if kind == OPEN else (ENTER, refused))
+            os._exit(0)
+        self.limits = limits
 
     def before_result(self) -> None:
         """The call ended (it did not crash or time out): the checkpoint of the state from before it is no
@@ -515,4 +526,4 @@ def _send(ctl: socket.socket, msg: Any) -> None:
         pass
 
 
-__all__ = ["OPEN", "SNAPSHOT", "SessionProcess", "supervise_sessions"]
+__all__ = ["ENTER", "OPEN", "SNAPSHOT", "SessionProcess", "supervise_sessions"]
