@@ -110,7 +110,8 @@ def docker_refusal() -> str | None:
     except subprocess.TimeoutExpired:
         return "no Docker engine answers (docker info timed out)"
     if info.returncode != 0:
-        return f"no Docker engine answers (docker info: {info.stderr.decode(errors='replace').strip()[-120:]})"
+        said = ascii(info.stderr.decode(errors="replace").strip()[-120:])  # another program's text: escaped
+        return f"no Docker engine answers (docker info: {said})"
     try:
         import docker  # noqa: F401  (smolagents' DockerExecutor needs the SDK: pip install 'smolagents[docker]')
     except ModuleNotFoundError:
