@@ -126,7 +126,6 @@ def test_a_checkpoint_orphaned_before_its_name_is_read_is_not_taken_for_a_leftov
     (the checkpoint becomes the supervisor's child) between the supervisor's read of the names and its
     look at its children. The children are listed first, then the names read: the checkpoint stays, and
     only a child that no session names goes."""
-    import pickle
     import socket
 
     from toolfork.executor.backends.base import WorkerSetup
@@ -147,7 +146,7 @@ def test_a_checkpoint_orphaned_before_its_name_is_read_is_not_taken_for_a_leftov
     supervisor.by_ctl[ctl.fileno()] = session
     supervisor.by_up[up.fileno()] = session
     try:
-        socket.send_fds(down, [pickle.dumps(("checkpoint", checkpoint))], [ours.fileno()])  # not read yet
+        socket.send_fds(down, [b"c%d" % checkpoint], [ours.fileno()])  # not read yet
         supervisor.kill_leftovers()
         assert killed == [leftover]
         assert session.checkpoint is not None and session.checkpoint[0] == checkpoint

@@ -434,13 +434,16 @@ class Executor(Closable):
                 events.cancel()
             await asyncio.shield(done)
 
-    def session(self, factory: Callable[..., Any], *args: Any, checkpoint: bool = False, **kwargs: Any) -> Session:
+    def session(self, factory: Callable[..., Any], *args: Any, checkpoint: bool = False, limits: Limits | None = None,
+                **kwargs: Any) -> Session:
         """A state built by ``factory(*args, **kwargs)`` where the session's calls run; ``with`` it, and
-        ``run`` its calls on it in order (tools reach it as ``runtime.state``). See ``docs/sessions.md``."""
+        ``run`` its calls on it in order (tools reach it as ``runtime.state``). ``limits`` (asking for the
+        sandbox): the session's process enters that sandbox when it opens, before the factory runs. See
+        ``docs/sessions.md``."""
         from toolfork.executor.sessions.session import open_session
 
         self._check_open()
-        s = open_session(self, self._prepare, factory, args, kwargs, checkpoint)
+        s = open_session(self, self._prepare, factory, args, kwargs, checkpoint, limits)
         with self._lock:
             if self._closed:
                 s.close()

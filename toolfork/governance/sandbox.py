@@ -94,6 +94,14 @@ def set_environ(limits: Limits) -> None:
     passed = {name: os.environ[name] for name in limits.env or () if name in os.environ}
     os.environ.clear()
     os.environ.update({**MINIMAL_ENV, **passed})
+    try:  # the environment the host was started with stays in memory, and /proc/self/environ shows it
+        with open("/proc/self/stat", "rb") as f:
+            fields = f.read().rsplit(b")", 1)[1].split()
+        start, end = int(fields[47]), int(fields[48])  # env_start, env_end (fields 50 and 51)
+        if 0 < start < end:
+            ctypes.memset(start, 0, end - start)
+    except (OSError, ValueError, IndexError):
+        pass
 
 
 def _map_ids(uid: int, gid: int) -> None:
@@ -292,6 +300,11 @@ def lock_rlimits(limits: Limits) -> None:
         lock(resource.RLIMIT_NPROC, tasks + processes)
 
 
+def call_group() -> cgroup.CallGroup | None:
+    """The cgroup of the sandbox this process entered (None: none was made)."""
+    return _group
+
+
 def group_hit(limits: Limits) -> str | None:
     """After a call, the limit its processes together went past (a child the kernel OOM-killed, CPU used
     past cpu_s before the outer saw it), by the Limits field; None when none, or there is no cgroup."""
@@ -343,5 +356,5 @@ def paths_probe() -> Probe:
         enter, Limits(read_paths=["/"], write_paths=[where]), keep=(fd,)))
 
 
-__all__ = ["MINIMAL_ENV", "SandboxError", "close_inherited", "enter", "group_hit", "lock_rlimits", "out_of_memory",
-           "paths_probe", "probe", "set_environ"]
+__all__ = ["MINIMAL_ENV", "SandboxError", "call_group", "close_inherited", "enter", "group_hit", "lock_rlimits",
+           "out_of_memory", "paths_probe", "probe", "set_environ"]

@@ -102,7 +102,7 @@ class ForkBackend(HubBackend):
         why = no_room_for_sessions(1 + SPARES)  # this one, and the spares forked ahead as it is taken
         try:
             if why is None:
-                return ProcessPlace(spares, spec)
+                return ProcessPlace(spares, spec, self._governance)
         except OSError as exc:
             if exc.errno != errno.EMFILE:
                 raise

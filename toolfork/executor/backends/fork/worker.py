@@ -94,6 +94,10 @@ class ServedSession(Protocol):
 
     def after_frame(self) -> None: ...
 
+    @property
+    def limits(self) -> Limits | None:
+        """The sandbox the session's process entered at its OPEN (None: none)."""
+
 
 class _Leave(BaseException):  # not an error: the worker's way out when its channels are gone
     """The worker's channels are damaged: it leaves with ``EXIT_CHANNEL_DAMAGED``."""
@@ -283,6 +287,10 @@ def _serve(channels: Channels, tools: dict[str, Any], hooks: WorkerSetup, sandbo
         if session is not None and kind != frames.CALLS:
             session.handle(msg, channels, writer)
             pid = getpid()  # the first checkpoint is forked at OPEN: its copy may come back here
+            if session.limits is not None and dumps is not _data_only_dumps:  # it entered its sandbox at OPEN
+                dumps, encode = _data_only_dumps, None
+                limited = CallLimits(hooks.limits, session.limits, over=session.limits)
+                limits_of, known_limits = limited.effective.of, limited.effective.known
             continue
         items = msg[1] if kind == frames.CALLS else msg[3]
         last_id = items[-1][0] if items else None
