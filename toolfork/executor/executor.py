@@ -40,6 +40,7 @@ from toolfork.executor.backends.dispatch import WAIT, Dispatch, Wait
 from toolfork.executor.backends.hub import Feed
 from toolfork.executor.backends.sequential import SequentialBackend
 from toolfork.executor.calls import CallBook
+from toolfork.executor.closable import Closable
 from toolfork.executor.inline import InlineCalls
 from toolfork.executor.journal import Journal
 from toolfork.executor.modes import resolve_mode
@@ -111,7 +112,7 @@ class Batch(Generic[T]):
             feed.cancel()
 
 
-class Executor:
+class Executor(Closable):
     """Runs batches of tool calls: in parallel in forked workers, or sequentially where fork is not
     possible. See ``docs/executor.md`` for the contract."""
 
@@ -644,12 +645,6 @@ class Executor:
         _close_tool_resources(self._tools.values())
         _LIVE.discard(self)
         metering.retire(self)
-
-    def __enter__(self) -> Executor:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     def __repr__(self) -> str:
         state = "closed" if self._closed else f"{len(self._tools)} tools"

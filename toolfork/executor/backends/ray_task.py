@@ -226,12 +226,7 @@ def _worker_started(executor_id: str, hooks: WorkerSetup) -> ErrorInfo | None:
     """
     if executor_id in _STARTED:
         return _STARTED[executor_id]
-    error = None
-    if hooks.on_worker_start is not None:
-        try:
-            hooks.on_worker_start()
-        except Exception as exc:
-            error = error_info(exc, prefix="on_worker_start hook failed")
+    error = hooks.start_worker()
     _remember(_STARTED, executor_id, error)
     return error
 

@@ -46,19 +46,19 @@ import errno
 import resource
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from toolfork.executor.backends.base import Backend, WorkerSetup
+from toolfork.executor.backends.base import HubBackend, WorkerSetup
 from toolfork.executor.backends.capabilities import Capabilities
 from toolfork.executor.backends.dispatch import Dispatch
 from toolfork.executor.backends.fork.core import Worker, WorkerCore
 from toolfork.executor.backends.fork.limits import descriptors_exhausted, no_room_for_sessions
 from toolfork.executor.backends.fork.session_link import SPARES, ProcessPlace, SessionSpares
 from toolfork.executor.backends.fork.template_link import TemplateGone
-from toolfork.executor.backends.hub import POLL_INTERVAL, BatchState, Feed, Hub
+from toolfork.executor.backends.hub import POLL_INTERVAL, BatchState, Hub
 from toolfork.executor.stats import Load
-from toolfork.executor.types import CallFinished, CallProgress, CallStarted, Event, ToolResult
+from toolfork.executor.types import CallFinished, CallProgress, CallStarted, ToolResult
 from toolfork.executor.wire import frames, framing
 from toolfork.executor.wire.frames import Progress, ResultMessage
 
@@ -69,10 +69,9 @@ if TYPE_CHECKING:
     from toolfork.tools.tool import Tool
 
 
-class ForkBackend(Backend):
+class ForkBackend(HubBackend):
     """The pool: batches in, events out, on the workers of its ``core`` (which the line lane borrows)."""
 
-    mode = "fork"
     capabilities = Capabilities(
         "fork", in_host=False, kills_at_deadline=True, limits=True, sandbox=True, has_workers=True,
         recycles=True, sessions=True, lines=True)
@@ -153,14 +152,6 @@ class ForkBackend(Backend):
         self.core.ship_tools(shipped)
 
     # ----------------------------------------------------------------- batches
-
-    def execute(self, feed: Feed) -> Iterator[Event]:
-        if self._closed:
-            raise RuntimeError("this executor is closed")
-        return self._hub.execute(feed)
-
-    def cancel(self, feed: Feed) -> None:
-        self._hub.request(feed)
 
     def open_lane(self, parse: Callable[[bytes, int], Any], context: dict[str, Any] | None) -> LineLane:
         """The line lane on this pool's workers (``fork.lane``): it borrows them and the driver lock."""
@@ -351,18 +342,13 @@ class ForkBackend(Backend):
         self.wake()
         hub = self._hub
         hub.unwatch()
-        driving = hub.drive.acquire(timeout=self._kill_grace + 5.0)
-        try:
+        with hub.closing(self._kill_grace + 5.0) as driving:
             if not hub.locked(self._cancel_everything):
                 return
             if driving:
                 self.core.shutdown()
             else:  # the driver never let go (a hook that calls close() from inside a wait): kill, close nothing
                 self.core.kill_everything()
-        finally:
-            if driving:
-                hub.drive.release()
-            hub.wake_owners()
 
     def _cancel_everything(self) -> bool:
         """Closing (inside ``Hub.locked``): every call sent or ready is reported "cancelled". False if

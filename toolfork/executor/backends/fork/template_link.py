@@ -22,7 +22,9 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 from toolfork.executor.backends.base import WorkerSetup
+from toolfork.executor.backends.fork import template_messages as messages
 from toolfork.executor.backends.fork.template import MAX_MESSAGE, template_main
+from toolfork.executor.backends.fork.worker import signal_quietly
 from toolfork.executor.backends.host_fds import HOST_FDS
 from toolfork.executor.wire import oob
 from toolfork.executor.wire.pipes import close_quietly
@@ -82,7 +84,7 @@ class TemplateLink:
         template_end.close()
         try:  # what multiprocess gave the template to show the host its end by: its children get none
             sentinel = os.fstat(self._template.sentinel)
-            self.ctrl.send(pickle.dumps(("sentinel", (sentinel.st_dev, sentinel.st_ino))))
+            self.ctrl.send(pickle.dumps(messages.Sentinel(sentinel.st_dev, sentinel.st_ino)))
         except OSError:
             pass  # the template is gone already: noticed as any death
         HOST_FDS.add(self.ctrl.fileno())
@@ -121,8 +123,7 @@ class TemplateLink:
         """Have the template fork worker ``wid``; returns the host's ends (call write fd, result read fd
         (non-blocking), side socket). A template that cannot be told is marked broken (the worker then
         never starts: its pipes are at EOF, and the core replaces the template)."""
-        msg = ("spawn", wid) if sandbox is None else ("spawn", wid, sandbox)
-        return self._send_channels(msg)
+        return self._send_channels(messages.Spawn(wid, sandbox))
 
     def open_session(self) -> tuple[tuple[int, int, socket.socket], socket.socket]:
         """Have the template hand a new session to the sessions' supervisor, which forks its process (see
@@ -131,11 +132,12 @@ class TemplateLink:
         ctl, ctl_theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         HOST_FDS.add(ctl.fileno())
         try:
-            return self._send_channels(("session",), ctl_theirs.fileno()), ctl
+            return self._send_channels(messages.OpenSession(), ctl_theirs.fileno()), ctl
         finally:
             ctl_theirs.close()
 
-    def _send_channels(self, msg: tuple[Any, ...], *extra: int) -> tuple[int, int, socket.socket]:
+    def _send_channels(self, msg: messages.Spawn | messages.OpenSession,
+                       *extra: int) -> tuple[int, int, socket.socket]:
         ours, theirs = worker_channels()
         try:
             socket.send_fds(self.ctrl, [pickle.dumps(msg)], [*theirs, *extra])
@@ -155,7 +157,7 @@ class TemplateLink:
     def term(self, pid: int) -> None:
         """Have the template stop a worker's process group (SIGTERM, SIGKILL after the grace)."""
         try:
-            self.ctrl.send(pickle.dumps(("term", pid, self._kill_grace)))
+            self.ctrl.send(pickle.dumps(messages.Term(pid, self._kill_grace)))
         except OSError:  # the template is gone, and its workers with it (PR_SET_PDEATHSIG)
             self._break("died (its control socket is closed)")
 
@@ -166,7 +168,7 @@ class TemplateLink:
         chunks = [blob[i : i + step] for i in range(0, len(blob), step)] or [b""]
         try:
             for i, chunk in enumerate(chunks):
-                self.ctrl.send(pickle.dumps(("tools", i, i == len(chunks) - 1, chunk)))
+                self.ctrl.send(pickle.dumps(messages.AddTools(i, i == len(chunks) - 1, chunk)))
         except OSError:
             self._break("died (its control socket is closed)")
 
@@ -185,13 +187,13 @@ class TemplateLink:
                 self._break("died")
                 return
             msg = pickle.loads(data)
-            if msg[0] == "spawned":
-                w = self._workers.get(msg[1])
+            if isinstance(msg, messages.Spawned):
+                w = self._workers.get(msg.wid)
                 if w is not None:
-                    w.pid = msg[2]
-            elif msg[0] == "exited":
-                self._exit_status[msg[1]] = msg[2]
-                self.deaths.append(msg[1])
+                    w.pid = msg.pid
+            elif isinstance(msg, messages.Exited):
+                self._exit_status[msg.pid] = msg.status
+                self.deaths.append(msg.pid)
                 if len(self._exit_status) > 4096:  # only recent ones are ever asked for
                     for pid in list(self._exit_status)[:2048]:
                         del self._exit_status[pid]
@@ -265,7 +267,7 @@ class TemplateLink:
         """End the template (its workers' ends were closed or stopped by the owner): it lets its
         workers go and exits; if it does not in time, it and the workers ``pids`` are killed."""
         try:
-            self.ctrl.send(pickle.dumps(("exit", self._kill_grace)))
+            self.ctrl.send(pickle.dumps(messages.Exit(self._kill_grace)))
         except OSError:
             pass
         self._template.join(self._kill_grace + 2.0)
@@ -299,10 +301,7 @@ def signal_groups(pids: Iterable[int], sig: int) -> None:
     """Signal workers' process groups from the host (the template cannot: it is gone or stopped); a
     group already gone is skipped."""
     for pid in pids:
-        try:
-            os.killpg(pid, sig)
-        except OSError:
-            pass
+        signal_quietly(os.killpg, pid, sig)
 
 
 def worker_channels() -> tuple[tuple[int, int, socket.socket], tuple[int, int, int]]:

@@ -21,7 +21,7 @@ The worker's channels (call pipe, result pipe, side socket) are moved to high de
 of the range a tool's own files take, and are not inherited by what a tool executes. A tool may still
 close them (a library that closes "every fd above 2"): after each call the worker looks, and if one is
 gone it does not go on poisoned. It sends that call's result as a LEAVING frame (an error naming what
-happened) if its result pipe still works, else it exits with ``wire.EXIT_CHANNEL_DAMAGED``; either way
+happened) if its result pipe still works, else it exits with ``frames.EXIT_CHANNEL_DAMAGED``; either way
 the host fails that call alone and forks a replacement. Between calls it puts signal state back and
 reaps exited children (see ``fork.reset``). A call of a tool with ``Limits`` runs under them (see
 ``fork.limited``); a one-shot forked for a sandboxed call enters its sandbox before anything else.
@@ -188,6 +188,16 @@ def become_subreaper() -> None:
         pass
 
 
+def signal_quietly(send: Callable[[int, int], None], pid: int, sig: int) -> bool:
+    """``send(pid, sig)`` (``os.kill`` or ``os.killpg``); whether it was sent: a process or group already
+    gone (or never there) is no error, since whoever signals it wants it gone."""
+    try:
+        send(pid, sig)
+    except OSError:
+        return False
+    return True
+
+
 def child_pids() -> list[int]:
     """This process's children, from /proc (a single-threaded process: one task)."""
     me = os.getpid()
@@ -242,14 +252,7 @@ def _serve(channels: Channels, tools: dict[str, Any], hooks: WorkerSetup, sandbo
     call_fd, result_fd = channels.call_fd, channels.result_fd
     side = oob.SidePort(socket.socket(fileno=channels.side_fd))
     writer = framing.FrameWriter(result_fd, side)
-    start_error: ErrorInfo | None = refused
-    if hooks.on_worker_start is not None and refused is None:
-        try:
-            hooks.on_worker_start()
-        except Exception as exc:
-            # A worker whose start hook failed stays up but fails every call, naming the hook: respawning
-            # it would only fail again, in a loop.
-            start_error = error_info(exc, prefix="on_worker_start hook failed")
+    start_error = refused if refused is not None else hooks.start_worker()
     baseline = SignalBaseline()  # after on_worker_start: what it installs is what every call starts with
     baseline.watch_setters()
     before, after, encode = hooks.before_child, hooks.after_child, hooks.encode_result
