@@ -3,6 +3,7 @@ descriptor it holds, run in a fresh interpreter (as root, or as nobody under ``s
 ``test_host_descriptors.py``; prints one JSON line of what it saw.
 
     python -m tests.redteam.host_fd_scenarios WORKDIR
+    python -m tests.redteam.host_fd_scenarios --in-loop
 
 The host here is what a busy one looks like when a process is forked: two pools, a future in flight
 (``submit``'s wake-up pipe), a session open, and one pool's template replaced after a tool killed it
@@ -251,5 +252,36 @@ def main(work: Path) -> dict[str, Any]:
     return out
 
 
+def in_loop() -> dict[str, Any]:
+    """An Executor made inside ``async`` code: the loop's epoll and self-pipe (a wake-up stolen there is
+    a loop that sleeps through a result) are in no process below, while a tool ransacks what it holds
+    and the host awaits calls."""
+    import asyncio
+
+    async def run() -> dict[str, Any]:
+        loop = asyncio.get_running_loop()
+        own = {os.readlink(f"/proc/self/fd/{s.fileno()}") for s in (loop._ssock, loop._csock)}  # type: ignore[attr-defined]
+        out: dict[str, Any] = {}
+        with Executor(TOOLS, mode="fork", workers=2) as ex:
+            held = []
+            for pid in descendants():
+                for fd, name in fds_of(pid).items():
+                    if name in own or "eventpoll" in name:
+                        held.append(f"pid {pid} fd {fd}: {name}")
+            out["held"] = held
+            hostile = asyncio.ensure_future(ex.arun([ToolCall("h", "ransack", {"seconds": 1.5})]))
+            got = await asyncio.gather(*[ex.arun([ToolCall(f"a{i}", "echo", {"text": f"a{i}"})]) for i in range(20)])
+            out["awaited"] = [r[0].output.as_text() if r[0].status == "ok" else r[0].status for r in got]
+            out["hostile"] = (await hostile)[0].status
+        return out
+
+    out = asyncio.run(run())
+    end = time.monotonic() + BOUND_S
+    while descendants() and time.monotonic() < end:
+        time.sleep(0.05)
+    out["left"] = descendants()
+    return out
+
+
 if __name__ == "__main__":
-    print(json.dumps(main(Path(sys.argv[1]))))
+    print(json.dumps(in_loop() if sys.argv[1] == "--in-loop" else main(Path(sys.argv[1]))))

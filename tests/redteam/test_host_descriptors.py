@@ -23,7 +23,7 @@ from tests.redteam.conftest import REPO, become, child_env, shared_dir
 INPUT = b'{"id": "1", "name": "echo", "arguments": {"text": "the host reads this"}}\n'
 
 
-def scenario(user: str, work: Path) -> dict[str, Any]:
+def scenario(user: str, work: Path | str) -> dict[str, Any]:
     done = subprocess.run([*become(user), sys.executable, "-m", "tests.redteam.host_fd_scenarios", str(work)],
                           capture_output=True, cwd=REPO, env=child_env(), timeout=150, check=False,
                           input=INPUT)
@@ -54,4 +54,16 @@ def test_forked_processes_hold_their_own_channels_and_a_ransacking_tool_changes_
     assert seen["after"] == ["a1", "b1"]
     assert seen["user_file_open"] is True
     assert seen["stdin"] == INPUT.decode(), "a tool read the host's stdin"
+    assert seen["left"] == [], f"processes left behind: {seen['left']}"
+
+
+@pytest.mark.timeout(200)
+@pytest.mark.parametrize("user", ["root", "nobody"])
+def test_an_asyncio_loops_epoll_and_self_pipe_are_in_no_forked_process(user: str, work: Path) -> None:
+    """The Executor made inside a running loop: no process below holds the loop's epoll or self-pipe, and
+    while a tool ransacks what it holds, every awaited call comes back, each its own."""
+    seen = scenario(user, "--in-loop")
+    assert seen["held"] == [], "\n".join(seen["held"])
+    assert seen["awaited"] == [f"a{i}" for i in range(20)]
+    assert seen["hostile"] != "ok"
     assert seen["left"] == [], f"processes left behind: {seen['left']}"

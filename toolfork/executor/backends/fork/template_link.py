@@ -72,6 +72,7 @@ class TemplateLink:
         import multiprocess  # here: a process that never starts a pool does not pay its 8 ms import
 
         ctx = multiprocess.get_context("fork")
+        _note_running_loop()
         self._template = ctx.Process(
             target=_template_entry,
             args=(template_end, self.ctrl.fileno(), tools, hooks),
@@ -343,6 +344,7 @@ def _template_entry(ctrl: socket.socket, host_ctrl_fd: int, tools: dict[str, Any
     close_quietly([*HOST_FDS.still_ours(), host_ctrl_fd])
     HOST_FDS.clear()
     _stdin_from_null()
+    _null_event_fds()
     template_main(ctrl, tools, hooks)
 
 
@@ -362,6 +364,51 @@ def _stdin_from_null() -> None:
     if old > 2:
         close_quietly([old])
     sys.stdin = open(0, encoding="utf-8", closefd=False)  # the process's stdin: never closed
+
+
+# The asyncio loops that ran where a template was forked (an Executor made or used inside ``async``
+# code): their self-pipe and epoll are the host's. Each template's copy of them is made the null device.
+_LOOPS: weakref.WeakSet[Any] = weakref.WeakSet()
+
+
+def _note_running_loop() -> None:
+    import sys
+
+    asyncio = sys.modules.get("asyncio")
+    if asyncio is None:
+        return
+    try:
+        _LOOPS.add(asyncio.get_running_loop())
+    except (RuntimeError, TypeError):
+        pass
+
+
+def _null_event_fds() -> None:
+    """In the template: every epoll it inherited (no process below can use the host's: one that could
+    would change what the host is woken for) and the self-pipe of each loop in ``_LOOPS`` (a tool
+    reading it would take the loop's wake-ups) name the null device. Not closed: the host's objects the
+    template copied (a loop, a selector) still hold the numbers, which must not name anything else later."""
+    fds = set()
+    for loop in list(_LOOPS):
+        for name in ("_ssock", "_csock"):
+            sock = getattr(loop, name, None)
+            if sock is not None:
+                fds.add(sock.fileno())
+    try:
+        for name in os.listdir("/proc/self/fd"):
+            try:
+                if os.readlink(f"/proc/self/fd/{name}") == "anon_inode:[eventpoll]":
+                    fds.add(int(name))
+            except OSError:
+                continue
+    except OSError:
+        pass
+    fds = {fd for fd in fds if fd > 2}
+    if fds:
+        null = os.open(os.devnull, os.O_RDONLY)
+        for fd in fds:
+            os.dup2(null, fd, inheritable=False)
+        os.close(null)
 
 
 def _emergency_close(template: Any, ctrl: socket.socket) -> None:
