@@ -187,7 +187,7 @@ class SessionProcessLink:
         self._sandbox = sandbox
         self._reader.use_data_only()
         try:
-            self._ctl.send(pickle.dumps(("sandbox",)))
+            self._ctl.send(pickle.dumps(("sandbox", sandbox.network is False)))
         except OSError as exc:
             raise Fault(None, f"its supervisor is gone ({exc})") from None
 

@@ -456,6 +456,7 @@ class _Supervisor:
         if kind == "sandbox":
             s.sandboxed = True
             _send(s.ctl, ("sandboxing", s.running, os.getpid()))
+            _prepare_sandbox(bool(msg[1]) if len(msg) > 1 else True)
             return
         if s.running is None:  # its sandbox is gone: every process of it
             if kind == "resume":
@@ -501,6 +502,19 @@ class _Supervisor:
                 continue
             for p in child_pids():
                 _kill(p)
+
+
+def _prepare_sandbox(no_network: bool) -> None:
+    """Build the sandbox's seccomp filter and find the cgroup mounts here, once, so the session processes
+    forked from now on enter their sandbox without (a failure is the sandbox's to report, when entered)."""
+    from toolfork.governance import seccomp
+
+    cgroup.mount_points()
+    cgroup.hierarchy()
+    try:
+        seccomp.prepare(no_network)
+    except OSError:
+        pass
 
 
 def _int(data: bytes) -> int | None:
