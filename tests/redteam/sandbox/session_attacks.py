@@ -189,7 +189,7 @@ def outside(ex: Executor, work: Path) -> dict[str, Any]:
             seen["evil_snapshot"] = repr(snap.get("keep"))
         except Exception as exc:  # failing cleanly is allowed: running the command is not
             seen["evil_snapshot"] = f"{type(exc).__name__}: {exc}"
-        time.sleep(0.3)
+        _until(lambda: _size(beat) > 0 and _alive_with("61.2345"))  # both started, under load too
         seen["beats_open"] = _size(beat)
     _until(lambda: not _alive_with("61.2345"))  # the sandbox is killed after close() returns
     time.sleep(0.3)
