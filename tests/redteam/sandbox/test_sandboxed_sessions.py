@@ -273,3 +273,35 @@ def test_cancelling_arun_of_a_sandboxed_session_stops_its_call(tmp_path: Path) -
             with pytest.raises(SessionLost):
                 s.run([ToolCall("after", "cell", {"code": "out = 1"})])
         assert ex.run([ToolCall("p", "cell", {"code": "out = 2"})])[0].output.data == 2  # type: ignore[union-attr]
+
+
+def test_a_factory_a_spare_inside_its_sandbox_cannot_read_opens_on_one_that_enters_after(tmp_path: Path) -> None:
+    """The factory's module was imported after the executor started and lies outside ``read_paths``: a
+    spare that entered the sandbox ahead cannot import it, so the session opens on a process that
+    unpickles the factory first and enters after (the factory still runs inside)."""
+    import importlib
+    import sys
+
+    from tests.redteam.conftest import REPO
+    from tests.redteam.sandbox.session_attacks import cell
+    from toolfork import Limits
+    from toolfork.executor import Executor, ToolCall
+
+    home = tmp_path / "mods"
+    home.mkdir()
+    (home / "late_factory_mod.py").write_text("def make():\n    return {'n': 41}\n")
+    reads = sorted({sys.prefix, sys.base_prefix, str(REPO), "/usr", "/lib", "/etc"})
+    limits = Limits(network=False, read_paths=reads, write_paths=[str(tmp_path / "ws")])
+    (tmp_path / "ws").mkdir()
+    sys.path.insert(0, str(home))  # every process has it; the module is imported only after they start
+    with Executor([cell], mode="fork", workers=1, timeout=60) as ex:
+        try:
+            make = importlib.import_module("late_factory_mod").make
+            for _ in range(2):  # the second open finds a spare that entered ahead
+                with ex.session(make, limits=limits) as s:
+                    r = s.run([ToolCall("a", "cell", {"code": "import os\nout = [n, os.getpid()]"})])[0]
+                assert r.status == "ok" and r.output is not None and r.output.data[0] == 41, r
+                assert r.output.data[1] < 10, r  # inside its own PID namespace
+        finally:
+            sys.path.remove(str(home))
+            sys.modules.pop("late_factory_mod", None)
