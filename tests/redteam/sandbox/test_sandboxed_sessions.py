@@ -305,3 +305,29 @@ def test_a_factory_a_spare_inside_its_sandbox_cannot_read_opens_on_one_that_ente
         finally:
             sys.path.remove(str(home))
             sys.modules.pop("late_factory_mod", None)
+
+
+def _cpu_ticks(pid: int) -> int:
+    with open(f"/proc/{pid}/stat", "rb") as f:
+        fields = f.read().rsplit(b")", 1)[1].split()
+    return int(fields[11]) + int(fields[12])
+
+
+def test_the_keeper_of_a_lost_session_left_open_waits_without_spinning(tmp_path: Path) -> None:
+    """A sandboxed session without checkpoint loses its process and is left open: its keeper (PID 1 of
+    the sandbox, the outer's child) uses no CPU while it waits for the session to be closed."""
+    import time
+
+    from tests.redteam.sandbox.session_attacks import cell
+    from toolfork import Limits
+    from toolfork.executor import Executor, ToolCall
+
+    with Executor([cell], mode="fork", workers=1, timeout=60) as ex:
+        with ex.session(dict, limits=Limits(network=False, write_paths=[str(tmp_path)])) as s:
+            assert s.run([ToolCall("a", "cell", {"code": "import os\nos._exit(1)"})])[0].status == "crashed"
+            assert s.pid is not None
+            with open(f"/proc/{s.pid}/task/{s.pid}/children") as f:
+                keeper = int(f.read().split()[0])
+            before = _cpu_ticks(keeper)
+            time.sleep(1.0)
+            assert _cpu_ticks(keeper) - before <= 5, "the keeper spins while the lost session stays open"
