@@ -44,6 +44,27 @@ def row(ex: Executor, n: int, pause: float, **options: Any) -> tuple[float, floa
     return 1e3 * statistics.median(opens), 1e3 * opens[int(0.95 * (len(opens) - 1))], 1e3 * statistics.median(calls)
 
 
+@tool
+def spin(runtime: ToolRuntime) -> int:
+    """Change the state, then spin until killed."""
+    runtime.state["n"] = -1
+    while True:
+        pass
+
+
+def rollback(ex: Executor, n: int, **options: Any) -> float:
+    """ms past a 0.2 s timeout until a spinning call's result is in and its checkpoint took over."""
+    late = []
+    with ex.session(dict, checkpoint=True, **options) as s:
+        s.run([ToolCall("c", "bump", {})])
+        for _ in range(n):
+            t0 = time.perf_counter()
+            r = s.run([ToolCall("t", "spin", {}, timeout=0.2)])[0]
+            late.append(time.perf_counter() - t0 - 0.2)
+            assert r.status == "timeout", r
+    return 1e3 * statistics.median(late)
+
+
 def main() -> None:
     n = int(sys.argv[1]) if len(sys.argv) > 1 else 50
     ws = tempfile.mkdtemp()
@@ -55,7 +76,7 @@ def main() -> None:
         "sandboxed + write_paths + cgroup, checkpoint": {
             "limits": Limits(network=False, write_paths=[ws], memory_mb=256, cpu_s=5, processes=8), "checkpoint": True},
     }
-    with Executor([bump], mode="fork", workers=1, timeout=60) as ex:
+    with Executor([bump, spin], mode="fork", workers=1, timeout=60, kill_grace=0.2) as ex:
         print(f"{'row':62} {'open ms (median)':>17} {'open ms (p95)':>14} {'first call ms':>14}")
         for pause, how in ((0.0, "back to back"), (0.2, "warm spare")):
             for name, options in rows.items():
@@ -66,6 +87,10 @@ def main() -> None:
                     print(f"{label:62} refused: {type(exc).__name__}: {str(exc)[:80]}")
                     continue
                 print(f"{label:62} {median:17.2f} {p95:14.2f} {call:14.2f}")
+        print("rollback after a timed-out call (kill_grace=0.2), ms past the timeout, median:")
+        for name, options in (("plain", {}), ("sandboxed + write_paths", {"limits": Limits(network=False,
+                                                                                          write_paths=[ws])})):
+            print(f"  {name:60} {rollback(ex, max(3, n // 3), **options):.2f}")
 
 
 if __name__ == "__main__":

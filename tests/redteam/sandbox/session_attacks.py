@@ -42,6 +42,27 @@ def _exec(code: str, state: Any) -> Any:
     return space.get("out")
 
 
+class Evil:
+    """A value whose unpickling runs a command (``touch`` of its marker)."""
+
+    def __init__(self, marker: str) -> None:
+        self.marker = marker
+
+    def __reduce__(self) -> Any:
+        return (os.system, (f"touch {self.marker}",))
+
+
+@tool
+def plant(marker: str, runtime: ToolRuntime) -> str:
+    """Keep a value whose unpickling runs a command in the session's state (nothing else there).
+
+    Args:
+        marker: the file its command touches
+    """
+    runtime.state["keep"] = Evil(marker)
+    return "planted"
+
+
 @tool
 def exec_cell(code: str, runtime: ToolRuntime) -> Any:
     """Run a cell of Python in the session's namespace (as a code agent's interpreter does); the value
@@ -183,13 +204,13 @@ def outside(ex: Executor, work: Path) -> dict[str, Any]:
         evil = (f"import os\nclass Evil:\n    def __reduce__(self):\n        return (os.system, "
                 f"('touch {marker}',))\n")
         seen["evil_result"] = _run(s, f"{evil}out = Evil()")
-        _run(s, f"{evil}keep = Evil()")
-        try:
-            snap = s.snapshot()
-            seen["evil_snapshot"] = repr(snap.get("keep"))
-        except Exception as exc:  # failing cleanly is allowed: running the command is not
-            seen["evil_snapshot"] = f"{type(exc).__name__}: {exc}"
-        time.sleep(0.3)
+        with _open(ex, work) as planted:  # a state that is all pickle: nothing but the planted value
+            seen["planted"] = planted.run([ToolCall("p", "plant", {"marker": str(marker)})])[0].status
+            try:
+                seen["evil_snapshot"] = repr(planted.snapshot())
+            except Exception as exc:  # failing cleanly is allowed: running the command is not
+                seen["evil_snapshot"] = f"{type(exc).__name__}: {exc}"
+        _until(lambda: _size(beat) > 0 and _alive_with("61.2345"))  # both started, under load too
         seen["beats_open"] = _size(beat)
     _until(lambda: not _alive_with("61.2345"))  # the sandbox is killed after close() returns
     time.sleep(0.3)
@@ -341,7 +362,7 @@ def main() -> None:
     from tests.redteam.sandbox.telemetry import forge_spans
     from toolfork.tools.tool import Tool
 
-    with Executor([cell, exec_cell, Tool("hostile", fn=forge_spans)], mode="fork", workers=1, timeout=60) as ex:
+    with Executor([cell, exec_cell, plant, Tool("hostile", fn=forge_spans)], mode="fork", workers=1, timeout=60) as ex:
         seen = SCENARIOS[name](ex, work)
     seen["leftover_children"] = [p for p in _children() if p]
     print(json.dumps(seen, default=str))

@@ -156,7 +156,7 @@ def test_an_object_whose_unpickling_runs_code_arrives_as_data_or_fails_cleanly(u
     """As a call's result and inside the state sent by snapshot(): nothing is unpickled in the host."""
     s = seen("outside", user)
     assert s["evil_result"]["status"] == "error" and "not data" in s["evil_result"]["error"], s
-    assert "not data" in s["evil_snapshot"], s["evil_snapshot"]
+    assert s["planted"] == "ok" and "not data" in s["evil_snapshot"], s["evil_snapshot"]
     assert s["unpickled"] is False
 
 
@@ -273,3 +273,61 @@ def test_cancelling_arun_of_a_sandboxed_session_stops_its_call(tmp_path: Path) -
             with pytest.raises(SessionLost):
                 s.run([ToolCall("after", "cell", {"code": "out = 1"})])
         assert ex.run([ToolCall("p", "cell", {"code": "out = 2"})])[0].output.data == 2  # type: ignore[union-attr]
+
+
+def test_a_factory_a_spare_inside_its_sandbox_cannot_read_opens_on_one_that_enters_after(tmp_path: Path) -> None:
+    """The factory's module was imported after the executor started and lies outside ``read_paths``: a
+    spare that entered the sandbox ahead cannot import it, so the session opens on a process that
+    unpickles the factory first and enters after (the factory still runs inside)."""
+    import importlib
+    import sys
+
+    from tests.redteam.conftest import REPO
+    from tests.redteam.sandbox.session_attacks import cell
+    from toolfork import Limits
+    from toolfork.executor import Executor, ToolCall
+
+    home = tmp_path / "mods"
+    home.mkdir()
+    (home / "late_factory_mod.py").write_text("def make():\n    return {'n': 41}\n")
+    reads = sorted({sys.prefix, sys.base_prefix, str(REPO), "/usr", "/lib", "/etc"})
+    limits = Limits(network=False, read_paths=reads, write_paths=[str(tmp_path / "ws")])
+    (tmp_path / "ws").mkdir()
+    sys.path.insert(0, str(home))  # every process has it; the module is imported only after they start
+    with Executor([cell], mode="fork", workers=1, timeout=60) as ex:
+        try:
+            make = importlib.import_module("late_factory_mod").make
+            for _ in range(2):  # the second open finds a spare that entered ahead
+                with ex.session(make, limits=limits) as s:
+                    r = s.run([ToolCall("a", "cell", {"code": "import os\nout = [n, os.getpid()]"})])[0]
+                assert r.status == "ok" and r.output is not None and r.output.data[0] == 41, r
+                assert r.output.data[1] < 10, r  # inside its own PID namespace
+        finally:
+            sys.path.remove(str(home))
+            sys.modules.pop("late_factory_mod", None)
+
+
+def _cpu_ticks(pid: int) -> int:
+    with open(f"/proc/{pid}/stat", "rb") as f:
+        fields = f.read().rsplit(b")", 1)[1].split()
+    return int(fields[11]) + int(fields[12])
+
+
+def test_the_keeper_of_a_lost_session_left_open_waits_without_spinning(tmp_path: Path) -> None:
+    """A sandboxed session without checkpoint loses its process and is left open: its keeper (PID 1 of
+    the sandbox, the outer's child) uses no CPU while it waits for the session to be closed."""
+    import time
+
+    from tests.redteam.sandbox.session_attacks import cell
+    from toolfork import Limits
+    from toolfork.executor import Executor, ToolCall
+
+    with Executor([cell], mode="fork", workers=1, timeout=60) as ex:
+        with ex.session(dict, limits=Limits(network=False, write_paths=[str(tmp_path)])) as s:
+            assert s.run([ToolCall("a", "cell", {"code": "import os\nos._exit(1)"})])[0].status == "crashed"
+            assert s.pid is not None
+            with open(f"/proc/{s.pid}/task/{s.pid}/children") as f:
+                keeper = int(f.read().split()[0])
+            before = _cpu_ticks(keeper)
+            time.sleep(1.0)
+            assert _cpu_ticks(keeper) - before <= 5, "the keeper spins while the lost session stays open"

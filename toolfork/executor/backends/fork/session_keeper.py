@@ -44,7 +44,8 @@ if TYPE_CHECKING:
 # Processes of a sandboxed session besides its calls': the session process and its checkpoint (the one
 # from before a call ends before the next is forked; the keeper is the "1" the sandbox counts for itself).
 OWN_PROCESSES = 2
-CPU_POLL_S = 0.02  # how often the keeper looks at the CPU a call's processes used, while one runs
+CPU_POLL_S = 0.02  # how often the keeper looks at the CPU a call's processes used, while they use some
+IDLE_POLL_S = 0.32  # ... doubling up to this while they use none (a session waiting between calls)
 MAX_WORD = 4096
 PR_SET_DUMPABLE = 4
 
@@ -106,6 +107,9 @@ class _Keeper:
         self.killing = False  # the supervisor asked for the running process's end (a timeout, a close)
         self.budget: tuple[float, float] | None = None  # (CPU used when the call started, its cpu_s)
         self.over_cpu = False
+        self.poll_s = CPU_POLL_S
+        self.seen_cpu = 0.0  # the CPU used at the last look
+        self.hearing = True  # the session processes' socket is open (at EOF poll would spin)
         self.ooms = group.oom_kills() if group is not None else 0
 
     def serve(self) -> None:
@@ -121,9 +125,9 @@ class _Keeper:
         while True:
             waits = [self.kill_at - time.monotonic()] if self.kill_at is not None else []
             if self.budget is not None and self.running is not None:
-                waits.append(CPU_POLL_S)
+                waits.append(self.poll_s)
             poller = select.poll()
-            for fd in (read_wake, self.down.fileno(), self.inside.fileno()):
+            for fd in (read_wake, self.down.fileno(), *([self.inside.fileno()] if self.hearing else [])):
                 poller.register(fd, select.POLLIN)
             try:
                 ready = {fd for fd, _ in poller.poll(max(0.0, min(waits)) * 1000 if waits else None)}
@@ -150,7 +154,10 @@ class _Keeper:
             self.kill_at = None
         if self.budget is not None and self.group is not None:
             start, budget = self.budget
-            if self.group.cpu_s() - start >= budget:
+            used = self.group.cpu_s()
+            busy, self.seen_cpu = used - self.seen_cpu > 0.001, used
+            self.poll_s = CPU_POLL_S if busy else min(IDLE_POLL_S, self.poll_s * 2)
+            if used - start >= budget:
                 self.over_cpu = True
                 self.budget = None
                 _kill(self.running)
@@ -177,7 +184,9 @@ class _Keeper:
             self._send(self.resume(fds))
         elif word == b"b":
             if self.group is not None:
-                self.budget = (self.group.cpu_s(), _number(rest, float(MAX_CPU_S)))
+                self.seen_cpu = self.group.cpu_s()
+                self.budget = (self.seen_cpu, _number(rest, float(MAX_CPU_S)))
+                self.poll_s = CPU_POLL_S
                 self.ooms = self.group.oom_kills()
             self.over_cpu = False
             self._send(b"b")
@@ -213,8 +222,9 @@ class _Keeper:
             except BlockingIOError:
                 return
             except OSError:
-                return
-            if not data:
+                data, fds = b"", []
+            if not data:  # every session process and checkpoint is gone: nothing more will come
+                self.hearing = False
                 return
             pid = int(_number(data[1:], -1)) if data[:1] == b"c" else -1
             if pid <= 1 or len(fds) != 1:

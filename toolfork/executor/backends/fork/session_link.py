@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 from toolfork.executor import tracing
 from toolfork.executor.backends.fork.limits import raise_descriptor_limit
 from toolfork.executor.backends.fork.outcomes import death_result, describe_exit, timeout_result
-from toolfork.executor.backends.fork.session_worker import ENTER, OPEN, SNAPSHOT
+from toolfork.executor.backends.fork.session_worker import ENTER, NOT_LOADED_INSIDE, OPEN, SNAPSHOT
 from toolfork.executor.backends.fork.template_link import (
     HOST_FDS,
     TEMPLATE_CHECK_S,
@@ -187,7 +187,7 @@ class SessionProcessLink:
         self._sandbox = sandbox
         self._reader.use_data_only()
         try:
-            self._ctl.send(pickle.dumps(("sandbox",)))
+            self._ctl.send(pickle.dumps(("sandbox", sandbox.network is False)))
         except OSError as exc:
             raise Fault(None, f"its supervisor is gone ({exc})") from None
 
@@ -541,18 +541,26 @@ class ProcessPlace:
         timeout = spec.timeout  # the factory is bounded as a call of the executor is
         sandbox = spec.limits
         limits_for = None if sandbox is None else (lambda name: sandbox.merged_over(governance.limits_for(name)))
-        for attempt in (1, 2):  # a spare forked by a template that died since is gone: a fresh one is not
-            self._link = spares.take(spec.tools, fresh=attempt == 2, sandbox=spec.limits)
+        inside = sandbox is not None  # a spare that entered its sandbox ahead may be taken
+        fresh = False
+        while True:
+            self._link = spares.take(spec.tools, fresh=fresh, sandbox=sandbox if inside else None)
             try:
                 error = self._link.open(blob, spec.checkpoint, timeout, sandbox, limits_for)
+                if error is not None and error.type == NOT_LOADED_INSIDE and inside:
+                    # the factory's modules could not be read inside: a process that unpickles, then enters
+                    self._link.close()
+                    inside = False
+                    continue
                 break
             except Fault as fault:
                 self._link.close()
                 if fault.reason == "timeout":
                     raise TimeoutError(f"the session's factory did not return within the executor's timeout "
                                        f"({timeout:g} s); its process was killed") from None
-                if attempt == 2:
+                if fresh:
                     raise RuntimeError(f"the session's process died while it was built: {fault.reason}") from None
+                fresh = True  # a spare forked by a template that died since is gone: a fresh one is not
             except BaseException:
                 self._link.close()
                 raise

@@ -63,6 +63,7 @@ SNAPSHOT = "N"  # host -> session process: (SNAPSHOT,); reply (SNAPSHOT, state, 
 # host -> a spare session process: (ENTER, limits): enter that sandbox now, ahead of its OPEN; reply
 # (ENTER, error or None). The OPEN without limits that follows runs the factory inside.
 ENTER = "E"
+NOT_LOADED_INSIDE = "FactoryNotLoadedInSandbox"  # the error of an OPEN whose factory a spare inside could not unpickle
 MAX_MESSAGE = 1 << 12
 KEEPER_GRACE_S = 2.0  # a sandboxed session's keeper has this long past a kill's grace before its sandbox goes
 
@@ -79,10 +80,15 @@ class SessionProcess:
     def handle(self, msg: tuple[Any, ...], channels: Channels, writer: framing.FrameWriter) -> None:
         kind = msg[0]
         if kind == OPEN:
+            if len(msg) > 3 and msg[3] is not None:
+                writer.use_data_only()  # a sandboxed session's host reads this process as data from the first
             try:
-                factory, args, kwargs = _loads(msg[1])  # here: its modules are imported outside the sandbox
-            except Exception as exc:
-                writer.send((OPEN, error_info(exc, prefix="the session's factory failed"), os.getpid(), os.getppid()))
+                factory, args, kwargs = _loads(msg[1])  # its modules imported here: outside the sandbox, unless
+            except Exception as exc:  # a spare entered it ahead (then the host opens on one that enters after)
+                said = error_info(exc, prefix="the session's factory failed")
+                if self.limits is not None:
+                    said = ErrorInfo(NOT_LOADED_INSIDE, said.message, said.traceback)
+                writer.send((OPEN, said, os.getpid(), os.getppid()))
                 return
             limits = msg[3] if len(msg) > 3 else None
             if limits is not None:  # the sandbox, once, before the factory runs: everything after is inside
@@ -456,6 +462,7 @@ class _Supervisor:
         if kind == "sandbox":
             s.sandboxed = True
             _send(s.ctl, ("sandboxing", s.running, os.getpid()))
+            _prepare_sandbox(bool(msg[1]) if len(msg) > 1 else True)
             return
         if s.running is None:  # its sandbox is gone: every process of it
             if kind == "resume":
@@ -503,6 +510,19 @@ class _Supervisor:
                 _kill(p)
 
 
+def _prepare_sandbox(no_network: bool) -> None:
+    """Build the sandbox's seccomp filter and find the cgroup mounts here, once, so the session processes
+    forked from now on enter their sandbox without (a failure is the sandbox's to report, when entered)."""
+    from toolfork.governance import seccomp
+
+    cgroup.mount_points()
+    cgroup.hierarchy()
+    try:
+        seccomp.prepare(no_network)
+    except OSError:
+        pass
+
+
 def _int(data: bytes) -> int | None:
     try:
         return int(data.decode("ascii"))
@@ -526,4 +546,4 @@ def _send(ctl: socket.socket, msg: Any) -> None:
         pass
 
 
-__all__ = ["ENTER", "OPEN", "SNAPSHOT", "SessionProcess", "supervise_sessions"]
+__all__ = ["ENTER", "NOT_LOADED_INSIDE", "OPEN", "SNAPSHOT", "SessionProcess", "supervise_sessions"]
