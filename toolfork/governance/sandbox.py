@@ -187,10 +187,13 @@ def _pass_on(pid: int, sig: int) -> None:
         pass
 
 
-def enter(limits: Limits, keep: Sequence[int]) -> None:
+def enter(limits: Limits, keep: Sequence[int], *, defer_paths: bool = False) -> None:
     """Put the rest of this process's life in the sandbox ``limits`` ask for. Returns in the sandbox
     (a new process, PID 1 of its namespace); the process that called it never returns (see ``_outer``).
-    Raises SandboxError naming the step that failed (the caller must then run no tool code)."""
+    Raises SandboxError naming the step that failed (the caller must then run no tool code).
+    ``defer_paths``: return before the steps that depend on read_paths/write_paths (and before
+    no_new_privs and seccomp, which must follow the mounts); ``lock_paths`` takes them later, with the
+    paths of the Limits it is given, and no tool code may run before it did."""
     if not sys.platform.startswith("linux"):
         raise SandboxError(errno.ENOSYS, f"the sandbox is Linux only, not {sys.platform}")
     no_network = limits.network is False
@@ -238,10 +241,36 @@ def enter(limits: Limits, keep: Sequence[int]) -> None:
             except OSError as exc:  # no mount_setattr (Linux < 5.12): fatal only where a cgroup bounds the call
                 if exc.errno != errno.ENOSYS or _group is not None:
                     raise
-        if limits.write_paths is not None:
-            mounts.writable_only(limits.write_paths)
     except OSError as exc:
         raise SandboxError(exc.errno or errno.EPERM, str(exc)) from None
+    global _joined
+    _joined = joined
+    if not defer_paths:
+        _lock(limits)
+
+
+# The pipe on which the outer says the sandbox joined its cgroup, read at the end of ``lock_paths``.
+_joined: tuple[int, int] | None = None
+
+
+def lock_paths(limits: Limits) -> None:
+    """The last steps of ``enter``: every mount read-only but ``write_paths``, no_new_privs, Landlock
+    (``read_paths``/``write_paths``), the seccomp filter, then the cgroup joined. Raises SandboxError."""
+    threads = thread_count()
+    if threads > 1:  # Landlock and seccomp bind one thread: since the deferred enter, code ran (a factory loaded)
+        raise SandboxError(errno.EINVAL, f"this process runs {threads} threads, so its sandbox cannot be locked")
+    _lock(limits)
+
+
+def _lock(limits: Limits) -> None:
+    global _joined
+    no_network = limits.network is False
+    if limits.write_paths is not None:
+        try:
+            mounts.writable_only(limits.write_paths)
+        except OSError as exc:
+            raise SandboxError(exc.errno or errno.EPERM, str(exc)) from None
+    joined, _joined = _joined, None
     _check(libc().prctl(ctypes.c_int(PR_SET_NO_NEW_PRIVS), ctypes.c_ulong(1), ctypes.c_ulong(0), ctypes.c_ulong(0),
                         ctypes.c_ulong(0)), "PR_SET_NO_NEW_PRIVS")
     if limits.read_paths is not None or limits.write_paths is not None:

@@ -276,6 +276,49 @@ def escapes(ex: Executor, work: Path) -> dict[str, Any]:
     return seen
 
 
+def spare_paths(ex: Executor, work: Path) -> dict[str, Any]:
+    """A spare enters the sandbox ahead without its paths, so the session that takes it may have other
+    read_paths/write_paths than the one before (each episode its own workspace): its OPEN locks them.
+    Session B, opened on a spare entered after session A (workspace a), writes only its own workspace b
+    and reads neither a nor a file beside them; its process started before B's open was called."""
+    seen: dict[str, Any] = {}
+    reads = sorted({sys.prefix, sys.base_prefix, str(Path(__file__).resolve().parents[3]), "/usr", "/lib", "/lib64",
+                    "/etc", "/dev/null"})
+    a, b = work / "a", work / "b"
+    for ws in (a, b):
+        ws.mkdir()
+        ws.chmod(0o777)
+    (a / "a_secret.txt").write_text("episode a")
+    (work / "beside.txt").write_text("host")
+
+    def limits(ws: Path) -> Limits:
+        return Limits(network=False, read_paths=[*reads, str(ws)], write_paths=[str(ws)])
+
+    with ex.session(dict, limits=limits(a), checkpoint=True) as s:
+        seen["a_write"] = _run(s, f"open({str(a / 'in_a.txt')!r}, 'w').write('a')\nout = 'wrote'")
+    time.sleep(1.0)  # the spares enter meanwhile (ahead of any session of this sandbox, whatever its paths)
+    with ex.session(dict, limits=limits(b), checkpoint=True) as s:
+        seen["b_from_spare"] = s.pid is not None and _spare_age(s.pid) >= 0.5
+        seen["b_write"] = _run(s, f"open({str(b / 'in_b.txt')!r}, 'w').write('b')\nout = 'wrote'")
+        seen["b_write_a"] = _run(s, f"open({str(a / 'from_b.txt')!r}, 'w').write('b')\nout = 'wrote'")
+        seen["b_read_a"] = _run(s, f"out = open({str(a / 'a_secret.txt')!r}).read()")
+        seen["b_read_beside"] = _run(s, f"out = open({str(work / 'beside.txt')!r}).read()")
+        seen["b_pid"] = _run(s, "import os\nout = os.getpid()")
+        seen["b_after_timeout"] = _run(s, "while True: pass", timeout=0.5)
+        seen["b_write_a_after_rollback"] = _run(s, f"open({str(a / 'from_b2.txt')!r}, 'w').write('b')\nout = 'x'")
+    seen["a_files"] = sorted(p.name for p in a.iterdir())
+    seen["b_files"] = sorted(p.name for p in b.iterdir())
+    return seen
+
+
+def _spare_age(pid: int) -> float:
+    """Seconds since process ``pid`` started (from /proc: its start in clock ticks since boot)."""
+    with open(f"/proc/{pid}/stat", "rb") as f:
+        started = int(f.read().rsplit(b")", 1)[1].split()[19]) / os.sysconf("SC_CLK_TCK")
+    with open("/proc/uptime") as f:
+        return float(f.read().split()[0]) - started
+
+
 def spans(ex: Executor, work: Path) -> dict[str, Any]:
     """A sandboxed session's tool forges spans (another trace and parent, toolfork's scope, a start 5 ns
     before the epoch, a self-parent) under a host that traces with the real SDK: they are data about its
@@ -353,7 +396,7 @@ def _accepted(server: socket.socket) -> bool:
 
 
 SCENARIOS = {"basics": basics, "budgets": budgets, "descriptors": descriptors, "outside": outside,
-             "escapes": escapes, "spans": spans}
+             "escapes": escapes, "spans": spans, "spare_paths": spare_paths}
 
 
 def main() -> None:

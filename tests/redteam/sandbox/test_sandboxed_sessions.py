@@ -275,10 +275,10 @@ def test_cancelling_arun_of_a_sandboxed_session_stops_its_call(tmp_path: Path) -
         assert ex.run([ToolCall("p", "cell", {"code": "out = 2"})])[0].output.data == 2  # type: ignore[union-attr]
 
 
-def test_a_factory_a_spare_inside_its_sandbox_cannot_read_opens_on_one_that_enters_after(tmp_path: Path) -> None:
-    """The factory's module was imported after the executor started and lies outside ``read_paths``: a
-    spare that entered the sandbox ahead cannot import it, so the session opens on a process that
-    unpickles the factory first and enters after (the factory still runs inside)."""
+def test_a_factory_outside_read_paths_imported_late_opens_and_runs_inside(tmp_path: Path) -> None:
+    """The factory's module was imported after the executor started and lies outside ``read_paths``: the
+    session's process (a spare that entered ahead, from the second open on) loads the factory before its
+    paths are locked, and the factory still runs inside."""
     import importlib
     import sys
 
@@ -331,3 +331,23 @@ def test_the_keeper_of_a_lost_session_left_open_waits_without_spinning(tmp_path:
             before = _cpu_ticks(keeper)
             time.sleep(1.0)
             assert _cpu_ticks(keeper) - before <= 5, "the keeper spins while the lost session stays open"
+
+
+@pytest.mark.timeout(200)
+@pytest.mark.parametrize("user", USERS)
+def test_a_spare_fits_a_session_of_any_paths_and_its_open_locks_them(user: str, seen: Any) -> None:
+    """A spare enters the sandbox ahead without read_paths/write_paths and the OPEN of the session that
+    takes it locks that session's: session b (a workspace of its own) opens on a spare that entered after
+    session a, writes only b, reads nothing of a's nor beside them, and keeps that after a rollback.
+    Before spares fitted any paths, b's process was forked at its open (no spare had b's Limits)."""
+    s = seen("spare_paths", user)
+    assert s["a_write"]["status"] == "ok", s
+    assert s["b_from_spare"] is True, s
+    assert _ok(s["b_write"]) == "wrote"
+    assert _ok(s["b_pid"]) < 10  # inside its own PID namespace
+    for attack in ("b_write_a", "b_read_a", "b_read_beside", "b_write_a_after_rollback"):
+        said = s[attack]["error"] or ""
+        assert s[attack]["status"] == "error" and ("PermissionError" in said or "Read-only file system" in said), (
+            attack, s[attack])
+    assert s["b_after_timeout"]["status"] == "timeout", s
+    assert s["a_files"] == ["a_secret.txt", "in_a.txt"] and s["b_files"] == ["in_b.txt"], s

@@ -62,12 +62,40 @@ def sandbox_of(limits: Limits) -> Limits:
     return limits.model_copy(update=change) if change else limits
 
 
+def without_paths(limits: Limits) -> Limits:
+    """What a spare enters ahead of its session (``enter_ahead``): ``limits`` less read_paths and
+    write_paths, which ``finish`` applies at OPEN. Sessions whose Limits differ only there share spares."""
+    if limits.read_paths is None and limits.write_paths is None:
+        return limits
+    return limits.model_copy(update={"read_paths": None, "write_paths": None})
+
+
 def enter(limits: Limits, keep: tuple[int, ...], down: socket.socket) -> socket.socket:
     """In the session process, at OPEN: enter the sandbox of ``limits`` (keeping the descriptors
     ``keep`` and the supervisor's socket ``down``), fork the keeper's session process and return in it,
     with the socket it names its checkpoints on. The process that called this never returns (it is the
     sandbox's outer, or the keeper). Raises ``OSError`` naming the step where the sandbox failed."""
     sandboxing.enter(sandbox_of(limits), (*keep, down.fileno()))
+    return _keep(keep, down)
+
+
+def enter_ahead(limits: Limits, keep: tuple[int, ...], down: socket.socket) -> None:
+    """In a spare session process, at ENTER: the steps of the sandbox that do not depend on its paths
+    (namespaces, cgroup, environment, /proc; see ``governance.sandbox.enter``), so it fits a session of
+    ``limits`` whatever its read_paths/write_paths. Returns in the sandbox, not yet locked: ``finish``
+    must run before any tool code. Raises ``OSError`` naming the step where the sandbox failed."""
+    sandboxing.enter(sandbox_of(limits), (*keep, down.fileno()), defer_paths=True)
+
+
+def finish(limits: Limits, keep: tuple[int, ...], down: socket.socket) -> socket.socket:
+    """At the OPEN of a spare that entered ahead: the session's paths (``limits``), no_new_privs and
+    seccomp, then the keeper, as ``enter`` ends. Raises ``OSError`` naming the step that failed."""
+    sandboxing.lock_paths(sandbox_of(limits))
+    return _keep(keep, down)
+
+
+def _keep(keep: tuple[int, ...], down: socket.socket) -> socket.socket:
+    """Inside the sandbox: fork the session process and return in it; this process becomes the keeper."""
     inside, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     group = sandboxing.call_group()
     pid = forking.fork(forking.KEEP_ALL)
@@ -298,4 +326,4 @@ def _kill(pid: int) -> None:
             pass
 
 
-__all__ = ["OWN_PROCESSES", "enter", "sandbox_of"]
+__all__ = ["OWN_PROCESSES", "enter", "enter_ahead", "finish", "sandbox_of", "without_paths"]

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 from toolfork.executor import tracing
 from toolfork.executor.backends.fork.limits import raise_descriptor_limit
 from toolfork.executor.backends.fork.outcomes import death_result, describe_exit, timeout_result
+from toolfork.executor.backends.fork.session_keeper import without_paths
 from toolfork.executor.backends.fork.session_worker import ENTER, NOT_LOADED_INSIDE, OPEN, SNAPSHOT
 from toolfork.executor.backends.fork.template_link import (
     HOST_FDS,
@@ -165,7 +166,9 @@ class SessionProcessLink:
             error = self._reply(ENTER, deadline)[1]
             if error is not None:
                 return self._error(error)
-        self._send((OPEN, blob, checkpoint) if sandbox is None or entered else (OPEN, blob, checkpoint, sandbox))
+        if sandbox is not None:
+            self._sandbox = sandbox  # a spare's was its sandbox less the paths, which this OPEN locks
+        self._send((OPEN, blob, checkpoint) if sandbox is None else (OPEN, blob, checkpoint, sandbox))
         try:
             reply = self._reply(OPEN, deadline)
         except Fault as fault:
@@ -487,6 +490,7 @@ class SessionSpares:
             return link
 
     def _take_entered(self, sandbox: Limits) -> SessionProcessLink:
+        sandbox = without_paths(sandbox)  # a spare fits any paths: its OPEN locks them
         waiting = self._entered.pop(sandbox, deque())
         self._entered[sandbox] = waiting  # the sandbox used last is the last to go
         link = waiting.popleft() if waiting else self._make()

@@ -32,6 +32,7 @@ before the failed call).
 
 from __future__ import annotations
 
+import errno
 import os
 import pickle
 import select
@@ -60,8 +61,9 @@ if TYPE_CHECKING:
 # (OPEN, error, pid, supervisor)
 OPEN = "O"
 SNAPSHOT = "N"  # host -> session process: (SNAPSHOT,); reply (SNAPSHOT, state, error)
-# host -> a spare session process: (ENTER, limits): enter that sandbox now, ahead of its OPEN; reply
-# (ENTER, error or None). The OPEN without limits that follows runs the factory inside.
+# host -> a spare session process: (ENTER, limits): enter that sandbox now, ahead of its OPEN, all but the
+# steps that depend on its paths; reply (ENTER, error or None). The OPEN that follows carries the session's
+# Limits (equal but for read_paths/write_paths): the factory is loaded, the paths locked, then it runs.
 ENTER = "E"
 NOT_LOADED_INSIDE = "FactoryNotLoadedInSandbox"  # the error of an OPEN whose factory a spare inside could not unpickle
 MAX_MESSAGE = 1 << 12
@@ -76,6 +78,7 @@ class SessionProcess:
         self.checkpoints = False
         self.checkpoint: int | None = None  # the pid of the checkpoint of the state as it is now
         self.limits: Limits | None = None  # the sandbox's, once entered at OPEN (see fork.session_keeper)
+        self.ahead: Limits | None = None  # a spare's: the sandbox entered at ENTER, less its paths (not locked)
 
     def handle(self, msg: tuple[Any, ...], channels: Channels, writer: framing.FrameWriter) -> None:
         kind = msg[0]
@@ -93,6 +96,8 @@ class SessionProcess:
             limits = msg[3] if len(msg) > 3 else None
             if limits is not None:  # the sandbox, once, before the factory runs: everything after is inside
                 self.enter(limits, channels, writer, OPEN)
+            elif self.ahead is not None:  # an OPEN without its sandbox must never run a factory half inside one
+                raise ChannelDamaged("an OPEN without Limits reached a spare that entered a sandbox ahead")
             try:
                 SESSION_STATE.set(factory(*args, **kwargs))
             except Exception as exc:
@@ -101,7 +106,7 @@ class SessionProcess:
             writer.send((OPEN, None, os.getpid(), os.getppid()))
             self.checkpoints = bool(msg[2])
             self.after_frame(channels)
-        elif kind == ENTER and self.limits is None:  # a spare, entered ahead of its session
+        elif kind == ENTER and self.limits is None and self.ahead is None:  # a spare, ahead of its session
             self.enter(msg[1], channels, writer, ENTER)
             writer.send((ENTER, None))
         elif kind == SNAPSHOT:
@@ -118,8 +123,19 @@ class SessionProcess:
         """Enter the sandbox of ``limits`` (see ``fork.session_keeper``); returns in the session process
         inside it. If it cannot be entered, the reply to ``kind`` says why and this process leaves."""
         writer.use_data_only()  # the host reads this process as data from now on (a refusal too)
+        keep = (channels.call_fd, channels.result_fd, channels.side_fd)
         try:
-            self.up = session_keeper.enter(limits, (channels.call_fd, channels.result_fd, channels.side_fd), self.up)
+            if kind == ENTER:  # a spare: the steps that fit any paths now, the rest at its OPEN
+                session_keeper.enter_ahead(limits, keep, self.up)
+                self.ahead = session_keeper.without_paths(limits)
+                return
+            if self.ahead is None:
+                self.up = session_keeper.enter(limits, keep, self.up)
+            elif session_keeper.without_paths(limits) != self.ahead:
+                raise OSError(errno.EINVAL, "the session's Limits are not those its spare entered ahead "
+                                            "(other than read_paths/write_paths)")
+            else:
+                self.up = session_keeper.finish(limits, keep, self.up)
         except OSError as exc:
             refused = ErrorInfo("LimitsNotEnforceable", f"its sandbox could not be entered: {exc}")
             writer.send((OPEN, refused, 0, 0) if kind == OPEN else (ENTER, refused))
