@@ -30,7 +30,7 @@ from toolfork.executor import tracing
 from toolfork.executor.backends.fork.limits import raise_descriptor_limit
 from toolfork.executor.backends.fork.outcomes import death_result, describe_exit, timeout_result
 from toolfork.executor.backends.fork.session_keeper import without_paths
-from toolfork.executor.backends.fork.session_worker import ENTER, NOT_LOADED_INSIDE, OPEN, SNAPSHOT
+from toolfork.executor.backends.fork.session_worker import ENTER, OPEN, SNAPSHOT
 from toolfork.executor.backends.fork.template_link import (
     HOST_FDS,
     TEMPLATE_CHECK_S,
@@ -545,17 +545,11 @@ class ProcessPlace:
         timeout = spec.timeout  # the factory is bounded as a call of the executor is
         sandbox = spec.limits
         limits_for = None if sandbox is None else (lambda name: sandbox.merged_over(governance.limits_for(name)))
-        inside = sandbox is not None  # a spare that entered its sandbox ahead may be taken
         fresh = False
-        while True:
-            self._link = spares.take(spec.tools, fresh=fresh, sandbox=sandbox if inside else None)
+        while True:  # a sandboxed session takes a spare that entered its sandbox ahead, where there is one
+            self._link = spares.take(spec.tools, fresh=fresh, sandbox=sandbox)
             try:
                 error = self._link.open(blob, spec.checkpoint, timeout, sandbox, limits_for)
-                if error is not None and error.type == NOT_LOADED_INSIDE and inside:
-                    # the factory's modules could not be read inside: a process that unpickles, then enters
-                    self._link.close()
-                    inside = False
-                    continue
                 break
             except Fault as fault:
                 self._link.close()

@@ -65,7 +65,6 @@ SNAPSHOT = "N"  # host -> session process: (SNAPSHOT,); reply (SNAPSHOT, state, 
 # steps that depend on its paths; reply (ENTER, error or None). The OPEN that follows carries the session's
 # Limits (equal but for read_paths/write_paths): the factory is loaded, the paths locked, then it runs.
 ENTER = "E"
-NOT_LOADED_INSIDE = "FactoryNotLoadedInSandbox"  # the error of an OPEN whose factory a spare inside could not unpickle
 MAX_MESSAGE = 1 << 12
 KEEPER_GRACE_S = 2.0  # a sandboxed session's keeper has this long past a kill's grace before its sandbox goes
 
@@ -85,13 +84,10 @@ class SessionProcess:
         if kind == OPEN:
             if len(msg) > 3 and msg[3] is not None:
                 writer.use_data_only()  # a sandboxed session's host reads this process as data from the first
-            try:
-                factory, args, kwargs = _loads(msg[1])  # its modules imported here: outside the sandbox, unless
-            except Exception as exc:  # a spare entered it ahead (then the host opens on one that enters after)
-                said = error_info(exc, prefix="the session's factory failed")
-                if self.limits is not None:
-                    said = ErrorInfo(NOT_LOADED_INSIDE, said.message, said.traceback)
-                writer.send((OPEN, said, os.getpid(), os.getppid()))
+            try:  # its modules imported here, before the sandbox's paths are locked (a spare's too)
+                factory, args, kwargs = _loads(msg[1])
+            except Exception as exc:
+                writer.send((OPEN, error_info(exc, prefix="the session's factory failed"), os.getpid(), os.getppid()))
                 return
             limits = msg[3] if len(msg) > 3 else None
             if limits is not None:  # the sandbox, once, before the factory runs: everything after is inside
@@ -562,4 +558,4 @@ def _send(ctl: socket.socket, msg: Any) -> None:
         pass
 
 
-__all__ = ["ENTER", "NOT_LOADED_INSIDE", "OPEN", "SNAPSHOT", "SessionProcess", "supervise_sessions"]
+__all__ = ["ENTER", "OPEN", "SNAPSHOT", "SessionProcess", "supervise_sessions"]
