@@ -450,8 +450,8 @@ class SessionSpares:
     not two forks. A spare has the tools the template had when it forked; when the tools change, the
     spares go. Any thread.
 
-    Sandboxed sessions get spares of their own, per sandbox (the session's ``Limits``): once a session
-    of a sandbox opened, ``SANDBOXED_SPARES`` processes are sent ENTER ahead (for the sandboxes used last,
+    Sandboxed sessions get spares of their own, per sandbox (the session's ``Limits`` less its paths): once
+    a session of a sandbox opened, ``SANDBOXED_SPARES`` processes are sent ENTER ahead (for the sandboxes used last,
     ``SANDBOXES_WITH_SPARES`` of them), so the next open of that sandbox finds one inside already."""
 
     def __init__(self, core: WorkerCore, governance: Governance, kill_grace: float) -> None:
@@ -493,19 +493,28 @@ class SessionSpares:
         sandbox = without_paths(sandbox)  # a spare fits any paths: its OPEN locks them
         waiting = self._entered.pop(sandbox, deque())
         self._entered[sandbox] = waiting  # the sandbox used last is the last to go
-        link = waiting.popleft() if waiting else self._make()
-        while len(waiting) < SANDBOXED_SPARES:
-            spare = self._make()
-            try:
-                spare.enter(sandbox)
-            except Fault:
-                spare.close()
-                break
-            waiting.append(spare)
-        while len(self._entered) > SANDBOXES_WITH_SPARES:
-            for old in self._entered.pop(next(iter(self._entered))):
-                old.close()
-        return link
+        return waiting.popleft() if waiting else self._make()
+
+    def refill(self, tools: object, sandbox: Limits) -> None:
+        """After a sandboxed session's open (not before: entering takes the CPU its OPEN needs), spares
+        enter that sandbox ahead for the next one; the sandboxes used longest ago let theirs go."""
+        with self._lock:
+            if self._closed or tools != self._tools:
+                return
+            sandbox = without_paths(sandbox)
+            waiting = self._entered.pop(sandbox, deque())
+            self._entered[sandbox] = waiting
+            while len(waiting) < SANDBOXED_SPARES:
+                spare = self._make()
+                try:
+                    spare.enter(sandbox)
+                except Fault:
+                    spare.close()
+                    break
+                waiting.append(spare)
+            while len(self._entered) > SANDBOXES_WITH_SPARES:
+                for old in self._entered.pop(next(iter(self._entered))):
+                    old.close()
 
     def close(self) -> None:
         with self._lock:
@@ -563,6 +572,8 @@ class ProcessPlace:
                 self._link.close()
                 raise
         weakref.finalize(self, self._link.close)  # a session dropped unclosed: its processes go when it does
+        if sandbox is not None:
+            spares.refill(spec.tools, sandbox)
         if error is not None:
             self._link.close()
             if sandbox is not None and error.type == "LimitsNotEnforceable":
