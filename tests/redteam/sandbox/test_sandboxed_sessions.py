@@ -351,3 +351,34 @@ def test_a_spare_fits_a_session_of_any_paths_and_its_open_locks_them(user: str, 
             attack, s[attack])
     assert s["b_after_timeout"]["status"] == "timeout", s
     assert s["a_files"] == ["a_secret.txt", "in_a.txt"] and s["b_files"] == ["in_b.txt"], s
+
+
+def test_a_spare_refuses_an_open_whose_limits_differ_from_what_it_entered_but_for_the_paths(tmp_path: Path) -> None:
+    """The host takes a spare by the session's Limits less its paths; the spare checks it too: an OPEN
+    whose Limits differ elsewhere (here the environment passed on) from those it entered ahead is
+    refused, naming why, and its factory never runs (the marker file stays absent)."""
+    import pickle
+
+    from toolfork import Limits
+    from toolfork.executor import Executor
+    from toolfork.executor.backends.fork.pool import ForkBackend
+    from toolfork.executor.backends.fork.session_link import SessionProcessLink
+
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    entered = Limits(network=False, write_paths=[str(ws)])
+    other = Limits(network=False, write_paths=[str(ws)], env=["HOME"])
+    marker = ws / "factory_ran"
+    with Executor([], mode="fork", workers=1) as ex:
+        backend = ex.backend
+        assert isinstance(backend, ForkBackend)
+        link = SessionProcessLink(backend.core, ex.governance, 1.0)
+        try:
+            link.enter(entered)
+            blob = pickle.dumps((marker.write_text, ("x",), {}))
+            error = link.open(blob, False, 30, other)
+        finally:
+            link.close()
+    assert error is not None and error.type == "LimitsNotEnforceable", error
+    assert "not those its spare entered ahead" in error.message, error
+    assert not marker.exists()
