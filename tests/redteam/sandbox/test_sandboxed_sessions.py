@@ -382,3 +382,24 @@ def test_a_spare_refuses_an_open_whose_limits_differ_from_what_it_entered_but_fo
     assert error is not None and error.type == "LimitsNotEnforceable", error
     assert "not those its spare entered ahead" in error.message, error
     assert not marker.exists()
+
+
+@pytest.mark.parametrize("deaf", [False, True])
+def test_a_timed_out_cell_is_rolled_back_by_the_resume_sent_with_its_kill(tmp_path: Path, deaf: bool) -> None:
+    """At a timeout the host sends the checkpoint's channels with the kill; the keeper resumes the
+    checkpoint as soon as it reaps the cell's process, whether SIGTERM ended it or (a cell that ignores
+    SIGTERM) the SIGKILL after the grace: each time the next cell sees the state from before."""
+    from tests.redteam.sandbox.session_attacks import cell
+    from toolfork import Limits
+    from toolfork.executor import Executor, ToolCall
+
+    ignore = "import signal\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\n" if deaf else ""
+    with Executor([cell], mode="fork", workers=1, timeout=60, kill_grace=0.3) as ex:
+        with ex.session(dict, limits=Limits(network=False, write_paths=[str(tmp_path)]), checkpoint=True) as s:
+            s.run([ToolCall("a", "cell", {"code": "n = 1"})])
+            for i in range(3):
+                r = s.run([ToolCall(f"t{i}", "cell", {"code": f"{ignore}n = -1\nwhile True: pass"}, timeout=0.3)])[0]
+                assert r.status == "timeout", r
+                after = s.run([ToolCall(f"n{i}", "cell", {"code": "n += 1\nout = n"})])[0]
+                assert after.status == "ok" and after.output is not None and after.output.data == i + 2, after
+            assert s.restores == 3 and s.lost is None

@@ -13,7 +13,7 @@ session's cgroup). Nothing it is told from inside the sandbox is unpickled, ther
                                                                           └──fork──> session process
                                                                                         └──fork──> checkpoint
     host ═══ calls / results (data only) ════════════════════════════════════════> session process
-    host ──ctl: sandbox, kill, resume, budget──> supervisor ──b"k" b"r"+fds b"b"──> keeper
+    host ──ctl: sandbox, kill, resume, budget──> supervisor ──b"k" (b"K"+fds) b"r"+fds b"b"──> keeper
                                              <── exited, resumed, lost, budgeted ── b"x" b"r" b"l" b"b"
     session process ──b"c<pid>" + the checkpoint's socket──> keeper
 
@@ -133,6 +133,7 @@ class _Keeper:
         self.group = group
         self.kill_at: float | None = None
         self.killing = False  # the supervisor asked for the running process's end (a timeout, a close)
+        self.resume_fds: list[int] | None = None  # a kill's resume (b"K"): the checkpoint's channels, once reaped
         self.budget: tuple[float, float] | None = None  # (CPU used when the call started, its cpu_s)
         self.over_cpu = False
         self.poll_s = CPU_POLL_S
@@ -201,14 +202,16 @@ class _Keeper:
         if not data:
             return False
         word, rest = data[:1], data[1:]
-        if word == b"k" and self.running is not None:
+        if word in (b"k", b"K") and self.running is not None:
             self.killing = True
             try:
                 os.killpg(self.running, signal.SIGTERM)
             except OSError:
                 pass
             self.kill_at = time.monotonic() + _number(rest, 0.0)
-        elif word == b"r":
+            if word == b"K":  # with its resume: the checkpoint takes over as soon as the process is reaped
+                self.resume_fds, fds = fds, []
+        elif word in (b"r", b"K"):  # (a kill's resume whose process is gone already: at once)
             self._send(self.resume(fds))
         elif word == b"b":
             if self.group is not None:
@@ -280,6 +283,11 @@ class _Keeper:
             if dead == self.running:
                 self.running, self.kill_at, self.budget = None, None, None
                 self._send(b"x%d" % self._verdict(status))
+                if self.resume_fds is not None:
+                    fds, self.resume_fds = self.resume_fds, None
+                    self._send(self.resume(fds))  # (its last checkpoint was read above)
+                    for fd in fds:
+                        os.close(fd)
             elif self.checkpoint is not None and dead == self.checkpoint[0]:
                 self.checkpoint[1].close()
                 self.checkpoint = None

@@ -119,6 +119,8 @@ class SessionProcessLink:
         self._limits_for: Callable[[str], Limits | None] = governance.limits_for
         self._sandbox: Limits | None = None  # a sandboxed session's Limits (set at its OPEN)
         self._kill_grace = kill_grace
+        self._checkpoint = False  # its OPEN asked for checkpoints: a timed-out call's kill asks for the resume too
+        self._resuming: tuple[int, int, socket.socket] | None = None  # the channels a kill's resume was sent
         self._watch = watch if watch is not None else SupervisorWatch()
         channels, self._ctl = core.open_session()
         self._use(channels)
@@ -153,6 +155,7 @@ class SessionProcessLink:
         factory's error (or the sandbox's), or None; raises ``Fault`` if the process died, or, its process
         killed, with the reason "timeout" when the factory did not return within ``timeout`` seconds."""
         deadline = None if timeout is None else time.monotonic() + timeout
+        self._checkpoint = checkpoint
         if limits_for is not None:
             self._limits_for = limits_for
         entered = self._sandbox is not None  # a spare that was sent ENTER ahead
@@ -270,16 +273,19 @@ class SessionProcessLink:
             pass  # its supervisor is gone: the call finds its process gone too
 
     def restore(self) -> str | None:
-        """After a fault: the checkpoint takes over with fresh channels. None when it did, else why not."""
-        ours, theirs = worker_channels()
-        try:
-            socket.send_fds(self._ctl, [pickle.dumps(("resume",))], list(theirs))
-        except OSError as exc:
-            self._drop_other(ours)
-            return f"its supervisor is gone ({exc})"
-        finally:
-            for fd in theirs:
-                os.close(fd)
+        """After a fault: the checkpoint takes over with fresh channels. None when it did, else why not.
+        After a timeout the resume went with the kill (``_stop``): only its answer is read here."""
+        ours, self._resuming = self._resuming, None
+        if ours is None:
+            ours, theirs = worker_channels()
+            try:
+                socket.send_fds(self._ctl, [pickle.dumps(("resume",))], list(theirs))
+            except OSError as exc:
+                self._drop_other(ours)
+                return f"its supervisor is gone ({exc})"
+            finally:
+                for fd in theirs:
+                    os.close(fd)
         try:
             reply = self._control(lambda m: m[0] in ("resumed", "lost"), time.monotonic() + REPLY_TIMEOUT)
         except Fault as fault:
@@ -310,6 +316,9 @@ class SessionProcessLink:
             return
         self._closed = True
         self._drop_channels()
+        if self._resuming is not None:
+            self._drop_other(self._resuming)
+            self._resuming = None
         HOST_FDS.discard(self._ctl.fileno())
         self._ctl.close()
 
@@ -318,7 +327,7 @@ class SessionProcessLink:
     def _fault(self, fault: Fault, call_id: str, name: str, timeout: float | None, start: float) -> Fault:
         duration = time.monotonic() - start
         if fault.reason == "timeout":
-            self._stop()
+            self._stop(resume=self._checkpoint and not self.interrupted)
             return Fault(timeout_result(call_id, name, timeout, self.pid, duration), "it timed out")
         status = self._await_exit()
         described = describe_exit(status) if not self._supervisor_gone else (
@@ -331,13 +340,28 @@ class SessionProcessLink:
         self._stop()
         return Fault(damaged_result(call_id, name, reason, self.pid, time.monotonic() - start), reason)
 
-    def _stop(self) -> None:
-        """Kill the session process (SIGTERM to its group, SIGKILL after the grace) and wait for its end."""
+    def _stop(self, resume: bool = False) -> None:
+        """Kill the session process (SIGTERM to its group, SIGKILL after the grace) and wait for its end.
+        ``resume``: the checkpoint's new channels go with the kill, and it takes over as soon as the
+        process is reaped (its answer is read by ``restore``): no round trip after the end."""
+        theirs: tuple[int, ...] = ()
+        if resume:
+            self._resuming, channels = worker_channels()
+            theirs = tuple(channels)
         try:
-            self._ctl.send(pickle.dumps(("kill", self._kill_grace)))
+            if theirs:
+                socket.send_fds(self._ctl, [pickle.dumps(("kill", self._kill_grace, "resume"))], list(theirs))
+            else:
+                self._ctl.send(pickle.dumps(("kill", self._kill_grace)))
         except OSError:
+            if self._resuming is not None:
+                self._drop_other(self._resuming)
+                self._resuming = None
             self._orphaned()
             return
+        finally:
+            for fd in theirs:
+                os.close(fd)
         self._await_exit()
 
     def _orphaned(self) -> None:

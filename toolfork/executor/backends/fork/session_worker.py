@@ -11,7 +11,7 @@ fork, by a process that is warm already. Each session has its own control socket
 
     host ──("session",) + channels + control──> template ──fds──> supervisor ──fork──> session process
     host ═══ calls / results (the worker's frames) ═════════════════════════════════> session process
-    host <──control (per session): kill | resume + channels / forked, exited, resumed, lost──> supervisor
+    host <──control (per session): kill [+ channels] | resume + channels / forked, exited, resumed, lost──> supervisor
     session process ──fork (after each frame of calls)──> checkpoint (paused, its own process group)
     session process ──("checkpoint", pid) + the checkpoint's socket──> supervisor
 
@@ -235,7 +235,7 @@ class _Session:
     """The supervisor's view of one session: its control socket, the socket its process names each new
     checkpoint on, its process, its checkpoint, and when a kill turns into SIGKILL."""
 
-    __slots__ = ("checkpoint", "ctl", "kill_at", "running", "sandboxed", "up")
+    __slots__ = ("checkpoint", "ctl", "kill_at", "resume_fds", "running", "sandboxed", "up")
 
     def __init__(self, ctl: socket.socket, up: socket.socket, running: int) -> None:
         self.ctl = ctl
@@ -243,6 +243,7 @@ class _Session:
         self.running: int | None = running
         self.checkpoint: tuple[int, socket.socket] | None = None
         self.kill_at: float | None = None
+        self.resume_fds: list[int] | None = None  # a kill's resume: the checkpoint's channels, once reaped
         # Said by the host before the session's OPEN: ``up`` then reaches its keeper, and ``running`` is
         # its sandbox's outer for the session's whole life (see fork.session_keeper)
         self.sandboxed = False
@@ -413,6 +414,9 @@ class _Supervisor:
                     _send(s.ctl, ("exited", status))
                     if s.sandboxed:
                         cgroup.remove(dead)  # its sandbox's cgroup, now empty
+                    elif s.resume_fds is not None:  # the kill came with its resume: the checkpoint takes over
+                        fds, s.resume_fds = s.resume_fds, None
+                        self.resume(s, fds)
                 elif s.checkpoint is not None and dead == s.checkpoint[0]:
                     s.checkpoint[1].close()
                     s.checkpoint = None
@@ -450,10 +454,24 @@ class _Supervisor:
             except OSError:
                 pass
             s.kill_at = time.monotonic() + msg[1]
-        elif msg[0] == "resume":
+            if len(msg) > 2:  # with its resume: the checkpoint takes over at the reap
+                if len(got) == 3:
+                    s.resume_fds, got = got, []
+                else:
+                    _send(s.ctl, ("lost", "its checkpoint's channels did not come with the kill"))
+        elif msg[0] == "resume" or (msg[0] == "kill" and len(msg) > 2):  # (a kill's resume, its process gone)
+            self.resume(s, got)
+            got = []
+        for fd in got:
+            os.close(fd)
+
+    @staticmethod
+    def resume(s: _Session, fds: list[int]) -> None:
+        """The session's checkpoint takes over with the channels ``fds`` (closed here), its answer told."""
+        try:
             if s.running is None and s.checkpoint is not None:
                 try:
-                    socket.send_fds(s.checkpoint[1], [b"go"], got)
+                    socket.send_fds(s.checkpoint[1], [b"go"], fds)
                     s.running = s.checkpoint[0]
                     _send(s.ctl, ("resumed", s.running))
                 except OSError as exc:
@@ -463,8 +481,9 @@ class _Supervisor:
             else:
                 _send(s.ctl, ("lost", "it has no checkpoint to take over" if s.running is None
                                       else "its process is still running"))
-        for fd in got:
-            os.close(fd)
+        finally:
+            for fd in fds:
+                os.close(fd)
 
     @staticmethod
     def to_keeper(s: _Session, msg: tuple[Any, ...], got: list[int]) -> None:
@@ -477,13 +496,16 @@ class _Supervisor:
             _prepare_sandbox(bool(msg[1]) if len(msg) > 1 else True)
             return
         if s.running is None:  # its sandbox is gone: every process of it
-            if kind == "resume":
+            if kind == "resume" or (kind == "kill" and len(msg) > 2):
                 _send(s.ctl, ("lost", "its sandbox is gone, and its checkpoint with it"))
             elif kind == "budget":
                 _send(s.ctl, ("budgeted",))
             return
         try:
-            if kind == "kill":
+            if kind == "kill" and len(msg) > 2:  # with its resume: the keeper resumes at the reap
+                socket.send_fds(s.up, [b"K%r" % float(msg[1])], got)
+                s.kill_at = time.monotonic() + float(msg[1]) + KEEPER_GRACE_S
+            elif kind == "kill":
                 s.up.send(b"k%r" % float(msg[1]))
                 # the keeper ends the session process; if it does not, the whole sandbox goes
                 s.kill_at = time.monotonic() + float(msg[1]) + KEEPER_GRACE_S
@@ -498,6 +520,8 @@ class _Supervisor:
         for p in (s.running, s.checkpoint[0] if s.checkpoint else None):
             if p is not None:
                 _kill(p)
+        for fd in s.resume_fds or ():
+            os.close(fd)
         del self.by_ctl[s.ctl.fileno()]
         self.by_up.pop(s.up.fileno(), None)
         for sock in s.sockets():
