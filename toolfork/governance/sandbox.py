@@ -292,18 +292,6 @@ def lock_rlimits(limits: Limits) -> None:
         lock(resource.RLIMIT_NPROC, tasks + processes)
 
 
-def group_hit(limits: Limits) -> str | None:
-    """After a call, the limit its processes together went past (a child the kernel OOM-killed, CPU used
-    past cpu_s before the outer saw it), by the Limits field; None when none, or there is no cgroup."""
-    if _group is None:
-        return None
-    if limits.memory_mb is not None and _group.oom_kills() > 0:
-        return "memory_mb"
-    if limits.cpu_s is not None and _group.cpu_s() >= limits.cpu_s:
-        return "cpu_s"
-    return None
-
-
 def out_of_memory(exc: BaseException | None) -> bool:
     """Whether ``exc`` (or what caused it) is the kernel refusing memory (ENOMEM): under RLIMIT_AS an
     mmap, a thread's stack or a module's mapping fails that way, not with MemoryError."""
@@ -343,5 +331,5 @@ def paths_probe() -> Probe:
         enter, Limits(read_paths=["/"], write_paths=[where]), keep=(fd,)))
 
 
-__all__ = ["MINIMAL_ENV", "SandboxError", "close_inherited", "enter", "group_hit", "lock_rlimits", "out_of_memory",
+__all__ = ["MINIMAL_ENV", "SandboxError", "close_inherited", "enter", "lock_rlimits", "out_of_memory",
            "paths_probe", "probe", "set_environ"]

@@ -58,6 +58,16 @@ def test_memfd_and_pipe_buffers_count_against_memory_mb(whole: Attack, user: str
 
 
 @users
+def test_a_child_oom_kill_is_named_by_the_host_whatever_the_tool_reports(whole: Attack, user: str) -> None:
+    ev = whole("forged_oom", user)
+    if ev["cgroup"]:
+        assert ev["status"] == "error" and ev["error_type"] == "LimitExceeded", ev
+        assert "memory limit of 64 MB" in ev["error"] and "together" in ev["error"], ev
+        return
+    bounded(ev, "memory limit of 64 MB", user)  # nobody: memory_mb of a sandbox is refused at start
+
+
+@users
 def test_the_call_cannot_lift_or_leave_its_cgroup(whole: Attack, user: str) -> None:
     ev = whole("lift_cgroup", user)
     bounded(ev, "memory limit of 64 MB", user)
