@@ -192,7 +192,8 @@ class CallGroup:
             self.drop_writers()
 
     def drop_writers(self) -> None:
-        """Close the cgroup.procs descriptors (the sandbox does, first thing after its fork)."""
+        """Close the cgroup.procs descriptors (the outer, once it put the sandbox in; the sandbox never
+        holds them: ``forking.fork`` closed them in it)."""
         for fd in self.procs:
             try:
                 os.close(fd)

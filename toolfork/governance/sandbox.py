@@ -13,7 +13,7 @@ is single-threaded (threads in the host or in warm workers do not matter) and al
                            │ 2b. its cgroup: made and limited (``governance.cgroup``)
                            │ 3. unshare: user, PID, mount namespaces (and network under
                            │    network=False); uid/gid mapped onto themselves (files keep owners)
-                           │ fork
+                           │ fork (``governance.forking``: it keeps its channels only)
                            └──> sandbox ("inner": PID 1 of its namespace)
                                   4. SIGKILL when the outer dies; joins the cgroup; a fresh /proc (its
                                      own processes only); every mount read-only but write_paths, the
@@ -44,7 +44,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
-from . import cgroup, hook_threads, landlock, mounts, seccomp
+from . import cgroup, forking, hook_threads, landlock, mounts, seccomp
 from .limits import Limits
 from .verdict import PAGE, Probe, libc, thread_count, try_in_child
 
@@ -82,11 +82,7 @@ def close_inherited(keep: Sequence[int]) -> None:
     for fd in (0, 1, 2):
         if fd != null:
             os.dup2(null, fd, inheritable=True)
-    low = 3
-    for fd in sorted({k for k in keep if k >= 3}):
-        os.closerange(low, fd)
-        low = fd + 1
-    os.closerange(low, 1 << 30)  # close_range(2): one system call, whatever the limit
+    forking.close_all_but(keep)
 
 
 def set_environ(limits: Limits) -> None:
@@ -121,11 +117,7 @@ def _outer(inner: int, limits: Limits, group: cgroup.CallGroup | None, joined: t
         except OSError:
             pass
         os.close(joined[1])
-    low = 0
-    for fd in sorted(group.fds if group is not None else ()):
-        os.closerange(low, fd)
-        low = fd + 1
-    os.closerange(low, 1 << 30)
+    forking.close_all_but(group.fds if group is not None else ())
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, lambda *_: _pass_on(inner, signal.SIGTERM))
     if group is not None:
@@ -212,12 +204,13 @@ def enter(limits: Limits, keep: Sequence[int]) -> None:
         raise SandboxError(exc.errno or errno.EPERM, f"mapping the user namespace's ids: {exc.strerror}") from None
     # The outer puts the sandbox in its cgroup while the sandbox sets up, and says so on this pipe.
     joined = os.pipe() if _group is not None else None
-    inner = os.fork()
+    # The sandbox keeps its channels and the pipe's read end, nothing else: no descriptor that can move a
+    # process between cgroups, none on its counters (the outer and the host read them).
+    inner = forking.fork([*keep, *(joined[:1] if joined is not None else ())])
     if inner != 0:
         _outer(inner, limits, _group, joined)
-    if joined is not None and _group is not None:
-        os.close(joined[1])
-        _group.drop_writers()  # the outer's to use: no descriptor here can move a process between cgroups
+    if _group is not None:
+        _group.procs, _group.fds = [], []  # closed by the fork
     _check(libc().prctl(ctypes.c_int(PR_SET_PDEATHSIG), ctypes.c_ulong(signal.SIGKILL), ctypes.c_ulong(0),
                         ctypes.c_ulong(0), ctypes.c_ulong(0)), "PR_SET_PDEATHSIG")
     _check(libc().mount(None, b"/", None, ctypes.c_ulong(MS_REC | MS_PRIVATE), None), "making mounts private")

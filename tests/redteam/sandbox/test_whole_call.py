@@ -92,6 +92,4 @@ def test_the_call_holds_no_descriptor_that_can_move_a_process_or_change_a_limit(
     on_cgroups = [(fd, target, flags) for fd, target, flags in ev["output"] if target.startswith("/sys/fs/cgroup")]
     assert all(int(flags, 8) & 0o3 == 0 for _fd, _target, flags in on_cgroups), on_cgroups  # O_RDONLY only
     assert not any(target.endswith(("cgroup.procs", "tasks")) for _fd, target, _flags in on_cgroups), on_cgroups
-    if ev["cgroup"]:  # its counters, read-only: what the call itself can read anyway
-        assert {target.rsplit("/", 1)[1] for _fd, target, _flags in on_cgroups} == {
-            "cpuacct.usage", "memory.oom_control"}, on_cgroups
+    assert on_cgroups == [], on_cgroups  # its counters are read outside: by its outer and by the host
