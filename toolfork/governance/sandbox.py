@@ -88,8 +88,13 @@ def close_inherited(keep: Sequence[int]) -> None:
 def set_environ(limits: Limits) -> None:
     """The environment becomes ``MINIMAL_ENV`` plus the host's values of the names in ``limits.env``."""
     passed = {name: os.environ[name] for name in limits.env or () if name in os.environ}
-    os.environ.clear()
-    os.environ.update({**MINIMAL_ENV, **passed})
+    wanted = {**MINIMAL_ENV, **passed}
+    data = getattr(os.environ, "_data", None)  # CPython's mapping behind os.environ
+    if isinstance(data, dict) and libc().clearenv() == 0:  # one call, not an unsetenv per name
+        data.clear()
+    else:
+        os.environ.clear()
+    os.environ.update(wanted)
 
 
 def _map_ids(uid: int, gid: int) -> None:
