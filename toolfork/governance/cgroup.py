@@ -26,8 +26,9 @@ namespaces (a spare does this ahead of its call, so the cost is off the call's p
 
 A pooled group is reset before it is offered: its CPU counter and peaks zeroed, the pages the call left
 charged to it (files it wrote) reclaimed, its limits lifted; one whose counters cannot be reset (the
-kernel's count of OOM kills is never zeroed) or that still holds a task or a charge is removed instead,
-so a call never starts with what an earlier call left in its group.
+kernel's count of OOM kills is never zeroed) or that still holds a task or more than a few pages of
+charge (``POOL_SLACK``: kernel objects freed after an RCU grace period) is removed instead, so a call
+never starts with what an earlier call left in its group.
 
 The limits count from the moment the cgroup is made: the sandbox's own set-up (the pages the one-shot
 copies from the template, a few MB) is part of memory_mb, its milliseconds part of cpu_s.
@@ -61,6 +62,9 @@ PREFIX = "toolfork-"
 POOLED = "free-"  # a reset call group waiting for the next one-shot (cgroup v1), named free-<pid of its last>
 POOL_SIZE = 8  # reset call groups a template keeps, at most
 POOL_RECLAIM = 1 << 20  # a group left charged with more is removed, not reclaimed in the template's loop
+# Charged and still there once reclaimed: kernel objects of the ended call on their way to being freed
+# (page tables, files: freed after an RCU grace period), uncharged moments later.
+POOL_SLACK = 64 << 10
 
 
 @dataclass(frozen=True)
@@ -439,9 +443,9 @@ def _pool(where: Hierarchy, owner: int, pid: int) -> bool:
         left = int(_read(os.path.join(memory, "memory.usage_in_bytes")))
         if left > POOL_RECLAIM:  # a file the call wrote, say: the kernel reclaims it as it removes the group
             return False
-        if left:
+        if left > POOL_SLACK:
             _write(os.path.join(memory, "memory.force_empty"), "0")  # reclaim what the call left charged
-            if int(_read(os.path.join(memory, "memory.usage_in_bytes"))):
+            if int(_read(os.path.join(memory, "memory.usage_in_bytes"))) > POOL_SLACK:
                 return False
         for name in ("memory.memsw.limit_in_bytes", "memory.limit_in_bytes"):  # memsw first: it must stay >= limit
             _write_if_there(os.path.join(memory, name), "-1")
