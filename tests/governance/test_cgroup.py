@@ -174,3 +174,11 @@ def test_the_hosts_verdict_falls_back_to_the_outers_exit_status_when_the_group_i
     cpu = overruled(ok, limits, 4242, 77, lambda pid: int(signal.SIGXCPU))
     assert cpu.error is not None and "CPU time limit of 1 s" in cpu.error.message, cpu
     assert overruled(ok, limits, 4242, 77, lambda pid: 0) is ok
+
+    def never(pid: int) -> int:
+        raise AssertionError("a sandbox refused before its group was made has no status to wait for")
+
+    from toolfork.executor.types import ErrorInfo
+
+    refused = ToolResult("c", "t", "error", error=ErrorInfo("LimitsNotEnforceable", "its sandbox could not be entered"))
+    assert overruled(refused, limits, 4242, 77, never) is refused

@@ -30,8 +30,8 @@ def overruled(result: ToolResult, limits: Limits | None, template: int | None, p
     asked only when its group is gone."""
     if limits is None or template is None or pid is None or not cgroup.bounded(limits):
         return result
-    if result.error is not None and result.error.type == "LimitExceeded":
-        return result
+    if result.error is not None and result.error.type in ("LimitExceeded", "LimitsNotEnforceable"):
+        return result  # named already; or refused before any group was made (the sandbox was not entered)
     try:
         over = cgroup.call_hit(template, pid, limits)
     except cgroup.GroupGone:
