@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -96,45 +95,6 @@ def test_the_subtree_of_a_template_that_died_is_removed() -> None:
     with Executor([Tool("noop", description="x", fn=lambda: 1)], workers=1) as ex:  # its template sweeps at start
         assert ex.run([{"id": "1", "name": "noop", "arguments": {}}])[0].status == "ok"
         assert [base for base in stale if base.exists()] == []
-
-
-def group_as_found(burn_s: float, hoard: bool) -> dict[str, Any]:
-    """What this call's cgroup counted when the call began (its inode: the same directory again when it
-    was reused), then burn CPU, or get a child OOM-killed."""
-    with open("/proc/self/cgroup") as f:
-        paths = {c: line.rstrip("\n").split(":", 2)[2] for line in f for c in line.split(":")[1].split(",")}
-    cpuacct, memory = "/sys/fs/cgroup/cpuacct" + paths["cpuacct"], "/sys/fs/cgroup/memory" + paths["memory"]
-    with open(memory + "/memory.oom_control") as f:
-        oom = int(next(line.split()[1] for line in f if line.startswith("oom_kill ")))
-    with open(cpuacct + "/cpuacct.usage") as f:
-        cpu_s = int(f.read()) / 1e9
-    found = {"inode": os.stat(memory).st_ino, "oom_kill": oom, "cpu_s": cpu_s}
-    end = time.process_time() + burn_s
-    while time.process_time() < end:
-        pass
-    if hoard:
-        children_hoard_then_return()
-    return found
-
-
-def test_a_reused_call_group_starts_as_a_new_one() -> None:
-    """Groups go back to a pool after their call (cgroup v1), reset: no call starts with the CPU time or
-    the OOM kills an earlier call left in its group."""
-    where = cgroup.hierarchy()
-    assert not isinstance(where, str)
-    if where.version != 1:
-        pytest.skip("cgroup v2 cannot rename a cgroup: no pool, a group per call")
-    tool = Tool("found", description="x", fn=group_as_found, limits=Limits(memory_mb=64, cpu_s=20, network=False))
-    calls = [{"id": str(i), "name": "found", "arguments": {"burn_s": 0.3, "hoard": i % 3 == 0}} for i in range(9)]
-    with Executor([tool], workers=1, timeout=60) as ex:
-        results = [ex.run([call])[0] for call in calls]
-    seen = [r.output.data if r.status == "ok" else r.error for r in results]
-    hoarded = [r for i, r in enumerate(results) if i % 3 == 0]
-    assert all(r.status == "error" and r.error.type == "LimitExceeded" for r in hoarded), hoarded
-    starts = [r.output.data for i, r in enumerate(results) if i % 3 != 0]
-    assert all(s["oom_kill"] == 0 and s["cpu_s"] < 0.25 for s in starts), seen
-    inodes = [s["inode"] for s in starts]
-    assert len(set(inodes)) < len(inodes), seen  # some group served two calls
 
 
 def test_v2_counter_files_parse_unit_test_only(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -20,15 +20,10 @@ namespaces (a spare does this ahead of its call, so the cost is off the call's p
     host: a sandboxed call's result came ──> call_hit(template, pid): an OOM kill of any of its
           processes, or CPU past cpu_s, makes the result LimitExceeded, whatever the call said (read
           outside the sandbox; from the one-shot's exit status when the group is gone already)
-    template: reaps the one-shot ──> remove(pid): the group, reset, goes to the pool (renamed
-              free-<pid>), or its directories go; the next one-shot takes it by renaming it back
-              (cgroup v1: making and removing a memory cgroup costs more than resetting one)
+    template: reaps the one-shot ──> remove(pid): the directories go
 
-A pooled group is reset before it is offered: its CPU counter and peaks zeroed, the pages the call left
-charged to it (files it wrote) reclaimed, its limits lifted; one whose counters cannot be reset (the
-kernel's count of OOM kills is never zeroed) or that still holds a task or more than a few pages of
-charge (``POOL_SLACK``: kernel objects freed after an RCU grace period) is removed instead, so a call
-never starts with what an earlier call left in its group.
+A group is made and removed per call, not reset and reused: measured here (v1), a pool of reset groups
+(renamed back and forth) cost as much as mkdir and rmdir, the kernel's work included.
 
 The limits count from the moment the cgroup is made: the sandbox's own set-up (the pages the one-shot
 copies from the template, a few MB) is part of memory_mb, its milliseconds part of cpu_s.
@@ -59,12 +54,6 @@ V1_CONTROLLERS = ("memory", "cpuacct", "pids")
 V2_CONTROLLERS = ("memory", "pids")
 CPU_POLL_S = 0.02  # how often the outer looks at the CPU the call used (a pread of a few bytes)
 PREFIX = "toolfork-"
-POOLED = "free-"  # a reset call group waiting for the next one-shot (cgroup v1), named free-<pid of its last>
-POOL_SIZE = 8  # reset call groups a template keeps, at most
-POOL_RECLAIM = 1 << 20  # a group left charged with more is removed, not reclaimed in the template's loop
-# Charged and still there once reclaimed: kernel objects of the ended call on their way to being freed
-# (page tables, files: freed after an RCU grace period), uncharged moments later.
-POOL_SLACK = 64 << 10
 
 
 @dataclass(frozen=True)
@@ -261,7 +250,7 @@ class CallGroup:
 
 
 class GroupGone(OSError):
-    """The call group of a one-shot is gone (the one-shot ended and its template took the group back)."""
+    """The call group of a one-shot is gone (the one-shot ended and its template removed the group)."""
 
 
 def call_hit(template: int, pid: int, limits: Limits) -> str | None:
@@ -321,14 +310,12 @@ def create(limits: Limits) -> CallGroup | None:
     group = CallGroup(limits, version=where.version)
     try:
         if where.version == 1:
-            made = _take_pooled(where, template, me) or _make_v1(where, template, me)
+            made = _make_v1(where, template, me)
             memory = made["memory"]
             if budget is not None:
                 _write(os.path.join(memory, "memory.limit_in_bytes"), budget)
-                try:
+                if os.path.exists(os.path.join(memory, "memory.memsw.limit_in_bytes")):
                     _write(os.path.join(memory, "memory.memsw.limit_in_bytes"), budget)  # no swap either
-                except FileNotFoundError:  # no swap accounting in this kernel
-                    pass
             if limits.processes is not None:  # the sandbox, then the call's
                 _write(os.path.join(made["pids"], "pids.max"), str(1 + limits.processes))
             group.procs = [os.open(os.path.join(path, "cgroup.procs"), os.O_WRONLY | os.O_CLOEXEC)
@@ -373,31 +360,6 @@ def _make_v1(where: Hierarchy, template: int, me: int) -> dict[str, str]:
     return made
 
 
-def _take_pooled(where: Hierarchy, template: int, me: int) -> dict[str, str] | None:
-    """A reset group of the template's pool, renamed to this one-shot's ``<me>`` in every controller; None
-    when the pool is empty. The memory directory is renamed first: whoever renames it owns the group
-    (the template offers it by renaming the memory directory last, see ``remove``)."""
-    memory_base = _base(where.dirs["memory"], template)
-    for name in _listdir(memory_base):
-        if not name.startswith(POOLED):
-            continue
-        try:
-            os.rename(os.path.join(memory_base, name), os.path.join(memory_base, str(me)))
-        except OSError:  # another one-shot took it first
-            continue
-        made = {}
-        for controller, directory in where.dirs.items():
-            base = _base(directory, template)
-            path = made[controller] = os.path.join(base, str(me))
-            if controller != "memory":
-                try:
-                    os.rename(os.path.join(base, name), path)
-                except OSError:
-                    _fresh_dir(path)
-        return made
-    return None
-
-
 def _fresh_dir(path: str) -> None:
     """mkdir ``path``; one left by an earlier holder of this pid (its template was killed before it could
     remove it) is removed first, if empty (else: EBUSY, and the sandbox is refused)."""
@@ -420,73 +382,11 @@ def remove(pid: int, template: int | None = None) -> None:
     if isinstance(where, str):
         return
     owner = os.getpid() if template is None else template
-    if where.version == 1 and _pool(where, owner, pid):
-        return
     for directory in where.dirs.values():
         try:
             os.rmdir(os.path.join(_base(directory, owner), str(pid)))
         except OSError:
             pass
-
-
-def _pool(where: Hierarchy, owner: int, pid: int) -> bool:
-    """Reset the v1 call group of one-shot ``pid`` and offer it to the next one-shot (renamed
-    ``free-<pid>``); False (the caller removes it) when there is none, the pool is full, or it cannot be
-    made as new: a task or a charge it cannot shed, an OOM kill on its count."""
-    memory_base = _base(where.dirs["memory"], owner)
-    memory = os.path.join(memory_base, str(pid))
-    if sum(1 for name in _listdir(memory_base) if name.startswith(POOLED)) >= POOL_SIZE:
-        return False
-    try:
-        if _read(os.path.join(memory, "cgroup.procs")).strip() or _oom_kill_count(memory) != 0:
-            return False
-        left = int(_read(os.path.join(memory, "memory.usage_in_bytes")))
-        if left > POOL_RECLAIM:  # a file the call wrote, say: the kernel reclaims it as it removes the group
-            return False
-        if left > POOL_SLACK:
-            _write(os.path.join(memory, "memory.force_empty"), "0")  # reclaim what the call left charged
-            if int(_read(os.path.join(memory, "memory.usage_in_bytes"))) > POOL_SLACK:
-                return False
-        for name in ("memory.memsw.limit_in_bytes", "memory.limit_in_bytes"):  # memsw first: it must stay >= limit
-            _write_if_there(os.path.join(memory, name), "-1")
-        for name in ("memory.max_usage_in_bytes", "memory.failcnt", "memory.memsw.max_usage_in_bytes",
-                     "memory.memsw.failcnt"):
-            _write_if_there(os.path.join(memory, name), "0")
-        _write(os.path.join(_base(where.dirs["cpuacct"], owner), str(pid), "cpuacct.usage"), "0")
-        _write(os.path.join(_base(where.dirs["pids"], owner), str(pid), "pids.max"), "max")
-        free = f"{POOLED}{pid}"
-        for controller in ("cpuacct", "pids", "memory"):  # memory last: renaming it offers the group
-            base = _base(where.dirs[controller], owner)
-            os.rename(os.path.join(base, str(pid)), os.path.join(base, free))
-    except (OSError, ValueError):
-        for directory in where.dirs.values():  # whatever was renamed, removed with the rest
-            for name in (str(pid), f"{POOLED}{pid}"):
-                try:
-                    os.rmdir(os.path.join(_base(directory, owner), name))
-                except OSError:
-                    pass
-        return True
-    return True
-
-
-def _read(path: str) -> str:
-    with open(path, encoding="ascii") as f:
-        return f.read()
-
-
-def _write_if_there(path: str, value: str) -> None:
-    try:
-        _write(path, value)
-    except FileNotFoundError:  # a file of swap accounting, in a kernel without it
-        pass
-
-
-def _oom_kill_count(memory: str) -> int:
-    for line in _read(os.path.join(memory, "memory.oom_control")).splitlines():
-        key, _, value = line.partition(" ")
-        if key == "oom_kill":
-            return int(value)
-    return 0
 
 
 def remove_all(template: int | None = None) -> None:
@@ -508,7 +408,7 @@ def remove_all(template: int | None = None) -> None:
                 continue
             base = os.path.join(directory, name)
             for child in _listdir(base):
-                if child.isdigit() or child.startswith(POOLED):
+                if child.isdigit():
                     try:
                         os.rmdir(os.path.join(base, child))
                     except OSError:

@@ -8,7 +8,7 @@ word overrules the call's:
 
     sandbox ── result ──> host: call_hit(template, one-shot pid, limits) ── "memory_mb" | "cpu_s" ──>
                                 the result becomes LimitExceeded naming the limit
-                          group gone already (the one-shot ended, its template took the group back):
+                          group gone already (the one-shot ended, its template removed the group):
                                 the one-shot's exit status, which its outer set from the same counters
 """
 
