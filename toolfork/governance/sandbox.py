@@ -184,9 +184,11 @@ def _pass_on(pid: int, sig: int) -> None:
         pass
 
 
-def enter(limits: Limits, keep: Sequence[int]) -> None:
+def enter(limits: Limits, keep: Sequence[int], *, counters: bool = False) -> None:
     """Put the rest of this process's life in the sandbox ``limits`` ask for. Returns in the sandbox
     (a new process, PID 1 of its namespace); the process that called it never returns (see ``_outer``).
+    ``counters``: keep the read-only descriptors on the cgroup's counters (a sandboxed session's keeper
+    reads each call's CPU from them; it runs no tool code and closes them in the session process).
     Raises SandboxError naming the step that failed (the caller must then run no tool code)."""
     if not sys.platform.startswith("linux"):
         raise SandboxError(errno.ENOSYS, f"the sandbox is Linux only, not {sys.platform}")
@@ -218,12 +220,15 @@ def enter(limits: Limits, keep: Sequence[int]) -> None:
     # The outer puts the sandbox in its cgroup while the sandbox sets up, and says so on this pipe.
     joined = os.pipe() if _group is not None else None
     # The sandbox keeps its channels and the pipe's read end, nothing else: no descriptor that can move a
-    # process between cgroups, none on its counters (the outer and the host read them).
-    inner = forking.fork([*keep, *(joined[:1] if joined is not None else ())])
+    # process between cgroups, none on its counters (the outer and the host read them) unless asked.
+    read = list(_group.fds) if counters and _group is not None else []
+    inner = forking.fork([*keep, *(joined[:1] if joined is not None else ()), *read])
     if inner != 0:
         _outer(inner, limits, _group, joined)
     if _group is not None:
-        _group.procs, _group.fds = [], []  # closed by the fork
+        _group.procs, _group.fds = [], read  # the others were closed by the fork
+        if not counters:
+            _group.cpu_fd = _group.oom_fd = -1
     _check(libc().prctl(ctypes.c_int(PR_SET_PDEATHSIG), ctypes.c_ulong(signal.SIGKILL), ctypes.c_ulong(0),
                         ctypes.c_ulong(0), ctypes.c_ulong(0)), "PR_SET_PDEATHSIG")
     _check(libc().mount(None, b"/", None, ctypes.c_ulong(MS_REC | MS_PRIVATE), None), "making mounts private")

@@ -67,7 +67,7 @@ def enter(limits: Limits, keep: tuple[int, ...], down: socket.socket) -> socket.
     ``keep`` and the supervisor's socket ``down``), fork the keeper's session process and return in it,
     with the socket it names its checkpoints on. The process that called this never returns (it is the
     sandbox's outer, or the keeper). Raises ``OSError`` naming the step where the sandbox failed."""
-    sandboxing.enter(sandbox_of(limits), (*keep, down.fileno()))
+    sandboxing.enter(sandbox_of(limits), (*keep, down.fileno()), counters=True)
     inside, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     group = sandboxing.call_group()
     pid = forking.fork(forking.KEEP_ALL)
