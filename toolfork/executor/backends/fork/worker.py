@@ -198,6 +198,22 @@ def signal_quietly(send: Callable[[int, int], None], pid: int, sig: int) -> bool
     return True
 
 
+def lead_group(pid: int) -> None:
+    """Make child ``pid`` lead a process group of its own, as it also does itself first thing (whichever
+    runs first wins the race; one that has already exec'd or died needs nothing)."""
+    try:
+        os.setpgid(pid, pid)
+    except OSError:
+        pass
+
+
+def kill_group(pid: int) -> None:
+    """SIGKILL a process and the group it leads (a session process and its checkpoint lead their own),
+    either of which may already be gone."""
+    signal_quietly(os.killpg, pid, signal.SIGKILL)
+    signal_quietly(os.kill, pid, signal.SIGKILL)
+
+
 def child_pids() -> list[int]:
     """This process's children, from /proc (a single-threaded process: one task)."""
     me = os.getpid()
