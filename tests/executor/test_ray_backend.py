@@ -813,9 +813,3 @@ def test_cancels_racing_completions_across_threads_never_misroute_a_result(make_
     race_cancels_and_completions(make_executor(mode=mode, workers=2), submitters=2, calls=10, batchers=1,
                                  batches=3)
 
-
-def test_sessions_are_refused_naming_the_modes_that_have_them(make_executor, mode):
-    ex = make_executor(mode=mode)
-    with pytest.raises(NotImplementedError, match="sessions need mode='fork'"):
-        ex.session(dict)
-    assert ex.run([ToolCall("a", "add", {"a": 1, "b": 2})])[0].output.data == 3
