@@ -18,7 +18,9 @@ but the faulted calls' own results must match the direct run.
 The data and classes come from the ``bfcl-eval`` wheel (``pip install --no-deps bfcl-eval`` is enough:
 only its pure-Python API classes and JSON data are used). Usage:
     PYTHONPATH=. python bench/bfcl_sessions.py [--category base|miss_func|miss_param|long_context] [--faults]
-        [--checkpoint] [--episodes N] [--threads N]
+        [--checkpoint] [--episodes N] [--threads N] [--mode fork|ray|sequential]
+
+``--mode ray``: each episode's session is a Ray actor on a local Ray instance (started by the executor).
 """
 
 from __future__ import annotations
@@ -184,6 +186,8 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=None, help="episodes driven at once (default: the workers)")
     ap.add_argument("--faults", action="store_true")
     ap.add_argument("--checkpoint", action="store_true")
+    ap.add_argument("--mode", default="fork", choices=["fork", "ray", "sequential"],
+                    help="where the sessions live: fork processes, Ray actors, or this process (default: fork)")
     ap.add_argument("--category", default="base", choices=["base", "miss_func", "miss_param", "long_context"],
                     help="which multi-turn category's episodes (default: base)")
     a = ap.parse_args()
@@ -203,7 +207,7 @@ def main() -> None:
     turns = {e["id"]: [[parse(c, params, f"{e['id']}-t{t}-c{i}") for i, c in enumerate(turn)]
                        for t, turn in enumerate(answers[e["id"]])] for e in entries}
     opening: list[float] = []
-    with Executor(tools, kill_grace=0.2) as ex:  # before the direct runs: its template has pristine modules
+    with Executor(tools, kill_grace=0.2, mode=a.mode) as ex:  # before the direct runs: its template has pristine modules
         t0 = time.perf_counter()
         shared = {e["id"]: direct(e, turns[e["id"]], owners, False) for e in entries}
         direct_s = time.perf_counter() - t0

@@ -28,6 +28,9 @@ cannot is refused when the session opens, naming why; one that stops pickling af
 session without a checkpoint from then on (a later fault says so). Resources (sockets, locks, threads,
 files) are whatever the state's pickling makes of them, never the live state's own.
 
+Opening a session takes an actor started ahead (``SPARES`` per executor, none of which has held a
+state), so it waits for a round trip and the factory, not for a Ray worker process to start.
+
 What an actor's calls start dies with it: the actor is the subreaper of what its tools start (a daemon
 that left its process group too) and the leader of its own process group; killing it kills that group
 and every descendant first. On this node the host does it; an actor on another node is ended by a
@@ -40,8 +43,10 @@ from __future__ import annotations
 import os
 import pickle
 import signal
+import threading
 import time
 import weakref
+from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -58,6 +63,7 @@ if TYPE_CHECKING:
 
 READY_TIMEOUT_S = 60.0  # how long an actor may take to start (a cluster may have to start a node for it)
 PR_SET_CHILD_SUBREAPER = 36
+SPARES = 1  # actors started ahead per executor, once it opened a session
 
 
 class SessionActor:
@@ -145,7 +151,9 @@ def end_tree(pid: int) -> None:
 
 class ActorHost:
     """What an ``ActorPlace`` needs of its backend: Ray, the actor class, the executor's id, each tool's
-    reference, and the hooks' box. Made once per backend."""
+    reference, the hooks' box, and actors started ahead (``SPARES``, pristine: none has held a state),
+    so that opening a session, or a checkpoint taking over, waits for a round trip, not for a Ray worker
+    process to start. Made once per backend, with its first session. Any thread."""
 
     def __init__(self, ray: Any, executor_id: str, tool_box: Callable[[Tool], tuple[str, Any]],
                  hooks_box: tuple[Any] | None) -> None:
@@ -157,13 +165,48 @@ class ActorHost:
         # bounds how many are open); Ray never restarts it or retries its calls (a state is not rebuilt
         # behind the session's back, and calls have side effects).
         self.actor_class = ray.remote(SessionActor).options(num_cpus=0, max_restarts=0, max_task_retries=0)
-        self.node = str(ray.get_runtime_context().get_node_id())
+        try:  # the driver's node: an actor there is ended from here
+            self.node: str | None = str(ray.get_runtime_context().get_node_id())
+        except Exception:  # Ray Client: the driver is on no node, every actor is ended on its own
+            self.node = None
         self.places: weakref.WeakSet[ActorPlace] = weakref.WeakSet()
+        self._lock = threading.Lock()
+        self._spares: deque[_Actor] = deque()
+        self._closed = False
+
+    def take(self) -> _Actor:
+        """A started actor for a session: a spare if one is ready, else a new one (a spare that died
+        waiting is replaced by a new one); another spare is started in its place."""
+        with self._lock:
+            if self._closed:
+                raise RuntimeError("this executor is closed")
+            actor = self._spares.popleft() if self._spares else _Actor(self)
+            while len(self._spares) < SPARES:
+                self._spares.append(_Actor(self))
+        try:
+            actor.start()
+        except Exception as exc:
+            actor.end()
+            actor = _Actor(self)
+            try:
+                actor.start()
+            except Exception:
+                actor.end()
+                raise RuntimeError(f"the session's Ray actor did not start: {type(exc).__name__}: "
+                                   f"{first_line(exc)}") from None
+        return actor
 
     def close(self) -> None:
-        """Every session still open ends (the executor closes its sessions first: this is what is left)."""
+        """Every session still open ends (the executor closes its sessions first: this is what is left),
+        and the spares."""
+        with self._lock:
+            self._closed = True
+            spares = list(self._spares)
+            self._spares.clear()
         for place in list(self.places):
             place.close()
+        for actor in spares:
+            actor.end()
 
 
 class _Actor:
@@ -172,12 +215,14 @@ class _Actor:
     def __init__(self, host: ActorHost) -> None:
         self._host = host
         self.handle: Any = host.actor_class.remote()
+        self._ready = self.handle.ready.remote()  # its process starts meanwhile
         self.pid: int | None = None
         self.node: str | None = None
         self.ended = False
 
     def start(self) -> None:
-        self.pid, self.node = self._host.ray.get(self.handle.ready.remote(), timeout=READY_TIMEOUT_S)
+        """Wait until it is ready (a spare is already)."""
+        self.pid, self.node = self._host.ray.get(self._ready, timeout=READY_TIMEOUT_S)
 
     def end(self) -> None:
         """What it started, then the actor itself. Safe to call twice, and after Ray shut down."""
@@ -213,7 +258,7 @@ class ActorPlace:
         self._saved: bytes | None = None  # the checkpoint: the state's bytes after the last call
         self._unsaved = ""  # why there is no checkpoint now
         self._interrupted = False
-        self._actor = self._started()
+        self._actor = host.take()
         finalizer = weakref.finalize(self, self._actor.end)  # a session dropped unclosed: its actor goes with it
         try:
             ref = self._actor.handle.open.remote((spec.factory, spec.args, spec.kwargs), spec.checkpoint)
@@ -243,16 +288,6 @@ class ActorPlace:
                             f"forking; or open the session without a checkpoint)")
         self._finalizer = finalizer
         host.places.add(self)
-
-    def _started(self) -> _Actor:
-        actor = _Actor(self._host)
-        try:
-            actor.start()
-        except Exception as exc:
-            actor.end()
-            raise RuntimeError(f"the session's Ray actor did not start: {type(exc).__name__}: "
-                               f"{first_line(exc)}") from None
-        return actor
 
     @property
     def pid(self) -> int | None:
@@ -303,7 +338,7 @@ class ActorPlace:
         if self._saved is None:
             return self._unsaved
         try:
-            actor = self._started()
+            actor = self._host.take()
         except RuntimeError as exc:
             return f"its checkpoint could not take over: {exc}"
         try:
