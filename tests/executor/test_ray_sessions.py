@@ -159,3 +159,25 @@ def test_a_factory_that_never_returns_is_killed_at_the_timeout_and_sessions_are_
         with pytest.raises(TooManySessions):
             ex.session(S.Account, "bob")
         assert values(s.run([dep(1, 5)])) == [5]
+
+
+def test_a_session_job_runs_on_ray_actors(tmp_path: Any, ray_cluster: Any) -> None:  # noqa: F811
+    """``toolfork run --session-factory --mode ray`` (in this process, on the suite's Ray): one actor per
+    key, lines in input order, as in fork mode."""
+    import json
+
+    from toolfork.cli import main
+
+    lines = [{"id": "a1", "name": "deposit", "arguments": {"amount": 5}, "session": "ann",
+              "session_args": {"owner": "ann"}},
+             {"id": "b1", "name": "deposit", "arguments": {"amount": 1}, "session": "bob",
+              "session_args": ["bob", 100]},
+             {"id": "a2", "name": "deposit", "arguments": {"amount": 5}, "session": "ann"}]
+    (tmp_path / "calls.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
+    out = tmp_path / "out.jsonl"
+    assert main(["run", str(tmp_path / "calls.jsonl"), "-o", str(out), "--mode", "ray",
+                 "--tools", "tests.executor.session_tools:deposit",
+                 "--session-factory", "tests.executor.session_tools:Account"]) == 0
+    records = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [(r["id"], r["status"], r["output"]["data"]) for r in records] == [
+        ("a1", "ok", 5), ("b1", "ok", 101), ("a2", "ok", 10)]
