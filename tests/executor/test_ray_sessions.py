@@ -6,6 +6,7 @@ actors are Ray worker processes, the crashes are ``os._exit`` in them, the timeo
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import os
 import threading
@@ -50,7 +51,8 @@ def gone(pid: int, seconds: float = 10.0) -> bool:
 @pytest.fixture(scope="module")
 def ex(ray_cluster: Any) -> Iterator[Executor]:  # noqa: F811 - the fixture
     """One executor for the module: each test opens (and closes) sessions of its own on it."""
-    with Executor([*S.SESSION_TOOLS, S.start_daemon, T.add], mode="ray", workers=2, kill_grace=0.3) as ex:
+    with Executor([*S.SESSION_TOOLS, S.start_daemon, S.slow_effect, T.add], mode="ray", workers=2,
+                  kill_grace=0.3) as ex:
         yield ex
 
 
@@ -123,6 +125,29 @@ def test_close_ends_the_actor_and_everything_it_started(ex: Executor, tmp_path: 
     runner.join(10)
     assert not runner.is_alive() and hung[0].status == "crashed"
     assert all(gone(p) for p in (actor, by_factory, started))
+
+
+def test_cancelling_the_task_awaiting_arun_kills_the_actor_and_loses_the_session(ex: Executor,
+                                                                               tmp_path: Any) -> None:
+    """As in fork mode: the call's effect never lands, and the session is lost (its state may be half
+    changed) instead of running the call on unseen."""
+    effect = tmp_path / "effect"
+    with ex.session(S.Account, "ada") as s:
+        actor = s.pid
+
+        async def cancel_it() -> None:
+            task = asyncio.ensure_future(s.arun([ToolCall("e", "slow_effect", {"path": str(effect), "seconds": 2})]))
+            await asyncio.sleep(0.5)
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+
+        asyncio.run(cancel_it())
+        assert actor is not None and gone(actor)
+        time.sleep(2)
+        assert not effect.exists(), "the cancelled call ran on"
+        with pytest.raises(SessionLost):
+            s.run([dep(1, 1)])
 
 
 def test_any_factory_opens_and_what_cannot_be_is_named(ex: Executor) -> None:
