@@ -170,6 +170,12 @@ def test_any_factory_opens_and_what_cannot_be_is_named(ex: Executor) -> None:
         with pytest.raises(RuntimeError, match=r"\(a Unsendable\) cannot be pickled"):
             s.snapshot()
         assert values(s.run([ToolCall("w", "where", {})])) == [[s.pid, 1]]
+    with ex.session(S.DiesWhenSent) as s:  # its pickling ends the actor: lost, and no later call runs on it
+        assert values(s.run([dep(1, 5)])) == [5]
+        with pytest.raises(SessionLost, match="the session's Ray actor died while sending its state"):
+            s.snapshot()
+        with pytest.raises(SessionLost):
+            s.run([dep(2, 1)])
 
 
 def test_a_factory_that_never_returns_is_killed_at_the_timeout_and_sessions_are_bounded(

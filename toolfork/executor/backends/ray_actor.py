@@ -312,8 +312,14 @@ class ActorPlace:
             result = timeout_result(call.id, call.name, timeout, "its Ray actor was killed, with what its calls "
                                     "started", pid=actor.pid, duration=time.monotonic() - start)
             return result, _lost(result)
-        except (ray.exceptions.RayActorError, ray.exceptions.WorkerCrashedError, ray.exceptions.NodeDiedError,
-                ray.exceptions.LocalRayletDiedError, ray.exceptions.ObjectLostError) as exc:
+        except ray.exceptions.RayTaskError as exc:  # the result could not come back: only this call fails
+            if self.checkpoint:  # nor did the state's bytes: the checkpoint from before this call is stale
+                self._saved = None
+                self._unsaved = f"the state after call {call.id!r} could not be sent back with its result"
+            return ToolResult(call.id, call.name, "error", duration_s=time.monotonic() - start, worker_pid=actor.pid,
+                              error=ErrorInfo(type(exc).__name__, f"the result of tool '{call.name}' could not be "
+                                              f"sent back from the session's Ray actor: {first_line(exc)}")), None
+        except ray.exceptions.RayError as exc:  # the actor died (or Ray cannot say what became of the call)
             actor.end()
             result = ToolResult(call.id, call.name, "crashed", duration_s=time.monotonic() - start,
                                 worker_pid=actor.pid, error=ErrorInfo("WorkerCrashed", (
@@ -321,10 +327,6 @@ class ActorPlace:
                                     "(os._exit, a signal such as SIGSEGV or SIGKILL, the OOM killer, or its node "
                                     f"lost; Ray does not pass on the exit code or signal): {first_line(exc)}")))
             return result, _lost(result)
-        except ray.exceptions.RayError as exc:  # the result could not come back: only this call fails
-            return ToolResult(call.id, call.name, "error", duration_s=time.monotonic() - start, worker_pid=actor.pid,
-                              error=ErrorInfo(type(exc).__name__, f"the result of tool '{call.name}' could not be "
-                                              f"sent back from the session's Ray actor: {first_line(exc)}")), None
         if spans:
             tracing.export(spans)  # the tool's own spans, under its call's
         if self.checkpoint:
@@ -361,7 +363,10 @@ class ActorPlace:
         ray = self._ray
         try:
             blob, why = ray.get(self._actor.handle.snapshot.remote())
-        except (ray.exceptions.RayActorError, ray.exceptions.WorkerCrashedError) as exc:
+        except ray.exceptions.RayTaskError as exc:
+            raise RuntimeError(f"the session's state could not be sent back from its Ray actor: "
+                               f"{first_line(exc)}") from None
+        except ray.exceptions.RayError as exc:
             self._actor.end()
             raise ProcessGone(f"the session's Ray actor died while sending its state: {first_line(exc)}") from None
         if why is not None:
