@@ -212,3 +212,22 @@ def test_a_session_job_runs_on_ray_actors(tmp_path: Any, ray_cluster: Any) -> No
     records = [json.loads(line) for line in out.read_text().splitlines()]
     assert [(r["id"], r["status"], r["output"]["data"]) for r in records] == [
         ("a1", "ok", 5), ("b1", "ok", 101), ("a2", "ok", 10)]
+
+
+@pytest.mark.parametrize("sig", ["SIGKILL", "SIGSTOP"])
+def test_a_spare_actor_killed_or_stopped_while_it_waits_is_not_used(ex: Executor, sig: str) -> None:
+    """The actor started ahead for the next session is a process a tool can reach: one found dead or
+    stopped is ended, and the session opens on a new actor."""
+    import signal
+
+    with ex.session(S.Account, "ada") as s:  # the executor has a spare from now on
+        assert values(s.run([dep(1, 1)])) == [1]
+        spares = ex.backend._actors._spares  # type: ignore[attr-defined]
+        [spare] = list(spares)
+        pid, _node = ex.backend._ray.get(spare._ready, timeout=60)  # type: ignore[attr-defined]
+        os.kill(pid, getattr(signal, sig))
+        if sig == "SIGKILL":
+            assert gone(pid)
+        with ex.session(S.Account, "bob", balance=10) as other:
+            assert other.pid != pid and values(other.run([dep(2, 1)])) == [11]
+    assert gone(pid)

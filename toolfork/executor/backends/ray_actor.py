@@ -221,8 +221,19 @@ class _Actor:
         self.ended = False
 
     def start(self) -> None:
-        """Wait until it is ready (a spare is already)."""
+        """Wait until it is ready (a spare is already); raises if it is not, or (on this node) if its
+        process was stopped or has gone since (a spare waits where a tool can reach it)."""
         self.pid, self.node = self._host.ray.get(self._ready, timeout=READY_TIMEOUT_S)
+        if self.node == self._host.node:
+            import psutil
+
+            try:
+                status = psutil.Process(self.pid).status()
+            except psutil.Error:
+                status = psutil.STATUS_DEAD
+            if status in (psutil.STATUS_STOPPED, psutil.STATUS_TRACING_STOP, psutil.STATUS_ZOMBIE,
+                          psutil.STATUS_DEAD):
+                raise RuntimeError(f"its process {self.pid} is {status}")
 
     def end(self) -> None:
         """What it started, then the actor itself. Safe to call twice, and after Ray shut down."""
