@@ -20,7 +20,7 @@ import pytest
 from tests.executor import session_tools as S
 from tests.executor import tools_for_tests as T
 from tests.executor.conftest_ray import ray_cluster  # noqa: F401 - a fixture
-from toolfork import SessionLost
+from toolfork import SessionLost, ToolRuntime, tool
 from toolfork.executor import Executor, ToolCall, TooManySessions
 
 pytestmark = pytest.mark.ray  # in one of the Ray xdist groups (tests/conftest.py, RayGroups)
@@ -150,6 +150,22 @@ def test_cancelling_the_task_awaiting_arun_kills_the_actor_and_loses_the_session
             s.run([dep(1, 1)])
 
 
+@pytest.mark.parametrize("checkpoint", [False, True], ids=["lost", "restored"])
+def test_what_the_factory_and_calls_started_dies_with_an_actor_that_crashes(ex: Executor, tmp_path: Any,
+                                                                           checkpoint: bool) -> None:
+    """A crashed actor cannot be asked for its descendants: its process group goes, and so does each
+    child it named with its last result (the daemons, orphaned below it, are its children)."""
+    pid_file = tmp_path / "daemon.pid"
+    with ex.session(S.WithDaemon, "ada", str(pid_file), checkpoint=checkpoint) as s:
+        by_factory = int(pid_file.read_text())
+        [by_call] = values(s.run([ToolCall("d", "start_daemon", {})]))
+        assert psutil.pid_exists(by_factory) and psutil.pid_exists(by_call)
+        assert s.run([spoil("exit")])[0].status == "crashed"
+        assert gone(by_factory) and gone(by_call)
+        if checkpoint:  # the new actor goes on from the state; the processes were the dead actor's
+            assert values(s.run([dep(1, 1)])) == [1]
+
+
 def test_any_factory_opens_and_what_cannot_be_is_named(ex: Executor) -> None:
     def local(owner: str) -> S.Account:
         return S.Account(owner, 5)
@@ -231,3 +247,21 @@ def test_a_spare_actor_killed_or_stopped_while_it_waits_is_not_used(ex: Executor
         with ex.session(S.Account, "bob", balance=10) as other:
             assert other.pid != pid and values(other.run([dep(2, 1)])) == [11]
     assert gone(pid)
+
+
+@tool
+def env_var(name: str, runtime: ToolRuntime) -> list[str]:
+    """A variable of the process running the call.
+
+    Args:
+        name: the variable
+    """
+    return [os.environ.get(name, "")]
+
+
+def test_the_actors_get_the_runtime_env_of_the_tasks(make_executor: Callable[..., Executor],
+                                                     ray_cluster: Any) -> None:  # noqa: F811
+    """``ray_options``' runtime_env (what the tools import, their variables) reaches the sessions' actors."""
+    ex = make_executor([env_var], mode="ray", ray_options={"runtime_env": {"env_vars": {"TOOLFORK_ENV": "set"}}})
+    with ex.session(dict) as s:
+        assert values(s.run([ToolCall("e", "env_var", {"name": "TOOLFORK_ENV"})])) == [["set"]]

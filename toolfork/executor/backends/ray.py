@@ -126,6 +126,7 @@ class RayBackend(Backend):
             from toolfork.executor.backends import ray_task
 
             opts = dict(options or {})
+            self._runtime_env = opts.get("runtime_env")  # the sessions' actors import what the tasks do
             if "num_cpus" not in opts:
                 # ``workers`` is the number of calls in flight, as in the fork pool: share the cluster's
                 # CPUs among them, or Ray would run only one task per CPU (its default is 1 CPU a task).
@@ -193,7 +194,7 @@ class RayBackend(Backend):
             if self._closed or self._closing:
                 raise RuntimeError("this executor is closed")
             if self._actors is None:
-                self._actors = ActorHost(self._ray, self._id, self._tool_box, self._hooks_box)
+                self._actors = ActorHost(self._ray, self._id, self._tool_box, self._hooks_box, self._runtime_env)
             actors = self._actors
         return ActorPlace(actors, spec)
 

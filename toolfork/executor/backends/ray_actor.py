@@ -11,7 +11,7 @@ the Ray backend gives them.
     open:     SessionActor.remote() ── ready() ──────────> subreaper, (pid, node)
               open((factory, args, kwargs), checkpoint) ─> state = factory(...)  [the executor's timeout]
     call:     call(tool, hooks, call item, checkpoint) ──> ray_task.run_call with runtime.state = state
-              <── (result, the tool's spans, checkpoint bytes or why not)  [ray.get with the call's timeout]
+              <── (result, the tool's spans, checkpoint bytes or why not, its children)  [ray.get, the call's timeout]
     fault:    end(): what the actor started, then the actor (ray.kill) ── checkpoint? a new actor, restore(bytes)
     snapshot: snapshot() ──> the state's cloudpickle bytes ──> rebuilt here
 
@@ -35,7 +35,9 @@ What an actor's calls start dies with it: the actor is the subreaper of what its
 that left its process group too) and the leader of its own process group; killing it kills that group
 and every descendant first. On this node the host does it; an actor on another node is ended by a
 task placed on its node. An actor that crashed can no longer be asked for its descendants: its
-process group is killed, and a daemon that left the group outlives it.
+process group is killed, and so is each child it named after its last call (its calls return them;
+a daemon orphaned below it is its child, as it is their subreaper); a daemon that left the group during
+the call that crashed outlives it.
 """
 
 from __future__ import annotations
@@ -90,22 +92,23 @@ class SessionActor:
         return os.getpid(), str(ray.get_runtime_context().get_node_id())
 
     def open(self, box: tuple[Callable[..., Any], tuple[Any, ...], dict[str, Any]],
-             checkpoint: bool) -> tuple[ErrorInfo | None, bytes | None, str | None]:
-        """Build the state: (the factory's error or None, the checkpoint's bytes, why there are none)."""
+             checkpoint: bool) -> tuple[ErrorInfo | None, bytes | None, str | None, list[Child]]:
+        """Build the state: (the factory's error or None, the checkpoint's bytes, why there are none, the
+        processes it started)."""
         factory, args, kwargs = box
         try:
             self._state = factory(*args, **kwargs)
         except Exception as exc:
-            return error_info(exc, prefix="the session's factory failed"), None, None
-        return (None, *self._pickled()) if checkpoint else (None, None, None)
+            return error_info(exc, prefix="the session's factory failed"), None, None, children()
+        return (None, *self._pickled(), children()) if checkpoint else (None, None, None, children())
 
     def restore(self, blob: bytes) -> None:
         self._state = pickle.loads(blob)
 
     def call(self, executor_id: str, tool_box: tuple[str, Any], hooks_box: tuple[Any] | None, item: CallItem,
-             checkpoint: bool) -> tuple[ToolResult, list[Any], bytes | None, str | None]:
+             checkpoint: bool) -> tuple[ToolResult, list[Any], bytes | None, str | None, list[Child]]:
         """One call on the state, by the Ray task's own body: (result, the tool's spans, the checkpoint's
-        bytes of the state after it, why there are none)."""
+        bytes of the state after it, why there are none, the processes this actor's calls started)."""
         from toolfork.executor.backends.ray_task import run_call
         from toolfork.tools.runtime import SESSION_STATE
 
@@ -114,7 +117,7 @@ class SessionActor:
             result, _sent, spans = run_call(executor_id, tool_box, hooks_box, 0, item, None)
         finally:
             SESSION_STATE.reset(token)
-        return (result, spans, *self._pickled()) if checkpoint else (result, spans, None, None)
+        return (result, spans, *self._pickled(), children()) if checkpoint else (result, spans, None, None, children())
 
     def snapshot(self) -> tuple[bytes | None, str | None]:
         return self._pickled()
@@ -129,9 +132,45 @@ class SessionActor:
                          f"{type(exc).__name__}: {exc}"
 
 
-def end_tree(pid: int) -> None:
-    """Kill ``pid``'s process group and every descendant, then ``pid`` (on its node)."""
+Child = tuple[int, str]  # a process: its pid and its start time (field 22 of /proc/PID/stat)
+
+
+def children() -> list[Child]:
+    """This process's children (those of every thread): what its calls started, and, as it is their
+    subreaper, the orphans below them (a daemon that left its group too)."""
+    found = []
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{tid}/children") as f:
+                pids = f.read().split()
+        except OSError:
+            continue
+        for pid in pids:
+            started = _start_time(int(pid))
+            if started is not None:
+                found.append((int(pid), started))
+    return found
+
+
+def _start_time(pid: int) -> str | None:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return None
+
+
+def end_tree(pid: int, known: list[Child]) -> None:
+    """Kill ``pid``'s process group and every descendant, then ``pid``, and what it last said were its
+    children (``known``: found by their start time, so a reused pid is never taken for one), on its node."""
     import psutil
+
+    for child, started in known:
+        if _start_time(child) == started:
+            try:
+                os.kill(child, signal.SIGKILL)
+            except OSError:
+                pass
 
     try:
         descendants = psutil.Process(pid).children(recursive=True)
@@ -156,15 +195,17 @@ class ActorHost:
     process to start. Made once per backend, with its first session. Any thread."""
 
     def __init__(self, ray: Any, executor_id: str, tool_box: Callable[[Tool], tuple[str, Any]],
-                 hooks_box: tuple[Any] | None) -> None:
+                 hooks_box: tuple[Any] | None, runtime_env: dict[str, Any] | None = None) -> None:
         self.ray = ray
         self.executor_id = executor_id
         self.tool_box = tool_box
         self.hooks_box = hooks_box
         # num_cpus=0: a session holds no CPU while it waits for its next call (Executor(max_sessions=...)
         # bounds how many are open); Ray never restarts it or retries its calls (a state is not rebuilt
-        # behind the session's back, and calls have side effects).
-        self.actor_class = ray.remote(SessionActor).options(num_cpus=0, max_restarts=0, max_task_retries=0)
+        # behind the session's back, and calls have side effects). Of the tasks' ray_options only the
+        # runtime_env applies (what the tools import): their CPUs and resources are per call.
+        env = {} if runtime_env is None else {"runtime_env": runtime_env}
+        self.actor_class = ray.remote(SessionActor).options(num_cpus=0, max_restarts=0, max_task_retries=0, **env)
         try:  # the driver's node: an actor there is ended from here
             self.node: str | None = str(ray.get_runtime_context().get_node_id())
         except Exception:  # Ray Client: the driver is on no node, every actor is ended on its own
@@ -218,6 +259,7 @@ class _Actor:
         self._ready = self.handle.ready.remote()  # its process starts meanwhile
         self.pid: int | None = None
         self.node: str | None = None
+        self.children: list[Child] = []  # what it said its calls (and factory) started, after the last one
         self.ended = False
 
     def start(self) -> None:
@@ -244,12 +286,13 @@ class _Actor:
         if self.pid is not None:
             try:
                 if self.node == self._host.node:
-                    end_tree(self.pid)
+                    end_tree(self.pid, self.children)
                 else:  # on its own node, by a task placed there
                     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-                    ray.remote(num_cpus=0, max_retries=0)(end_tree).options(
-                        scheduling_strategy=NodeAffinitySchedulingStrategy(str(self.node), soft=False)).remote(self.pid)
+                    there = NodeAffinitySchedulingStrategy(str(self.node), soft=False)
+                    ray.remote(num_cpus=0, max_retries=0)(end_tree).options(scheduling_strategy=there).remote(
+                        self.pid, self.children)
             except Exception:  # Ray is gone, and its workers with it
                 pass
         try:
@@ -278,7 +321,7 @@ class ActorPlace:
             raise TypeError(f"the session's factory and its arguments cannot be sent to its Ray actor: "
                             f"{type(exc).__name__}: {first_line(exc)}") from None
         try:
-            error, self._saved, unsaved = ray.get(ref, timeout=spec.timeout)
+            error, self._saved, unsaved, self._actor.children = ray.get(ref, timeout=spec.timeout)
         except ray.exceptions.GetTimeoutError:
             finalizer()
             raise TimeoutError(f"the session's factory did not return within the executor's timeout "
@@ -317,7 +360,7 @@ class ActorPlace:
                 type(exc).__name__, f"the arguments of call {call.id!r} could not be sent to the session's "
                                     f"Ray actor: {first_line(exc)}")), None
         try:
-            result, spans, saved, unsaved = ray.get(ref, timeout=timeout)
+            result, spans, saved, unsaved, actor.children = ray.get(ref, timeout=timeout)
         except ray.exceptions.GetTimeoutError:
             actor.end()
             result = timeout_result(call.id, call.name, timeout, "its Ray actor was killed, with what its calls "
