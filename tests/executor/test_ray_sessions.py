@@ -244,6 +244,10 @@ def test_a_spare_actor_killed_or_stopped_while_it_waits_is_not_used(ex: Executor
         os.kill(pid, getattr(signal, sig))
         if sig == "SIGKILL":
             assert gone(pid)
+        else:  # stopped once it is scheduled (a loaded machine may take a while): then the session opens
+            end = time.monotonic() + 30
+            while psutil.Process(pid).status() != psutil.STATUS_STOPPED and time.monotonic() < end:
+                time.sleep(0.05)
         with ex.session(S.Account, "bob", balance=10) as other:
             assert other.pid != pid and values(other.run([dep(2, 1)])) == [11]
     assert gone(pid)
