@@ -41,6 +41,7 @@ MODULE_EXTRAS: dict[str, tuple[str, str]] = {
     "langchain_core": ("langgraph", "langchain-core"),
     "pydantic_ai": ("pydantic-ai", "pydantic-ai-slim"),
     "agents": ("openai-agents", "openai-agents"),
+    "smolagents": ("smolagents", "smolagents"),
 }
 
 

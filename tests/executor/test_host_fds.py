@@ -9,6 +9,7 @@ import signal
 import socket
 import sys
 import time
+from typing import Any
 
 import pytest
 
@@ -60,3 +61,25 @@ def test_a_registered_socket_is_closed_in_every_forked_process_the_replacement_t
         release(listener.fileno())
         listener.close()
     assert listener.fileno() == -1 and all(fd >= 0 for fd in HOST_FDS)
+
+
+def test_a_listed_number_closed_without_release_and_reused_is_left_open_in_the_template(tmp_path: Any) -> None:
+    """An owner that closed a listed descriptor without unregistering it (a stale entry), its number
+    reused for the user's file: the template and its workers keep the user's file (the entry is checked
+    against what it named when it was listed)."""
+    r, w = os.pipe()
+    host_only(r)
+    path = tmp_path / "users.log"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT)
+    os.close(r)  # closed, never released
+    os.dup2(fd, r)  # the stale number now names the user's file
+    try:
+        with Executor(ALL, mode="fork", workers=1) as ex:
+            backend = ex.backend
+            pids = [backend.template_pid, *backend.worker_pids]  # type: ignore[attr-defined]
+            assert [os.readlink(f"/proc/{p}/fd/{r}") for p in pids] == [str(path)] * len(pids)
+    finally:
+        release(r)
+        os.close(r)
+        os.close(fd)
+        os.close(w)

@@ -15,20 +15,8 @@ from typing import Any
 import pytest
 
 from toolfork.executor.types import ErrorInfo, ToolResult
-from toolfork.executor.wire import (
-    HEADER,
-    MAGIC,
-    OOB_HEADER,
-    ChannelDamaged,
-    WakePipe,
-    check_header,
-    drain,
-    frame,
-    frames,
-    framing,
-    oob,
-    write_all,
-)
+from toolfork.executor.wire import WakePipe, drain, frames, framing, oob, write_all
+from toolfork.executor.wire.frames import HEADER, MAGIC, OOB_HEADER, ChannelDamaged, check_header, frame
 from toolfork.tools.output import ContentBlock, ToolOutput
 
 PACKAGE = Path(framing.__file__).parent

@@ -37,6 +37,7 @@ from typing import IO, TYPE_CHECKING, Any
 from toolfork.commands._loading import BadLine, UsageError, parse_call
 from toolfork.commands._nesting import nested_deeper_than
 from toolfork.executor import WAIT
+from toolfork.executor.backends.host_fds import release
 from toolfork.executor.wire import WakePipe
 
 if TYPE_CHECKING:
@@ -143,7 +144,7 @@ class LineSource:
             with self._lock:
                 self._reader_done = True
                 if self._closed:
-                    os.close(self._wake.write_fd)
+                    _close_end(self._wake.write_fd)
 
     def _put(self, item: Any) -> bool:
         """Queue ``item`` and wake the executor up; False once the source is closed (nobody reads)."""
@@ -169,9 +170,15 @@ class LineSource:
             if self._closed:
                 return
             self._closed = True
-            os.close(self._wake.fd)
+            _close_end(self._wake.fd)
             if self._reader_done:
-                os.close(self._wake.write_fd)
+                _close_end(self._wake.write_fd)
+
+
+def _close_end(fd: int) -> None:
+    """One end of the wake-up pipe, closed by its owner: no longer the host's to keep from forks."""
+    release(fd)
+    os.close(fd)
 
 
 def _file_lines(stream: IO[bytes], limit: int | None = None) -> Iterator[bytes | LongLine]:

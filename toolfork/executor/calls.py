@@ -95,7 +95,7 @@ class CallBook:
                  known: Callable[[], Iterable[str]], *, journal: Journal | None = None,
                  journal_on_send: bool = False, spans: CallSpans | None = None,
                  parent_of: Callable[[ToolCall], Any] | None = None, recorder: Recorder | None = None,
-                 one_process: Callable[[str], bool] | None = None) -> None:
+                 one_process: Callable[[str], bool | str | None] | None = None) -> None:
         self.default_timeout = default_timeout
         self.unset_timeout = effective_timeout(None, None, default_timeout)  # a call and tool that set none
         self.context = context
@@ -127,10 +127,12 @@ class CallBook:
         if timeout is not None and not _positive_finite(timeout):
             return ToolResult(call.id, call.name, "error", error=ErrorInfo(
                 "ValueError", f"call {call.id!r}: timeout must be a positive number of seconds, got {timeout!r}"))
-        if self.one_process is not None and self.one_process(call.name):
+        refused = self.one_process(call.name) if self.one_process is not None else None
+        if refused:  # True, or why (a sandboxed session: a sandbox other than its own)
             return ToolResult(call.id, call.name, "error", error=ErrorInfo(
-                "LimitsNotEnforceable", f"tool '{call.name}' was not run: its Limits need the sandbox, a process "
-                                        "of its own for each call, and this place runs its calls in one process"))
+                "LimitsNotEnforceable", refused if isinstance(refused, str) else
+                f"tool '{call.name}' was not run: its Limits need the sandbox, a process of its own for each "
+                "call, and this place runs its calls in one process"))
         journal = self.journal
         if journal is not None:
             if self.journal_on_send:

@@ -40,6 +40,7 @@ from toolfork.executor.backends.dispatch import WAIT, Dispatch, Wait
 from toolfork.executor.backends.hub import Feed
 from toolfork.executor.backends.sequential import SequentialBackend
 from toolfork.executor.calls import CallBook
+from toolfork.executor.closable import Closable
 from toolfork.executor.inline import InlineCalls
 from toolfork.executor.journal import Journal
 from toolfork.executor.modes import resolve_mode
@@ -111,7 +112,7 @@ class Batch(Generic[T]):
             feed.cancel()
 
 
-class Executor:
+class Executor(Closable):
     """Runs batches of tool calls: in parallel in forked workers, or sequentially where fork is not
     possible. See ``docs/executor.md`` for the contract."""
 
@@ -433,13 +434,16 @@ class Executor:
                 events.cancel()
             await asyncio.shield(done)
 
-    def session(self, factory: Callable[..., Any], *args: Any, checkpoint: bool = False, **kwargs: Any) -> Session:
+    def session(self, factory: Callable[..., Any], *args: Any, checkpoint: bool = False, limits: Limits | None = None,
+                **kwargs: Any) -> Session:
         """A state built by ``factory(*args, **kwargs)`` where the session's calls run; ``with`` it, and
-        ``run`` its calls on it in order (tools reach it as ``runtime.state``). See ``docs/sessions.md``."""
+        ``run`` its calls on it in order (tools reach it as ``runtime.state``). ``limits`` (asking for the
+        sandbox): the session's process enters that sandbox when it opens, before the factory runs. See
+        ``docs/sessions.md``."""
         from toolfork.executor.sessions.session import open_session
 
         self._check_open()
-        s = open_session(self, self._prepare, factory, args, kwargs, checkpoint)
+        s = open_session(self, self._prepare, factory, args, kwargs, checkpoint, limits)
         with self._lock:
             if self._closed:
                 s.close()
@@ -644,12 +648,6 @@ class Executor:
         _close_tool_resources(self._tools.values())
         _LIVE.discard(self)
         metering.retire(self)
-
-    def __enter__(self) -> Executor:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     def __repr__(self) -> str:
         state = "closed" if self._closed else f"{len(self._tools)} tools"

@@ -86,14 +86,10 @@ def execute_call(
     if runtime is not None:
         runtime.tool_call = ToolCall(call_id, name, dict(arguments))
     if before_child is not None:
-        try:
-            before_child()
-        except CAUGHT as exc:
-            return ToolResult(
-                call_id, name, "error",
-                error=error_info(exc, prefix=f"before_child hook {_hook_name(before_child)} failed"),
-                duration_s=time.perf_counter() - start, worker_pid=worker_pid,
-            )
+        hook_error = _hook_failed("before_child", before_child)
+        if hook_error is not None:
+            return ToolResult(call_id, name, "error", error=hook_error, duration_s=time.perf_counter() - start,
+                              worker_pid=worker_pid)
     result: ToolResult | None = None
     try:
         # A ToolOutput with is_error set is still "ok": the tool ran and chose to report a failure
@@ -105,10 +101,8 @@ def execute_call(
         result = ToolResult(call_id, name, "error", error=hit if hit is not None else error_info(exc))
     finally:
         if after_child is not None:
-            try:
-                after_child()
-            except CAUGHT as exc:
-                hook_error = error_info(exc, prefix=f"after_child hook {_hook_name(after_child)} failed")
+            hook_error = _hook_failed("after_child", after_child)
+            if hook_error is not None:
                 if result is not None and result.error is not None:
                     hook_error.message += f" (the tool had failed too: {result.error})"
                 result = ToolResult(call_id, name, "error", error=hook_error)
@@ -137,8 +131,15 @@ def _exit_message(exc: SystemExit) -> str:
     return f"sys.exit({code}) was called: the call fails with this error instead of ending the process"
 
 
-def _hook_name(hook: Hook) -> str:
-    return getattr(hook, "__qualname__", None) or repr(hook)
+def _hook_failed(which: str, hook: Hook) -> ErrorInfo | None:
+    """Run the user's hook ``which`` (before_child, after_child) around a call; its failure, named with
+    the hook, or None."""
+    try:
+        hook()
+    except CAUGHT as exc:
+        name = getattr(hook, "__qualname__", None) or repr(hook)
+        return error_info(exc, prefix=f"{which} hook {name} failed")
+    return None
 
 
 __all__ = ["CAUGHT", "CallInterrupted", "error_info", "execute_call", "timeout_result"]

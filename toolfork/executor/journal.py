@@ -50,6 +50,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from toolfork.executor import oslock
+from toolfork.executor.closable import Closable
 from toolfork.executor.idset import IdSet
 from toolfork.executor.types import ErrorInfo, ToolResult
 from toolfork.executor.wire import write_all
@@ -86,7 +87,7 @@ def call_key(call_id: str, name: str, arguments: Mapping[str, Any]) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
-class Journal:
+class Journal(Closable):
     """Starts (and, with ``keep_results``, results) of a batch's calls in one appended file.
 
     ``Executor.run(calls, journal=Journal(path))`` (also ``stream``, ``imap``, ``imap_unordered``)
@@ -328,12 +329,6 @@ class Journal:
             oslock.release(self.fd)
             os.close(self.fd)
             self.fd = -1
-
-    def __enter__(self) -> Journal:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
 
 def _kind(mode: int) -> str:

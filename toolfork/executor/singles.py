@@ -170,15 +170,26 @@ class CallFuture(Future[ToolResult]):
         return cond
 
     def set_result(self, result: ToolResult) -> None:
+        if not self._settled_unwatched(result, None):
+            super().set_result(result)
+
+    def _settled_unwatched(self, result: Any, exception: BaseException | None) -> bool:
+        """Settle it without a Condition if none was made yet (no waiter, no callback: none can come
+        before this is done); False when there is one, for the caller to settle under it."""
         if self._cond is None:
             with _CONDITIONS:
-                if self._cond is None:  # no waiter, no callback: none can come before this is done
-                    if self._state in _DONE:  # (not repr(self): it would make the Condition, under this lock)
-                        raise InvalidStateError(f"{self._state}: {self._describe()}")
-                    self._result = result
-                    self._state = FINISHED
-                    return
-        super().set_result(result)
+                if self._cond is None:
+                    self._store(result, exception)
+                    return True
+        return False
+
+    def _store(self, result: Any, exception: BaseException | None) -> None:
+        """Its outcome, once (under either lock); a second is refused as a Future refuses it (the text
+        is ``_describe``, not ``repr(self)``: that would make the Condition, under ``_CONDITIONS``)."""
+        if self._state in _DONE:
+            raise InvalidStateError(f"{self._state}: {self._describe()}")
+        self._result, self._exception = result, exception
+        self._state = FINISHED
 
     def mark_running(self) -> None:
         """Its call has reached a worker: running, unless it was cancelled meanwhile (being stopped)."""
@@ -198,19 +209,10 @@ class CallFuture(Future[ToolResult]):
         self._settle(result, None)
 
     def _settle(self, result: Any, exception: BaseException | None) -> None:
-        if self._cond is None:
-            with _CONDITIONS:
-                if self._cond is None:  # no Condition: no waiter, no callback
-                    if self._state in _DONE:
-                        raise InvalidStateError(f"{self._state}: {self._describe()}")
-                    self._result, self._exception = result, exception
-                    self._state = FINISHED
-                    return
+        if self._settled_unwatched(result, exception):
+            return
         with self._condition:
-            if self._state in _DONE:
-                raise InvalidStateError(f"{self._state}: {self._describe()}")
-            self._result, self._exception = result, exception
-            self._state = FINISHED
+            self._store(result, exception)
             for waiter in self._waiters:
                 if exception is None:
                     waiter.add_result(self)
@@ -316,10 +318,8 @@ class Singles:
             future._dropped = True
             pulled = future._pulled
         future.notify_cancelled()
-        feed = self._feed
-        if pulled and feed is not None:  # pulled implies started: the feed is known
-            feed.stop(future.sent)
-            self._host.stop(feed)
+        if pulled:
+            self._stop_pulled(future)
 
     def stop(self, future: CallFuture) -> None:
         """``Executor.cancel(future)``: a queued call is cancelled; a running one is stopped in the
@@ -330,8 +330,13 @@ class Singles:
             pulled = future._pulled and self._flowing.get(future.call.id) is future
             if pulled and self._futures.get(future.call.id) is future:
                 del self._futures[future.call.id]  # its id may be used again: that call parks until this is back
+        if pulled:
+            self._stop_pulled(future)
+
+    def _stop_pulled(self, future: CallFuture) -> None:
+        """Stop a call the backend has (its worker killed, as on a timeout): its result is "cancelled"."""
         feed = self._feed
-        if pulled and feed is not None:  # pulled implies started: the feed is known
+        if feed is not None:  # pulled implies started: the feed is known
             feed.stop(future.sent)
             self._host.stop(feed)
 

@@ -13,7 +13,7 @@ is single-threaded (threads in the host or in warm workers do not matter) and al
                            │ 2b. its cgroup: made and limited (``governance.cgroup``)
                            │ 3. unshare: user, PID, mount namespaces (and network under
                            │    network=False); uid/gid mapped onto themselves (files keep owners)
-                           │ fork
+                           │ fork (``governance.forking``: it keeps its channels only)
                            └──> sandbox ("inner": PID 1 of its namespace)
                                   4. SIGKILL when the outer dies; joins the cgroup; a fresh /proc (its
                                      own processes only); every mount read-only but write_paths, the
@@ -44,7 +44,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
-from . import cgroup, hook_threads, landlock, mounts, seccomp
+from . import cgroup, forking, hook_threads, landlock, mounts, seccomp
 from .limits import Limits
 from .verdict import PAGE, Probe, libc, thread_count, try_in_child
 
@@ -82,18 +82,27 @@ def close_inherited(keep: Sequence[int]) -> None:
     for fd in (0, 1, 2):
         if fd != null:
             os.dup2(null, fd, inheritable=True)
-    low = 3
-    for fd in sorted({k for k in keep if k >= 3}):
-        os.closerange(low, fd)
-        low = fd + 1
-    os.closerange(low, 1 << 30)  # close_range(2): one system call, whatever the limit
+    forking.close_all_but(keep)
 
 
 def set_environ(limits: Limits) -> None:
     """The environment becomes ``MINIMAL_ENV`` plus the host's values of the names in ``limits.env``."""
     passed = {name: os.environ[name] for name in limits.env or () if name in os.environ}
-    os.environ.clear()
-    os.environ.update({**MINIMAL_ENV, **passed})
+    wanted = {**MINIMAL_ENV, **passed}
+    data = getattr(os.environ, "_data", None)  # CPython's mapping behind os.environ
+    if isinstance(data, dict) and libc().clearenv() == 0:  # one call, not an unsetenv per name
+        data.clear()
+    else:
+        os.environ.clear()
+    os.environ.update(wanted)
+    try:  # the environment the host was started with stays in memory, and /proc/self/environ shows it
+        with open("/proc/self/stat", "rb") as f:
+            fields = f.read().rsplit(b")", 1)[1].split()
+        start, end = int(fields[47]), int(fields[48])  # env_start, env_end (fields 50 and 51)
+        if 0 < start < end:
+            ctypes.memset(start, 0, end - start)
+    except (OSError, ValueError, IndexError):
+        pass
 
 
 def _map_ids(uid: int, gid: int) -> None:
@@ -121,11 +130,7 @@ def _outer(inner: int, limits: Limits, group: cgroup.CallGroup | None, joined: t
         except OSError:
             pass
         os.close(joined[1])
-    low = 0
-    for fd in sorted(group.fds if group is not None else ()):
-        os.closerange(low, fd)
-        low = fd + 1
-    os.closerange(low, 1 << 30)
+    forking.close_all_but(group.fds if group is not None else ())
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, lambda *_: _pass_on(inner, signal.SIGTERM))
     if group is not None:
@@ -212,12 +217,13 @@ def enter(limits: Limits, keep: Sequence[int]) -> None:
         raise SandboxError(exc.errno or errno.EPERM, f"mapping the user namespace's ids: {exc.strerror}") from None
     # The outer puts the sandbox in its cgroup while the sandbox sets up, and says so on this pipe.
     joined = os.pipe() if _group is not None else None
-    inner = os.fork()
+    # The sandbox keeps its channels and the pipe's read end, nothing else: no descriptor that can move a
+    # process between cgroups, none on its counters (the outer and the host read them).
+    inner = forking.fork([*keep, *(joined[:1] if joined is not None else ())])
     if inner != 0:
         _outer(inner, limits, _group, joined)
-    if joined is not None and _group is not None:
-        os.close(joined[1])
-        _group.drop_writers()  # the outer's to use: no descriptor here can move a process between cgroups
+    if _group is not None:
+        _group.procs, _group.fds = [], []  # closed by the fork
     _check(libc().prctl(ctypes.c_int(PR_SET_PDEATHSIG), ctypes.c_ulong(signal.SIGKILL), ctypes.c_ulong(0),
                         ctypes.c_ulong(0), ctypes.c_ulong(0)), "PR_SET_PDEATHSIG")
     _check(libc().mount(None, b"/", None, ctypes.c_ulong(MS_REC | MS_PRIVATE), None), "making mounts private")
@@ -292,16 +298,9 @@ def lock_rlimits(limits: Limits) -> None:
         lock(resource.RLIMIT_NPROC, tasks + processes)
 
 
-def group_hit(limits: Limits) -> str | None:
-    """After a call, the limit its processes together went past (a child the kernel OOM-killed, CPU used
-    past cpu_s before the outer saw it), by the Limits field; None when none, or there is no cgroup."""
-    if _group is None:
-        return None
-    if limits.memory_mb is not None and _group.oom_kills() > 0:
-        return "memory_mb"
-    if limits.cpu_s is not None and _group.cpu_s() >= limits.cpu_s:
-        return "cpu_s"
-    return None
+def call_group() -> cgroup.CallGroup | None:
+    """The cgroup of the sandbox this process entered (None: none was made)."""
+    return _group
 
 
 def out_of_memory(exc: BaseException | None) -> bool:
@@ -343,5 +342,5 @@ def paths_probe() -> Probe:
         enter, Limits(read_paths=["/"], write_paths=[where]), keep=(fd,)))
 
 
-__all__ = ["MINIMAL_ENV", "SandboxError", "close_inherited", "enter", "group_hit", "lock_rlimits", "out_of_memory",
-           "paths_probe", "probe", "set_environ"]
+__all__ = ["MINIMAL_ENV", "SandboxError", "call_group", "close_inherited", "enter", "lock_rlimits",
+           "out_of_memory", "paths_probe", "probe", "set_environ"]

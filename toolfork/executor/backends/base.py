@@ -30,13 +30,14 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from toolfork.executor.backends.capabilities import Capabilities
+from toolfork.executor.invoke import error_info
 from toolfork.executor.stats import Load
 
 if TYPE_CHECKING:
-    from toolfork.executor.backends.hub import Feed
+    from toolfork.executor.backends.hub import Feed, Hub
     from toolfork.executor.backends.lines import Lane
     from toolfork.executor.sessions.place import SessionPlace, SessionSpec
-    from toolfork.executor.types import Event, ToolResult
+    from toolfork.executor.types import ErrorInfo, Event, ToolResult
     from toolfork.governance.limits import Limits
     from toolfork.tools.tool import Tool
 
@@ -56,13 +57,31 @@ class WorkerSetup:
     # Executor(limits=...): the default a tool's own limits go over, in the worker (Governance.default).
     limits: Limits | None = None
 
+    def start_worker(self) -> ErrorInfo | None:
+        """Run ``on_worker_start`` where a worker starts; the error every call there gets if it failed
+        (the worker stays up and fails each call, naming the hook: starting it again would only fail
+        again, in a loop)."""
+        if self.on_worker_start is None:
+            return None
+        try:
+            self.on_worker_start()
+        except Exception as exc:
+            return error_info(exc, prefix="on_worker_start hook failed")
+        return None
+
 
 class Backend(ABC):
-    """A place where calls run. Subclasses set ``mode`` (its name for the user) and ``capabilities``
-    (what it can do, which every decision about it reads)."""
+    """A place where calls run. Subclasses set ``capabilities`` (what it can do, which every decision
+    about it reads); its ``name`` is the backend's ``mode`` (its name for the user)."""
 
-    mode: str = ""
+    mode: ClassVar[str] = ""
     capabilities: ClassVar[Capabilities]
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        declared = cls.__dict__.get("capabilities")
+        if declared is not None:
+            cls.mode = declared.name
 
     def add_tools(self, tools: list[Tool]) -> None:  # noqa: B027 - optional for in-process backends
         """Make tools registered after start reachable where calls run."""
@@ -101,4 +120,19 @@ class Backend(ABC):
         """Release workers; must leave no process behind and be safe to call twice."""
 
 
-__all__ = ["Backend", "Hook", "WorkerSetup"]
+class HubBackend(Backend):
+    """A backend whose workers every batch shares (the fork pool, Ray): each batch runs through its one
+    ``Hub`` (``self._hub``), and a cancel is a request to the Hub's driver."""
+
+    _hub: Hub
+
+    def execute(self, feed: Feed) -> Iterator[Event]:
+        if self._hub.closed:  # its close() has begun (``Hub.closing``)
+            raise RuntimeError("this executor is closed")
+        return self._hub.execute(feed)
+
+    def cancel(self, feed: Feed) -> None:
+        self._hub.request(feed)
+
+
+__all__ = ["Backend", "Hook", "HubBackend", "WorkerSetup"]

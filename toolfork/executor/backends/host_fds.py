@@ -2,17 +2,72 @@
 
 Why: a process forked later (a fork template replaced after it died) inherits every descriptor the
 host has open. It must close the ones that belong to the host alone, the pipes and sockets of every
-live pool and any listening socket of a long-running command, or it would hold them open (hiding EOF
-from a pool's processes, keeping a port bound). The fork backend lists its own; anything else in the
-host registers here (``host_only``) and unregisters when it closes (``release``)::
+live pool, every wake-up pipe and epoll, and any listening socket of a long-running command, or it
+would hold them open (hiding EOF from a pool's processes, keeping a port bound) and a tool could read,
+write or watch through them. The fork backend lists its own; anything else in the host registers here
+(``host_only``) and unregisters when it closes (``release``)::
 
-    pools' pipes and sockets, a command's metrics socket ──> HOST_FDS ──> closed first thing in a
-                                                                            newly forked template
+    pools' pipes and sockets, wake-up pipes, epolls, a command's metrics socket
+        ──> HOST_FDS ──> ``still_ours()`` closed first thing in a newly forked template
+
+Each number is kept with what it named when it was listed (device and inode): one whose owner closed
+it without unregistering, and whose number now names something else (the new template's own control
+socket, a user's file), is not closed.
 """
 
 from __future__ import annotations
 
-HOST_FDS: set[int] = set()
+import os
+from collections.abc import Iterable
+
+
+class _HostFds(set[int]):
+    """A set of descriptor numbers that remembers what each one named when it was added."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._named: dict[int, tuple[int, int]] = {}
+
+    def add(self, fd: int) -> None:
+        try:
+            st = os.fstat(fd)
+        except OSError:
+            return
+        self._named[fd] = (st.st_dev, st.st_ino)
+        super().add(fd)
+
+    def update(self, *fds: Iterable[int]) -> None:
+        for group in fds:
+            for fd in group:
+                self.add(fd)
+
+    def discard(self, fd: object) -> None:
+        self._named.pop(fd, None)  # type: ignore[call-overload]
+        super().discard(fd)
+
+    def difference_update(self, *fds: Iterable[object]) -> None:
+        for group in fds:
+            for fd in group:
+                self.discard(fd)
+
+    def clear(self) -> None:
+        self._named.clear()
+        super().clear()
+
+    def still_ours(self) -> list[int]:
+        """The listed descriptors that still name what they named when listed."""
+        ours = []
+        for fd, named in list(self._named.items()):
+            try:
+                st = os.fstat(fd)
+            except OSError:
+                continue
+            if (st.st_dev, st.st_ino) == named:
+                ours.append(fd)
+        return ours
+
+
+HOST_FDS = _HostFds()
 
 
 def host_only(fd: int) -> None:

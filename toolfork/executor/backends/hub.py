@@ -21,6 +21,7 @@ Data flow (each batch's owner thread runs ``Hub.execute`` on its own ``Feed``)::
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import math
 import os
@@ -43,7 +44,9 @@ POLL_INTERVAL = 0.01  # how often a live source without a wake-up fd is asked ag
 
 
 class SourceState(enum.Enum):
-    """Where a batch's source stands (``Feed.state``), read from the flags the hot path sets."""
+    """Where a batch's source stands (``Feed.state``), read from the flags the hot path sets: they are
+    not one state (a waiting source can also be polling; a cancelled one drains until it is also
+    exhausted), so they stay stored as flags and this is what they add up to."""
 
     OPEN = "open"  # it may have more: pull when the consumer has room
     WAITING = "waiting"  # a live source said WAIT: nothing until its wake-up fd is readable
@@ -253,7 +256,9 @@ class BatchState:
 
 
 class BatchPhase(enum.Enum):
-    """Where a batch stands with its owner (``BatchState.state``), read from its two flags."""
+    """Where a batch stands with its owner (``BatchState.state``), read from its two flags: the driver
+    sets ``poked`` while the owner sets ``abandoned``, each write on its own (one stored field would
+    need a read-then-write under the Hub's lock on every poke, lest a poke undo an abandon)."""
 
     OWNED = "owned"  # its owner pulls and takes its events; the driver routes to it
     POKED = "poked"  # a driver saw its live source's fd readable: the owner empties it and pulls again
@@ -309,6 +314,7 @@ class Hub:
         self._watch: threading.Event | None = None  # set: the watcher looks again now
         self._watch_at = math.inf  # when the watcher looks next by itself
         self._watch_stopped = False
+        self.closed = False  # its backend's close() has begun (``closing``): no batch starts any more
 
     # ------------------------------------------------------------ the watcher
     # Owners drive only while they need progress; while they hand events to their consumers (a full
@@ -490,6 +496,22 @@ class Hub:
         """Wake every owner waiting for events (also from inside a ``locked`` step: the lock is re-entrant)."""
         with self._cond:
             self._cond.notify_all()
+
+    @contextlib.contextmanager
+    def closing(self, timeout: float) -> Iterator[bool]:
+        """For a backend's ``close()`` (after its ``wake()``): the drive lock, waiting up to ``timeout`` for
+        the driver to end its round, so that nothing is started or routed under the close; yields whether
+        it was had (a driver that never lets go, such as a hook calling close() from inside a wait: close
+        without it). Let go at the end, and every owner woken to see the batch's end. From now on no
+        batch starts (``HubBackend.execute``)."""
+        self.closed = True
+        driving = self.drive.acquire(timeout=timeout)
+        try:
+            yield driving
+        finally:
+            if driving:
+                self.drive.release()
+            self.wake_owners()
 
     @property
     def pending(self) -> bool:

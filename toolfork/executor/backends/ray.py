@@ -38,15 +38,15 @@ import select
 import threading
 import time
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from toolfork.executor import tracing
 from toolfork.executor.backends import ray_connection
-from toolfork.executor.backends.base import Backend, WorkerSetup
+from toolfork.executor.backends.base import HubBackend, WorkerSetup
 from toolfork.executor.backends.capabilities import Capabilities
 from toolfork.executor.backends.dispatch import Dispatch
-from toolfork.executor.backends.hub import POLL_INTERVAL, BatchState, Feed, Hub
+from toolfork.executor.backends.hub import POLL_INTERVAL, BatchState, Hub
 from toolfork.executor.invoke import timeout_result
 from toolfork.executor.stats import Load
 from toolfork.executor.types import CallFinished, CallProgress, CallStarted, ErrorInfo, Event, ToolResult
@@ -82,8 +82,7 @@ class _Running:
         self.early: dict[int, Any] = {}  # progress that arrived before an earlier value
 
 
-class RayBackend(Backend):
-    mode = "ray"
+class RayBackend(HubBackend):
     capabilities = Capabilities(
         "ray", in_host=False, kills_at_deadline=True, limits=False, sandbox=False, has_workers=True,
         recycles=False, sessions=True, why_not={
@@ -199,14 +198,6 @@ class RayBackend(Backend):
         return ActorPlace(actors, spec)
 
     # ----------------------------------------------------------------- batches
-
-    def execute(self, feed: Feed) -> Iterator[Event]:
-        if self._closed or self._closing:
-            raise RuntimeError("this executor is closed")
-        return self._hub.execute(feed)
-
-    def cancel(self, feed: Feed) -> None:
-        self._hub.request(feed)
 
     def wake(self) -> None:
         """Interrupt the driver's ``ray.wait`` (any thread): a message on the sink makes the pending take
@@ -585,18 +576,13 @@ class RayBackend(Backend):
             self._closing = True
         self.wake()
         hub = self._hub
-        driving = hub.drive.acquire(timeout=self._kill_grace + 5.0)
-        try:
+        with hub.closing(self._kill_grace + 5.0):
             stops = hub.locked(self._cancel_all)
             with self._lock:
                 self._closed = True
                 dying = list(self._dying.items())
                 self._dying.clear()
             self._shutdown(stops, dying)
-        finally:
-            if driving:
-                hub.drive.release()
-            hub.wake_owners()
 
     def _shutdown(self, stops: list[Any], dying: list[tuple[Any, threading.Timer]]) -> None:
         ray = self._ray

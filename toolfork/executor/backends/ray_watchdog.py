@@ -21,6 +21,8 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from toolfork.executor.backends.host_fds import host_only, release
+
 MARKER = "TOOLFORK_RAY_INSTANCE"
 GRACE_S = 1.0
 
@@ -73,6 +75,7 @@ class Watchdog:
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )
         os.close(read_end)
+        host_only(self._write_end)  # a fork pool's template must not hold it: the watchdog waits for its EOF
 
     @contextmanager
     def marking(self) -> Iterator[None]:
@@ -91,6 +94,7 @@ class Watchdog:
     def close(self) -> None:
         """After ``ray.shutdown``: the watchdog sweeps what is left, then exits; we reap it."""
         if self._write_end >= 0:
+            release(self._write_end)
             os.close(self._write_end)
             self._write_end = -1
             try:

@@ -95,7 +95,6 @@ class HostPlace:
 
 
 class SequentialBackend(Backend):
-    mode = "sequential"
     capabilities = Capabilities(
         "sequential", in_host=True, kills_at_deadline=False, limits=False, sandbox=False, has_workers=False,
         recycles=False, sessions=True, why_not={

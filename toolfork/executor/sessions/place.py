@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 if TYPE_CHECKING:
     from toolfork.executor.types import ToolCall, ToolResult
     from toolfork.executor.wire.callitem import TraceParent
+    from toolfork.governance.limits import Limits
     from toolfork.tools.tool import Tool
 
 
@@ -34,8 +35,8 @@ class ProcessGone(RuntimeError):
 @dataclass(frozen=True)
 class SessionSpec:
     """What a backend needs to open a session: the state's factory and its arguments, whether to keep a
-    checkpoint, how long the factory may take, and the names of the tools (a place made ahead for other
-    tools is not used)."""
+    checkpoint, how long the factory may take, the names of the tools (a place made ahead for other
+    tools is not used), and the sandbox's Limits."""
 
     factory: Callable[..., Any]
     args: tuple[Any, ...]
@@ -43,6 +44,8 @@ class SessionSpec:
     checkpoint: bool
     timeout: float | None
     tools: tuple[str, ...]
+    # the sandbox the session's process enters when it opens, before the factory runs (None: none)
+    limits: Limits | None = None
 
 
 class SessionPlace(Protocol):

@@ -33,6 +33,7 @@ from toolfork.executor.types import ErrorInfo, ToolCall, ToolResult
 
 if TYPE_CHECKING:
     from toolfork.executor.backends.base import Backend
+    from toolfork.governance.limits import Limits
     from toolfork.governance.policy import Governance
     from toolfork.tools.tool import Tool
 
@@ -62,8 +63,9 @@ class Executor(Protocol):
 
 
 class TooManySessions(RuntimeError):
-    """``Executor.session`` would open more sessions than ``Executor(max_sessions=...)`` allows (each one
-    holds a process and host descriptors): close one first, or raise the bound."""
+    """``Executor.session`` would open more sessions than ``Executor(max_sessions=...)`` allows, or than the
+    host's limit on open files has room for (each one holds a process and host descriptors): close one
+    first, or raise the bound the message names."""
 
 
 class SessionLost(RuntimeError):
@@ -83,8 +85,9 @@ class Session:
     """A state and the calls that run on it, one at a time, in order (see ``Executor.session``)."""
 
     def __init__(self, executor: Executor, prepare: Callable[[Iterable[Any]], list[ToolCall]],
-                 place: SessionPlace) -> None:
+                 place: SessionPlace, limits: Limits | None = None) -> None:
         self._executor = executor
+        self.limits = limits  # the sandbox the session's process entered when it opened (None: none)
         self._prepare = prepare
         self._place = place
         self._lock = threading.Lock()  # one run (or snapshot) at a time: its calls depend on each other
@@ -111,10 +114,13 @@ class Session:
             spans = tracing.CallSpans() if parent is not None else None
             results: list[ToolResult] = []
             with ex.counted() as counts:
+                # A sandboxed tool is refused (calls share one process), but in a sandboxed session whose
+                # sandbox is the tool's own (the session's Limits laid over the tool's).
+                refused = self._other_sandbox if self.limits is not None else \
+                    ex.governance.restricted if ex.backend.capabilities.sandbox else None
                 book = CallBook(ex.timeout, ex.dispatch_context(), counts, lambda: tools, spans=spans,
                                 parent_of=None if spans is None else (lambda _call: parent),
-                                recorder=metering.recorder(),  # a sandboxed tool is refused: calls share one process
-                                one_process=ex.governance.restricted if ex.backend.capabilities.sandbox else None)
+                                recorder=metering.recorder(), one_process=refused)
                 try:
                     for call in batch:
                         d = book.admit(call, tools.get(call.name))
@@ -210,6 +216,24 @@ class Session:
         if self.lost is not None:
             raise self.lost
 
+    def _other_sandbox(self, name: str) -> str | None:
+        """Why tool ``name`` cannot run in this sandboxed session (None: it can): its own Limits ask for
+        another sandbox than the session's (the session's fields win; a tool's fill in what it leaves), or
+        for a bound of all the call's processes the session does not set."""
+        session = self.limits
+        assert session is not None
+        merged = session.merged_over(self._executor.governance.limits_for(name))
+        if merged.restriction_key != session.restriction_key:
+            return (f"tool '{name}' was not run: its Limits ask for another sandbox than this session's "
+                    f"({_sandbox_text(merged)} against {_sandbox_text(session)})")
+        # what bounds every process of a call: the session's cgroup and keeper, set with the session
+        own = [f"{f}={getattr(merged, f)!r}" for f in ("memory_mb", "cpu_s", "processes")
+               if getattr(merged, f) is not None and getattr(session, f) is None]
+        if own:
+            return (f"tool '{name}' was not run: its Limits ask for {', '.join(own)}, which in a sandboxed session "
+                    "bound the session's processes together: set them on the session's Limits")
+        return None
+
     def _one(self, d: Dispatch) -> ToolResult:
         """One admitted call on the state: its cap, the call in the session's place, a fault's restore."""
         call = d.call
@@ -229,14 +253,46 @@ class Session:
         return result
 
 
+def _sandbox_text(limits: Limits) -> str:
+    return ", ".join(f"{k}={v!r}" for k, v in limits.set_fields().items() if k in ("network", "read_paths",
+                                                                                   "write_paths", "sandbox", "env"))
+
+
+def check_sandbox(limits: Any, backend: Backend) -> Limits:
+    """A session's ``limits``, checked where it opens: Limits that ask for the sandbox, which this backend
+    and this machine can give (else ``LimitsNotEnforceable``, naming why, as for a sandboxed tool at start)."""
+    from toolfork.governance import cgroup, enforceable
+    from toolfork.governance.limits import Limits
+
+    if not isinstance(limits, Limits):
+        raise TypeError(f"session(limits=...) takes a toolfork.Limits or None, got {type(limits).__name__}")
+    if not limits.sandboxed:
+        raise ValueError(f"session(limits={limits!r}): a session's limits are the sandbox its process enters, so they "
+                         "must ask for it: sandbox=True, network=False, read_paths or write_paths")
+    can = backend.capabilities
+    nowhere = None if can.sandbox else can.refusal("sandbox")
+    missing = enforceable.check(limits, where="session(limits=...)", nowhere=nowhere)
+    said = cgroup.probe()
+    asked = {"cpu_s": limits.cpu_s, "processes": limits.processes}
+    without = [enforceable.Unenforceable(name, value, "a session's processes are counted together, per call for "
+                                         f"cpu_s, by a cgroup, and no cgroup can be had here ({said.reason})")
+               for name, value in asked.items() if value is not None and not said.ok
+               and all(m.field != name for m in missing)]
+    if without and limits.strict:
+        raise enforceable.LimitsNotEnforceable("session(limits=...)", without)
+    return limits
+
+
 def open_session(executor: Executor, prepare: Callable[[Iterable[Any]], list[ToolCall]],
                  factory: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any],
-                 checkpoint: bool) -> Session:
+                 checkpoint: bool, limits: Limits | None = None) -> Session:
     if not callable(factory):
         raise TypeError(f"session(factory, ...): the factory must be callable, got {type(factory).__name__}")
     can = executor.backend.capabilities  # declared by the backend, read before it is asked
     if not can.sessions:
         raise SessionUnavailable(can.refusal("sessions"))
+    if limits is not None:
+        limits = check_sandbox(limits, executor.backend)
     with _OPEN_LOCK:
         live = _OPEN.setdefault(executor, weakref.WeakSet())
         if sum(1 for s in live if not s.closed) + _opening.get(id(executor), 0) >= executor.max_sessions:
@@ -245,8 +301,8 @@ def open_session(executor: Executor, prepare: Callable[[Iterable[Any]], list[Too
                 "(a session's process and descriptors go when it is closed), or raise Executor(max_sessions=...)")
         _opening[id(executor)] = _opening.get(id(executor), 0) + 1
     try:
-        spec = SessionSpec(factory, args, kwargs, checkpoint, executor.timeout, tuple(executor.tools))
-        session = Session(executor, prepare, executor.backend.open_session(spec))
+        spec = SessionSpec(factory, args, kwargs, checkpoint, executor.timeout, tuple(executor.tools), limits)
+        session = Session(executor, prepare, executor.backend.open_session(spec), limits)
     finally:
         with _OPEN_LOCK:
             _opening[id(executor)] -= 1

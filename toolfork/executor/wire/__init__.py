@@ -5,23 +5,10 @@ and a bounded length), the frame kinds as named constants, each encoder beside i
 ``markers``: the marker a frame that cannot be rebuilt becomes; ``callitem``: a call as the worker gets
 it; ``dataonly``: the codec of sandboxed calls. On top: ``oob``, large frames in memory files over the
 side socket, and ``framing``, the host's ``FrameReader`` and the worker's ``FrameWriter``. This package's
-``__init__`` and the lower modules import neither of the two on top (they import the lower ones)."""
+``__init__`` and the lower modules import neither of the two on top (they import the lower ones); it
+names only what other rooms use: the pipes' helpers, and the header's bytes the red team forges."""
 
-from toolfork.executor.wire.frames import (
-    EXIT_CHANNEL_DAMAGED,
-    HEADER,
-    HEADER_SIZE,
-    MAGIC,
-    MAX_FRAME,
-    OOB_HEADER,
-    ChannelDamaged,
-    FrameTooLarge,
-    check_header,
-    frame,
-)
-from toolfork.executor.wire.markers import BAD_FRAME, bad_frame_marker, loads_or_marker
+from toolfork.executor.wire.frames import HEADER, MAGIC
 from toolfork.executor.wire.pipes import WakePipe, drain, write_all
 
-__all__ = ["BAD_FRAME", "EXIT_CHANNEL_DAMAGED", "HEADER", "HEADER_SIZE", "MAGIC", "MAX_FRAME", "OOB_HEADER",
-           "ChannelDamaged", "FrameTooLarge", "WakePipe", "bad_frame_marker", "check_header", "drain", "frame",
-           "loads_or_marker", "write_all"]
+__all__ = ["HEADER", "MAGIC", "WakePipe", "drain", "write_all"]

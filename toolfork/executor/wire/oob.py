@@ -301,13 +301,19 @@ class SidePort:
 
     def _wait_ack(self) -> None:
         while self.awaiting_ack:
-            data, fds = _recv(self.sock)
-            if not data:
-                raise EOFError("the side socket was closed")
-            if data == _MSG_ACK and not fds:
-                self.awaiting_ack = False
-            else:
-                self._stash.append((data, fds))
+            message = self._receive(0)
+            if message is not None:  # a frame's message came first: kept for take
+                self._stash.append(message)
+
+    def _receive(self, flags: int) -> tuple[bytes, list[int]] | None:
+        """The next message on the side socket, or None when it was the peer's ack (noted here)."""
+        data, fds = _recv(self.sock, flags)
+        if not data:
+            raise EOFError("the side socket was closed")
+        if data == _MSG_ACK and not fds:
+            self.awaiting_ack = False
+            return None
+        return data, list(fds)
 
     # ------------------------------------------------------------------ receiving
 
@@ -385,15 +391,11 @@ class SidePort:
         flags = 0 if block else socket.MSG_DONTWAIT
         while True:
             try:
-                data, fds = _recv(self.sock, flags)
+                message = self._receive(flags)
             except BlockingIOError:
                 raise OobError("a large frame was announced but its message is not on the side socket") from None
-            if not data:
-                raise EOFError("the side socket was closed")
-            if data == _MSG_ACK and not fds:
-                self.awaiting_ack = False
-                continue
-            return data, list(fds)
+            if message is not None:
+                return message
 
     def close(self) -> None:
         while self._stash:

@@ -12,6 +12,8 @@ import os
 import select
 from collections.abc import Iterable
 
+from toolfork.executor.backends.host_fds import HOST_FDS
+
 
 def write_all(fd: int, data: bytes | bytearray | memoryview) -> None:
     """Write every byte to a fd (``os.write`` may write less than asked on a pipe). A descriptor meant
@@ -78,7 +80,9 @@ class WakePipe:
 
     Both ends are non-blocking: ``wake()`` never blocks (a full pipe is readable already, so a byte
     lost there is not needed) and never raises (an executor closing under a waker is not the waker's
-    error); ``drain()`` empties the read end. ``write_fd`` is what ``signal.set_wakeup_fd`` takes."""
+    error); ``drain()`` empties the read end. ``write_fd`` is what ``signal.set_wakeup_fd`` takes. Both
+    are this process's own (``backends.host_fds``): no process the fork backend forks from it holds
+    them, so no tool can steal a wake-up or fake one."""
 
     __slots__ = ("fd", "write_fd")
 
@@ -86,6 +90,7 @@ class WakePipe:
         self.fd, self.write_fd = os.pipe()
         os.set_blocking(self.fd, False)
         os.set_blocking(self.write_fd, False)
+        HOST_FDS.update(self.fds)
 
     def wake(self) -> None:
         try:
@@ -101,6 +106,7 @@ class WakePipe:
         return self.fd, self.write_fd
 
     def close(self) -> None:
+        HOST_FDS.difference_update(self.fds)
         close_quietly(self.fds)
 
 

@@ -219,7 +219,7 @@ class WorkerCore:
         self._sel = selectors.DefaultSelector()
         self._sel.register(self._link.ctrl, selectors.EVENT_READ, _TEMPLATE)
         self._wake = WakePipe()  # a cancel or close from another thread interrupts the wait
-        HOST_FDS.update(self._wake.fds)
+        HOST_FDS.add(self._sel.fileno())  # the host's own: no template forked later holds its epoll
         self._sel.register(self._wake.fd, selectors.EVENT_READ, _WAKE)
         self._next_wid = 0
         self._ewma: dict[str, float] = {}
@@ -252,6 +252,14 @@ class WorkerCore:
     @property
     def template_pid(self) -> int | None:
         return self._link.pid
+
+    def pid_of(self, w: Worker) -> int | None:
+        """``w``'s pid (waiting for the template to report it forked, if it has not yet)."""
+        return self._link.wait_pid(w)
+
+    def exit_status(self, pid: int) -> int | None:
+        """The wait status of a worker that ended (waiting a moment for the template's report), or None."""
+        return self._link.exit_status(pid)
 
     @property
     def template_gone(self) -> bool:
@@ -793,7 +801,7 @@ class WorkerCore:
             link.abandon()
         else:
             link.shutdown(pids)
-        HOST_FDS.difference_update(self._wake.fds)
+        HOST_FDS.discard(self._sel.fileno())
         self._wake.close()
         self._sel.close()
 

@@ -15,8 +15,9 @@ the worker sees what the tool raised (MemoryError, OSError(EFBIG), the SIGXCPU i
 * a sandboxed call (``Limits.sandboxed``: network=False, read_paths, write_paths, sandbox=True) runs in
   a one-shot worker that entered its sandbox when it was forked from the template, before any tool or
   hook code (``governance.sandbox.enter``, from ``worker_main``). Here its rlimits are made hard for
-  good (``sandbox.lock_rlimits``) and the kernel's ENOMEM counts as the memory limit; after it, what its
-  cgroup counted for all its processes (``sandbox.group_hit``: an OOM kill, CPU past cpu_s) too. As a guard, a
+  good (``sandbox.lock_rlimits``) and the kernel's ENOMEM counts as the memory limit; what its cgroup
+  counted for all its processes (an OOM kill, CPU past cpu_s) the host reads, outside the sandbox
+  (``fork.group_verdict``): nothing the call does can forge it. As a guard, a
   sandboxed call in a process that did not enter its very sandbox is refused, not run, and so is an
   unsandboxed call in a sandbox.
 
@@ -37,15 +38,33 @@ from toolfork.governance.limits import Limits
 RunCall = Callable[[Callable[[BaseException], ErrorInfo | None] | None], ToolResult]
 
 
+class OverLaid(EffectiveLimits):
+    """A sandboxed session's rule: its Limits laid over each tool's effective limits (the session's
+    fields win)."""
+
+    __slots__ = ("over",)
+
+    def __init__(self, default: Limits | None, over: Limits) -> None:
+        super().__init__(default)
+        self.over = over
+
+    def resolve(self, tool: Any) -> Limits | None:
+        return self.over.merged_over(super().resolve(tool))
+
+
 class CallLimits:
     """One worker's view of limits: each tool's effective limits, and the restrictions it entered."""
 
-    __slots__ = ("effective", "entered")
+    __slots__ = ("effective", "entered", "session")
 
-    def __init__(self, default: Limits | None, entered: Limits | None = None) -> None:
-        self.effective = EffectiveLimits(default)  # ``of(tool)``, ``forget()``: the host's rule
+    def __init__(self, default: Limits | None, entered: Limits | None = None, *, over: Limits | None = None) -> None:
+        # ``of(tool)``, ``forget()``: the host's rule (a sandboxed session's: ``over`` laid over it)
+        self.effective = EffectiveLimits(default) if over is None else OverLaid(default, over)
         # the restriction key of the sandbox this process entered for good, or None
         self.entered: Any = None if entered is None else entered.restriction_key
+        # a sandboxed session's process serves many calls: its rlimits per call, its cgroup for the
+        # session and its keeper per call (fork.session_keeper), not made hard for one call
+        self.session = over is not None
 
     def run(self, limits: Limits, call_id: str, name: str, pid: int, run: RunCall) -> ToolResult:
         """Run one call (``run(limit_hit)`` calls ``execute_call``) under ``limits``."""
@@ -63,12 +82,13 @@ class CallLimits:
             return _named(name, state.classify(exc) if state is not None else None)
 
         try:
-            if key is not None:
+            if key is not None and not self.session:
                 try:
                     sandbox.lock_rlimits(limits)
                 except (OSError, ValueError) as exc:
                     return _refused(call_id, name, pid, f"its limits could not be made hard: {exc}")
-            with rlimits.applied(limits, keep=key is None) as state:  # kept for the next call (see rlimits)
+            with rlimits.applied(_without_cpu(limits) if self.session else limits,
+                                 keep=key is None or self.session) as state:  # kept for the next call (see rlimits)
                 result = run(limit_hit)
         except rlimits.LimitExceededError as exc:  # the signal came between the tool and its result
             result = ToolResult(call_id, name, "error", worker_pid=pid,
@@ -79,12 +99,21 @@ class CallLimits:
         if hit is not None and (result.error is None or result.error.type != "LimitExceeded"):
             result = ToolResult(call_id, name, "error", duration_s=result.duration_s, worker_pid=pid,
                                 error=ErrorInfo(hit.type, f"tool '{name}': {hit.message}"))
-        over = sandbox.group_hit(limits) if key is not None else None  # its cgroup: every process of the call
-        if over is not None and (result.error is None or result.error.type != "LimitExceeded"):
-            result = ToolResult(call_id, name, "error", duration_s=result.duration_s, worker_pid=pid, error=ErrorInfo(
-                "LimitExceeded", f"tool '{name}': {rlimits.describe(over, getattr(limits, over))} (its processes "
-                "together)"))
-        return result
+        return result  # what its cgroup counted for all its processes, the host adds (``fork.group_verdict``)
+
+
+def _without_cpu(limits: Limits) -> Limits:
+    """A sandboxed session's rlimits: cpu_s is its keeper's, for every process of the call (an rlimit
+    would bind one, and its hard limit could not be put back in the sandbox's user namespace)."""
+    if limits.cpu_s is None:
+        return limits
+    plain = _NO_CPU.get(limits)
+    if plain is None:
+        plain = _NO_CPU[limits] = limits.model_copy(update={"cpu_s": None})
+    return plain
+
+
+_NO_CPU: dict[Limits, Limits] = {}
 
 
 def _named(name: str, hit: rlimits.LimitExceeded | None) -> ErrorInfo | None:

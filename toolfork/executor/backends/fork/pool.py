@@ -42,20 +42,24 @@ Data flow (``ForkBackend.execute`` joins the ``Hub``; whichever batch owner need
 
 from __future__ import annotations
 
+import errno
+import resource
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from toolfork.executor.backends.base import Backend, WorkerSetup
+from toolfork.executor.backends.base import HubBackend, WorkerSetup
 from toolfork.executor.backends.capabilities import Capabilities
 from toolfork.executor.backends.dispatch import Dispatch
 from toolfork.executor.backends.fork.core import Worker, WorkerCore
-from toolfork.executor.backends.fork.session_link import ProcessPlace, SessionSpares
+from toolfork.executor.backends.fork.group_verdict import overruled
+from toolfork.executor.backends.fork.limits import descriptors_exhausted, no_room_for_sessions
+from toolfork.executor.backends.fork.session_link import SPARES, ProcessPlace, SessionSpares
 from toolfork.executor.backends.fork.template_link import TemplateGone
-from toolfork.executor.backends.hub import POLL_INTERVAL, BatchState, Feed, Hub
+from toolfork.executor.backends.hub import POLL_INTERVAL, BatchState, Hub
 from toolfork.executor.stats import Load
-from toolfork.executor.types import CallFinished, CallProgress, CallStarted, Event, ToolResult
+from toolfork.executor.types import CallFinished, CallProgress, CallStarted, ToolResult
 from toolfork.executor.wire import frames, framing
 from toolfork.executor.wire.frames import Progress, ResultMessage
 
@@ -66,10 +70,9 @@ if TYPE_CHECKING:
     from toolfork.tools.tool import Tool
 
 
-class ForkBackend(Backend):
+class ForkBackend(HubBackend):
     """The pool: batches in, events out, on the workers of its ``core`` (which the line lane borrows)."""
 
-    mode = "fork"
     capabilities = Capabilities(
         "fork", in_host=False, kills_at_deadline=True, limits=True, sandbox=True, has_workers=True,
         recycles=True, sessions=True, lines=True)
@@ -97,7 +100,17 @@ class ForkBackend(Backend):
             if self._spares is None:
                 self._spares = SessionSpares(self.core, self._governance, self._kill_grace)
             spares = self._spares
-        return ProcessPlace(spares, spec)
+        why = no_room_for_sessions(1 + SPARES)  # this one, and the spares forked ahead as it is taken
+        try:
+            if why is None:
+                return ProcessPlace(spares, spec, self._governance)
+        except OSError as exc:
+            if exc.errno != errno.EMFILE:
+                raise
+            why = descriptors_exhausted(*resource.getrlimit(resource.RLIMIT_NOFILE))
+        from toolfork.executor.sessions.session import TooManySessions
+
+        raise TooManySessions(why)
 
     @property
     def worker_pids(self) -> list[int]:
@@ -140,14 +153,6 @@ class ForkBackend(Backend):
         self.core.ship_tools(shipped)
 
     # ----------------------------------------------------------------- batches
-
-    def execute(self, feed: Feed) -> Iterator[Event]:
-        if self._closed:
-            raise RuntimeError("this executor is closed")
-        return self._hub.execute(feed)
-
-    def cancel(self, feed: Feed) -> None:
-        self._hub.request(feed)
 
     def open_lane(self, parse: Callable[[bytes, int], Any], context: dict[str, Any] | None) -> LineLane:
         """The line lane on this pool's workers (``fork.lane``): it borrows them and the driver lock."""
@@ -266,6 +271,10 @@ class ForkBackend(Backend):
             self._governance.give_back(d)
         call_id = d.call.id
         result = msg.rebuilt(call_id, d.call.name, w.pid)
+        if w.sandboxed:  # its cgroup's word, read outside the sandbox, overrules what the call said
+            core = self.core
+            result = overruled(result, self._governance.limits_for(d.call.name), core.template_pid, core.pid_of(w),
+                               core.exit_status)
         Hub.route(d, CallFinished(call_id, result))
         return result.duration_s
 
@@ -338,18 +347,13 @@ class ForkBackend(Backend):
         self.wake()
         hub = self._hub
         hub.unwatch()
-        driving = hub.drive.acquire(timeout=self._kill_grace + 5.0)
-        try:
+        with hub.closing(self._kill_grace + 5.0) as driving:
             if not hub.locked(self._cancel_everything):
                 return
             if driving:
                 self.core.shutdown()
             else:  # the driver never let go (a hook that calls close() from inside a wait): kill, close nothing
                 self.core.kill_everything()
-        finally:
-            if driving:
-                hub.drive.release()
-            hub.wake_owners()
 
     def _cancel_everything(self) -> bool:
         """Closing (inside ``Hub.locked``): every call sent or ready is reported "cancelled". False if

@@ -23,12 +23,13 @@ import threading
 import time
 import weakref
 from collections import deque
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from toolfork.executor import tracing
 from toolfork.executor.backends.fork.limits import raise_descriptor_limit
 from toolfork.executor.backends.fork.outcomes import death_result, describe_exit, timeout_result
-from toolfork.executor.backends.fork.session_worker import OPEN, SNAPSHOT
+from toolfork.executor.backends.fork.session_worker import ENTER, NOT_LOADED_INSIDE, OPEN, SNAPSHOT
 from toolfork.executor.backends.fork.template_link import (
     HOST_FDS,
     TEMPLATE_CHECK_S,
@@ -38,7 +39,7 @@ from toolfork.executor.backends.fork.template_link import (
 )
 from toolfork.executor.sessions.place import ProcessGone, SessionSpec
 from toolfork.executor.types import ErrorInfo, ToolResult
-from toolfork.executor.wire import frames, framing, oob
+from toolfork.executor.wire import ceiling, frames, framing, oob
 from toolfork.executor.wire.frames import Leaving, Progress, Spans, damaged_result, unreadable_result
 from toolfork.executor.wire.pipes import close_quietly, readable
 
@@ -46,11 +47,14 @@ if TYPE_CHECKING:
     from toolfork.executor.backends.fork.core import WorkerCore
     from toolfork.executor.types import ToolCall
     from toolfork.executor.wire.callitem import CallItem, TraceParent
+    from toolfork.governance.limits import Limits
     from toolfork.governance.policy import Governance
     from toolfork.tools.tool import Tool
 
 REPLY_TIMEOUT = 10.0  # how long the supervisor may take to answer (it does nothing else)
 SPARES = 2  # session processes forked ahead, waiting for a session to open on them
+SANDBOXED_SPARES = 1  # per sandbox: session processes that entered it ahead (three processes each)
+SANDBOXES_WITH_SPARES = 4  # the sandboxes used last keep theirs
 
 log = logging.getLogger("toolfork.executor")
 
@@ -111,6 +115,8 @@ class SessionProcessLink:
     def __init__(self, core: WorkerCore, governance: Governance, kill_grace: float,
                  watch: SupervisorWatch | None = None) -> None:
         self._governance = governance
+        self._limits_for: Callable[[str], Limits | None] = governance.limits_for
+        self._sandbox: Limits | None = None  # a sandboxed session's Limits (set at its OPEN)
         self._kill_grace = kill_grace
         self._watch = watch if watch is not None else SupervisorWatch()
         channels, self._ctl = core.open_session()
@@ -126,6 +132,8 @@ class SessionProcessLink:
         self._call_fd, self._result_fd, side = channels
         self._side = oob.SidePort(side)
         self._reader = framing.FrameReader(self._result_fd, self._side)
+        if self._sandbox is not None:  # nothing a sandboxed session's process sends is unpickled here
+            self._reader.use_data_only()
         self._pending: deque[Any] = deque()
 
     def _drop_channels(self) -> None:
@@ -136,20 +144,58 @@ class SessionProcessLink:
 
     # ----------------------------------------------------------------- requests
 
-    def open(self, blob: bytes, checkpoint: bool, timeout: float | None = None) -> ErrorInfo | None:
-        """Build the state in the session process (``blob``: dill bytes of (factory, args, kwargs)).
-        Returns the factory's error, or None; raises ``Fault`` if the process died, or, its process
+    def open(self, blob: bytes, checkpoint: bool, timeout: float | None = None, sandbox: Limits | None = None,
+             limits_for: Callable[[str], Limits | None] | None = None) -> ErrorInfo | None:
+        """Build the state in the session process (``blob``: dill bytes of (factory, args, kwargs)); with
+        ``sandbox``, the process enters that sandbox first (see ``fork.session_keeper``) and what it sends
+        is read as data only from then on; ``limits_for``: a call's limits, by tool name. Returns the
+        factory's error (or the sandbox's), or None; raises ``Fault`` if the process died, or, its process
         killed, with the reason "timeout" when the factory did not return within ``timeout`` seconds."""
-        self._send((OPEN, blob, checkpoint))
+        deadline = None if timeout is None else time.monotonic() + timeout
+        if limits_for is not None:
+            self._limits_for = limits_for
+        entered = self._sandbox is not None  # a spare that was sent ENTER ahead
+        if sandbox is not None:
+            if not entered:
+                self._say_sandbox(sandbox)
+            said = self._control(lambda m: m[0] == "sandboxing", time.monotonic() + REPLY_TIMEOUT)
+            self.pid = said[1]  # the sandbox's outer: pids inside it mean nothing here, and are its to choose
+            self._watch.add(said[2])
+        if entered:
+            error = self._reply(ENTER, deadline)[1]
+            if error is not None:
+                return self._error(error)
+        self._send((OPEN, blob, checkpoint) if sandbox is None or entered else (OPEN, blob, checkpoint, sandbox))
         try:
-            reply = self._reply(OPEN, None if timeout is None else time.monotonic() + timeout)
+            reply = self._reply(OPEN, deadline)
         except Fault as fault:
             if fault.reason == "timeout":
                 self._stop()
             raise
-        self.pid = reply[2]
-        self._watch.add(reply[3])  # its supervisor, watched from now on
-        return reply[1]  # type: ignore[no-any-return]
+        if sandbox is None:
+            self.pid = reply[2]
+            self._watch.add(reply[3])  # its supervisor, watched from now on
+        return None if reply[1] is None else self._error(reply[1])
+
+    def enter(self, sandbox: Limits) -> None:
+        """A spare enters the sandbox of ``sandbox`` ahead of its session (``open`` reads how it went)."""
+        self._say_sandbox(sandbox)
+        self._send((ENTER, sandbox))
+
+    def _say_sandbox(self, sandbox: Limits) -> None:
+        """Tell the supervisor the session is sandboxed (before its process enters), and read it as data."""
+        self._sandbox = sandbox
+        self._reader.use_data_only()
+        try:
+            self._ctl.send(pickle.dumps(("sandbox", sandbox.network is False)))
+        except OSError as exc:
+            raise Fault(None, f"its supervisor is gone ({exc})") from None
+
+    def _error(self, error: Any) -> ErrorInfo:
+        if not isinstance(error, ErrorInfo):
+            self._stop()
+            raise Fault(None, f"its process answered with a {type(error).__name__} for an error")
+        return error
 
     def snapshot(self) -> Any:
         """The state, sent back; ``Fault`` when the process died sending it (its end is known by then)."""
@@ -160,13 +206,17 @@ class SessionProcessLink:
             self._await_exit()  # reaped: its checkpoint may take over
             raise
         if reply[2] is not None:
-            raise RuntimeError(reply[2].message)
+            raise RuntimeError(getattr(reply[2], "message", None) or "the session's state could not be sent")
         return reply[1]
 
-    def call(self, item: CallItem) -> ToolResult:
-        """Run one call; its result, or ``Fault`` (whose result is the call's) when the process is lost."""
+    def call(self, item: CallItem, most: int = ceiling.DEFAULT) -> ToolResult:
+        """Run one call; its result, or ``Fault`` (whose result is the call's) when the process is lost.
+        ``most``: the bytes its frames may rebuild into here (its tool's ceiling, ``wire.ceiling``)."""
         call_id, name, _, timeout = item[:4]
+        self._reader.ceiling = most
         start = time.monotonic()
+        if self._sandbox is not None:
+            self._budget(name)
         frame = frames.calls_frame([item])
         try:
             self._send(frame)
@@ -195,7 +245,9 @@ class SessionProcessLink:
                                     start)
             if isinstance(msg, (Progress, Spans)):  # progress is not reported: a session's run returns results
                 if type(msg) is Spans:  # the tool's own spans: to the host's exporters, as the pool's are
-                    tracing.export(msg.spans)
+                    # (a sandboxed session's: data about this call, bound to its span and its time)
+                    tracing.export(msg.spans, None if self._sandbox is None else tracing.CallWindow(
+                        item[6], time.time_ns() - int((time.monotonic() - start) * 1e9), time.time_ns()))
                 continue
             result = msg.rebuilt(call_id, name, self.pid)
             if type(msg) is Leaving:  # its tool closed the process's channels: it leaves
@@ -203,6 +255,18 @@ class SessionProcessLink:
                 raise Fault(result, result.error.message if result.error else "its process left")
             self.seq += 1
             return result
+
+    def _budget(self, name: str) -> None:
+        """A sandboxed session's call with ``cpu_s``: its keeper counts the CPU of the call's processes
+        from now (the word is answered before the call is sent)."""
+        limits = self._limits_for(name)
+        if limits is None or limits.cpu_s is None:
+            return
+        try:
+            self._ctl.send(pickle.dumps(("budget", limits.cpu_s)))
+            self._control(lambda m: m[0] == "budgeted", time.monotonic() + REPLY_TIMEOUT)
+        except (OSError, Fault):
+            pass  # its supervisor is gone: the call finds its process gone too
 
     def restore(self) -> str | None:
         """After a fault: the checkpoint takes over with fresh channels. None when it did, else why not."""
@@ -259,7 +323,7 @@ class SessionProcessLink:
         described = describe_exit(status) if not self._supervisor_gone else (
             "WorkerCrashed", "the session's supervisor process is gone (it, or the executor's template, died or "
                              "was stopped)")
-        result = death_result(call_id, name, status, described, self._governance.limits_for(name), self.pid, duration)
+        result = death_result(call_id, name, status, described, self._limits_for(name), self.pid, duration)
         return Fault(result, result.error.message if result.status == "error" and result.error else described[1])
 
     def _damaged(self, call_id: str, name: str, reason: str, start: float) -> Fault:
@@ -383,7 +447,11 @@ class SessionSpares:
     """Session processes forked ahead (``SPARES`` of them, asked of the template when one is taken), each
     waiting for its OPEN: opening a session is then one round trip to a process that is there already,
     not two forks. A spare has the tools the template had when it forked; when the tools change, the
-    spares go. Any thread."""
+    spares go. Any thread.
+
+    Sandboxed sessions get spares of their own, per sandbox (the session's ``Limits``): once a session
+    of a sandbox opened, ``SANDBOXED_SPARES`` processes are sent ENTER ahead (for the sandboxes used last,
+    ``SANDBOXES_WITH_SPARES`` of them), so the next open of that sandbox finds one inside already."""
 
     def __init__(self, core: WorkerCore, governance: Governance, kill_grace: float) -> None:
         raise_descriptor_limit()
@@ -392,12 +460,14 @@ class SessionSpares:
         self._make = lambda: SessionProcessLink(core, governance, kill_grace, self.watch)
         self._lock = threading.Lock()
         self._ready: deque[SessionProcessLink] = deque()
+        self._entered: dict[Limits, deque[SessionProcessLink]] = {}  # per sandbox, the one used last last
         self._tools: object = None
         self._closed = False
 
-    def take(self, tools: object, *, fresh: bool = False) -> SessionProcessLink:
+    def take(self, tools: object, *, fresh: bool = False, sandbox: Limits | None = None) -> SessionProcessLink:
         """A session process with the tools ``tools`` (any value that changes when they change);
-        ``fresh``: the spares are let go first (one was found dead: its template was replaced)."""
+        ``fresh``: the spares are let go first (one was found dead: its template was replaced);
+        ``sandbox``: one that entered that sandbox ahead, where there is one."""
         with self._lock:
             if self._closed:
                 raise RuntimeError("this executor is closed")
@@ -411,10 +481,29 @@ class SessionSpares:
                 self._tools = tools
             if fresh:
                 self._await_template()
+            if sandbox is not None:
+                return self._take_entered(sandbox)
             link = self._ready.popleft() if self._ready else self._make()
             while len(self._ready) < SPARES:
                 self._ready.append(self._make())
             return link
+
+    def _take_entered(self, sandbox: Limits) -> SessionProcessLink:
+        waiting = self._entered.pop(sandbox, deque())
+        self._entered[sandbox] = waiting  # the sandbox used last is the last to go
+        link = waiting.popleft() if waiting else self._make()
+        while len(waiting) < SANDBOXED_SPARES:
+            spare = self._make()
+            try:
+                spare.enter(sandbox)
+            except Fault:
+                spare.close()
+                break
+            waiting.append(spare)
+        while len(self._entered) > SANDBOXES_WITH_SPARES:
+            for old in self._entered.pop(next(iter(self._entered))):
+                old.close()
+        return link
 
     def close(self) -> None:
         with self._lock:
@@ -433,6 +522,10 @@ class SessionSpares:
     def _let_go(self) -> None:
         while self._ready:
             self._ready.popleft().close()
+        for waiting in self._entered.values():
+            while waiting:
+                waiting.popleft().close()
+        self._entered.clear()
 
 
 class ProcessPlace:
@@ -440,7 +533,7 @@ class ProcessPlace:
     from the spares, its factory sent to it (by reference where pickle can; a lambda or a local function
     by value, with dill), and the link's faults turned into the call's result."""
 
-    def __init__(self, spares: SessionSpares, spec: SessionSpec) -> None:
+    def __init__(self, spares: SessionSpares, spec: SessionSpec, governance: Governance) -> None:
         try:  # by reference where it can be (the process is a fork of this one: it has the same classes)
             blob = _dumps((spec.factory, spec.args, spec.kwargs))
         except Exception as exc:
@@ -448,25 +541,39 @@ class ProcessPlace:
                             f"{type(exc).__name__}: {exc}") from None
         self.checkpoint = spec.checkpoint
         timeout = spec.timeout  # the factory is bounded as a call of the executor is
-        for attempt in (1, 2):  # a spare forked by a template that died since is gone: a fresh one is not
-            self._link = spares.take(spec.tools, fresh=attempt == 2)
+        sandbox = spec.limits
+        limits_for = None if sandbox is None else (lambda name: sandbox.merged_over(governance.limits_for(name)))
+        inside = sandbox is not None  # a spare that entered its sandbox ahead may be taken
+        fresh = False
+        while True:
+            self._link = spares.take(spec.tools, fresh=fresh, sandbox=sandbox if inside else None)
             try:
-                error = self._link.open(blob, spec.checkpoint, timeout)
+                error = self._link.open(blob, spec.checkpoint, timeout, sandbox, limits_for)
+                if error is not None and error.type == NOT_LOADED_INSIDE and inside:
+                    # the factory's modules could not be read inside: a process that unpickles, then enters
+                    self._link.close()
+                    inside = False
+                    continue
                 break
             except Fault as fault:
                 self._link.close()
                 if fault.reason == "timeout":
                     raise TimeoutError(f"the session's factory did not return within the executor's timeout "
                                        f"({timeout:g} s); its process was killed") from None
-                if attempt == 2:
+                if fresh:
                     raise RuntimeError(f"the session's process died while it was built: {fault.reason}") from None
+                fresh = True  # a spare forked by a template that died since is gone: a fresh one is not
             except BaseException:
                 self._link.close()
                 raise
         weakref.finalize(self, self._link.close)  # a session dropped unclosed: its processes go when it does
         if error is not None:
             self._link.close()
-            raise RuntimeError(f"{error.message}\n{error.traceback}".rstrip())
+            if sandbox is not None and error.type == "LimitsNotEnforceable":
+                from toolfork.governance.enforceable import SandboxUnavailable
+
+                raise SandboxUnavailable("session", sandbox, error.message)
+            raise RuntimeError(f"{error.message}\n{error.traceback or ''}".rstrip())
 
     @property
     def pid(self) -> int | None:
@@ -476,7 +583,7 @@ class ProcessPlace:
              trace: TraceParent | None) -> tuple[ToolResult, str | None]:
         try:
             item: CallItem = (call.id, call.name, call.arguments, timeout, context or None, call.meta, trace)
-            return self._link.call(item), None
+            return self._link.call(item, ceiling.of(tool.max_result_mb)), None
         except Fault as fault:
             result = fault.result if fault.result is not None else ToolResult(call.id, call.name, "crashed", error=(
                 ErrorInfo("WorkerCrashed", f"tool '{call.name}' crashed: the session's process {fault.reason}")))

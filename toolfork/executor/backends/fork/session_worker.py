@@ -40,38 +40,60 @@ import socket
 import time
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from toolfork.executor.backends.fork import forking
+from toolfork.executor.backends.fork import forking, session_keeper
 from toolfork.executor.backends.fork.limits import raise_descriptor_limit
 from toolfork.executor.backends.fork.worker import become_subreaper, child_pids, die_with_parent, worker_main
 from toolfork.executor.invoke import error_info
+from toolfork.executor.types import ErrorInfo
 from toolfork.executor.wire import WakePipe
 from toolfork.executor.wire.frames import ChannelDamaged
+from toolfork.governance import cgroup
 from toolfork.tools.runtime import SESSION_STATE
 
 if TYPE_CHECKING:
     from toolfork.executor.backends.base import WorkerSetup
     from toolfork.executor.backends.fork.worker import Channels
     from toolfork.executor.wire import framing
+    from toolfork.governance.limits import Limits
 
-# host -> session process: (OPEN, pickle of (factory, args, kwargs), checkpoint); reply (OPEN, error, pid, supervisor)
+# host -> session process: (OPEN, pickle of (factory, args, kwargs), checkpoint[, sandbox Limits]); reply
+# (OPEN, error, pid, supervisor)
 OPEN = "O"
 SNAPSHOT = "N"  # host -> session process: (SNAPSHOT,); reply (SNAPSHOT, state, error)
+# host -> a spare session process: (ENTER, limits): enter that sandbox now, ahead of its OPEN; reply
+# (ENTER, error or None). The OPEN without limits that follows runs the factory inside.
+ENTER = "E"
+NOT_LOADED_INSIDE = "FactoryNotLoadedInSandbox"  # the error of an OPEN whose factory a spare inside could not unpickle
 MAX_MESSAGE = 1 << 12
+KEEPER_GRACE_S = 2.0  # a sandboxed session's keeper has this long past a kill's grace before its sandbox goes
 
 
 class SessionProcess:
     """The session's part of the worker loop, in the session process (see ``worker.ServedSession``)."""
 
     def __init__(self, up: socket.socket) -> None:
-        self.up = up  # to the supervisor: each new checkpoint
+        self.up = up  # to the supervisor (in a sandbox: to its keeper): each new checkpoint
         self.checkpoints = False
         self.checkpoint: int | None = None  # the pid of the checkpoint of the state as it is now
+        self.limits: Limits | None = None  # the sandbox's, once entered at OPEN (see fork.session_keeper)
 
     def handle(self, msg: tuple[Any, ...], channels: Channels, writer: framing.FrameWriter) -> None:
         kind = msg[0]
         if kind == OPEN:
+            if len(msg) > 3 and msg[3] is not None:
+                writer.use_data_only()  # a sandboxed session's host reads this process as data from the first
             try:
-                factory, args, kwargs = _loads(msg[1])
+                factory, args, kwargs = _loads(msg[1])  # its modules imported here: outside the sandbox, unless
+            except Exception as exc:  # a spare entered it ahead (then the host opens on one that enters after)
+                said = error_info(exc, prefix="the session's factory failed")
+                if self.limits is not None:
+                    said = ErrorInfo(NOT_LOADED_INSIDE, said.message, said.traceback)
+                writer.send((OPEN, said, os.getpid(), os.getppid()))
+                return
+            limits = msg[3] if len(msg) > 3 else None
+            if limits is not None:  # the sandbox, once, before the factory runs: everything after is inside
+                self.enter(limits, channels, writer, OPEN)
+            try:
                 SESSION_STATE.set(factory(*args, **kwargs))
             except Exception as exc:
                 writer.send((OPEN, error_info(exc, prefix="the session's factory failed"), os.getpid(), os.getppid()))
@@ -79,6 +101,9 @@ class SessionProcess:
             writer.send((OPEN, None, os.getpid(), os.getppid()))
             self.checkpoints = bool(msg[2])
             self.after_frame(channels)
+        elif kind == ENTER and self.limits is None:  # a spare, entered ahead of its session
+            self.enter(msg[1], channels, writer, ENTER)
+            writer.send((ENTER, None))
         elif kind == SNAPSHOT:
             state = SESSION_STATE.get()
             try:
@@ -88,6 +113,18 @@ class SessionProcess:
                     exc, prefix=f"the session's state (a {type(state).__name__}) could not be sent to the host")))
         else:
             raise ChannelDamaged(f"a frame of unknown kind {kind!r} on a session's call pipe")
+
+    def enter(self, limits: Limits, channels: Channels, writer: framing.FrameWriter, kind: str) -> None:
+        """Enter the sandbox of ``limits`` (see ``fork.session_keeper``); returns in the session process
+        inside it. If it cannot be entered, the reply to ``kind`` says why and this process leaves."""
+        writer.use_data_only()  # the host reads this process as data from now on (a refusal too)
+        try:
+            self.up = session_keeper.enter(limits, (channels.call_fd, channels.result_fd, channels.side_fd), self.up)
+        except OSError as exc:
+            refused = ErrorInfo("LimitsNotEnforceable", f"its sandbox could not be entered: {exc}")
+            writer.send((OPEN, refused, 0, 0) if kind == OPEN else (ENTER, refused))
+            os._exit(0)
+        self.limits = limits
 
     def before_result(self) -> None:
         """The call ended (it did not crash or time out): the checkpoint of the state from before it is no
@@ -105,7 +142,12 @@ class SessionProcess:
             return
         self._channels = channels if channels is not None else self._channels
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        pid = forking.fork(forking.KEEP_ALL)  # the state's own descriptors are part of its copy
+        try:
+            pid = forking.fork(forking.KEEP_ALL)  # the state's own descriptors are part of its copy
+        except OSError:  # no room for a copy (a process bound its calls filled): none until the next frame
+            ours.close()
+            theirs.close()
+            return
         if pid == 0:
             ours.close()
             self.checkpoint = None
@@ -118,7 +160,7 @@ class SessionProcess:
             pass
         theirs.close()
         try:
-            socket.send_fds(self.up, [pickle.dumps(("checkpoint", pid))], [ours.fileno()])
+            socket.send_fds(self.up, [b"c%d" % pid], [ours.fileno()])
         finally:
             ours.close()
         previous, self.checkpoint = self.checkpoint, pid
@@ -173,6 +215,7 @@ def supervise_sessions(mux_fd: int, tools: dict[str, Any], hooks: WorkerSetup) -
     try:
         _Supervisor(socket.socket(fileno=mux_fd), tools, hooks).serve()
     finally:
+        cgroup.remove_all()  # sandboxed sessions' cgroups (under this process's pid)
         os._exit(0)
 
 
@@ -180,7 +223,7 @@ class _Session:
     """The supervisor's view of one session: its control socket, the socket its process names each new
     checkpoint on, its process, its checkpoint, and when a kill turns into SIGKILL."""
 
-    __slots__ = ("checkpoint", "ctl", "kill_at", "running", "up")
+    __slots__ = ("checkpoint", "ctl", "kill_at", "running", "sandboxed", "up")
 
     def __init__(self, ctl: socket.socket, up: socket.socket, running: int) -> None:
         self.ctl = ctl
@@ -188,6 +231,9 @@ class _Session:
         self.running: int | None = running
         self.checkpoint: tuple[int, socket.socket] | None = None
         self.kill_at: float | None = None
+        # Said by the host before the session's OPEN: ``up`` then reaches its keeper, and ``running`` is
+        # its sandbox's outer for the session's whole life (see fork.session_keeper)
+        self.sandboxed = False
 
     def sockets(self) -> list[socket.socket]:
         return [self.ctl, self.up, *([self.checkpoint[1]] if self.checkpoint else [])]
@@ -286,6 +332,8 @@ class _Supervisor:
         _send(s.ctl, ("forked", pid, me))  # the host watches its sessions' supervisor (stopped, dead)
 
     def read_checkpoints(self, s: _Session) -> None:
+        """What a session's process says (b"c<pid>" and its new checkpoint's socket), or a sandboxed
+        session's keeper (``_keeper_word``); read as words, never unpickled."""
         while True:
             try:
                 data, got = forking.recv_fds(s.up, MAX_MESSAGE, 1)
@@ -295,11 +343,40 @@ class _Supervisor:
                 data, got = b"", []
             if not data:  # its process and checkpoints are gone: nothing more will come (poll would spin)
                 self.by_up.pop(s.up.fileno(), None)
+                for fd in got:
+                    os.close(fd)
                 return
-            if got:
-                if s.checkpoint is not None:
-                    s.checkpoint[1].close()
-                s.checkpoint = (pickle.loads(data)[1], socket.socket(fileno=got[0]))
+            if s.sandboxed:
+                for fd in got:
+                    os.close(fd)
+                self._keeper_word(s, data)
+                continue
+            pid = _int(data[1:]) if data[:1] == b"c" else None
+            if pid is None or pid <= 1 or len(got) != 1:
+                for fd in got:
+                    os.close(fd)
+                continue
+            if s.checkpoint is not None:
+                s.checkpoint[1].close()
+            s.checkpoint = (pid, socket.socket(fileno=got[0]))
+
+    @staticmethod
+    def _keeper_word(s: _Session, data: bytes) -> None:
+        """A sandboxed session's keeper said: b"x<status>" its session process ended, b"r" its checkpoint
+        took over, b"l<why>" it could not, b"b" a call's CPU budget is set. Told the host in its words;
+        the pid the host knows stays the outer's."""
+        word, rest = data[:1], data[1:]
+        if word == b"x":
+            status = _int(rest)
+            if status is not None and 0 <= status < 1 << 16:
+                s.kill_at = None
+                _send(s.ctl, ("exited", status))
+        elif word == b"r":
+            _send(s.ctl, ("resumed", s.running))
+        elif word == b"l":
+            _send(s.ctl, ("lost", rest[:300].decode("ascii", errors="replace")))
+        elif word == b"b":
+            _send(s.ctl, ("budgeted",))
 
     def reap(self) -> None:
         """Reap what died; tell a session its process's end. Whatever died, what it started (handed to
@@ -322,6 +399,8 @@ class _Supervisor:
                 if dead == s.running:
                     s.running, s.kill_at = None, None
                     _send(s.ctl, ("exited", status))
+                    if s.sandboxed:
+                        cgroup.remove(dead)  # its sandbox's cgroup, now empty
                 elif s.checkpoint is not None and dead == s.checkpoint[0]:
                     s.checkpoint[1].close()
                     s.checkpoint = None
@@ -350,8 +429,10 @@ class _Supervisor:
         if not data:  # the host closed the session: its processes go
             self.end(s)
             return
-        msg = pickle.loads(data)
-        if msg[0] == "kill" and s.running is not None:
+        msg = pickle.loads(data)  # the host's
+        if s.sandboxed or msg[0] == "sandbox":
+            self.to_keeper(s, msg, got)
+        elif msg[0] == "kill" and s.running is not None:
             try:
                 os.killpg(s.running, signal.SIGTERM)
             except OSError:
@@ -373,6 +454,34 @@ class _Supervisor:
         for fd in got:
             os.close(fd)
 
+    @staticmethod
+    def to_keeper(s: _Session, msg: tuple[Any, ...], got: list[int]) -> None:
+        """The host's word for a sandboxed session, passed on to its keeper (see fork.session_keeper);
+        ``sandbox`` itself comes first, before the session's OPEN."""
+        kind = msg[0]
+        if kind == "sandbox":
+            s.sandboxed = True
+            _send(s.ctl, ("sandboxing", s.running, os.getpid()))
+            _prepare_sandbox(bool(msg[1]) if len(msg) > 1 else True)
+            return
+        if s.running is None:  # its sandbox is gone: every process of it
+            if kind == "resume":
+                _send(s.ctl, ("lost", "its sandbox is gone, and its checkpoint with it"))
+            elif kind == "budget":
+                _send(s.ctl, ("budgeted",))
+            return
+        try:
+            if kind == "kill":
+                s.up.send(b"k%r" % float(msg[1]))
+                # the keeper ends the session process; if it does not, the whole sandbox goes
+                s.kill_at = time.monotonic() + float(msg[1]) + KEEPER_GRACE_S
+            elif kind == "resume":
+                socket.send_fds(s.up, [b"r"], got)
+            elif kind == "budget":
+                s.up.send(b"b%r" % float(msg[1]))
+        except OSError:
+            _kill(s.running)
+
     def end(self, s: _Session) -> None:
         for p in (s.running, s.checkpoint[0] if s.checkpoint else None):
             if p is not None:
@@ -393,11 +502,32 @@ class _Supervisor:
             try:
                 os.waitpid(-1, 0)
             except ChildProcessError:
+                cgroup.remove_all()
                 os._exit(0)
             except InterruptedError:
                 continue
             for p in child_pids():
                 _kill(p)
+
+
+def _prepare_sandbox(no_network: bool) -> None:
+    """Build the sandbox's seccomp filter and find the cgroup mounts here, once, so the session processes
+    forked from now on enter their sandbox without (a failure is the sandbox's to report, when entered)."""
+    from toolfork.governance import seccomp
+
+    cgroup.mount_points()
+    cgroup.hierarchy()
+    try:
+        seccomp.prepare(no_network)
+    except OSError:
+        pass
+
+
+def _int(data: bytes) -> int | None:
+    try:
+        return int(data.decode("ascii"))
+    except (UnicodeDecodeError, ValueError):
+        return None
 
 
 def _kill(pid: int) -> None:
@@ -416,4 +546,4 @@ def _send(ctl: socket.socket, msg: Any) -> None:
         pass
 
 
-__all__ = ["OPEN", "SNAPSHOT", "SessionProcess", "supervise_sessions"]
+__all__ = ["ENTER", "NOT_LOADED_INSIDE", "OPEN", "SNAPSHOT", "SessionProcess", "supervise_sessions"]

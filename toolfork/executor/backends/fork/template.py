@@ -20,28 +20,26 @@ template that is not a worker is a leftover of a dead worker's call: the templat
 never by process group: a hostile tool may have joined the host's group), and repeats as the
 leftovers' own children come to it, until none is left. The template exits only when it has no child.
 
-Control messages (host -> template, one pickle per SOCK_SEQPACKET message):
-    ("spawn", wid[, limits])  + three fds (the worker's call read end, result write end, side socket);
-                              with the Limits of a sandboxed call, the worker enters that sandbox first
-    ("tools", seq, last, chunk)   dill bytes of {name: Tool}, in chunks, for tools added later
-    ("term", pid, grace)      stop a worker: SIGTERM its group now, SIGKILL after `grace` seconds
-    ("exit", grace)           end: let workers leave, SIGKILL what is left after `grace`, exit
-    ("session",)              + four fds (a worker's three, and the session's control socket): handed to
-                              the sessions' supervisor (forked for the first session, and again after
-                              the tools change), which forks the session's process
-                              (see ``fork.session_worker``); no reply
-Replies (template -> host):
-    ("spawned", wid, pid)     ("exited", pid, wait_status)
+The template is a ``Template``: its state (its children, their kill deadlines, the spares, the sessions'
+supervisor) and one handler per control message, chosen by the message's type (``fork.template_messages``):
+
+    host ──Spawn──────> on_spawn          fork a worker (or hand a spare its call); replies Spawned
+         ──OpenSession> on_open_session   the four fds go to the sessions' supervisor; no reply
+         ──Term───────> on_term           SIGTERM a worker's group now, SIGKILL after the grace
+         ──AddTools───> on_add_tools      tools added later; spares and the supervisor are let go
+         ──Exit───────> on_exit           let workers leave, SIGKILL what is left after the grace, exit
+         <──Exited───── (as it reaps)     a worker's pid and wait status
+         (any other type)                 only the descriptors that came with it are closed
 
 Spares: entering a sandbox takes two forks and the namespaces' set-up, so the template keeps, per
 sandbox (distinct Limits), one-shots forked and entered ahead (one after a first call, up to
 ``SPARES_PER_SANDBOX`` once they are taken), each blocked on a socket of its own. A sandboxed
-"spawn" hands the oldest spare the three channels (SCM_RIGHTS) and names its pid; then new spares are
+Spawn hands the oldest spare the three channels (SCM_RIGHTS) and names its pid; then new spares are
 forked, after the reply. A spare serves one call, as any one-shot; it leaves unused at EOF on its
 socket, when tools are added (it has the old ones) or the pool closes.
 
-    host ──spawn(wid, limits)──> template ──channels──> spare (entered: namespaces, Landlock, seccomp)
-         <──spawned(wid, pid)──           ──fork────> next spare (enters, waits)
+    host ──Spawn(wid, limits)──> template ──channels──> spare (entered: namespaces, Landlock, seccomp)
+         <──Spawned(wid, pid)──           ──fork────> next spare (enters, waits)
 """
 
 from __future__ import annotations
@@ -53,13 +51,25 @@ import select
 import signal
 import socket
 import time
-from typing import Any
+from collections.abc import Callable
+from typing import Any, ClassVar, NoReturn
 
 from toolfork.executor.backends.base import WorkerSetup
 from toolfork.executor.backends.fork import forking
 from toolfork.executor.backends.fork.session_worker import supervise_sessions
-from toolfork.executor.backends.fork.worker import become_subreaper, child_pids, worker_main
+from toolfork.executor.backends.fork.template_messages import (
+    AddTools,
+    Exit,
+    Exited,
+    OpenSession,
+    Sentinel,
+    Spawn,
+    Spawned,
+    Term,
+)
+from toolfork.executor.backends.fork.worker import become_subreaper, child_pids, signal_quietly, worker_main
 from toolfork.executor.wire import WakePipe
+from toolfork.executor.wire.pipes import close_quietly
 from toolfork.governance import cgroup, hook_threads
 
 MAX_MESSAGE = 1 << 16
@@ -68,7 +78,7 @@ SANDBOXES_WITH_SPARES = 4  # the sandboxes used last keep theirs
 
 
 def template_main(ctrl: socket.socket, tools: dict[str, Any], hooks: WorkerSetup) -> None:
-    """Runs in the template process (started by multiprocess with the fork start method)."""
+    """Runs in the template process (started by multiprocess with the fork start method); never returns."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C belongs to the host; it closes us
     forking.inherit([ctrl.fileno(), *_multiprocess_own(ctrl)])  # before it opens anything of its own
     become_subreaper()
@@ -77,184 +87,211 @@ def template_main(ctrl: socket.socket, tools: dict[str, Any], hooks: WorkerSetup
     # Everything inherited from the host goes to the collector's permanent generation: a worker's
     # collections then never walk (and so never copy-on-write) the host's objects.
     gc.freeze()
-    children: set[int] = set()
-    kill_at: dict[int, float] = {}
+    Template(ctrl, tools, hooks).serve()
 
-    def kill_all(sig: int) -> None:
-        for pid in list(children):
-            _killpg(pid, sig)
-        _kill_leftovers(children)
 
-    def leave() -> None:
+class Template:
+    """The template's state and its handlers (see the module docstring)."""
+
+    def __init__(self, ctrl: socket.socket, tools: dict[str, Any], hooks: WorkerSetup) -> None:
+        self.ctrl = ctrl
+        self.tools = tools
+        self.hooks = hooks
+        self.children: set[int] = set()
+        self.kill_at: dict[int, float] = {}  # worker pid -> when it is SIGKILLed (a Term's grace)
+        self.tool_chunks: list[bytes] = []
+        self.exiting_until: float | None = None  # after Exit: when what is left is killed
+        # Per sandbox (the pickled Limits): one-shots that entered it ahead of their call, each waiting for
+        # the call's channels on its socket (pid, the template's end).
+        self.spares: dict[bytes, list[tuple[int, socket.socket]]] = {}
+        # The sessions' supervisor (pid, the socket sessions are handed to it on), forked for the first
+        # session and again after the tools change (it forks the session processes: they must have the
+        # new tools).
+        self.supervisor: list[Any] = []
+        signal.signal(signal.SIGTERM, lambda *_: self.leave())
+        self.wake = WakePipe()  # SIGCHLD interrupts the select below through it
+        signal.set_wakeup_fd(self.wake.write_fd)
+        signal.signal(signal.SIGCHLD, lambda *_: None)
+
+    def serve(self) -> None:
+        """Reap, kill what is due, and handle the host's messages, until the host is gone or says Exit."""
+        ctrl, wake, children, kill_at = self.ctrl, self.wake, self.children, self.kill_at
+        while True:
+            timeout = None
+            deadlines = list(kill_at.values()) + ([self.exiting_until] if self.exiting_until is not None else [])
+            if deadlines:
+                timeout = max(0.0, min(deadlines) - time.monotonic())
+            try:
+                watched: list[Any] = [ctrl, wake.fd]
+                ready, _, _ = select.select(watched, [], [], timeout)
+            except InterruptedError:
+                ready = []
+            if wake.fd in ready:
+                wake.drain()
+            if _reap(children, self, block=False):
+                _kill_leftovers(children)  # what dead workers' calls started, and their children in turn
+            for pid in [p for p in kill_at if p not in children]:
+                del kill_at[pid]
+            now = time.monotonic()
+            for pid, when in list(kill_at.items()):
+                if now >= when:
+                    _killpg(pid, signal.SIGKILL)
+                    del kill_at[pid]
+            if self.exiting_until is not None:
+                self.exit_when_empty()
+                if now >= self.exiting_until:
+                    self.leave()
+            if ctrl not in ready:
+                continue
+            try:
+                data, fds = forking.recv_fds(ctrl, MAX_MESSAGE, 4)
+            except OSError:
+                data, fds = b"", []
+            if not data:  # the host is gone (closed, crashed or SIGKILLed): take every worker with us
+                self.leave()
+            msg = pickle.loads(data)
+            handler = self.HANDLERS.get(type(msg))
+            if handler is not None:
+                handler(self, msg, fds)
+            else:  # not a message of ours: its descriptors are nobody's
+                close_quietly(fds)
+
+    # ------------------------------------------------------------------ the handlers
+
+    def on_spawn(self, msg: Spawn, fds: list[int]) -> None:
+        sandbox = msg.sandbox  # the Limits of a sandboxed call's one-shot
+        key = b""
+        spawned = None
+        if sandbox is not None:
+            _prepare_sandbox(sandbox)
+            key = pickle.dumps(sandbox)
+            spawned = _hand_over(self.spares.get(key, []), self.children, (fds[0], fds[1], fds[2]))
+        took_spare = spawned is not None
+        if spawned is None:
+            spawned = self.fork_worker((fds[0], fds[1], fds[2]), sandbox, None)
+        close_quietly(fds)
+        self.reply(Spawned(msg.wid, spawned))
+        if sandbox is not None and self.exiting_until is None:
+            # The next calls of this sandbox find it entered already: one spare after a call that
+            # found none (a pool that makes one call wastes one), SPARES_PER_SANDBOX once they are taken.
+            self.fork_spares(key, sandbox, SPARES_PER_SANDBOX if took_spare else 1)
+
+    def on_open_session(self, msg: OpenSession, fds: list[int]) -> None:
+        if len(fds) == 4 and self.exiting_until is None:
+            self.to_supervisor(fds)
+        for fd in fds:  # the sessions' supervisor has them; a refused one's host sees EOF
+            os.close(fd)
+
+    def on_term(self, msg: Term, fds: list[int]) -> None:
+        if msg.pid in self.children:
+            _killpg(msg.pid, signal.SIGTERM)
+            self.kill_at[msg.pid] = time.monotonic() + msg.grace
+
+    def on_add_tools(self, msg: AddTools, fds: list[int]) -> None:
+        self.tool_chunks.append(msg.chunk)
+        if msg.last:
+            import dill
+
+            self.tools.update(dill.loads(b"".join(self.tool_chunks)))
+            self.tool_chunks.clear()
+            self.let_spares_go()
+            self.drop_supervisor()
+
+    def on_exit(self, msg: Exit, fds: list[int]) -> None:
+        self.exiting_until = time.monotonic() + msg.grace
+        self.let_spares_go()
+        self.drop_supervisor()
+        self.exit_when_empty()
+
+    #: The one handler of each message type the host sends (``fork.template_messages``).
+    HANDLERS: ClassVar[dict[type, Callable[[Template, Any, list[int]], None]]] = {
+        Spawn: on_spawn, OpenSession: on_open_session, Term: on_term, AddTools: on_add_tools, Exit: on_exit}
+
+    # ------------------------------------------------------------------ children
+
+    def reply(self, msg: Spawned | Exited) -> None:
+        try:
+            self.ctrl.send(pickle.dumps(msg))
+        except OSError:
+            pass
+
+    def exit_when_empty(self) -> None:
+        if not self.children and not _kill_leftovers(self.children):
+            cgroup.remove_all()
+            os._exit(0)
+
+    def leave(self) -> NoReturn:
         """Kill everything below us, reap it all, exit."""
-        kill_all(signal.SIGKILL)
-        _reap(children, None, block=True)
-        while _kill_leftovers(children):
+        for pid in list(self.children):
+            _killpg(pid, signal.SIGKILL)
+        _kill_leftovers(self.children)
+        _reap(self.children, None, block=True)
+        while _kill_leftovers(self.children):
             _reap_any()
         cgroup.remove_all()
         os._exit(0)
 
-    def on_sigterm(signum: int, frame: Any) -> None:
-        leave()
-
-    signal.signal(signal.SIGTERM, on_sigterm)
-    wake = WakePipe()  # SIGCHLD interrupts the select below through it
-    signal.set_wakeup_fd(wake.write_fd)
-    signal.signal(signal.SIGCHLD, lambda *_: None)
-    tool_chunks: list[bytes] = []
-    exiting_until: float | None = None
-    # Per sandbox (the pickled Limits): one-shots that entered it ahead of their call, each waiting for
-    # the call's channels on its socket (pid, the template's end).
-    spares: dict[bytes, list[tuple[int, socket.socket]]] = {}
-
-    def let_spares_go(key: bytes | None = None) -> None:
-        """Spares leave unused (EOF on their socket): their tools are stale, or the pool is closing."""
-        for k in list(spares) if key is None else [key]:
-            for _pid, sock in spares.pop(k):
-                sock.close()
-
-    def fork_worker(fds: tuple[int, int, int], sandbox: Any, spare: int | None, sessions: int | None = None) -> int:
+    def fork_worker(self, fds: tuple[int, int, int], sandbox: Any, spare: int | None,
+                    sessions: int | None = None) -> int:
         def cleanup() -> None:  # the template's own sockets, closed by their objects (see fork.forking)
-            ctrl.close()
-            wake.close()
-            for waiting in spares.values():  # only the template may hand a spare its call
+            self.ctrl.close()
+            self.wake.close()
+            for waiting in self.spares.values():  # only the template may hand a spare its call
                 for _pid, sock in waiting:
                     sock.close()
-            if supervisor:  # the supervisor must see EOF when the template lets it go
-                supervisor[1].close()
+            if self.supervisor:  # the supervisor must see EOF when the template lets it go
+                self.supervisor[1].close()
 
         own = [fd for fd in (*fds, spare, sessions) if fd is not None and fd >= 0]
         pid = forking.fork(own, cleanup)
         if pid == 0:
             if sessions is not None:
-                supervise_sessions(sessions, tools, hooks)
-            worker_main(*fds, tools, hooks, os.getppid(), sandbox, spare)
-        children.add(pid)
+                supervise_sessions(sessions, self.tools, self.hooks)
+            worker_main(*fds, self.tools, self.hooks, os.getppid(), sandbox, spare)
+        self.children.add(pid)
         return pid
 
-    # The sessions' supervisor (pid, the socket sessions are handed to it on), forked for the first session
-    # and again after the tools change (it forks the session processes: they must have the new tools).
-    supervisor: list[Any] = []
-
-    def drop_supervisor() -> None:
+    def drop_supervisor(self) -> None:
         """No more sessions for it: it serves those it has and leaves after the last."""
-        if supervisor:
-            supervisor[1].close()
-            supervisor.clear()
+        if self.supervisor:
+            self.supervisor[1].close()
+            self.supervisor.clear()
 
-    def to_supervisor(fds: list[int]) -> None:
+    def to_supervisor(self, fds: list[int]) -> None:
+        supervisor = self.supervisor
         for _attempt in (1, 2):  # a supervisor that died since (killed by hand) is replaced once
-            if not supervisor or supervisor[0] not in children:
-                drop_supervisor()
+            if not supervisor or supervisor[0] not in self.children:
+                self.drop_supervisor()
                 ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
                 supervisor[:] = [None, ours]  # listed before the fork: the child closes its copy of ours
                 try:
-                    supervisor[0] = fork_worker((-1, -1, -1), None, None, theirs.fileno())
+                    supervisor[0] = self.fork_worker((-1, -1, -1), None, None, theirs.fileno())
                 finally:
                     theirs.close()
             try:
                 socket.send_fds(supervisor[1], [b"s"], fds)
                 return
             except OSError:
-                drop_supervisor()
+                self.drop_supervisor()
 
-    def fork_spares(key: bytes, sandbox: Any, want: int) -> None:
-        waiting = spares.pop(key, [])
-        spares[key] = waiting  # the sandbox used last is the last to go
+    def let_spares_go(self, key: bytes | None = None) -> None:
+        """Spares leave unused (EOF on their socket): their tools are stale, or the pool is closing."""
+        for k in list(self.spares) if key is None else [key]:
+            for _pid, sock in self.spares.pop(k):
+                sock.close()
+
+    def fork_spares(self, key: bytes, sandbox: Any, want: int) -> None:
+        waiting = self.spares.pop(key, [])
+        self.spares[key] = waiting  # the sandbox used last is the last to go
         while len(waiting) < want:
             ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
             try:
-                pid = fork_worker((-1, -1, -1), sandbox, theirs.fileno())
+                pid = self.fork_worker((-1, -1, -1), sandbox, theirs.fileno())
             finally:
                 theirs.close()
             waiting.append((pid, ours))
-        while len(spares) > SANDBOXES_WITH_SPARES:
-            let_spares_go(next(iter(spares)))
-
-    while True:
-        timeout = None
-        deadlines = list(kill_at.values()) + ([exiting_until] if exiting_until is not None else [])
-        if deadlines:
-            timeout = max(0.0, min(deadlines) - time.monotonic())
-        try:
-            watched: list[Any] = [ctrl, wake.fd]
-            ready, _, _ = select.select(watched, [], [], timeout)
-        except InterruptedError:
-            ready = []
-        if wake.fd in ready:
-            wake.drain()
-        if _reap(children, ctrl, block=False):
-            _kill_leftovers(children)  # what dead workers' calls started, and their children in turn
-        for pid in [p for p in kill_at if p not in children]:
-            del kill_at[pid]
-        now = time.monotonic()
-        for pid, when in list(kill_at.items()):
-            if now >= when:
-                _killpg(pid, signal.SIGKILL)
-                del kill_at[pid]
-        if exiting_until is not None:
-            if not children and not _kill_leftovers(children):
-                cgroup.remove_all()
-                os._exit(0)
-            if now >= exiting_until:
-                leave()
-        if ctrl not in ready:
-            continue
-        try:
-            data, fds = forking.recv_fds(ctrl, MAX_MESSAGE, 4)
-        except OSError:
-            data, fds = b"", []
-        if not data:  # the host is gone (closed, crashed or SIGKILLed): take every worker with us
-            leave()
-        msg = pickle.loads(data)
-        kind = msg[0]
-        if kind == "spawn":
-            call_fd, result_fd, side_fd = fds
-            sandbox = msg[2] if len(msg) > 2 else None  # the Limits of a sandboxed call's one-shot
-            key = b""
-            spawned = None
-            if sandbox is not None:
-                _prepare_sandbox(sandbox)
-                key = pickle.dumps(sandbox)
-                spawned = _hand_over(spares.get(key, []), children, (call_fd, result_fd, side_fd))
-            took_spare = spawned is not None
-            if spawned is None:
-                spawned = fork_worker((call_fd, result_fd, side_fd), sandbox, None)
-            os.close(call_fd)
-            os.close(result_fd)
-            os.close(side_fd)
-            _send(ctrl, ("spawned", msg[1], spawned))
-            if sandbox is not None and exiting_until is None:
-                # The next calls of this sandbox find it entered already: one spare after a call that
-                # found none (a pool that makes one call wastes one), SPARES_PER_SANDBOX once they are taken.
-                fork_spares(key, sandbox, SPARES_PER_SANDBOX if took_spare else 1)
-        elif kind == "session":
-            if len(fds) == 4 and exiting_until is None:
-                to_supervisor(fds)
-            for fd in fds:  # the sessions' supervisor has them; a refused one's host sees EOF
-                os.close(fd)
-        elif kind == "term":
-            _, pid, grace = msg
-            if pid in children:
-                _killpg(pid, signal.SIGTERM)
-                kill_at[pid] = time.monotonic() + grace
-        elif kind == "tools":
-            _, _seq, last, chunk = msg
-            tool_chunks.append(chunk)
-            if last:
-                import dill
-
-                tools.update(dill.loads(b"".join(tool_chunks)))
-                tool_chunks.clear()
-                let_spares_go()
-                drop_supervisor()
-        elif kind == "exit":
-            exiting_until = time.monotonic() + msg[1]
-            let_spares_go()
-            drop_supervisor()
-            if not children and not _kill_leftovers(children):
-                cgroup.remove_all()
-                os._exit(0)
+        while len(self.spares) > SANDBOXES_WITH_SPARES:
+            self.let_spares_go(next(iter(self.spares)))
 
 
 def _multiprocess_own(ctrl: socket.socket) -> list[int]:
@@ -272,14 +309,14 @@ def _multiprocess_own(ctrl: socket.socket) -> list[int]:
     data = ctrl.recv(MAX_MESSAGE)
     if not data:  # the host is gone before it said anything
         os._exit(0)
-    kind, pipe = pickle.loads(data)
-    if kind == "sentinel":
+    msg = pickle.loads(data)
+    if isinstance(msg, Sentinel):
         for fd in _fds():
             try:
                 st = os.fstat(fd)
             except OSError:
                 continue
-            if (st.st_dev, st.st_ino) == tuple(pipe):
+            if (st.st_dev, st.st_ino) == (msg.dev, msg.ino):
                 own.append(fd)
     return own
 
@@ -323,16 +360,10 @@ def _prepare_sandbox(limits: Any) -> None:
 def _kill_leftovers(workers: set[int]) -> bool:
     """SIGKILL every child that is not a live worker: leftovers of dead workers' calls. Returns
     whether there were any (their own children come to us when they die: the caller repeats)."""
-    found = False
-    for pid in child_pids():
-        if pid in workers:
-            continue
-        found = True
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except OSError:
-            pass
-    return found
+    leftovers = [pid for pid in child_pids() if pid not in workers]
+    for pid in leftovers:
+        signal_quietly(os.kill, pid, signal.SIGKILL)
+    return bool(leftovers)
 
 
 def _reap_any() -> None:
@@ -344,21 +375,13 @@ def _reap_any() -> None:
 
 
 def _killpg(pid: int, sig: int) -> None:
-    """Signal a worker's whole process group (the worker is its leader, its tool's children share it)."""
-    try:
-        os.killpg(pid, sig)
-        return
-    except ProcessLookupError:
-        pass  # no such group yet: the worker has not reached its setpgid
-    except OSError:
-        pass
-    try:
-        os.kill(pid, sig)
-    except OSError:
-        pass
+    """Signal a worker's whole process group (the worker is its leader, its tool's children share it);
+    with no such group yet (the worker has not reached its setpgid), the worker alone."""
+    if not signal_quietly(os.killpg, pid, sig):
+        signal_quietly(os.kill, pid, sig)
 
 
-def _reap(children: set[int], ctrl: socket.socket | None, *, block: bool) -> bool:
+def _reap(children: set[int], template: Template | None, *, block: bool) -> bool:
     """Reap what has exited; report the workers among them. Returns whether anything was reaped (a
     death may have handed us leftovers: the caller looks)."""
     reaped = False
@@ -378,15 +401,8 @@ def _reap(children: set[int], ctrl: socket.socket | None, *, block: bool) -> boo
         if pid in children:  # a leftover's exit is nobody's business but ours
             children.discard(pid)
             cgroup.remove(pid)  # a sandbox's cgroup, now empty
-            if ctrl is not None:
-                _send(ctrl, ("exited", pid, status))
+            if template is not None:
+                template.reply(Exited(pid, status))
 
 
-def _send(ctrl: socket.socket, msg: Any) -> None:
-    try:
-        ctrl.send(pickle.dumps(msg))
-    except OSError:
-        pass
-
-
-__all__ = ["template_main"]
+__all__ = ["Template", "template_main"]

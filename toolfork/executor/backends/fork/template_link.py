@@ -22,7 +22,9 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 from toolfork.executor.backends.base import WorkerSetup
+from toolfork.executor.backends.fork import template_messages as messages
 from toolfork.executor.backends.fork.template import MAX_MESSAGE, template_main
+from toolfork.executor.backends.fork.worker import signal_quietly
 from toolfork.executor.backends.host_fds import HOST_FDS
 from toolfork.executor.wire import oob
 from toolfork.executor.wire.pipes import close_quietly
@@ -70,6 +72,7 @@ class TemplateLink:
         import multiprocess  # here: a process that never starts a pool does not pay its 8 ms import
 
         ctx = multiprocess.get_context("fork")
+        _note_running_loop()
         self._template = ctx.Process(
             target=_template_entry,
             args=(template_end, self.ctrl.fileno(), tools, hooks),
@@ -77,13 +80,16 @@ class TemplateLink:
             daemon=True,
         )
         self._template.start()
+        self._pid: int | None = self._template.pid  # kept: the process object is closed once the template ended
         template_end.close()
         try:  # what multiprocess gave the template to show the host its end by: its children get none
             sentinel = os.fstat(self._template.sentinel)
-            self.ctrl.send(pickle.dumps(("sentinel", (sentinel.st_dev, sentinel.st_ino))))
+            self.ctrl.send(pickle.dumps(messages.Sentinel(sentinel.st_dev, sentinel.st_ino)))
         except OSError:
             pass  # the template is gone already: noticed as any death
         HOST_FDS.add(self.ctrl.fileno())
+        self._process_fds = _process_pipes(self._template)
+        HOST_FDS.update(self._process_fds)
         self._exit_status: dict[int, int] = {}
         # Pids the template reported dead. A worker's death is acted on when it is reported, not only
         # at EOF of its result pipe: a process the tool started may hold a copy of that pipe.
@@ -96,7 +102,7 @@ class TemplateLink:
 
     @property
     def pid(self) -> int | None:
-        return self._template.pid
+        return self._pid
 
     @property
     def state(self) -> LinkState:
@@ -117,8 +123,7 @@ class TemplateLink:
         """Have the template fork worker ``wid``; returns the host's ends (call write fd, result read fd
         (non-blocking), side socket). A template that cannot be told is marked broken (the worker then
         never starts: its pipes are at EOF, and the core replaces the template)."""
-        msg = ("spawn", wid) if sandbox is None else ("spawn", wid, sandbox)
-        return self._send_channels(msg)
+        return self._send_channels(messages.Spawn(wid, sandbox))
 
     def open_session(self) -> tuple[tuple[int, int, socket.socket], socket.socket]:
         """Have the template hand a new session to the sessions' supervisor, which forks its process (see
@@ -127,11 +132,12 @@ class TemplateLink:
         ctl, ctl_theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         HOST_FDS.add(ctl.fileno())
         try:
-            return self._send_channels(("session",), ctl_theirs.fileno()), ctl
+            return self._send_channels(messages.OpenSession(), ctl_theirs.fileno()), ctl
         finally:
             ctl_theirs.close()
 
-    def _send_channels(self, msg: tuple[Any, ...], *extra: int) -> tuple[int, int, socket.socket]:
+    def _send_channels(self, msg: messages.Spawn | messages.OpenSession,
+                       *extra: int) -> tuple[int, int, socket.socket]:
         ours, theirs = worker_channels()
         try:
             socket.send_fds(self.ctrl, [pickle.dumps(msg)], [*theirs, *extra])
@@ -151,7 +157,7 @@ class TemplateLink:
     def term(self, pid: int) -> None:
         """Have the template stop a worker's process group (SIGTERM, SIGKILL after the grace)."""
         try:
-            self.ctrl.send(pickle.dumps(("term", pid, self._kill_grace)))
+            self.ctrl.send(pickle.dumps(messages.Term(pid, self._kill_grace)))
         except OSError:  # the template is gone, and its workers with it (PR_SET_PDEATHSIG)
             self._break("died (its control socket is closed)")
 
@@ -162,7 +168,7 @@ class TemplateLink:
         chunks = [blob[i : i + step] for i in range(0, len(blob), step)] or [b""]
         try:
             for i, chunk in enumerate(chunks):
-                self.ctrl.send(pickle.dumps(("tools", i, i == len(chunks) - 1, chunk)))
+                self.ctrl.send(pickle.dumps(messages.AddTools(i, i == len(chunks) - 1, chunk)))
         except OSError:
             self._break("died (its control socket is closed)")
 
@@ -181,13 +187,13 @@ class TemplateLink:
                 self._break("died")
                 return
             msg = pickle.loads(data)
-            if msg[0] == "spawned":
-                w = self._workers.get(msg[1])
+            if isinstance(msg, messages.Spawned):
+                w = self._workers.get(msg.wid)
                 if w is not None:
-                    w.pid = msg[2]
-            elif msg[0] == "exited":
-                self._exit_status[msg[1]] = msg[2]
-                self.deaths.append(msg[1])
+                    w.pid = msg.pid
+            elif isinstance(msg, messages.Exited):
+                self._exit_status[msg.pid] = msg.status
+                self.deaths.append(msg.pid)
                 if len(self._exit_status) > 4096:  # only recent ones are ever asked for
                     for pid in list(self._exit_status)[:2048]:
                         del self._exit_status[pid]
@@ -217,7 +223,8 @@ class TemplateLink:
             self.wait(lambda: w.pid is not None, SPAWN_ACK_TIMEOUT)
             if w.pid is None:
                 self._break("did not report a worker it was asked to start within "
-                            f"{SPAWN_ACK_TIMEOUT:g}s" if self._template.is_alive() else "died")
+                            f"{SPAWN_ACK_TIMEOUT:g}s" if process_state(self._pid or 0) not in (None, b"Z", b"X")
+                            else "died")
         return w.pid
 
     def exit_status(self, pid: int | None) -> int | None:
@@ -236,7 +243,7 @@ class TemplateLink:
         if self.broken is not None or (not now and at < self.checked_at + TEMPLATE_CHECK_S):
             return
         self.checked_at = at
-        pid = self._template.pid
+        pid = self._pid
         if pid is None:
             return
         state = process_state(pid)
@@ -247,8 +254,11 @@ class TemplateLink:
 
     def abandon(self) -> None:
         """A broken template is killed, reaped and let go (its workers die with it: PR_SET_PDEATHSIG)."""
-        self._template.kill()
-        self._template.join(5.0)
+        try:
+            self._template.kill()
+            self._template.join(5.0)
+        except ValueError:  # let go already (its death noticed again while it was being replaced)
+            pass
         self._let_go()
 
     # ----------------------------------------------------------------- shutdown
@@ -257,7 +267,7 @@ class TemplateLink:
         """End the template (its workers' ends were closed or stopped by the owner): it lets its
         workers go and exits; if it does not in time, it and the workers ``pids`` are killed."""
         try:
-            self.ctrl.send(pickle.dumps(("exit", self._kill_grace)))
+            self.ctrl.send(pickle.dumps(messages.Exit(self._kill_grace)))
         except OSError:
             pass
         self._template.join(self._kill_grace + 2.0)
@@ -272,21 +282,26 @@ class TemplateLink:
         HOST_FDS.discard(self.ctrl.fileno())
         self.ctrl.close()
         self._finalizer.detach()
+        HOST_FDS.difference_update(self._process_fds)
+        try:  # multiprocess's two pipes to it go too (a replaced template's would stay open in the host)
+            self._template.close()
+        except ValueError:  # it still runs (not reaped in time): they go with the object
+            pass
 
     def kill(self, pids: Iterable[int]) -> None:
         """Kill the workers ``pids`` and the template at once, closing nothing (see ``ForkBackend.close``)."""
         signal_groups(pids, signal.SIGKILL)
-        self._template.kill()
+        try:
+            self._template.kill()
+        except ValueError:  # its process object is closed: it ended and was reaped already
+            pass
 
 
 def signal_groups(pids: Iterable[int], sig: int) -> None:
     """Signal workers' process groups from the host (the template cannot: it is gone or stopped); a
     group already gone is skipped."""
     for pid in pids:
-        try:
-            os.killpg(pid, sig)
-        except OSError:
-            pass
+        signal_quietly(os.killpg, pid, sig)
 
 
 def worker_channels() -> tuple[tuple[int, int, socket.socket], tuple[int, int, int]]:
@@ -317,10 +332,83 @@ def process_state(pid: int) -> bytes | None:
     return stat[stat.rfind(b")") + 2 : stat.rfind(b")") + 3]
 
 
+def _process_pipes(process: Any) -> tuple[int, ...]:
+    """The host's ends of the two pipes multiprocess keeps to a process it started (its ``sentinel``, and
+    the one whose EOF tells the process the host is gone): the host's own, as its channels are."""
+    popen = getattr(process, "_popen", None)
+    args = getattr(getattr(popen, "finalizer", None), "_args", None)  # multiprocess closes them through it
+    return tuple(fd for fd in args if isinstance(fd, int) and fd >= 0) if isinstance(args, tuple) else ()
+
+
 def _template_entry(ctrl: socket.socket, host_ctrl_fd: int, tools: dict[str, Any], hooks: WorkerSetup) -> None:
-    close_quietly([*list(HOST_FDS), host_ctrl_fd])
+    close_quietly([*HOST_FDS.still_ours(), host_ctrl_fd])
     HOST_FDS.clear()
+    _stdin_from_null()
+    _null_event_fds()
     template_main(ctrl, tools, hooks)
+
+
+def _stdin_from_null() -> None:
+    """Descriptor 0 of the template, and so of every worker, is the null device, as ``sys.stdin``
+    already is (multiprocess points it there, on a descriptor of its own, which goes): the host's stdin
+    (the calls ``toolfork run -`` reads) is the host's, and a tool reading descriptor 0 takes nothing."""
+    import sys
+
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)  # inheritable: a program a tool starts has a stdin
+    os.close(null)
+    try:
+        old = sys.stdin.fileno() if sys.stdin is not None else 0
+    except (OSError, ValueError):
+        old = 0
+    if old > 2:
+        close_quietly([old])
+    sys.stdin = open(0, encoding="utf-8", closefd=False)  # the process's stdin: never closed
+
+
+# The asyncio loops that ran where a template was forked (an Executor made or used inside ``async``
+# code): their self-pipe and epoll are the host's. Each template's copy of them is made the null device.
+_LOOPS: weakref.WeakSet[Any] = weakref.WeakSet()
+
+
+def _note_running_loop() -> None:
+    import sys
+
+    asyncio = sys.modules.get("asyncio")
+    if asyncio is None:
+        return
+    try:
+        _LOOPS.add(asyncio.get_running_loop())
+    except (RuntimeError, TypeError):
+        pass
+
+
+def _null_event_fds() -> None:
+    """In the template: every epoll it inherited (no process below can use the host's: one that could
+    would change what the host is woken for) and the self-pipe of each loop in ``_LOOPS`` (a tool
+    reading it would take the loop's wake-ups) name the null device. Not closed: the host's objects the
+    template copied (a loop, a selector) still hold the numbers, which must not name anything else later."""
+    fds = set()
+    for loop in list(_LOOPS):
+        for name in ("_ssock", "_csock"):
+            sock = getattr(loop, name, None)
+            if sock is not None:
+                fds.add(sock.fileno())
+    try:
+        for name in os.listdir("/proc/self/fd"):
+            try:
+                if os.readlink(f"/proc/self/fd/{name}") == "anon_inode:[eventpoll]":
+                    fds.add(int(name))
+            except OSError:
+                continue
+    except OSError:
+        pass
+    fds = {fd for fd in fds if fd > 2}
+    if fds:
+        null = os.open(os.devnull, os.O_RDONLY)
+        for fd in fds:
+            os.dup2(null, fd, inheritable=False)
+        os.close(null)
 
 
 def _emergency_close(template: Any, ctrl: socket.socket) -> None:

@@ -21,7 +21,7 @@ The worker's channels (call pipe, result pipe, side socket) are moved to high de
 of the range a tool's own files take, and are not inherited by what a tool executes. A tool may still
 close them (a library that closes "every fd above 2"): after each call the worker looks, and if one is
 gone it does not go on poisoned. It sends that call's result as a LEAVING frame (an error naming what
-happened) if its result pipe still works, else it exits with ``wire.EXIT_CHANNEL_DAMAGED``; either way
+happened) if its result pipe still works, else it exits with ``frames.EXIT_CHANNEL_DAMAGED``; either way
 the host fails that call alone and forks a replacement. Between calls it puts signal state back and
 reaps exited children (see ``fork.reset``). A call of a tool with ``Limits`` runs under them (see
 ``fork.limited``); a one-shot forked for a sandboxed call enters its sandbox before anything else.
@@ -50,6 +50,7 @@ from toolfork.executor.wire.frames import EXIT_CHANNEL_DAMAGED, ChannelDamaged
 from toolfork.governance import rlimits
 from toolfork.governance import sandbox as sandboxing
 from toolfork.governance.limits import Limits
+from toolfork.governance.verdict import libc
 from toolfork.tools.runtime import ToolRuntime
 
 CHANNEL_FD_HEADROOM = 64  # the channels go this far below the descriptor limit (at most 4096)
@@ -93,6 +94,10 @@ class ServedSession(Protocol):
     def before_result(self) -> None: ...
 
     def after_frame(self) -> None: ...
+
+    @property
+    def limits(self) -> Limits | None:
+        """The sandbox the session's process entered at its OPEN (None: none)."""
 
 
 class _Leave(BaseException):  # not an error: the worker's way out when its channels are gone
@@ -166,11 +171,8 @@ def _on_sigterm(signum: int, frame: Any) -> None:
 def die_with_parent(sig: int = signal.SIGKILL) -> None:
     """Ask Linux to send us ``sig`` (SIGKILL) when the template (our parent) dies, so no worker outlives it."""
     try:
-        import ctypes
-
-        libc = ctypes.CDLL(None, use_errno=True)
         pr_set_pdeathsig = 1
-        libc.prctl(pr_set_pdeathsig, sig, 0, 0, 0)
+        libc().prctl(pr_set_pdeathsig, sig, 0, 0, 0)  # loaded once, in the template: not per fork
     except Exception:  # not Linux: the worker still exits on EOF of its call pipe
         pass
 
@@ -181,11 +183,19 @@ PR_SET_CHILD_SUBREAPER = 36
 def become_subreaper() -> None:
     """Orphans below this process are handed to it instead of init (Linux; elsewhere a no-op)."""
     try:
-        import ctypes
-
-        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+        libc().prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
     except Exception:
         pass
+
+
+def signal_quietly(send: Callable[[int, int], None], pid: int, sig: int) -> bool:
+    """``send(pid, sig)`` (``os.kill`` or ``os.killpg``); whether it was sent: a process or group already
+    gone (or never there) is no error, since whoever signals it wants it gone."""
+    try:
+        send(pid, sig)
+    except OSError:
+        return False
+    return True
 
 
 def child_pids() -> list[int]:
@@ -242,14 +252,7 @@ def _serve(channels: Channels, tools: dict[str, Any], hooks: WorkerSetup, sandbo
     call_fd, result_fd = channels.call_fd, channels.result_fd
     side = oob.SidePort(socket.socket(fileno=channels.side_fd))
     writer = framing.FrameWriter(result_fd, side)
-    start_error: ErrorInfo | None = refused
-    if hooks.on_worker_start is not None and refused is None:
-        try:
-            hooks.on_worker_start()
-        except Exception as exc:
-            # A worker whose start hook failed stays up but fails every call, naming the hook: respawning
-            # it would only fail again, in a loop.
-            start_error = error_info(exc, prefix="on_worker_start hook failed")
+    start_error = refused if refused is not None else hooks.start_worker()
     baseline = SignalBaseline()  # after on_worker_start: what it installs is what every call starts with
     baseline.watch_setters()
     before, after, encode = hooks.before_child, hooks.after_child, hooks.encode_result
@@ -280,6 +283,10 @@ def _serve(channels: Channels, tools: dict[str, Any], hooks: WorkerSetup, sandbo
         if session is not None and kind != frames.CALLS:
             session.handle(msg, channels, writer)
             pid = getpid()  # the first checkpoint is forked at OPEN: its copy may come back here
+            if session.limits is not None and dumps is not _data_only_dumps:  # it entered its sandbox at OPEN
+                dumps, encode = _data_only_dumps, None
+                limited = CallLimits(hooks.limits, session.limits, over=session.limits)
+                limits_of, known_limits = limited.effective.of, limited.effective.known
             continue
         items = msg[1] if kind == frames.CALLS else msg[3]
         last_id = items[-1][0] if items else None

@@ -1,0 +1,151 @@
+"""ToolforkExecutor inside smolagents' own CodeAgent, with a scripted model: multi-step code actions,
+tools defined in the session, the final answer, a rolled-back action, missing imports, a shared
+Executor and cleanup. Real sandboxed sessions, real forked processes. smolagents' own remote-executor
+tests run against it in tests/adapters/upstream/smolagents."""
+
+from __future__ import annotations
+
+import io
+import os
+import socket
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from rich.console import Console
+from smolagents import CodeAgent, Tool
+from smolagents.models import ChatMessage, MessageRole, Model
+from smolagents.monitoring import AgentLogger, LogLevel
+from smolagents.utils import AgentError
+
+from toolfork.adapters.smolagents import ToolforkExecutor
+from toolfork.executor import Executor
+
+
+class ScriptedCode(Model):
+    """A model that answers with the code actions it was given, one per step (no key, no network)."""
+
+    def __init__(self, actions: list[str]) -> None:
+        super().__init__(model_id="scripted")
+        self.actions = list(actions)
+        self.seen: list[str] = []
+
+    def generate(self, messages: list[Any], stop_sequences: list[str] | None = None, **kwargs: Any) -> ChatMessage:
+        self.seen.append(str(messages[-1].content if hasattr(messages[-1], "content") else messages[-1]))
+        code = self.actions.pop(0)
+        return ChatMessage(role=MessageRole.ASSISTANT, content=f"Thought: next.\n<code>\n{code}\n</code>")
+
+
+class Multiply(Tool):
+    name = "multiply"
+    description = "Multiply two integers."
+    inputs = {"a": {"type": "integer", "description": "first"}, "b": {"type": "integer", "description": "second"}}
+    output_type = "integer"
+
+    def forward(self, a: int, b: int) -> int:
+        import os  # runs in the session, in the sandbox's own PID namespace
+
+        print("multiplying in", os.getpid(), os.environ.get("HOST_ONLY_MARK"))
+        return a * b
+
+
+def logger() -> AgentLogger:
+    return AgentLogger(LogLevel.OFF, Console(force_terminal=False, file=io.StringIO()))
+
+
+@pytest.fixture
+def executor() -> Iterator[ToolforkExecutor]:
+    ex = ToolforkExecutor([], logger(), timeout=5)
+    yield ex
+    ex.cleanup()
+
+
+def test_a_code_agent_runs_its_steps_in_the_session_and_returns_the_final_answer(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HOST_ONLY_MARK", "host")  # set before the session's process is forked
+    executor = ToolforkExecutor([], logger(), timeout=5)
+    try:
+        model = ScriptedCode(["x = multiply(6, 7)\nprint(x)", "final_answer(x + 1)"])
+        agent = CodeAgent(tools=[Multiply()], model=model, executor=executor, max_steps=4)
+        assert agent.run("what is 6*7+1?") == 43
+    finally:
+        executor.cleanup()
+    # the tool ran in the sandbox (its own PID namespace, not the host's environment); its print reached the model
+    assert "multiplying in" in model.seen[1] and "None" in model.seen[1] and "42" in model.seen[1]
+
+
+def test_a_timed_out_action_is_rolled_back_and_the_agent_is_told(executor: ToolforkExecutor) -> None:
+    executor.timeout = 1
+    executor("x = 1")
+    with pytest.raises(AgentError, match="rolled back to its state before this cell"):
+        executor("x = 2\nwhile True:\n    pass")
+    assert executor("x").output == "1"
+    assert executor.session.restores == 1
+
+
+def test_a_crashed_action_is_rolled_back(executor: ToolforkExecutor) -> None:
+    executor("items = [1]")
+    with pytest.raises(AgentError, match=r"crashed.*rolled back"):
+        executor("items.append(2)\nimport os\nos._exit(1)")
+    assert executor("items").output == "[1]"
+
+
+def test_variables_cross_as_smolagents_sends_them(executor: ToolforkExecutor) -> None:
+    executor.send_variables({"rows": [1, 2, 3], "label": "total"})
+    assert executor("f'{label}: {sum(rows)}'").output == "'total: 6'"
+
+
+def test_an_import_the_sandbox_cannot_make_is_named_not_installed() -> None:
+    with pytest.raises(ModuleNotFoundError, match=r"cannot import \['no_such_module_here'\].*nothing is pip-installed"):
+        ToolforkExecutor(["numpy", "no_such_module_here", "math.*", "*"], logger())
+
+
+def test_bad_settings_are_refused_naming_them() -> None:
+    with pytest.raises(ValueError, match="timeout=0"):
+        ToolforkExecutor([], logger(), timeout=0)
+    with pytest.raises(TypeError, match="toolfork Limits"):
+        ToolforkExecutor([], logger(), limits={"network": False})  # type: ignore[arg-type]
+
+
+def test_agents_share_an_executor_and_never_see_each_others_state() -> None:  # unsandboxed: the flag works too
+    with Executor([], workers=1) as shared:
+        a = ToolforkExecutor([], logger(), executor=shared)
+        b = ToolforkExecutor([], logger(), executor=shared, _sandbox=False)
+        a("secret = 1")
+        assert b("'secret' in globals()").output == "False"
+        a.cleanup()
+        assert b("2 + 2").output == "4"  # one agent's cleanup leaves the shared executor and others alone
+        b.cleanup()
+        assert not shared.closed
+
+
+def test_cleanup_ends_the_session_and_removes_the_workspace(executor: ToolforkExecutor) -> None:
+    executor("open('f.txt', 'w').write('x')")
+    pid, workspace = executor.session.pid, executor.workspace
+    assert os.path.exists(os.path.join(workspace, "f.txt"))
+    executor.delete()
+    assert not os.path.exists(workspace)
+    with pytest.raises(ProcessLookupError):
+        for _ in range(200):
+            os.kill(pid, 0)
+            time.sleep(0.025)
+
+
+def test_the_default_executor_is_sandboxed(tmp_path: Any) -> None:
+    ex = ToolforkExecutor([], logger())
+    try:
+        with socket.socket() as server:
+            server.bind(("127.0.0.1", 0))
+            server.listen()
+            server.settimeout(0.5)
+            with pytest.raises(AgentError):
+                ex(f"import socket\nsocket.create_connection(('127.0.0.1', {server.getsockname()[1]}), timeout=2)")
+            with pytest.raises(TimeoutError):
+                server.accept()  # nothing reached the host's loopback
+        outside = tmp_path / "escaped.txt"
+        with pytest.raises(AgentError):
+            ex(f"open({str(outside)!r}, 'w').write('x')")
+        assert not outside.exists()
+    finally:
+        ex.cleanup()

@@ -1,0 +1,58 @@
+"""The code interpreter's own escapes, as root and as nobody: what the sandbox's escape suite does not
+cover because it is about the interpreter's crossing and its episodes (each attack in a fresh process,
+``interpreter_scenarios``)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.redteam.conftest import REPO, become, child_env, shared_dir
+
+
+def attack(name: str, user: str, work: Path) -> dict[str, Any]:
+    done = subprocess.run([*become(user), sys.executable, "-m", "tests.redteam.interpreter_scenarios", name,
+                           str(work)], capture_output=True, cwd=REPO, env=child_env(), timeout=150, check=False)
+    assert done.returncode == 0, done.stderr.decode(errors="replace")[-3000:]
+    return json.loads(done.stdout.decode().splitlines()[-1])  # type: ignore[no-any-return]
+
+
+@pytest.fixture
+def work() -> Iterator[Path]:
+    with shared_dir("toolfork-interpreter-", "these attacks") as path:
+        yield path
+
+
+@pytest.mark.timeout(200)
+@pytest.mark.parametrize("user", ["root", "nobody"])
+def test_a_pickled_final_answer_is_never_unpickled_in_the_host(user: str, work: Path) -> None:
+    seen = attack("pickled_final_answer", user, work)
+    assert seen == {"raised": "SerializationError", "marker": False}, seen
+
+
+@pytest.mark.timeout(200)
+@pytest.mark.parametrize("user", ["root", "nobody"])
+def test_an_episode_cannot_read_list_or_change_another_episodes_files(user: str, work: Path) -> None:
+    seen = attack("neighbour_files", user, work)
+    assert seen == {"leaked": False, "refused": [True, True, True, True], "after": "'a-only'"}, seen
+
+
+@pytest.mark.timeout(200)
+@pytest.mark.parametrize("user", ["root", "nobody"])
+def test_a_cell_that_kills_its_checkpoint_then_crashes_ends_the_episode_saying_so(user: str, work: Path) -> None:
+    """The episode may end (lost, saying so) or go on from the state before the cell (rolled back, saying
+    so); it never goes on from a fresh interpreter."""
+    seen = attack("kill_the_checkpoint", user, work)
+    assert seen["status"] == "crashed", seen
+    assert "NameError" not in seen["after"], f"the next cell ran on a fresh interpreter: {seen}"
+    if seen["said"]:  # lost, and said so: no later cell runs
+        assert seen["after"] == "SessionLost at cell-2", seen
+    else:  # its checkpoint took over after all: the next cell sees x, or its own fault says the state is lost
+        assert "rolled back" in seen["message"], seen
+        assert "'value': '1'" in seen["after"] or "the interpreter is lost" in seen["after"], seen

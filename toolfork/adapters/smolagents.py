@@ -1,0 +1,178 @@
+"""``ToolforkExecutor``: smolagents' code executor, each code action in a toolfork sandboxed session.
+
+Why: smolagents' ``CodeAgent`` runs the Python its model writes. Its local executor is an AST
+interpreter that its own docs call no security boundary; its remote executors need Docker or a cloud
+account. This one is a ``RemotePythonExecutor`` (the class smolagents' Docker, E2B and Modal executors
+share, so ``send_tools``, ``send_variables`` and the final answer work as theirs do) whose "remote" is a
+toolfork session holding a ``Kernel`` (``toolfork.toolkits.interpreter_kernel``): a process of its own,
+in the sandbox (no network, writes only in a private workspace, memory and CPU bounded), with a
+checkpoint so a code action that times out or crashes leaves the state as it was before it.
+
+    CodeAgent ──code action──> ToolforkExecutor.run_code_raise_errors ──> session.run(smolagents_code)
+       ──> Kernel.run in the sandboxed session process ──> plain data (stdout, value, error, images)
+       ──> CodeOutput(output, logs, is_final_answer) | AgentError (traceback, or why it was rolled back)
+
+The tools ``send_tools`` receives are defined inside the session from their source (as every remote
+executor does), so they run in the sandbox too. ``additional_imports`` are checked, not installed:
+the sandbox imports what this Python environment has; a missing module is a clear error naming it.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import io
+import shutil
+import tempfile
+import threading
+from typing import Any
+
+from toolfork._extras import import_optional
+from toolfork.executor import Executor
+from toolfork.governance.limits import Limits
+from toolfork.toolkits.interpreter import ROLLED_BACK, readable
+from toolfork.toolkits.interpreter_kernel import Kernel
+from toolfork.tools import Tool, ToolOutput, ToolRuntime
+
+import_optional("smolagents", "toolfork.adapters.smolagents")
+
+from smolagents.local_python_executor import CodeOutput  # noqa: E402
+from smolagents.remote_executors import RemotePythonExecutor  # noqa: E402
+from smolagents.utils import AgentError  # noqa: E402
+
+TOOL_NAME = "smolagents_code"
+_SOURCE_LOCK = threading.Lock()
+FINAL = RemotePythonExecutor.FINAL_ANSWER_EXCEPTION
+# Distributions whose module is named otherwise (``additional_imports`` may name either).
+MODULE_OF = {"pillow": "PIL", "scikit-learn": "sklearn", "beautifulsoup4": "bs4", "opencv-python": "cv2",
+             "pyyaml": "yaml", "python-dateutil": "dateutil"}
+
+
+def _code_action(code: str, runtime: ToolRuntime) -> ToolOutput:
+    """Run a smolagents code action in this session's kernel.
+
+    Args:
+        code: the code action's Python source
+    """
+    return ToolOutput([], False, runtime.state.run(code))
+
+
+CODE_TOOL = Tool(TOOL_NAME, fn=_code_action)
+
+
+def modules(names: list[str]) -> list[str]:
+    """The top-level modules ``additional_imports`` (import patterns or distributions) ask for."""
+    out: list[str] = []
+    for name in names:
+        top = MODULE_OF.get(name.lower(), name).split(".")[0].replace("-", "_")
+        if top and top != "*" and top not in out:
+            out.append(top)
+    return out
+
+
+class ToolforkExecutor(RemotePythonExecutor):
+    """A smolagents ``PythonExecutor`` for ``CodeAgent(..., executor=ToolforkExecutor([...], logger))``.
+
+    ``timeout``: seconds per code action (None: the executor's). ``limits``: the session's ``Limits``,
+    over the defaults (the sandbox, no network, writes only in a private workspace, reads only there, in
+    the interpreter and in the system's libraries). ``checkpoint``:
+    roll a failed code action back (True) or lose the session on it (False). ``executor``: an
+    ``Executor`` to share between agents (its tools gain ``smolagents_code``; it is not closed here)."""
+
+    def __init__(self, additional_imports: list[str], logger: Any, *, timeout: float | None = None,
+                 limits: Limits | None = None, checkpoint: bool = True, executor: Executor | None = None,
+                 allow_pickle: bool = False, _sandbox: bool = True) -> None:
+        super().__init__(additional_imports, logger, allow_pickle)
+        if timeout is not None and not timeout > 0:
+            raise ValueError(f"ToolforkExecutor: timeout={timeout!r}: give seconds (> 0) or None")
+        if limits is not None and not isinstance(limits, Limits):
+            raise TypeError(f"ToolforkExecutor: limits must be a toolfork Limits, got {type(limits).__name__}")
+        self.timeout = timeout
+        self.workspace = tempfile.mkdtemp(prefix="toolfork-smolagents-")
+        self._own = executor is None
+        self.code_actions = 0
+        self.session: Any = None
+        try:
+            self.executor = Executor([CODE_TOOL], workers=1) if executor is None else executor
+            if TOOL_NAME not in self.executor.tools:
+                self.executor.add_tools(CODE_TOOL)
+            kernel = (Kernel, self.workspace, 20_000, (FINAL,))
+            if _sandbox:
+                settings = {"sandbox": True, "network": False, "write_paths": [self.workspace],
+                            "read_paths": readable(self.workspace),
+                            **(limits.set_fields() if limits is not None else {})}
+                # refused at open, naming why, where the backend or the machine cannot give the sandbox
+                self.session = self.executor.session(*kernel, limits=Limits(**settings), checkpoint=checkpoint)
+            elif self.executor.mode != "fork":
+                raise RuntimeError(f"ToolforkExecutor(_sandbox=False): the executor's sessions run in "
+                                   f"{self.executor.mode} mode, where a code action would run in this process: "
+                                   "use mode='fork'")
+            else:
+                self.session = self.executor.session(*kernel, checkpoint=checkpoint)
+            self.installed_packages = self.install_packages(additional_imports)
+        except BaseException:
+            self.cleanup()
+            raise
+        self.logger.log("toolfork session is running")
+
+    def run_code_raise_errors(self, code: str) -> CodeOutput:
+        """Run ``code`` in the session: its ``CodeOutput``, or ``AgentError`` naming what went wrong."""
+        self.code_actions += 1
+        before = self.session.restores
+        result = self.session.run([{"id": f"action-{self.code_actions}", "name": TOOL_NAME,
+                                    "arguments": {"code": code}, "timeout": self.timeout}])[0]
+        if result.status != "ok" or result.output is None or not isinstance(result.output.data, dict):
+            why = result.error.message if result.error is not None else result.output.as_text()
+            if self.session.restores > before:
+                why = f"{why}; {ROLLED_BACK}"
+            raise AgentError(f"Executing code yielded an error:\n{why}", self.logger)
+        cell = result.output.data
+        logs = cell["stdout"] + cell["stderr"]
+        error = cell["error"]
+        if error is not None:
+            if error["type"] == FINAL:
+                return CodeOutput(self._deserialize_final_answer(error["message"], self.allow_pickle), logs, True)
+            raise AgentError(f"{logs}\nExecuting code yielded an error:\n{error['traceback']}", self.logger)
+        if cell["value_image"]:
+            import PIL.Image  # smolagents requires pillow
+
+            return CodeOutput(PIL.Image.open(io.BytesIO(base64.b64decode(cell["images"][0]["data"]))), logs, False)
+        return CodeOutput(cell["value"], logs, False)
+
+    def send_tools(self, tools: dict[str, Any]) -> None:
+        """smolagents' own, one agent at a time in this process: it reads the tools' source with ``inspect``,
+        whose ``ast`` parsing is not safe from several threads at once (CPython 3.11: "AST constructor
+        recursion depth mismatch")."""
+        with _SOURCE_LOCK:
+            super().send_tools(tools)
+
+    def install_packages(self, additional_imports: list[str]) -> list[str]:
+        """Check that the sandbox can import them: it installs nothing (a missing one is an error)."""
+        wanted = modules(list(additional_imports))
+        if not wanted:
+            return list(additional_imports)
+        probe = f"import importlib.util\n[m for m in {wanted!r} if importlib.util.find_spec(m) is None]"
+        missing = self.run_code_raise_errors(probe).output
+        if missing != "[]":
+            raise ModuleNotFoundError(
+                f"ToolforkExecutor: the sandbox cannot import {missing} (asked for by additional_imports or a "
+                "tool's requirements): install them into this Python environment; nothing is pip-installed "
+                "at run time")
+        return list(additional_imports)
+
+    def cleanup(self) -> None:
+        """End the session (its process, its state) and remove its workspace; close an executor made here."""
+        if self.session is not None:
+            with contextlib.suppress(Exception):
+                self.session.close()
+            self.session = None
+        if self._own and getattr(self, "executor", None) is not None:
+            self.executor.close()
+        shutil.rmtree(self.workspace, ignore_errors=True)
+
+    def delete(self) -> None:
+        """As the Docker executor's: clean up."""
+        self.cleanup()
+
+
+__all__ = ["TOOL_NAME", "ToolforkExecutor"]

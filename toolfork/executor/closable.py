@@ -1,0 +1,32 @@
+"""``with x:`` for the executor's objects that hold something until ``close()``.
+
+Why: an ``Executor``, a ``Journal`` (and a session) are each used as ``with ...:`` blocks whose end is
+their ``close()``; the two dunder methods that say so are written once, here, not once per class::
+
+    with Executor(...) as ex:   ──__enter__──> ex itself
+        ...                     ──__exit__───> ex.close()   (on any exit, exception or not)
+"""
+
+from __future__ import annotations
+
+from typing import TypeVar
+
+_C = TypeVar("_C", bound="Closable")
+
+
+class Closable:
+    """A base whose ``with`` block ends in ``close()`` (which the subclass defines)."""
+
+    __slots__ = ()
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self: _C) -> _C:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+__all__ = ["Closable"]
