@@ -206,6 +206,11 @@ def test_a_factory_that_never_returns_is_killed_at_the_timeout_and_sessions_are_
         with pytest.raises(TooManySessions):
             ex.session(S.Account, "bob")
         assert values(s.run([dep(1, 5)])) == [5]
+    from toolfork import Limits
+    from toolfork.governance.enforceable import SandboxUnavailable
+
+    with pytest.raises(SandboxUnavailable, match="Ray's own worker processes, which cannot enter the sandbox"):
+        ex.session(S.Account, "eve", limits=Limits(network=False))
 
 
 def test_a_session_job_runs_on_ray_actors(tmp_path: Any, ray_cluster: Any) -> None:  # noqa: F811

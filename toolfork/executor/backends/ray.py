@@ -90,7 +90,9 @@ class RayBackend(HubBackend):
                       "share: a limit there would bind Ray too, and the CPU limit's signal would kill Ray's "
                       "worker (use mode='fork' for limits)",
             "recycles": "Ray mode runs calls in Ray's own workers (use Ray's max_calls option in ray_options "
-                        "instead)"})
+                        "instead)",
+            "sandbox": "Ray mode runs calls and sessions in Ray's own worker processes, which cannot enter the "
+                       "sandbox"})
 
     def __init__(self, tools: dict[str, Tool], workers: int, hooks: WorkerSetup, kill_grace: float = 1.0, *,
                  address: str | None = None, options: dict[str, Any] | None = None,
