@@ -42,6 +42,7 @@ the call that crashed outlives it.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import pickle
 import signal
@@ -381,6 +382,9 @@ class ActorPlace:
                                     "(os._exit, a signal such as SIGSEGV or SIGKILL, the OOM killer, or its node "
                                     f"lost; Ray does not pass on the exit code or signal): {first_line(exc)}")))
             return result, _lost(result)
+        if (result.call_id, result.name, result.worker_pid) != (call.id, call.name, actor.pid):
+            # the host's call, as the host knows it, whatever came back (one rule with a fork session's)
+            result = dataclasses.replace(result, call_id=call.id, name=call.name, worker_pid=actor.pid)
         if spans:
             tracing.export(spans)  # the tool's own spans, under its call's
         if self.checkpoint:
