@@ -814,13 +814,6 @@ def test_cancels_racing_completions_across_threads_never_misroute_a_result(make_
                                  batches=3)
 
 
-def test_sessions_are_refused_naming_the_modes_that_have_them(make_executor, mode):
-    ex = make_executor(mode=mode)
-    with pytest.raises(NotImplementedError, match="sessions need mode='fork'"):
-        ex.session(dict)
-    assert ex.run([ToolCall("a", "add", {"a": 1, "b": 2})])[0].output.data == 3
-
-
 def test_a_tools_ceiling_bounds_its_result_and_progress_on_ray_workers(make_executor, mode):
     """max_result_mb in Ray mode: measured in the Ray worker on what Ray would send the host."""
     from tests.executor.test_ceiling import big_progress, big_text
