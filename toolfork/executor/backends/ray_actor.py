@@ -42,6 +42,7 @@ the call that crashed outlives it.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import pickle
@@ -168,10 +169,8 @@ def end_tree(pid: int, known: list[Child]) -> None:
 
     for child, started in known:
         if _start_time(child) == started:
-            try:
+            with contextlib.suppress(OSError):  # gone already
                 os.kill(child, signal.SIGKILL)
-            except OSError:
-                pass
 
     try:
         descendants = psutil.Process(pid).children(recursive=True)

@@ -14,6 +14,7 @@ core's, reused: ``timeout_result``, ``crashed_result`` (with the wait status the
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import pickle
@@ -90,10 +91,8 @@ class SupervisorWatch:
             if state in (b"T", b"t"):
                 log.warning("the sessions' supervisor process %s was stopped (SIGSTOP, from a tool or from outside); "
                             "it is killed, its sessions are lost, and a new one serves the next sessions", pid)
-                try:
+                with contextlib.suppress(OSError):  # gone already: what killing it wanted
                     os.kill(pid, signal.SIGKILL)
-                except OSError:
-                    pass
             elif state in (None, b"Z", b"X"):
                 with self._lock:
                     self._pids.discard(pid)
