@@ -18,7 +18,9 @@ but the faulted calls' own results must match the direct run.
 The data and classes come from the ``bfcl-eval`` wheel (``pip install --no-deps bfcl-eval`` is enough:
 only its pure-Python API classes and JSON data are used). Usage:
     PYTHONPATH=. python bench/bfcl_sessions.py [--category base|miss_func|miss_param|long_context] [--faults]
-        [--checkpoint] [--episodes N] [--threads N]
+        [--checkpoint] [--episodes N] [--threads N] [--mode fork|ray|sequential] [--out FILE]
+
+``--mode ray``: each episode's session is a Ray actor on a local Ray instance (started by the executor).
 """
 
 from __future__ import annotations
@@ -184,6 +186,11 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=None, help="episodes driven at once (default: the workers)")
     ap.add_argument("--faults", action="store_true")
     ap.add_argument("--checkpoint", action="store_true")
+    ap.add_argument("--mode", default="fork", choices=["fork", "ray", "sequential"],
+                    help="where the sessions live: fork processes, Ray actors, or this process (default: fork)")
+    ap.add_argument("--out", type=Path, default=None,
+                    help="write every episode's results (per-call texts, lost at, final state) here as JSON, to "
+                         "compare two modes' runs")
     ap.add_argument("--category", default="base", choices=["base", "miss_func", "miss_param", "long_context"],
                     help="which multi-turn category's episodes (default: base)")
     a = ap.parse_args()
@@ -203,7 +210,8 @@ def main() -> None:
     turns = {e["id"]: [[parse(c, params, f"{e['id']}-t{t}-c{i}") for i, c in enumerate(turn)]
                        for t, turn in enumerate(answers[e["id"]])] for e in entries}
     opening: list[float] = []
-    with Executor(tools, kill_grace=0.2) as ex:  # before the direct runs: its template has pristine modules
+    # Made before the direct runs: a fork template (and the Ray workers' imports) have pristine modules.
+    with Executor(tools, kill_grace=0.2, mode=a.mode) as ex:
         t0 = time.perf_counter()
         shared = {e["id"]: direct(e, turns[e["id"]], owners, False) for e in entries}
         direct_s = time.perf_counter() - t0
@@ -245,6 +253,8 @@ def main() -> None:
     lost = sum(1 for _out, lost_at, _ in got.values() if lost_at is not None)
     mismatched = [i for i, (out, lost_at, state) in got.items() if lost_at is None and (
         out != expected[i][0] or json.loads(state) != json.loads(expected[i][1]))]
+    if a.out is not None:
+        a.out.write_text(json.dumps({i: [out, lost_at, state] for i, (out, lost_at, state) in got.items()}))
     opening.sort()
     print(f"mode {mode}, {len(entries)} episodes, {sum(len(c) for t in turns.values() for c in t)} calls, "
           f"{threads} episodes at once, {os.cpu_count()} cores, faults={a.faults} checkpoint={a.checkpoint}")

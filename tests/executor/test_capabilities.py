@@ -51,7 +51,7 @@ def test_each_backend_declares_what_it_can_do() -> None:
         False, False, True, False, True)
     ray = RayBackend.capabilities
     assert (ray.limits, ray.recycles, ray.sessions, ray.kills_at_deadline, ray.in_host) == (
-        False, False, False, True, False)
+        False, False, True, True, False)
 
 
 def test_governance_refuses_limits_the_capabilities_deny_whatever_the_name() -> None:

@@ -18,6 +18,7 @@ import pytest
 from toolfork.executor.types import ErrorInfo, ToolResult
 from toolfork.executor.wire import ceiling, dataonly, oob
 from toolfork.tools.output import ContentBlock, ToolOutput
+from toolfork.tools.runtime import ToolRuntime
 
 N = 50_000
 # The values that rebuild into the most per byte sent: empty containers, one-entry dicts, small
@@ -142,6 +143,16 @@ def big_text(n: int) -> str:
     return "y" * n
 
 
+def big_progress(n: int, runtime: ToolRuntime) -> str:
+    """One progress value of ``n`` characters, then a short result (a tool that swallows what emitting
+    it raised)."""
+    try:
+        runtime.emit_progress("p" * n)
+    except Exception:
+        pass
+    return "done"
+
+
 def test_a_warm_frame_longer_than_its_ceiling_fails_its_call_and_the_pool_goes_on() -> None:
     """A warm worker's frames are pickles (a warm tool is trusted): bounded by their length."""
     from toolfork import Tool
@@ -156,6 +167,23 @@ def test_a_warm_frame_longer_than_its_ceiling_fails_its_call_and_the_pool_goes_o
     assert "over the ceiling of 1 MB" in over.error.message
     assert fits.status == "ok" and fits.output is not None and len(fits.output.content[0].text) == 3_000_000
     assert after.status == "ok"
+
+
+def test_a_session_call_is_bounded_by_its_tools_ceiling() -> None:
+    """A session's process sends its frames to the host as a pool worker does: the tool's max_result_mb
+    bounds them, not the default."""
+    from tests.executor.session_tools import Account
+    from toolfork import Tool
+    from toolfork.executor import Executor, ToolCall
+
+    tools = [Tool("small", fn=big_text, max_result_mb=1), Tool("roomy", fn=big_text)]
+    with Executor(tools, mode="fork", workers=1, timeout=60) as ex, ex.session(Account, "ada") as s:
+        over, fits, after = s.run([ToolCall("a", "small", {"n": 3_000_000}), ToolCall("b", "roomy", {"n": 3_000_000}),
+                                   ToolCall("c", "small", {"n": 10})])
+    assert over.status == "error" and over.error is not None and over.error.type == "ResultTooLarge", over
+    assert "over the ceiling of 1 MB" in over.error.message
+    assert fits.status == "ok" and fits.output is not None and len(fits.output.content[0].text) == 3_000_000
+    assert after.status == "ok", after
 
 
 def test_the_run_command_sets_the_ceiling_of_tools_that_set_none(tmp_path: Any) -> None:

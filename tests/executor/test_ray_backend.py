@@ -814,8 +814,20 @@ def test_cancels_racing_completions_across_threads_never_misroute_a_result(make_
                                  batches=3)
 
 
-def test_sessions_are_refused_naming_the_modes_that_have_them(make_executor, mode):
-    ex = make_executor(mode=mode)
-    with pytest.raises(NotImplementedError, match="sessions need mode='fork'"):
-        ex.session(dict)
-    assert ex.run([ToolCall("a", "add", {"a": 1, "b": 2})])[0].output.data == 3
+def test_a_tools_ceiling_bounds_its_result_and_progress_on_ray_workers(make_executor, mode):
+    """max_result_mb in Ray mode: measured in the Ray worker on what Ray would send the host."""
+    from tests.executor.test_ceiling import big_progress, big_text
+    from toolfork import Tool
+
+    tools = [Tool("small", fn=big_text, max_result_mb=1), Tool("roomy", fn=big_text),
+             Tool("chatty", fn=big_progress, max_result_mb=1)]
+    ex = make_executor(tools, mode=mode)
+    over, fits, after, chatty = ex.run([
+        ToolCall("a", "small", {"n": 3_000_000}), ToolCall("b", "roomy", {"n": 3_000_000}),
+        ToolCall("c", "small", {"n": 10}), ToolCall("d", "chatty", {"n": 3_000_000})])
+    assert over.status == "error" and over.error.type == "ResultTooLarge", over
+    assert "over the ceiling of 1 MB" in over.error.message
+    assert fits.ok and len(fits.output.content[0].text) == 3_000_000
+    assert after.ok
+    assert chatty.status == "error" and chatty.error.type == "ResultTooLarge", chatty
+    assert "progress" in chatty.error.message, chatty

@@ -139,7 +139,7 @@ def test_a_checkpoint_orphaned_before_its_name_is_read_is_not_taken_for_a_leftov
     checkpoint, leftover = 4_000_001, 4_000_002  # no such processes: nothing is signalled, only recorded
     killed: list[int] = []
     monkeypatch.setattr(sw, "child_pids", lambda: [checkpoint, leftover])
-    monkeypatch.setattr(sw, "_kill", killed.append)
+    monkeypatch.setattr(sw, "kill_group", killed.append)
     supervisor = sw._Supervisor(mux, {}, WorkerSetup())
     session = sw._Session(ctl, up, 4_000_000)
     session.running = None  # its process died: the checkpoint it named last is all that is left of it

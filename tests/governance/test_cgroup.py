@@ -95,3 +95,50 @@ def test_the_subtree_of_a_template_that_died_is_removed() -> None:
     with Executor([Tool("noop", description="x", fn=lambda: 1)], workers=1) as ex:  # its template sweeps at start
         assert ex.run([{"id": "1", "name": "noop", "arguments": {}}])[0].status == "ok"
         assert [base for base in stale if base.exists()] == []
+
+
+def test_v2_counter_files_parse_unit_test_only(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A UNIT TEST of the cgroup v2 reading, on files shaped as the kernel writes them (cpu.stat,
+    memory.events): not a proof of enforcement. This machine cannot give a cgroup v2 hierarchy with the
+    memory or pids controller (both are bound to v1 hierarchies here), so the v2 path is not run for real."""
+    group = tmp_path / f"{cgroup.PREFIX}4242" / "77"
+    group.mkdir(parents=True)
+    (group / "cpu.stat").write_text("usage_usec 2500000\nuser_usec 2000000\nsystem_usec 500000\n")
+    (group / "memory.events").write_text("low 0\nhigh 0\nmax 3\noom 1\noom_kill 1\noom_group_kill 0\n")
+    monkeypatch.setattr(cgroup, "hierarchy", lambda: cgroup.Hierarchy(2, {"unified": str(tmp_path)}))
+    assert cgroup.call_hit(4242, 77, Limits(memory_mb=64)) == "memory_mb"
+    assert cgroup.call_hit(4242, 77, Limits(cpu_s=2)) == "cpu_s"
+    assert cgroup.call_hit(4242, 77, Limits(cpu_s=3)) is None
+    (group / "memory.events").write_text("low 0\nhigh 0\nmax 0\noom 0\noom_kill 0\n")
+    assert cgroup.call_hit(4242, 77, Limits(memory_mb=64)) is None
+    with pytest.raises(cgroup.GroupGone):
+        cgroup.call_hit(4242, 78, Limits(memory_mb=64))
+
+
+def test_the_hosts_verdict_falls_back_to_the_outers_exit_status_when_the_group_is_gone(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A one-shot that ended at once after sending its result: its group was taken back before the host
+    read it, and the exit status its outer set from the same counters says what the group said."""
+    import signal
+
+    from toolfork.executor.backends.fork.group_verdict import overruled
+    from toolfork.executor.types import ToolResult
+    from toolfork.governance.rlimits import CGROUP_OOM_EXIT
+
+    monkeypatch.setattr(cgroup, "hierarchy", lambda: cgroup.Hierarchy(2, {"unified": str(tmp_path)}))
+    ok = ToolResult("c", "t", "ok")
+    limits = Limits(memory_mb=64, cpu_s=1)
+    over = overruled(ok, limits, 4242, 77, lambda pid: CGROUP_OOM_EXIT << 8)
+    assert over.status == "error" and over.error is not None and over.error.type == "LimitExceeded", over
+    assert "memory limit of 64 MB" in over.error.message
+    cpu = overruled(ok, limits, 4242, 77, lambda pid: int(signal.SIGXCPU))
+    assert cpu.error is not None and "CPU time limit of 1 s" in cpu.error.message, cpu
+    assert overruled(ok, limits, 4242, 77, lambda pid: 0) is ok
+
+    def never(pid: int) -> int:
+        raise AssertionError("a sandbox refused before its group was made has no status to wait for")
+
+    from toolfork.executor.types import ErrorInfo
+
+    refused = ToolResult("c", "t", "error", error=ErrorInfo("LimitsNotEnforceable", "its sandbox could not be entered"))
+    assert overruled(refused, limits, 4242, 77, never) is refused

@@ -13,6 +13,7 @@ from opentelemetry import trace
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import StatusCode
 
+from tests.executor.conftest_ray import ray_cluster  # noqa: F401 - a fixture, for the Ray case
 from tests.observability.test_metrics_otel import calls_key, delta, global_reader, points, values
 from tests.observability.test_tracing import _calls, _check_tool_spans, _named, _under
 from tests.observability.tools_traced import TOOLS
@@ -25,17 +26,20 @@ CALLS = [ToolCall("s1", "traced_work", {"label": "one"}), ToolCall("s2", "no_suc
          ToolCall("s5", "traced_work", {"label": "three"})]
 
 
-@pytest.mark.parametrize("mode", ["fork", "sequential"])
+@pytest.mark.parametrize("mode", ["fork", "sequential", pytest.param("ray", marks=pytest.mark.ray)])
 def test_each_session_call_gets_its_span_under_the_run_and_the_tools_spans_under_it(
-        spans: InMemorySpanExporter, mode: str) -> None:
-    calls = CALLS if mode == "fork" else [c for c in CALLS if c.name != "die"]  # a crash in the host is the host's
+        spans: InMemorySpanExporter, mode: str, request: pytest.FixtureRequest) -> None:
+    if mode == "ray":  # the suite's Ray instance (tests/executor/conftest_ray.py), in the Ray xdist group
+        request.getfixturevalue("ray_cluster")
+    # a crash in the host is the host's
+    calls = CALLS if mode != "sequential" else [c for c in CALLS if c.name != "die"]
     with Executor(TOOLS, mode=mode, workers=1) as ex, ex.session(dict) as s:
         with tracer.start_as_current_span("episode"):
             results = s.run(calls)
         pid = s.pid if mode == "sequential" else results[0].worker_pid
     statuses = {r.call_id: r.status for r in results}
     assert statuses == {"s1": "ok", "s2": "error", "s3": "ok", **({"s4": "crashed", "s5": "error"}
-                                                                   if mode == "fork" else {"s5": "ok"})}
+                                                                   if mode != "sequential" else {"s5": "ok"})}
     episode = _named(spans, "episode")
     by_id = _calls(spans)
     assert sorted(by_id) == sorted(c.id for c in calls)
@@ -45,7 +49,7 @@ def test_each_session_call_gets_its_span_under_the_run_and_the_tools_spans_under
         assert by_id[call_id].status.status_code != StatusCode.ERROR
         _check_tool_spans(spans, by_id[call_id], label)
     assert by_id["s2"].status.status_code == StatusCode.ERROR
-    if mode == "fork":
+    if mode != "sequential":
         assert by_id["s4"].attributes["toolfork.call.status"] == "crashed"
         assert by_id["s5"].attributes["error.type"] == "SessionLost"
 

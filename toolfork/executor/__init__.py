@@ -46,15 +46,7 @@ from toolfork.executor.executor import Executor, default_workers
 from toolfork.executor.journal import OUTCOME_UNKNOWN, Journal, JournalBusy, JournalError
 from toolfork.executor.sessions.session import Session, SessionLost, SessionUnavailable, TooManySessions
 from toolfork.executor.stats import ExecutorStats
-from toolfork.executor.types import (
-    CallFinished,
-    CallProgress,
-    CallStarted,
-    ErrorInfo,
-    Event,
-    ToolCall,
-    ToolResult,
-)
+from toolfork.executor.types import CallFinished, CallProgress, CallStarted, ErrorInfo, Event, ToolCall, ToolResult
 from toolfork.tools.runtime import ToolRuntime
 
 __all__ = [

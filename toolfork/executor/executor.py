@@ -253,7 +253,7 @@ class Executor(Closable):
                                   journal=journal, parent=parent, starts=False):
             if type(event) is CallFinished:
                 results[position[event.call_id]] = event.result
-        self._merge_context(results)
+        self.merge_context(results)
         return results  # type: ignore[return-value]  # every slot is filled: one CallFinished per call
 
     def stream(self, calls: Iterable[ToolCall | dict[str, Any]], *, journal: Journal | None = None) -> Batch[Event]:
@@ -269,7 +269,7 @@ class Executor(Closable):
                 if type(event) is CallFinished:
                     finished[event.call_id] = event.result
                 yield event
-            self._merge_context([finished.get(c.id) for c in batch])
+            self.merge_context([finished.get(c.id) for c in batch])
 
         handle._iterator = events()
         return handle
@@ -372,16 +372,14 @@ class Executor(Closable):
             seq = seq_of.pop(event.call_id)
             if not ordered:
                 counts[1] += 1
-                if result.context_updates:
-                    self.context.update(result.context_updates)
+                self.merge_context((result,))
                 yield result
                 continue
             buffer[seq] = result
             while counts[1] in buffer:
                 result = buffer.pop(counts[1])
                 counts[1] += 1
-                if result.context_updates:
-                    self.context.update(result.context_updates)
+                self.merge_context((result,))
                 yield result
 
     async def arun(self, calls: Iterable[ToolCall | dict[str, Any]]) -> list[ToolResult]:
@@ -579,8 +577,9 @@ class Executor(Closable):
         (the journal's, else this Executor's)."""
         return {**self.context, JOB_CONTEXT_KEY: journal.job_key if journal is not None else self.job_key}
 
-    def _merge_context(self, results: Iterable[ToolResult | None]) -> None:
-        """Context updates merge in call order: the last call wins, whatever finished last."""
+    def merge_context(self, results: Iterable[ToolResult | None]) -> None:
+        """Context updates merge in call order: the last call wins, whatever finished last (a batch's,
+        a stream's and a session's results alike)."""
         for r in results:
             if r is not None and r.context_updates:
                 self.context.update(r.context_updates)

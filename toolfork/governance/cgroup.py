@@ -16,10 +16,14 @@ namespaces (a spare does this ahead of its call, so the cost is off the call's p
                            │        leaves with CGROUP_OOM_EXIT (the host names both LimitExceeded)
                            └ inner: put in it by the outer (which stays out: the OOM killer must
                                     not choose it) while it sets up; every cgroup mount read-only (nothing inside can
-                                    lift a limit or leave the group); after the call an OOM kill of
-                                    any of its processes, or CPU past cpu_s, makes the result
-                                    LimitExceeded (``sandbox.group_hit``)
+                                    lift a limit or leave the group)
+    host: a sandboxed call's result came ──> call_hit(template, pid): an OOM kill of any of its
+          processes, or CPU past cpu_s, makes the result LimitExceeded, whatever the call said (read
+          outside the sandbox; from the one-shot's exit status when the group is gone already)
     template: reaps the one-shot ──> remove(pid): the directories go
+
+A group is made and removed per call, not reset and reused: measured here (v1), a pool of reset groups
+(renamed back and forth) cost as much as mkdir and rmdir, the kernel's work included.
 
 The limits count from the moment the cgroup is made: the sandbox's own set-up (the pages the one-shot
 copies from the template, a few MB) is part of memory_mb, its milliseconds part of cpu_s.
@@ -181,7 +185,8 @@ class CallGroup:
             self.drop_writers()
 
     def drop_writers(self) -> None:
-        """Close the cgroup.procs descriptors (the sandbox does, first thing after its fork)."""
+        """Close the cgroup.procs descriptors (the outer, once it put the sandbox in; the sandbox never
+        holds them: ``forking.fork`` closed them in it)."""
         for fd in self.procs:
             try:
                 os.close(fd)
@@ -233,11 +238,53 @@ class CallGroup:
                     pass
                 continue
             ended()  # wakes at once when the sandbox ends, else after CPU_POLL_S
+        # The verdict of the group, whatever the sandbox said or how it ended (a tool can forge its own
+        # result): the host reads it from this exit status when the group is gone before it looked.
         if killed_at_cpu and os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL:
             return int(signal.SIGXCPU)  # a wait status: killed by SIGXCPU
-        if os.WIFSIGNALED(status) and self.limits.memory_mb is not None and self.oom_kills() > 0:
+        if self.limits.memory_mb is not None and self.oom_kills() > 0:
             return CGROUP_OOM_EXIT << 8  # a wait status: exited with CGROUP_OOM_EXIT
+        if budget is not None and self.cpu_s() >= budget:
+            return int(signal.SIGXCPU)
         return status
+
+
+class GroupGone(OSError):
+    """The call group of a one-shot is gone (the one-shot ended and its template removed the group)."""
+
+
+def call_hit(template: int, pid: int, limits: Limits) -> str | None:
+    """The limit the processes of one-shot ``pid``'s call went past together, by the Limits field: a
+    process of it OOM-killed at memory_mb, or CPU at cpu_s; None when neither, or no group bounds these
+    ``limits`` here. Read in the host, outside the sandbox, from files of the group that nothing inside
+    can write: whatever the call itself reported. Raises GroupGone when the group is not there (then the
+    one-shot's exit status carries the same verdict: ``CallGroup.watch``)."""
+    where = hierarchy()
+    if isinstance(where, str) or not bounded(limits):
+        return None
+    if where.version == 1:
+        oom_path = os.path.join(_base(where.dirs["memory"], template), str(pid), "memory.oom_control")
+        cpu_path = os.path.join(_base(where.dirs["cpuacct"], template), str(pid), "cpuacct.usage")
+    else:
+        group = os.path.join(_base(where.dirs["unified"], template), str(pid))
+        oom_path, cpu_path = os.path.join(group, "memory.events"), os.path.join(group, "cpu.stat")
+    reader = CallGroup(limits, version=where.version)
+    try:
+        if limits.memory_mb is not None:
+            reader.oom_fd = os.open(oom_path, os.O_RDONLY | os.O_CLOEXEC)
+            if reader.oom_kills() > 0:
+                return "memory_mb"
+        if limits.cpu_s is not None:
+            reader.cpu_fd = os.open(cpu_path, os.O_RDONLY | os.O_CLOEXEC)
+            if reader.cpu_s() >= limits.cpu_s:
+                return "cpu_s"
+        return None
+    except FileNotFoundError:
+        raise GroupGone(errno.ENOENT, f"the call group of process {pid} is gone") from None
+    finally:
+        for fd in (reader.oom_fd, reader.cpu_fd):
+            if fd >= 0:
+                os.close(fd)
 
 
 def _ending(pid: int) -> Callable[[], object]:
@@ -263,12 +310,7 @@ def create(limits: Limits) -> CallGroup | None:
     group = CallGroup(limits, version=where.version)
     try:
         if where.version == 1:
-            made = {}
-            for name, directory in where.dirs.items():
-                base = _base(directory, template)
-                os.makedirs(base, exist_ok=True)
-                path = made[name] = os.path.join(base, str(me))
-                _fresh_dir(path)
+            made = _make_v1(where, template, me)
             memory = made["memory"]
             if budget is not None:
                 _write(os.path.join(memory, "memory.limit_in_bytes"), budget)
@@ -302,6 +344,20 @@ def create(limits: Limits) -> CallGroup | None:
         raise OSError(exc.errno or errno.EIO, f"making the call's cgroup: {exc.strerror or exc}") from None
     group.fds = [group.cpu_fd, group.oom_fd]
     return group
+
+
+def _make_v1(where: Hierarchy, template: int, me: int) -> dict[str, str]:
+    """A new call group per v1 controller: ``<dir>/toolfork-<template>/<me>`` (the first one-shot of a
+    template makes ``toolfork-<template>`` too)."""
+    made = {}
+    for name, directory in where.dirs.items():
+        path = made[name] = os.path.join(_base(directory, template), str(me))
+        try:
+            _fresh_dir(path)
+        except FileNotFoundError:
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            _fresh_dir(path)
+    return made
 
 
 def _fresh_dir(path: str) -> None:
@@ -423,4 +479,5 @@ def _leave_then(attempt: object) -> None:
         raise OSError(errno.EPERM, said or f"the probe ended with status {status}")
 
 
-__all__ = ["CallGroup", "Hierarchy", "bounded", "create", "hierarchy", "mount_points", "probe", "remove", "remove_all"]
+__all__ = ["CallGroup", "GroupGone", "Hierarchy", "bounded", "call_hit", "create", "hierarchy", "mount_points", "probe",
+           "remove", "remove_all"]

@@ -13,7 +13,7 @@ is single-threaded (threads in the host or in warm workers do not matter) and al
                            │ 2b. its cgroup: made and limited (``governance.cgroup``)
                            │ 3. unshare: user, PID, mount namespaces (and network under
                            │    network=False); uid/gid mapped onto themselves (files keep owners)
-                           │ fork
+                           │ fork (``governance.forking``: it keeps its channels only)
                            └──> sandbox ("inner": PID 1 of its namespace)
                                   4. SIGKILL when the outer dies; joins the cgroup; a fresh /proc (its
                                      own processes only); every mount read-only but write_paths, the
@@ -44,7 +44,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
-from . import cgroup, hook_threads, landlock, mounts, seccomp
+from . import cgroup, forking, hook_threads, landlock, mounts, seccomp
 from .limits import Limits
 from .verdict import PAGE, Probe, libc, thread_count, try_in_child
 
@@ -82,18 +82,19 @@ def close_inherited(keep: Sequence[int]) -> None:
     for fd in (0, 1, 2):
         if fd != null:
             os.dup2(null, fd, inheritable=True)
-    low = 3
-    for fd in sorted({k for k in keep if k >= 3}):
-        os.closerange(low, fd)
-        low = fd + 1
-    os.closerange(low, 1 << 30)  # close_range(2): one system call, whatever the limit
+    forking.close_all_but(keep)
 
 
 def set_environ(limits: Limits) -> None:
     """The environment becomes ``MINIMAL_ENV`` plus the host's values of the names in ``limits.env``."""
     passed = {name: os.environ[name] for name in limits.env or () if name in os.environ}
-    os.environ.clear()
-    os.environ.update({**MINIMAL_ENV, **passed})
+    wanted = {**MINIMAL_ENV, **passed}
+    data = getattr(os.environ, "_data", None)  # CPython's mapping behind os.environ
+    if isinstance(data, dict) and libc().clearenv() == 0:  # one call, not an unsetenv per name
+        data.clear()
+    else:
+        os.environ.clear()
+    os.environ.update(wanted)
     try:  # the environment the host was started with stays in memory, and /proc/self/environ shows it
         with open("/proc/self/stat", "rb") as f:
             fields = f.read().rsplit(b")", 1)[1].split()
@@ -129,11 +130,7 @@ def _outer(inner: int, limits: Limits, group: cgroup.CallGroup | None, joined: t
         except OSError:
             pass
         os.close(joined[1])
-    low = 0
-    for fd in sorted(group.fds if group is not None else ()):
-        os.closerange(low, fd)
-        low = fd + 1
-    os.closerange(low, 1 << 30)
+    forking.close_all_but(group.fds if group is not None else ())
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, lambda *_: _pass_on(inner, signal.SIGTERM))
     if group is not None:
@@ -187,13 +184,15 @@ def _pass_on(pid: int, sig: int) -> None:
         pass
 
 
-def enter(limits: Limits, keep: Sequence[int], *, defer_paths: bool = False) -> None:
+def enter(limits: Limits, keep: Sequence[int], *, counters: bool = False, defer_paths: bool = False) -> None:
     """Put the rest of this process's life in the sandbox ``limits`` ask for. Returns in the sandbox
     (a new process, PID 1 of its namespace); the process that called it never returns (see ``_outer``).
-    Raises SandboxError naming the step that failed (the caller must then run no tool code).
+    ``counters``: keep the read-only descriptors on the cgroup's counters (a sandboxed session's keeper
+    reads each call's CPU from them; it runs no tool code and closes them in the session process).
     ``defer_paths``: return before the steps that depend on read_paths/write_paths (and before
     no_new_privs and seccomp, which must follow the mounts); ``lock_paths`` takes them later, with the
-    paths of the Limits it is given, and no tool code may run before it did."""
+    paths of the Limits it is given, and no tool code may run before it did.
+    Raises SandboxError naming the step that failed (the caller must then run no tool code)."""
     if not sys.platform.startswith("linux"):
         raise SandboxError(errno.ENOSYS, f"the sandbox is Linux only, not {sys.platform}")
     no_network = limits.network is False
@@ -223,12 +222,16 @@ def enter(limits: Limits, keep: Sequence[int], *, defer_paths: bool = False) -> 
         raise SandboxError(exc.errno or errno.EPERM, f"mapping the user namespace's ids: {exc.strerror}") from None
     # The outer puts the sandbox in its cgroup while the sandbox sets up, and says so on this pipe.
     joined = os.pipe() if _group is not None else None
-    inner = os.fork()
+    # The sandbox keeps its channels and the pipe's read end, nothing else: no descriptor that can move a
+    # process between cgroups, none on its counters (the outer and the host read them) unless asked.
+    read = list(_group.fds) if counters and _group is not None else []
+    inner = forking.fork([*keep, *(joined[:1] if joined is not None else ()), *read])
     if inner != 0:
         _outer(inner, limits, _group, joined)
-    if joined is not None and _group is not None:
-        os.close(joined[1])
-        _group.drop_writers()  # the outer's to use: no descriptor here can move a process between cgroups
+    if _group is not None:
+        _group.procs, _group.fds = [], read  # the others were closed by the fork
+        if not counters:
+            _group.cpu_fd = _group.oom_fd = -1
     _check(libc().prctl(ctypes.c_int(PR_SET_PDEATHSIG), ctypes.c_ulong(signal.SIGKILL), ctypes.c_ulong(0),
                         ctypes.c_ulong(0), ctypes.c_ulong(0)), "PR_SET_PDEATHSIG")
     _check(libc().mount(None, b"/", None, ctypes.c_ulong(MS_REC | MS_PRIVATE), None), "making mounts private")
@@ -334,18 +337,6 @@ def call_group() -> cgroup.CallGroup | None:
     return _group
 
 
-def group_hit(limits: Limits) -> str | None:
-    """After a call, the limit its processes together went past (a child the kernel OOM-killed, CPU used
-    past cpu_s before the outer saw it), by the Limits field; None when none, or there is no cgroup."""
-    if _group is None:
-        return None
-    if limits.memory_mb is not None and _group.oom_kills() > 0:
-        return "memory_mb"
-    if limits.cpu_s is not None and _group.cpu_s() >= limits.cpu_s:
-        return "cpu_s"
-    return None
-
-
 def out_of_memory(exc: BaseException | None) -> bool:
     """Whether ``exc`` (or what caused it) is the kernel refusing memory (ENOMEM): under RLIMIT_AS an
     mmap, a thread's stack or a module's mapping fails that way, not with MemoryError."""
@@ -385,5 +376,5 @@ def paths_probe() -> Probe:
         enter, Limits(read_paths=["/"], write_paths=[where]), keep=(fd,)))
 
 
-__all__ = ["MINIMAL_ENV", "SandboxError", "call_group", "close_inherited", "enter", "group_hit", "lock_rlimits",
+__all__ = ["MINIMAL_ENV", "SandboxError", "call_group", "close_inherited", "enter", "lock_rlimits",
            "out_of_memory", "paths_probe", "probe", "set_environ"]

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 
 #: The capabilities a backend may lack, each with the refusal's words in ``Capabilities.why_not``.
-NAMES = ("kills_at_deadline", "limits", "recycles", "sessions")
+NAMES = ("kills_at_deadline", "limits", "recycles", "sandbox", "sessions")
 
 
 @dataclass(frozen=True)

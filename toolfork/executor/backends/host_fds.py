@@ -21,6 +21,20 @@ import os
 from collections.abc import Iterable
 
 
+def file_id(fd: int) -> tuple[int, int] | None:
+    """What ``fd`` names (device, inode); None when it is not open."""
+    try:
+        st = os.fstat(fd)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
+
+
+def naming(fds: Iterable[int], named: tuple[int, int]) -> list[int]:
+    """Those of ``fds`` that name ``named`` (device, inode)."""
+    return [fd for fd in fds if file_id(fd) == named]
+
+
 class _HostFds(set[int]):
     """A set of descriptor numbers that remembers what each one named when it was added."""
 
@@ -29,12 +43,10 @@ class _HostFds(set[int]):
         self._named: dict[int, tuple[int, int]] = {}
 
     def add(self, fd: int) -> None:
-        try:
-            st = os.fstat(fd)
-        except OSError:
-            return
-        self._named[fd] = (st.st_dev, st.st_ino)
-        super().add(fd)
+        named = file_id(fd)
+        if named is not None:
+            self._named[fd] = named
+            super().add(fd)
 
     def update(self, *fds: Iterable[int]) -> None:
         for group in fds:
@@ -56,15 +68,7 @@ class _HostFds(set[int]):
 
     def still_ours(self) -> list[int]:
         """The listed descriptors that still name what they named when listed."""
-        ours = []
-        for fd, named in list(self._named.items()):
-            try:
-                st = os.fstat(fd)
-            except OSError:
-                continue
-            if (st.st_dev, st.st_ino) == named:
-                ours.append(fd)
-        return ours
+        return [fd for fd, named in list(self._named.items()) if file_id(fd) == named]
 
 
 HOST_FDS = _HostFds()

@@ -25,6 +25,8 @@ It keeps the executor's contract with Ray's own tools (see ``docs/ray.md``):
 * ``cancel(feed)`` stops that batch's tasks alone (or, for a cancelled ``submit`` future, that call
   alone), as at a deadline, and reports them "cancelled"; ``close()`` does that for every live batch,
   waits out the grace, force-kills what is left and waits until Ray has killed it.
+* A session (``Executor.session``) is a Ray actor of its own, its state built in it by the factory and
+  its calls the actor's method calls (``ray_actor``): ``open_session`` makes one per session.
 * Ray is started here only if nobody started it (``address`` None: a local instance), and shut down
   when the last executor that needed it closes; a Ray the program initialised itself is left alone.
 """
@@ -50,6 +52,8 @@ from toolfork.executor.stats import Load
 from toolfork.executor.types import CallFinished, CallProgress, CallStarted, ErrorInfo, Event, ToolResult
 
 if TYPE_CHECKING:
+    from toolfork.executor.backends.ray_actor import ActorHost, ActorPlace
+    from toolfork.executor.sessions.place import SessionSpec
     from toolfork.governance.policy import Governance
     from toolfork.tools.tool import Tool
 
@@ -81,14 +85,14 @@ class _Running:
 class RayBackend(HubBackend):
     capabilities = Capabilities(
         "ray", in_host=False, kills_at_deadline=True, limits=False, sandbox=False, has_workers=True,
-        recycles=False, sessions=False, why_not={
+        recycles=False, sessions=True, why_not={
             "limits": "Ray mode runs calls in Ray's own worker processes, which Ray's threads and other tasks "
                       "share: a limit there would bind Ray too, and the CPU limit's signal would kill Ray's "
                       "worker (use mode='fork' for limits)",
             "recycles": "Ray mode runs calls in Ray's own workers (use Ray's max_calls option in ray_options "
                         "instead)",
-            "sessions": "sessions need mode='fork' (or 'sequential'): a session's state lives in one process, "
-                        "and in Ray mode calls run as tasks on any node"})
+            "sandbox": "Ray mode runs calls and sessions in Ray's own worker processes, which cannot enter the "
+                       "sandbox"})
 
     def __init__(self, tools: dict[str, Tool], workers: int, hooks: WorkerSetup, kill_grace: float = 1.0, *,
                  address: str | None = None, options: dict[str, Any] | None = None,
@@ -117,11 +121,13 @@ class RayBackend(HubBackend):
         self._running: dict[Any, _Running] = {}  # ref -> task
         self._by_token: dict[int, _Running] = {}
         self._hub = Hub(self)
+        self._actors: ActorHost | None = None  # the sessions' actors, made with the first session
         ray_connection.acquire(ray, address)
         try:
             from toolfork.executor.backends import ray_task
 
             opts = dict(options or {})
+            self._runtime_env = opts.get("runtime_env")  # the sessions' actors import what the tasks do
             if "num_cpus" not in opts:
                 # ``workers`` is the number of calls in flight, as in the fork pool: share the cluster's
                 # CPUs among them, or Ray would run only one task per CPU (its default is 1 CPU a task).
@@ -168,10 +174,30 @@ class RayBackend(HubBackend):
                     name = getattr(hook, "__qualname__", None) or repr(hook)
                     raise TypeError(f"{label} hook {name} cannot be sent to Ray workers: it cannot be "
                                     f"serialized ({cause})") from exc
-            raise TypeError(f"the hooks cannot be sent to Ray workers: {_first_line(exc)}") from exc
+            raise TypeError(f"the hooks cannot be sent to Ray workers: {ray_connection.first_line(exc)}") from exc
 
     def add_tools(self, tools: list[Tool]) -> None:
         self._put_tools(tools)
+
+    def _tool_box(self, tool: Tool) -> tuple[str, Any]:
+        """A tool as a task or an actor gets it: its name and its reference, unresolved (put once)."""
+        if tool.name not in self._tool_refs:  # a tool object the front resolved but never registered here
+            self._put_tools([tool])
+        return tool.name, self._tool_refs[tool.name]
+
+    # ----------------------------------------------------------------- sessions
+
+    def open_session(self, spec: SessionSpec) -> ActorPlace:
+        """A session's state in a Ray actor of its own (see ``ray_actor``); the factory runs there."""
+        from toolfork.executor.backends.ray_actor import ActorHost, ActorPlace
+
+        with self._lock:
+            if self._closed or self._closing:
+                raise RuntimeError("this executor is closed")
+            if self._actors is None:
+                self._actors = ActorHost(self._ray, self._id, self._tool_box, self._hooks_box, self._runtime_env)
+            actors = self._actors
+        return ActorPlace(actors, spec)
 
     # ----------------------------------------------------------------- batches
 
@@ -319,15 +345,13 @@ class RayBackend(HubBackend):
         call, name = d.call, d.tool.name
         out.append((d, CallStarted(call.id, call.name)))
         try:
-            if name not in self._tool_refs:  # a tool object the front resolved but never registered here
-                self._put_tools([d.tool])
+            tool_box = self._tool_box(d.tool)
             limit = self._governance.rate_of(name) if d.slot is not None else None
             rate = None if limit is None else (limit.per_second, limit.burst)
             uses_sink = d.timeout is not None or d.tool.uses_runtime or rate is not None
             sink = self._ensure_sink() if uses_sink else None
             token = next(self._tokens)
-            ref = self._task.remote(self._id, (name, self._tool_refs[name]), self._hooks_box, token, d.item(), sink,
-                                    rate)
+            ref = self._task.remote(self._id, tool_box, self._hooks_box, token, d.item(), sink, rate)
         except Exception as exc:
             self._governance.give_back(d)
             out.append((d, CallFinished(call.id, ToolResult(call.id, call.name, "error", error=ErrorInfo(
@@ -463,7 +487,7 @@ class RayBackend(HubBackend):
         name = call.name
         duration = time.monotonic() - (task.started if task.started is not None else task.submitted)
         cause = getattr(exc, "cause", None) if isinstance(exc, ex.RayTaskError) else None
-        detail = _first_line(exc)
+        detail = ray_connection.first_line(exc)
         if isinstance(exc, ex.TaskCancelledError) or isinstance(cause, ex.TaskCancelledError):
             status, etype, message = "cancelled", "TaskCancelledError", \
                 f"the Ray task of tool '{name}' was cancelled outside toolfork"
@@ -592,6 +616,8 @@ class RayBackend(HubBackend):
             except Exception:
                 pass
             self._sink = self._take = None
+        if self._actors is not None:  # sessions the executor did not close (it closes its own first)
+            self._actors.close()
         self._tool_refs.clear()
         ray_connection.release(ray)
 
@@ -622,12 +648,7 @@ def _pickle_error(obj: Any) -> str | None:
 
 def _pickle_cause(obj: Any, exc: BaseException) -> str:
     """The one-line reason (Ray's own message is a page of diagnostics)."""
-    return _pickle_error(obj) or _first_line(exc)
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
+    return _pickle_error(obj) or ray_connection.first_line(exc)
 
 
 __all__ = ["RayBackend"]

@@ -150,6 +150,12 @@ def shared_sink(ray: Any, sink_class: Any, *, wait: bool) -> Any:
     return sink
 
 
+def first_line(exc: BaseException) -> str:
+    """What Ray raised, in one line (its messages run to a page of diagnostics)."""
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
 def drop_sink(sink: Any) -> None:
     """The sink died (its node was lost): the next ``shared_sink`` makes another."""
     with _LOCK:
@@ -164,4 +170,5 @@ def _forget_sink() -> None:
     _sink_connection = None
 
 
-__all__ = ["acquire", "drop_sink", "import_ray", "init_kwargs", "release", "shared_sink", "started_by_toolfork"]
+__all__ = ["acquire", "drop_sink", "first_line", "import_ray", "init_kwargs", "release", "shared_sink",
+           "started_by_toolfork"]

@@ -22,12 +22,18 @@ token, not the call id: a retried call reuses its id)::
 The task returns ``(ToolResult, number of progress messages)``; before returning it waits until the
 actor has taken its messages, so the host, which drains the sink until it has seen that many, always
 yields a call's progress events before its result.
+
+The tool's ceiling (``max_result_mb``, ``wire.ceiling``) bounds the pickled size of its result and of
+each progress value, here in the worker, before Ray hands them to the host (which unpickles what Ray
+gives it: there is no data-only decoding to count in; a Ray worker runs no sandboxed call, its code is
+trusted as the host's is): past it the call fails with ``ResultTooLarge``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
+import pickle
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -37,6 +43,7 @@ from toolfork.executor import tracing
 from toolfork.executor.backends.base import WorkerSetup
 from toolfork.executor.invoke import error_info, execute_call
 from toolfork.executor.types import ErrorInfo, ToolResult
+from toolfork.executor.wire import ceiling
 from toolfork.executor.wire.callitem import CallItem
 from toolfork.governance.ratelimit import RateLimit, TokenBucket
 from toolfork.tools.runtime import ToolRuntime
@@ -118,17 +125,24 @@ class Sink:
 class RayRuntime(ToolRuntime):
     """Progress goes to the sink actor at once, so the host sees it while the call still runs."""
 
-    __slots__ = ("_channel", "_refs", "_sink", "_token")
+    __slots__ = ("_ceiling", "_channel", "_refs", "_sink", "_token", "too_large")
 
     def __init__(self, sink: Any, channel: str, token: int, call_id: str, tool_name: str,
-                 deadline: float | None, context: dict[str, Any] | None, meta: dict[str, str] | None = None) -> None:
+                 deadline: float | None, context: dict[str, Any] | None, meta: dict[str, str] | None = None,
+                 most: int = ceiling.DEFAULT) -> None:
         super().__init__(call_id, tool_name, deadline, context, meta)
         self._sink = sink
         self._channel = channel
         self._token = token
         self._refs: list[Any] = []
+        self._ceiling = most
+        self.too_large: ceiling.TooLarge | None = None  # a progress value past the ceiling: the call fails
 
     def deliver_progress(self, value: Any) -> None:
+        size = _pickled_size(value)
+        if size is not None and size > self._ceiling:
+            self.too_large = ceiling.TooLarge(f"a progress value of {size / ceiling.MB:.0f} MB", self._ceiling)
+            raise self.too_large
         try:
             ref = self._sink.put.remote(self._channel, ("p", self._token, len(self._refs), value))
         except Exception as exc:
@@ -179,7 +193,8 @@ def run_call(
     if tool.uses_runtime:
         deadline = None if timeout is None else time.monotonic() + timeout
         runtime = (ToolRuntime(call_id, name, deadline, context, meta) if sink is None  # the host lost its sink
-                   else RayRuntime(sink, executor_id, token, call_id, name, deadline, context, meta))
+                   else RayRuntime(sink, executor_id, token, call_id, name, deadline, context, meta,
+                                   ceiling.of(tool.max_result_mb)))
     spans: list[Any] = []
     try:
         if trace is None:
@@ -196,7 +211,25 @@ def run_call(
         # with this worker and starts a fresh one, so nothing of the interrupted call lingers.
         os._exit(INTERRUPTED_EXIT)
     sent = runtime.flush() if isinstance(runtime, RayRuntime) else 0
+    too_large = runtime.too_large if isinstance(runtime, RayRuntime) else None
+    if too_large is None:
+        most = ceiling.of(tool.max_result_mb)
+        size = _pickled_size(result)
+        if size is not None and size > most:
+            too_large = ceiling.TooLarge(f"a result of {size / ceiling.MB:.0f} MB", most)
+    if too_large is not None:
+        result = ToolResult(call_id, name, "error", duration_s=result.duration_s, worker_pid=pid,
+                            error=ErrorInfo(ceiling.ERROR_TYPE, f"tool '{name}': {too_large}"))
     return result, sent, spans
+
+
+def _pickled_size(value: Any) -> int | None:
+    """Bytes ``value`` pickles into (what Ray sends the host), or None if it cannot be pickled (Ray's own
+    error then says so)."""
+    try:
+        return len(pickle.dumps(value, pickle.HIGHEST_PROTOCOL))
+    except Exception:
+        return None
 
 
 def _load_tool(executor_id: str, name: str, ref: Any) -> Tool:

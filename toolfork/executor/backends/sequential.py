@@ -102,7 +102,9 @@ class SequentialBackend(Backend):
                                  "thread can interrupt a call at its deadline",
             "limits": "sequential mode runs every call in the host process, where a call cannot be limited "
                       "(fork is unavailable or was turned off)",
-            "recycles": "sequential mode has no workers to recycle"})
+            "recycles": "sequential mode has no workers to recycle",
+            "sandbox": "sequential mode runs calls and sessions in the host process, which cannot enter the "
+                       "sandbox"})
 
     def __init__(self, governance: Governance | None = None) -> None:
         self._governance = governance

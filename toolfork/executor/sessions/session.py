@@ -59,6 +59,8 @@ class Executor(Protocol):
 
     def dispatch_context(self) -> dict[str, Any]: ...
 
+    def merge_context(self, results: Iterable[ToolResult | None]) -> None: ...
+
     def counted(self) -> AbstractContextManager[dict[tuple[str, str], int]]: ...
 
 
@@ -135,9 +137,7 @@ class Session:
                         results.append(result)
                 finally:
                     book.close()
-            for r in results:  # merged in call order, as run() does
-                if r.context_updates:
-                    ex.context.update(r.context_updates)
+            ex.merge_context(results)  # in call order, as run() does
             return results
 
     async def arun(self, calls: Iterable[ToolCall | dict[str, Any]]) -> list[ToolResult]:

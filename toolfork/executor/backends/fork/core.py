@@ -253,6 +253,14 @@ class WorkerCore:
     def template_pid(self) -> int | None:
         return self._link.pid
 
+    def pid_of(self, w: Worker) -> int | None:
+        """``w``'s pid (waiting for the template to report it forked, if it has not yet)."""
+        return self._link.wait_pid(w)
+
+    def exit_status(self, pid: int) -> int | None:
+        """The wait status of a worker that ended (waiting a moment for the template's report), or None."""
+        return self._link.exit_status(pid)
+
     @property
     def template_gone(self) -> bool:
         return self._link.gone

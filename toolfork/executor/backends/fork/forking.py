@@ -18,7 +18,9 @@ system call; nothing is counted.
 
 SIGTERM is held across every fork, and the child takes the default action before it can see one: a
 parent's handler (the template's ``leave``, the supervisor's ``kill_everything``) must never run in
-the child, where it would kill the child's siblings. Descriptors the processes open themselves are
+the child, where it would kill the child's siblings. That part is ``governance.forking`` (the sandbox
+forks its PID 1 the same way, and governance may not import the executor); this module adds what the
+template inherited from the host. Descriptors the processes open themselves are
 close-on-exec (Python's default, and ``recv_fds`` below for the ones that arrive over a socket), so a
 program a tool starts holds no channel either.
 """
@@ -27,17 +29,17 @@ from __future__ import annotations
 
 import array
 import os
-import signal
 import socket
 from collections.abc import Callable, Iterable
 
 from toolfork.executor.wire.oob import fds_in
+from toolfork.governance import forking as generic
+from toolfork.governance.forking import KEEP_ALL, close_all_but
 
 #: Descriptors the template inherited from the host that every process below it keeps (set by
 #: ``inherit`` in the template, before it forks anything).
 _inherited: frozenset[int] = frozenset()
 
-KEEP_ALL: frozenset[int] = frozenset({-1})  # ``fork(keep=KEEP_ALL)``: a copy of this process (a checkpoint)
 
 
 def inherit(own: Iterable[int]) -> None:
@@ -53,46 +55,12 @@ def inherited() -> frozenset[int]:
 
 
 def fork(keep: Iterable[int], cleanup: Callable[[], None] | None = None) -> int:
-    """``os.fork``, the way every process below the template is forked (see the module docstring).
-    With ``keep=KEEP_ALL`` the child is a copy (a checkpoint): it keeps every descriptor and handler.
-    Otherwise, in the child: SIGTERM and SIGCHLD back to their defaults, no wake-up descriptor, ``cleanup()``
-    (the parent's objects that own descriptors close themselves, so none of them closes a number that
-    names something else later), then every descriptor above 2 but ``keep`` and the inherited ones is
-    closed. Returns as ``os.fork`` does (0 in the child)."""
-    kept = KEEP_ALL if keep is KEEP_ALL else frozenset(keep)
-    mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
-    try:
-        pid = os.fork()
-    except BaseException:
-        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
-        raise
-    if pid != 0:
-        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
-        return pid
-    if kept is KEEP_ALL:  # a copy of this process: its handlers too
-        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
-        return 0
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-    try:
-        signal.set_wakeup_fd(-1)
-    except ValueError:  # not the main thread: it has none
-        pass
-    signal.pthread_sigmask(signal.SIG_SETMASK, mask)
-    if cleanup is not None:
-        cleanup()
-    close_all_but(kept | _inherited)
-    return 0
-
-
-def close_all_but(keep: Iterable[int]) -> None:
-    """Close every descriptor above 2 that is not in ``keep``."""
-    low = 3
-    for fd in sorted(fd for fd in set(keep) if fd >= low):
-        if fd > low:
-            os.closerange(low, fd)
-        low = fd + 1
-    os.closerange(low, 0x7FFF_FFFF)  # close_range(2) on Linux: one system call, whatever the limit
+    """``os.fork``, the way every process below the template is forked (``governance.forking.fork``:
+    SIGTERM held across it, the child's SIGTERM and SIGCHLD at their defaults, no wake-up descriptor,
+    ``cleanup()``, every descriptor above 2 closed but ``keep``), keeping the descriptors the template
+    inherited from the host too. With ``keep=KEEP_ALL`` the child is a copy (a checkpoint): it keeps
+    every descriptor and handler. Returns as ``os.fork`` does (0 in the child)."""
+    return generic.fork(KEEP_ALL if keep is KEEP_ALL else frozenset(keep) | _inherited, cleanup)
 
 
 _FD_SPACE_PER = array.array("i").itemsize

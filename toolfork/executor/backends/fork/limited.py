@@ -15,8 +15,9 @@ the worker sees what the tool raised (MemoryError, OSError(EFBIG), the SIGXCPU i
 * a sandboxed call (``Limits.sandboxed``: network=False, read_paths, write_paths, sandbox=True) runs in
   a one-shot worker that entered its sandbox when it was forked from the template, before any tool or
   hook code (``governance.sandbox.enter``, from ``worker_main``). Here its rlimits are made hard for
-  good (``sandbox.lock_rlimits``) and the kernel's ENOMEM counts as the memory limit; after it, what its
-  cgroup counted for all its processes (``sandbox.group_hit``: an OOM kill, CPU past cpu_s) too. As a guard, a
+  good (``sandbox.lock_rlimits``) and the kernel's ENOMEM counts as the memory limit; what its cgroup
+  counted for all its processes (an OOM kill, CPU past cpu_s) the host reads, outside the sandbox
+  (``fork.group_verdict``): nothing the call does can forge it. As a guard, a
   sandboxed call in a process that did not enter its very sandbox is refused, not run, and so is an
   unsandboxed call in a sandbox.
 
@@ -98,13 +99,7 @@ class CallLimits:
         if hit is not None and (result.error is None or result.error.type != "LimitExceeded"):
             result = ToolResult(call_id, name, "error", duration_s=result.duration_s, worker_pid=pid,
                                 error=ErrorInfo(hit.type, f"tool '{name}': {hit.message}"))
-        # its cgroup: every process of the call (a session's keeper says it for the session's calls)
-        over = sandbox.group_hit(limits) if key is not None and not self.session else None
-        if over is not None and (result.error is None or result.error.type != "LimitExceeded"):
-            result = ToolResult(call_id, name, "error", duration_s=result.duration_s, worker_pid=pid, error=ErrorInfo(
-                "LimitExceeded", f"tool '{name}': {rlimits.describe(over, getattr(limits, over))} (its processes "
-                "together)"))
-        return result
+        return result  # what its cgroup counted for all its processes, the host adds (``fork.group_verdict``)
 
 
 def _without_cpu(limits: Limits) -> Limits:

@@ -53,6 +53,7 @@ from toolfork.executor.backends.base import HubBackend, WorkerSetup
 from toolfork.executor.backends.capabilities import Capabilities
 from toolfork.executor.backends.dispatch import Dispatch
 from toolfork.executor.backends.fork.core import Worker, WorkerCore
+from toolfork.executor.backends.fork.group_verdict import overruled
 from toolfork.executor.backends.fork.limits import descriptors_exhausted, no_room_for_sessions
 from toolfork.executor.backends.fork.session_link import SPARES, ProcessPlace, SessionSpares
 from toolfork.executor.backends.fork.template_link import TemplateGone
@@ -270,6 +271,10 @@ class ForkBackend(HubBackend):
             self._governance.give_back(d)
         call_id = d.call.id
         result = msg.rebuilt(call_id, d.call.name, w.pid)
+        if w.sandboxed:  # its cgroup's word, read outside the sandbox, overrules what the call said
+            core = self.core
+            result = overruled(result, self._governance.limits_for(d.call.name), core.template_pid, core.pid_of(w),
+                               core.exit_status)
         Hub.route(d, CallFinished(call_id, result))
         return result.duration_s
 

@@ -138,17 +138,20 @@ class SignalBaseline:
             reap_children()
 
 
-def reap_children() -> None:
-    """Reap every child of this process that has exited (never waits for one that runs)."""
+def reap_children() -> list[tuple[int, int]]:
+    """Reap every child of this process that has exited (never waits for one that runs): their pids
+    and wait statuses."""
+    reaped: list[tuple[int, int]] = []
     while True:
         try:
-            pid, _status = os.waitpid(-1, os.WNOHANG)
+            pid, status = os.waitpid(-1, os.WNOHANG)
         except ChildProcessError:
-            return
+            return reaped
         except InterruptedError:
             continue
         if pid == 0:
-            return
+            return reaped
+        reaped.append((pid, status))
 
 
 __all__ = ["REAP_EVERY_S", "SignalBaseline", "reap_children"]

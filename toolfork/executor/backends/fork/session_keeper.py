@@ -25,15 +25,19 @@ the sandbox's to lie about). Closing the session kills the outer; the keeper die
 from __future__ import annotations
 
 import ctypes
+import math
 import os
 import select
 import signal
 import socket
 import time
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from toolfork.executor.backends.fork import forking
-from toolfork.executor.backends.fork.worker import become_subreaper, child_pids
+from toolfork.executor.backends.fork.reset import reap_children
+from toolfork.executor.backends.fork.worker import become_subreaper, child_pids, kill_group, lead_group
+from toolfork.executor.wire.pipes import close_quietly
 from toolfork.governance import sandbox as sandboxing
 from toolfork.governance.limits import MAX_CPU_S, Limits
 from toolfork.governance.rlimits import CGROUP_OOM_EXIT
@@ -75,7 +79,7 @@ def enter(limits: Limits, keep: tuple[int, ...], down: socket.socket) -> socket.
     ``keep`` and the supervisor's socket ``down``), fork the keeper's session process and return in it,
     with the socket it names its checkpoints on. The process that called this never returns (it is the
     sandbox's outer, or the keeper). Raises ``OSError`` naming the step where the sandbox failed."""
-    sandboxing.enter(sandbox_of(limits), (*keep, down.fileno()))
+    sandboxing.enter(sandbox_of(limits), (*keep, down.fileno()), counters=True)
     return _keep(keep, down)
 
 
@@ -84,7 +88,7 @@ def enter_ahead(limits: Limits, keep: tuple[int, ...], down: socket.socket) -> N
     (namespaces, cgroup, environment, /proc; see ``governance.sandbox.enter``), so it fits a session of
     ``limits`` whatever its read_paths/write_paths. Returns in the sandbox, not yet locked: ``finish``
     must run before any tool code. Raises ``OSError`` naming the step where the sandbox failed."""
-    sandboxing.enter(sandbox_of(limits), (*keep, down.fileno()), defer_paths=True)
+    sandboxing.enter(sandbox_of(limits), (*keep, down.fileno()), counters=True, defer_paths=True)
 
 
 def finish(limits: Limits, keep: tuple[int, ...], down: socket.socket) -> socket.socket:
@@ -106,16 +110,9 @@ def _keep(keep: tuple[int, ...], down: socket.socket) -> socket.socket:
         down.detach()
         forking.close_all_but((*keep, theirs.fileno()))
         return theirs
-    try:
-        os.setpgid(pid, pid)
-    except OSError:
-        pass
+    lead_group(pid)
     theirs.close()
-    for fd in keep:  # the host sees EOF when the session process dies: the keeper holds no channel
-        try:
-            os.close(fd)
-        except OSError:
-            pass
+    close_quietly(keep)  # the host sees EOF when the session process dies: the keeper holds no channel
     try:
         _Keeper(down, inside, pid, group).serve()
     finally:
@@ -179,7 +176,7 @@ class _Keeper:
         if self.running is None:
             return
         if self.kill_at is not None and time.monotonic() >= self.kill_at:
-            _kill(self.running)
+            kill_group(self.running)
             self.kill_at = None
         if self.budget is not None and self.group is not None:
             start, budget = self.budget
@@ -189,7 +186,7 @@ class _Keeper:
             if used - start >= budget:
                 self.over_cpu = True
                 self.budget = None
-                _kill(self.running)
+                kill_group(self.running)
 
     def control(self) -> bool:
         """One word of the supervisor's; False when it is gone."""
@@ -247,35 +244,18 @@ class _Keeper:
 
     def read_checkpoints(self) -> None:
         """The session process names each new checkpoint: b"c<pid>" and the checkpoint's socket."""
-        while True:
-            try:
-                data, fds = forking.recv_fds(self.inside, MAX_WORD, 1)
-            except BlockingIOError:
-                return
-            except OSError:
-                data, fds = b"", []
+        for data, fds in words(self.inside, MAX_WORD):
             if not data:  # every session process and checkpoint is gone: nothing more will come
                 self.hearing = False
                 return
-            pid = int(_number(data[1:], -1)) if data[:1] == b"c" else -1
-            if pid <= 1 or len(fds) != 1:
-                for fd in fds:
-                    os.close(fd)
-                continue
-            if self.checkpoint is not None:
-                self.checkpoint[1].close()
-            self.checkpoint = (pid, socket.socket(fileno=fds[0]))
+            named = checkpoint_named(data, fds)
+            if named is not None:
+                if self.checkpoint is not None:
+                    self.checkpoint[1].close()
+                self.checkpoint = named
 
     def reap(self) -> None:
-        reaped: list[tuple[int, int]] = []
-        while True:
-            try:
-                dead, status = os.waitpid(-1, os.WNOHANG)
-            except ChildProcessError:
-                break
-            if dead == 0:
-                break
-            reaped.append((dead, status))
+        reaped = reap_children()
         if not reaped:
             return
         self.read_checkpoints()  # what a dead process said before it went
@@ -296,7 +276,7 @@ class _Keeper:
         keep = {self.running, self.checkpoint[0] if self.checkpoint else None}
         for pid in children:  # what a dead session process left behind
             if pid not in keep:
-                _kill(pid)
+                kill_group(pid)
 
     def _verdict(self, status: int) -> int:
         """The wait status the host is told: the CPU budget's kill as SIGXCPU, a cgroup OOM kill as the
@@ -318,20 +298,49 @@ class _Keeper:
             pass
 
 
-def _number(data: bytes, default: float) -> float:
+def word_number(data: bytes) -> float | None:
+    """The number a word carries after its letter (``c<pid>``, ``b<seconds>``); None when it is not one
+    (the words come from inside a sandbox)."""
     try:
         return float(data.decode("ascii"))
     except (UnicodeDecodeError, ValueError):
-        return default
+        return None
 
 
-def _kill(pid: int) -> None:
-    """SIGKILL a process and its group (the session process leads its own)."""
-    for kill in (os.killpg, os.kill):
+def word_int(data: bytes) -> int | None:
+    """The whole number (a pid, a wait status) a word carries after its letter; None when it is not one."""
+    number = word_number(data)
+    return int(number) if number is not None and math.isfinite(number) and number == int(number) else None
+
+
+def words(sock: socket.socket, size: int) -> Iterator[tuple[bytes, list[int]]]:
+    """The words waiting on a non-blocking socket, each with the descriptor it carries (one at most);
+    ``(b"", [])`` last when the other end is gone."""
+    while True:
         try:
-            kill(pid, signal.SIGKILL)
+            data, fds = forking.recv_fds(sock, size, 1)
+        except BlockingIOError:
+            return
         except OSError:
-            pass
+            data, fds = b"", []
+        yield data, fds
+        if not data:
+            return
+
+
+def checkpoint_named(data: bytes, fds: list[int]) -> tuple[int, socket.socket] | None:
+    """A checkpoint's announcement (b"c<pid>" with its socket), or None, its descriptors closed, for any
+    other word (they come from inside a sandbox, or from a process a tool ran in)."""
+    pid = word_int(data[1:]) if data[:1] == b"c" else None
+    if pid is None or pid <= 1 or len(fds) != 1:
+        close_quietly(fds)
+        return None
+    return pid, socket.socket(fileno=fds[0])
+
+
+def _number(data: bytes, default: float) -> float:
+    number = word_number(data)
+    return default if number is None else number
 
 
 __all__ = ["OWN_PROCESSES", "enter", "enter_ahead", "finish", "sandbox_of", "without_paths"]

@@ -14,6 +14,7 @@ core's, reused: ``timeout_result``, ``crashed_result`` (with the wait status the
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import pickle
@@ -40,7 +41,7 @@ from toolfork.executor.backends.fork.template_link import (
 )
 from toolfork.executor.sessions.place import ProcessGone, SessionSpec
 from toolfork.executor.types import ErrorInfo, ToolResult
-from toolfork.executor.wire import frames, framing, oob
+from toolfork.executor.wire import ceiling, frames, framing, oob
 from toolfork.executor.wire.frames import Leaving, Progress, Spans, damaged_result, unreadable_result
 from toolfork.executor.wire.pipes import close_quietly, readable
 
@@ -91,10 +92,8 @@ class SupervisorWatch:
             if state in (b"T", b"t"):
                 log.warning("the sessions' supervisor process %s was stopped (SIGSTOP, from a tool or from outside); "
                             "it is killed, its sessions are lost, and a new one serves the next sessions", pid)
-                try:
+                with contextlib.suppress(OSError):  # gone already: what killing it wanted
                     os.kill(pid, signal.SIGKILL)
-                except OSError:
-                    pass
             elif state in (None, b"Z", b"X"):
                 with self._lock:
                     self._pids.discard(pid)
@@ -215,9 +214,11 @@ class SessionProcessLink:
             raise RuntimeError(getattr(reply[2], "message", None) or "the session's state could not be sent")
         return reply[1]
 
-    def call(self, item: CallItem) -> ToolResult:
-        """Run one call; its result, or ``Fault`` (whose result is the call's) when the process is lost."""
+    def call(self, item: CallItem, most: int = ceiling.DEFAULT) -> ToolResult:
+        """Run one call; its result, or ``Fault`` (whose result is the call's) when the process is lost.
+        ``most``: the bytes its frames may rebuild into here (its tool's ceiling, ``wire.ceiling``)."""
         call_id, name, _, timeout = item[:4]
+        self._reader.ceiling = most
         start = time.monotonic()
         if self._sandbox is not None:
             self._budget(name)
@@ -614,7 +615,7 @@ class ProcessPlace:
              trace: TraceParent | None) -> tuple[ToolResult, str | None]:
         try:
             item: CallItem = (call.id, call.name, call.arguments, timeout, context or None, call.meta, trace)
-            return self._link.call(item), None
+            return self._link.call(item, ceiling.of(tool.max_result_mb)), None
         except Fault as fault:
             result = fault.result if fault.result is not None else ToolResult(call.id, call.name, "crashed", error=(
                 ErrorInfo("WorkerCrashed", f"tool '{call.name}' crashed: the session's process {fault.reason}")))

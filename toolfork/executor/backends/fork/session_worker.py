@@ -43,11 +43,20 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 from toolfork.executor.backends.fork import forking, session_keeper
 from toolfork.executor.backends.fork.limits import raise_descriptor_limit
-from toolfork.executor.backends.fork.worker import become_subreaper, child_pids, die_with_parent, worker_main
+from toolfork.executor.backends.fork.reset import reap_children
+from toolfork.executor.backends.fork.worker import (
+    become_subreaper,
+    child_pids,
+    die_with_parent,
+    kill_group,
+    lead_group,
+    worker_main,
+)
 from toolfork.executor.invoke import error_info
 from toolfork.executor.types import ErrorInfo
 from toolfork.executor.wire import WakePipe
 from toolfork.executor.wire.frames import ChannelDamaged
+from toolfork.executor.wire.pipes import close_quietly
 from toolfork.governance import cgroup
 from toolfork.tools.runtime import SESSION_STATE
 
@@ -166,10 +175,7 @@ class SessionProcess:
             self._wait_as_checkpoint(theirs)
             self.after_frame()  # taken over: a checkpoint of its own before the next call, too
             return
-        try:  # its own group before this process runs another call (a timeout kills this one's group)
-            os.setpgid(pid, pid)
-        except OSError:
-            pass
+        lead_group(pid)  # before this process runs another call (a timeout kills this one's group)
         theirs.close()
         try:
             socket.send_fds(self.up, [b"c%d" % pid], [ours.fileno()])
@@ -295,7 +301,7 @@ class _Supervisor:
             now = time.monotonic()
             for s in self.by_ctl.values():
                 if s.kill_at is not None and s.running is not None and now >= s.kill_at:
-                    _kill(s.running)
+                    kill_group(s.running)
                     s.kill_at = None
             if self.mux is not None and self.mux.fileno() in ready:
                 self.open_one()
@@ -347,31 +353,20 @@ class _Supervisor:
     def read_checkpoints(self, s: _Session) -> None:
         """What a session's process says (b"c<pid>" and its new checkpoint's socket), or a sandboxed
         session's keeper (``_keeper_word``); read as words, never unpickled."""
-        while True:
-            try:
-                data, got = forking.recv_fds(s.up, MAX_MESSAGE, 1)
-            except BlockingIOError:
-                return
-            except OSError:
-                data, got = b"", []
+        for data, got in session_keeper.words(s.up, MAX_MESSAGE):
             if not data:  # its process and checkpoints are gone: nothing more will come (poll would spin)
                 self.by_up.pop(s.up.fileno(), None)
-                for fd in got:
-                    os.close(fd)
+                close_quietly(got)
                 return
             if s.sandboxed:
-                for fd in got:
-                    os.close(fd)
+                close_quietly(got)
                 self._keeper_word(s, data)
                 continue
-            pid = _int(data[1:]) if data[:1] == b"c" else None
-            if pid is None or pid <= 1 or len(got) != 1:
-                for fd in got:
-                    os.close(fd)
-                continue
-            if s.checkpoint is not None:
-                s.checkpoint[1].close()
-            s.checkpoint = (pid, socket.socket(fileno=got[0]))
+            named = session_keeper.checkpoint_named(data, got)
+            if named is not None:
+                if s.checkpoint is not None:
+                    s.checkpoint[1].close()
+                s.checkpoint = named
 
     @staticmethod
     def _keeper_word(s: _Session, data: bytes) -> None:
@@ -380,7 +375,7 @@ class _Supervisor:
         the pid the host knows stays the outer's."""
         word, rest = data[:1], data[1:]
         if word == b"x":
-            status = _int(rest)
+            status = session_keeper.word_int(rest)
             if status is not None and 0 <= status < 1 << 16:
                 s.kill_at = None
                 _send(s.ctl, ("exited", status))
@@ -394,15 +389,7 @@ class _Supervisor:
     def reap(self) -> None:
         """Reap what died; tell a session its process's end. Whatever died, what it started (handed to
         us now) goes too, and so does what that started in turn, as it comes."""
-        reaped: list[tuple[int, int]] = []
-        while True:
-            try:
-                dead, status = os.waitpid(-1, os.WNOHANG)
-            except ChildProcessError:
-                break
-            if dead == 0:
-                break
-            reaped.append((dead, status))
+        reaped = reap_children()
         if not reaped:
             return
         for s in list(self.by_up.values()):  # a dead process's last word (its newest checkpoint) is in by now
@@ -435,7 +422,7 @@ class _Supervisor:
         keep = {p for s in self.by_ctl.values() for p in (s.running, s.checkpoint[0] if s.checkpoint else None)}
         for p in children:
             if p not in keep:
-                _kill(p)
+                kill_group(p)
 
     def control(self, s: _Session) -> None:
         try:
@@ -514,12 +501,12 @@ class _Supervisor:
             elif kind == "budget":
                 s.up.send(b"b%r" % float(msg[1]))
         except OSError:
-            _kill(s.running)
+            kill_group(s.running)
 
     def end(self, s: _Session) -> None:
         for p in (s.running, s.checkpoint[0] if s.checkpoint else None):
             if p is not None:
-                _kill(p)
+                kill_group(p)
         for fd in s.resume_fds or ():
             os.close(fd)
         del self.by_ctl[s.ctl.fileno()]
@@ -531,9 +518,9 @@ class _Supervisor:
         for s in self.by_ctl.values():
             for p in (s.running, s.checkpoint[0] if s.checkpoint else None):
                 if p is not None:
-                    _kill(p)
+                    kill_group(p)
         for p in child_pids():
-            _kill(p)
+            kill_group(p)
         while True:
             try:
                 os.waitpid(-1, 0)
@@ -543,7 +530,7 @@ class _Supervisor:
             except InterruptedError:
                 continue
             for p in child_pids():
-                _kill(p)
+                kill_group(p)
 
 
 def _prepare_sandbox(no_network: bool) -> None:
@@ -557,22 +544,6 @@ def _prepare_sandbox(no_network: bool) -> None:
         seccomp.prepare(no_network)
     except OSError:
         pass
-
-
-def _int(data: bytes) -> int | None:
-    try:
-        return int(data.decode("ascii"))
-    except (UnicodeDecodeError, ValueError):
-        return None
-
-
-def _kill(pid: int) -> None:
-    """SIGKILL a process and its group (a session process leads its own, and so does a checkpoint)."""
-    for kill in (os.killpg, os.kill):
-        try:
-            kill(pid, signal.SIGKILL)
-        except OSError:
-            pass
 
 
 def _send(ctl: socket.socket, msg: Any) -> None:

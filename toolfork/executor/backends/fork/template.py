@@ -54,6 +54,7 @@ import time
 from collections.abc import Callable
 from typing import Any, ClassVar, NoReturn
 
+from toolfork.executor.backends import host_fds
 from toolfork.executor.backends.base import WorkerSetup
 from toolfork.executor.backends.fork import forking
 from toolfork.executor.backends.fork.session_worker import supervise_sessions
@@ -311,13 +312,7 @@ def _multiprocess_own(ctrl: socket.socket) -> list[int]:
         os._exit(0)
     msg = pickle.loads(data)
     if isinstance(msg, Sentinel):
-        for fd in _fds():
-            try:
-                st = os.fstat(fd)
-            except OSError:
-                continue
-            if (st.st_dev, st.st_ino) == (msg.dev, msg.ino):
-                own.append(fd)
+        own += host_fds.naming(_fds(), (msg.dev, msg.ino))
     return own
 
 

@@ -50,6 +50,7 @@ from toolfork.executor.wire.frames import EXIT_CHANNEL_DAMAGED, ChannelDamaged
 from toolfork.governance import rlimits
 from toolfork.governance import sandbox as sandboxing
 from toolfork.governance.limits import Limits
+from toolfork.governance.verdict import libc
 from toolfork.tools.runtime import ToolRuntime
 
 CHANNEL_FD_HEADROOM = 64  # the channels go this far below the descriptor limit (at most 4096)
@@ -170,11 +171,8 @@ def _on_sigterm(signum: int, frame: Any) -> None:
 def die_with_parent(sig: int = signal.SIGKILL) -> None:
     """Ask Linux to send us ``sig`` (SIGKILL) when the template (our parent) dies, so no worker outlives it."""
     try:
-        import ctypes
-
-        libc = ctypes.CDLL(None, use_errno=True)
         pr_set_pdeathsig = 1
-        libc.prctl(pr_set_pdeathsig, sig, 0, 0, 0)
+        libc().prctl(pr_set_pdeathsig, sig, 0, 0, 0)  # loaded once, in the template: not per fork
     except Exception:  # not Linux: the worker still exits on EOF of its call pipe
         pass
 
@@ -185,9 +183,7 @@ PR_SET_CHILD_SUBREAPER = 36
 def become_subreaper() -> None:
     """Orphans below this process are handed to it instead of init (Linux; elsewhere a no-op)."""
     try:
-        import ctypes
-
-        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+        libc().prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
     except Exception:
         pass
 
@@ -200,6 +196,22 @@ def signal_quietly(send: Callable[[int, int], None], pid: int, sig: int) -> bool
     except OSError:
         return False
     return True
+
+
+def lead_group(pid: int) -> None:
+    """Make child ``pid`` lead a process group of its own, as it also does itself first thing (whichever
+    runs first wins the race; one that has already exec'd or died needs nothing)."""
+    try:
+        os.setpgid(pid, pid)
+    except OSError:
+        pass
+
+
+def kill_group(pid: int) -> None:
+    """SIGKILL a process and the group it leads (a session process and its checkpoint lead their own),
+    either of which may already be gone."""
+    signal_quietly(os.killpg, pid, signal.SIGKILL)
+    signal_quietly(os.kill, pid, signal.SIGKILL)
 
 
 def child_pids() -> list[int]:
