@@ -17,8 +17,10 @@ import pytest
 from tests.executor.tools_for_tests import ALL
 from tests.procs import gone
 from toolfork.executor.backends.base import WorkerSetup
-from toolfork.executor.backends.fork.core import MAX_REQUEUES, QUICK_CALL_S, Worker, WorkerCore
+from toolfork.executor.backends.fork.core import QUICK_CALL_S, WorkerCore
+from toolfork.executor.backends.fork.faults import MAX_REQUEUES
 from toolfork.executor.backends.fork.pool import ForkBackend
+from toolfork.executor.backends.fork.workers import Worker
 from toolfork.executor.types import ToolResult
 from toolfork.executor.wire import frames
 from toolfork.governance import Governance
@@ -175,7 +177,7 @@ def test_an_idle_worker_killed_from_outside_is_replaced_and_fails_nothing(core: 
 def test_a_workers_state_follows_it_from_forked_to_running_to_lent(core: WorkerCore, tmp_path: Any) -> None:
     """``WorkerState`` read off real workers: started warm (idle), running a call, and lending its slot
     to a one-shot that the template has not reported yet (forking), then has (idle, the lender lent)."""
-    from toolfork.executor.backends.fork.core import WorkerState
+    from toolfork.executor.backends.fork.workers import WorkerState
 
     client = Recorder()
     assert {core.state_of(w) for w in core.workers.values()} == {WorkerState.IDLE}

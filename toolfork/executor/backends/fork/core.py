@@ -10,10 +10,10 @@ worker does not, and is decided here, for both:
     worker: one frame per result / progress  ──> WorkerCore.read(w, client)
                                                     │ client.progress / client.finished / client.fail
     the template: a worker's death          ──> WorkerCore.bury(client) -> crashed(w, client)
-    the clock: a running item's deadline    ──> WorkerCore.expire(client)
+    the clock: a running item's deadline    ──> WorkerCore.expire(client) -> time_out(w, now, client)
 
-The fault rules (the results the host makes itself are in ``fork.outcomes``; the ones a frame stands
-for in ``wire.frames``):
+The fault rules (written in ``fork.faults`` and ``fork.template_care``, below; the results the host
+makes itself are in ``fork.outcomes``; the ones a frame stands for in ``wire.frames``):
 
 * timeout: the running item fails "timeout" at its deadline, the worker's process group is stopped by
   the template (SIGTERM, then SIGKILL after the grace), and a fresh worker takes the slot;
@@ -36,42 +36,48 @@ for in ``wire.frames``):
   with the host) is above the cap once its items are done, leaves between items (its
   call pipe closed, so it ends by itself) and a fresh worker takes the slot; nothing fails.
 
-Where the cut is. The core keeps what shares one invariant, that one thread at a time changes the
-workers: the worker table and idle set, the selector over the workers' result pipes, the template's
-control socket and the pool's wake-up pipe, the fault rules, recycling, the template check, and the
-quick/slow estimate (a moving mean of each tool's durations, learnt as results are read, which both
-clients and the selector's spin read). What needs none of that is elsewhere: the results the host makes
-itself (``fork.outcomes``), the template's end of the conversation (``fork.template_link``), and which
-item goes to which worker (the clients: ``fork.pool``, ``fork.lane``). While a worker's items are due within
-``SPIN_S``, the selector is polled that long (yielding the CPU between looks) before the driver sleeps
-in it. It takes no lock: its client calls it from the thread that holds the Hub's driver lock (the pool
-inside ``Hub.locked`` steps, the lane while it holds the driver lock for its job), so one thread at a
-time changes the workers.
+Where the cut is. What shares one invariant, that one thread at a time changes the workers, is one
+object, ``WorkerCore``; its code is in three rooms by job, so a reader of one call's path reads one:
+
+    fork.workers        Worker, WorkerState, rss_mb, Client: the table's values (no rules)
+    fork.faults         FaultRules: what happens to a worker that must go (bury, crashed, time_out,
+                        stop, replace, drop, requeue, _retire, _refill, the restart counts)
+    fork.template_care  TemplateCare(FaultRules): replacing a dead template, teaching it tools, the
+                        template link's facts the clients read
+    fork.core           WorkerCore(TemplateCare): the table, idle set and selector (the template's
+                        control socket and the wake-up pipe on it), the hot path (send, select, take,
+                        read), the clock (expire), the look at the template (check_template), recycling
+                        and the quick/slow estimate (a moving mean of each tool's durations, learnt as
+                        results are read, which both clients and the selector's spin read)
+
+The cut is where one trivial call's path does not cross it: a round reads the template's clock, the
+workers' frames and the deadlines here, and enters ``fork.faults`` or ``fork.template_care`` only when
+something went wrong (``bench/call_path.py`` counts the same changes of file as before the cut). The
+parts are bases of one class, not objects of their own: they act on the one table, which
+``WorkerCore.__init__`` sets and their class bodies declare. What needs none of that is elsewhere: the
+results the host makes itself (``fork.outcomes``), the template's end of the conversation
+(``fork.template_link``), and which item goes to which worker (the clients: ``fork.pool``, ``fork.lane``).
+
+While a worker's items are due within ``SPIN_S``, the selector is polled that long (yielding the CPU
+between looks) before the driver sleeps in it. It takes no lock: its client calls it from the thread
+that holds the Hub's driver lock (the pool inside ``Hub.locked`` steps, the lane while it holds the
+driver lock for its job), so one thread at a time changes the workers.
 """
 
 from __future__ import annotations
 
-import enum
-import logging
 import math
 import os
 import selectors
 import signal
-import socket
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from toolfork.executor import tracing
 from toolfork.executor.backends.base import WorkerSetup
-from toolfork.executor.backends.fork.outcomes import (
-    crashed_result,
-    death_result,
-    describe_exit,
-    not_started_result,
-    timeout_result,
-)
+from toolfork.executor.backends.fork.template_care import TEMPLATE_KEY, TemplateCare, own_ceilings
 from toolfork.executor.backends.fork.template_link import (
     HOST_FDS,
     TEMPLATE_CHECK_S,
@@ -79,11 +85,9 @@ from toolfork.executor.backends.fork.template_link import (
     TemplateLink,
     signal_groups,
 )
-from toolfork.executor.types import ToolResult
+from toolfork.executor.backends.fork.workers import Client, Worker, WorkerState, rss_mb
 from toolfork.executor.wire import WakePipe, ceiling, frames, framing, oob
-from toolfork.executor.wire.frames import Leaving, Progress, ResultMessage, Spans, damaged_result, unreadable_result
-from toolfork.executor.wire.pipes import close_quietly
-from toolfork.governance.verdict import STATM_RESIDENT, statm_bytes
+from toolfork.executor.wire.frames import Leaving, Progress, Spans, unreadable_result
 
 if TYPE_CHECKING:
     from toolfork.governance.limits import Limits
@@ -96,94 +100,9 @@ QUICK_CALL_S = 0.0005  # tools whose recent calls took less than this are sent i
 # microseconds on a virtual machine, more than a quick call itself (bench/: a batch of 4 trivial calls).
 SPIN_S = 0.00005
 MAX_CHUNK = 64
-MAX_REQUEUES = 3  # an item whose worker died before starting it this many times fails instead
 F_GETPIPE_SZ = 1032
 
-_WAKE = object()  # selector key data of the wake-up pipe
-_TEMPLATE = object()  # ... and of the template's control socket
-
-log = logging.getLogger("toolfork.executor")
-
-
-class Client(Protocol):
-    """What the core asks of the code whose items the workers run. An item is a pool's ``Dispatch`` or
-    a lane's ``Line``: the core reads its ``call_id``, ``name`` and ``timeout`` and counts its
-    ``requeues``, and leaves the rest to the client."""
-
-    def progress(self, item: Any, msg: Progress) -> None:
-        """A progress message of the running ``item``."""
-
-    def finished(self, w: Worker, item: Any, msg: ResultMessage) -> float | None:
-        """``item``'s own result message (taken off the worker): deliver it. Returns the call's duration
-        for the estimate, or None when the frame says nothing of it."""
-
-    def fail(self, item: Any, result: ToolResult) -> None:
-        """``item`` ends with a result the host made (timeout, crash, a frame it could not read)."""
-
-    def wanted(self, item: Any) -> bool:
-        """Whether an item that never started should still run (not stopped, its batch still there)."""
-
-    def put_back(self, items: list[Any]) -> None:
-        """Items that never started (their worker stopped), in order: they go to the front of their queue."""
-
-
-class WorkerState(enum.Enum):
-    """What a worker is doing (``Worker.state``), read from its fields so the hot path sets nothing more."""
-
-    FORKING = "forking"  # asked of the template; its pid not reported yet (work sent to it waits in its pipe)
-    IDLE = "idle"  # nothing sent to it that has not finished: it may be in ``WorkerCore.idle``
-    RUNNING = "running"  # ``inflight[0]`` runs (its deadline is ``deadline``); the rest wait in its pipe
-    LENT = "lent"  # a one-shot runs in its slot (``one_shot.lender`` is it): it gets no work until that ends
-
-
-class Worker:
-    """One worker process as the host sees it: its channels, what it was sent, and its slot."""
-
-    __slots__ = ("call_fd", "calls", "chunks", "deadline", "inflight", "lender", "pid", "reader", "result_fd", "room",
-                 "sandboxed", "side", "spawned_at", "started_at", "wid")
-
-    def __init__(self, wid: int, call_fd: int, result_fd: int, side: oob.SidePort) -> None:
-        self.wid = wid
-        # A one-shot worker (a fresh_process call) runs in the slot of this idle worker, which gets the
-        # slot back when the one-shot is done.
-        self.lender: Worker | None = None
-        self.spawned_at = time.monotonic()
-        self.pid: int | None = None
-        self.call_fd = call_fd
-        self.result_fd = result_fd
-        self.side = side  # large frames, both ways, by memory file (see toolfork.executor.wire.oob)
-        self.reader = framing.FrameReader(result_fd, side)
-        self.inflight: deque[Any] = deque()  # items sent, not finished; [0] is the running one
-        self.chunks: deque[int] = deque()  # sizes of the frames of items sent and not all finished, oldest first
-        self.room: int | None = None  # bytes a frame may take waiting in the call pipe (see WorkerCore.pipe_room)
-        self.started_at = 0.0
-        self.deadline: float | None = None
-        self.calls = 0  # items it settled (for max_calls_per_worker)
-        self.sandboxed = False  # a one-shot for a sandboxed call: what it sends is data about that call
-
-    def state(self, lent: bool = False) -> WorkerState:
-        """Its state; ``lent``: whether a one-shot holds its slot (the core knows: ``WorkerCore.state_of``)."""
-        if self.pid is None:
-            return WorkerState.FORKING
-        if self.inflight:
-            return WorkerState.RUNNING
-        return WorkerState.LENT if lent else WorkerState.IDLE
-
-    def start_next(self, now: float) -> None:
-        """The item at the front starts now: its clock, and its deadline."""
-        self.started_at = now
-        timeout = self.inflight[0].timeout if self.inflight else None
-        self.deadline = None if timeout is None else now + timeout
-
-
-def rss_mb(pid: int | None) -> float:
-    """A process's resident set in MiB (0 where it cannot be read: a worker gone is recycled anyway)."""
-    if pid is None:
-        return 0.0
-    try:
-        return statm_bytes(STATM_RESIDENT, pid) / (1024 * 1024)
-    except (OSError, ValueError, IndexError):
-        return 0.0
+_WAKE = object()  # selector key data of the wake-up pipe (the template's control socket's: TEMPLATE_KEY)
 
 
 def _out_of_place(seq: int, expected: int, inflight: int) -> str:
@@ -195,13 +114,7 @@ def _out_of_place(seq: int, expected: int, inflight: int) -> str:
     return f"a frame for call #{seq} of this worker while call #{expected} was running"
 
 
-def _own_ceilings(tools: Mapping[str, Tool]) -> dict[str, int]:
-    """Tool name -> its ceiling in bytes (``wire.ceiling``), for the tools that set ``max_result_mb``."""
-    return {name: ceiling.of(t.max_result_mb) for name, t in tools.items()
-            if getattr(t, "max_result_mb", None) is not None}
-
-
-class WorkerCore:
+class WorkerCore(TemplateCare):
     """A pool's workers: started warm from the template, kept at ``size``, replaced by the fault rules
     (see the module docstring). One thread at a time calls it (the one holding the driver lock)."""
 
@@ -214,10 +127,10 @@ class WorkerCore:
         self._workers: dict[int, Worker] = {}
         # What a replacement template is forked with: every tool the pool has (added ones included).
         self._tools, self._hooks, self._kill_grace = dict(tools), hooks, kill_grace
-        self._ceilings = _own_ceilings(self._tools)  # the tools that set max_result_mb (most set none)
+        self._ceilings = own_ceilings(self._tools)  # the tools that set max_result_mb (most set none)
         self._link = TemplateLink(tools, hooks, kill_grace, self._workers)
         self._sel = selectors.DefaultSelector()
-        self._sel.register(self._link.ctrl, selectors.EVENT_READ, _TEMPLATE)
+        self._sel.register(self._link.ctrl, selectors.EVENT_READ, TEMPLATE_KEY)
         self._wake = WakePipe()  # a cancel or close from another thread interrupts the wait
         HOST_FDS.add(self._sel.fileno())  # the host's own: no template forked later holds its epoll
         self._sel.register(self._wake.fd, selectors.EVENT_READ, _WAKE)
@@ -249,26 +162,9 @@ class WorkerCore:
         """Pids of the current workers (waiting for the template to report any being forked)."""
         return [pid for w in list(self._workers.values()) if (pid := self._link.wait_pid(w)) is not None]
 
-    @property
-    def template_pid(self) -> int | None:
-        return self._link.pid
-
     def pid_of(self, w: Worker) -> int | None:
         """``w``'s pid (waiting for the template to report it forked, if it has not yet)."""
         return self._link.wait_pid(w)
-
-    def exit_status(self, pid: int) -> int | None:
-        """The wait status of a worker that ended (waiting a moment for the template's report), or None."""
-        return self._link.exit_status(pid)
-
-    @property
-    def template_gone(self) -> bool:
-        return self._link.gone
-
-    def open_session(self) -> tuple[tuple[int, int, socket.socket], socket.socket]:
-        """A session's process, forked by the template's sessions' supervisor (see ``fork.session_worker``):
-        the host's ends of its channels and of its control socket. Any thread (one message to the template)."""
-        return self._link.open_session()
 
     def state_of(self, w: Worker) -> WorkerState:
         """``w``'s state, with whether a one-shot holds its slot (see ``WorkerState``)."""
@@ -315,55 +211,6 @@ class WorkerCore:
                 return False
         self._replace_template(client)
         return True
-
-    def _replace_template(self, client: Client) -> None:
-        """The template died or was stopped (a tool can signal its worker's parent): its workers are
-        killed with it; what they sent is taken, their running items fail "crashed" naming the template,
-        the items queued behind them go back; a new template is forked from the host (the same fork as
-        at the pool's start, with the same hazard if the host runs threads) and starts every worker."""
-        old = self._link
-        cause = old.broken or "died"
-        self.template_restarts += 1
-        log.warning("the toolfork template process %s %s; its workers are ended with it and a new template is "
-                    "forked from this process", old.pid, cause)
-        workers = list(self._workers.values())
-        # In its process group: the worker and what its call started.
-        signal_groups([w.pid for w in workers if w.pid is not None and w.pid > 0], signal.SIGKILL)
-        self._unwatch(old.ctrl.fileno())
-        old.abandon()  # workers it started and the host never heard of die with it (PR_SET_PDEATHSIG)
-        for w in workers:
-            if w.wid in self._workers:
-                self.read(w, client)  # results written before the end are theirs
-            if w.wid in self._workers:  # else its death was read first, and counted by crashed()
-                self.count_restart("template")
-                self._retire(w, kill=False)
-                if w.inflight:
-                    current = w.inflight.popleft()
-                    client.fail(current, crashed_result(current.call_id, current.name, self._template_death(),
-                                                        w.pid, time.monotonic() - w.started_at))
-                self.requeue(w, client, died=False)
-        self._workers.clear()
-        self._owed_tools.clear()
-        self.idle.clear()
-        self._link = TemplateLink(self._tools, self._hooks, self._kill_grace, self._workers)
-        self._sel.register(self._link.ctrl, selectors.EVENT_READ, _TEMPLATE)
-        for _ in range(self.size):
-            self.idle.append(self._spawn())
-
-    def _template_death(self) -> tuple[str, str]:
-        """(error type, message) of an item whose worker ended with its template."""
-        return "WorkerCrashed", (f"the toolfork template process (which starts and watches the workers) "
-                                 f"{self._link.broken or 'died'}, and the worker was ended with it")
-
-    def count_restart(self, cause: str) -> None:
-        """A worker ended early for ``cause`` (one of ``stats.RESTART_CAUSES``), counted once, where it is retired."""
-        self.restarts[cause] = self.restarts.get(cause, 0) + 1
-
-    def _count_death(self) -> None:
-        """A worker found dead: with its template (PR_SET_PDEATHSIG; the template is looked at now, so a
-        template's death is not mistaken for its workers' crashes before it is noticed), or by itself."""
-        self._link.check(now=True)
-        self.count_restart("template" if self._link.gone else "crash")
 
     @staticmethod
     def pipe_room(w: Worker) -> int:
@@ -417,7 +264,7 @@ class WorkerCore:
         w.inflight.extend(items)
         w.chunks.append(len(items))
         if not busy:
-            w.start_next(time.monotonic())
+            self._start_next(w, time.monotonic())
         return True
 
     def _ceiling(self, items: Sequence[Any], at_least: int) -> int:
@@ -444,31 +291,8 @@ class WorkerCore:
     def _window(w: Worker, item: Any) -> tracing.CallWindow:
         """The running ``item``'s span and when it ran as the host saw it (since ``w`` started it, to now)."""
         now = time.time_ns()
-        return tracing.CallWindow(getattr(item, "trace", None), now - int((time.monotonic() - w.started_at) * 1e9),
+        return tracing.CallWindow(getattr(item, "trace", None), now - int((time.monotonic() - w.running_since) * 1e9),
                                   now)
-
-    def teach_template(self, blob: bytes, tools: Mapping[str, Tool]) -> None:
-        """The template learns ``tools`` at once (workers it forks from now on have them); ``blob`` is
-        their dill. Live workers get them by ``ship_tools``; a replacement template is forked with them."""
-        self._tools.update(tools)
-        self._ceilings = _own_ceilings(self._tools)
-        self._link.send_tools(blob)
-
-    def ship_tools(self, shipped: list[bytes]) -> None:
-        """Idle workers get tool frames now; a busy one, before its next work. Never written to a
-        busy worker: it does not read its call pipe while its tool runs (maybe hangs), a write could
-        fill that pipe and block the driver, and no deadline would be kept meanwhile."""
-        for w in list(self._workers.values()):
-            if w.inflight:
-                self._owed_tools.setdefault(w.wid, []).extend(shipped)
-                continue
-            try:  # an idle worker reads them at once
-                for frame in shipped:
-                    framing.write_all(w.call_fd, frame)
-            except OSError:  # it died: its replacement is forked from a template that has the tools
-                if w in self.idle:
-                    self._count_death()
-                    self.drop(w, kill=True)
 
     # ------------------------------------------------------------------ waiting
 
@@ -499,7 +323,7 @@ class WorkerCore:
         workers = self._workers
         for key, _ in ready:
             data = key.data
-            if data is _TEMPLATE:
+            if data is TEMPLATE_KEY:
                 self._link.handle()
             elif data is _WAKE:
                 self._wake.drain()
@@ -522,7 +346,15 @@ class WorkerCore:
                 return ready
             os.sched_yield()  # a worker sharing this CPU runs first
 
-    # ------------------------------------------------------------------ the fault rules
+    # ------------------------------------------------------------------ the hot path (the fault rules: fork.faults)
+
+    @staticmethod
+    def _start_next(w: Worker, now: float) -> None:
+        """The item at the front of ``w`` starts now: its clock, and its deadline (the clock is the
+        core's: ``expire`` reads it; here, not on ``Worker``, so the hot path stays in this module)."""
+        w.running_since = now
+        timeout = w.inflight[0].timeout if w.inflight else None
+        w.deadline = None if timeout is None else now + timeout
 
     def read(self, w: Worker, client: Client) -> None:
         """The hot path: every frame of every item passes here once. A frame must be the shape of a
@@ -549,7 +381,7 @@ class WorkerCore:
                         settled += 1
                         expected += 1
                         client.fail(current, unreadable_result(current.call_id, current.name, f, w.pid,
-                                                               time.monotonic() - w.started_at))
+                                                               time.monotonic() - w.running_since))
                         if ceiling.is_marker(f):  # past its ceiling (a progress maybe: it may still run)
                             self.stop(w, client, cause="damaged")
                             return
@@ -587,7 +419,7 @@ class WorkerCore:
                 w.calls += settled
                 # A result starts the next item's clock; progress alone must not reset the running one's.
                 if inflight:
-                    w.start_next(time.monotonic())
+                    self._start_next(w, time.monotonic())
                 else:
                     w.deadline = None
                     if w.reader.damaged is None:
@@ -641,103 +473,18 @@ class WorkerCore:
                 other(data)
             elif data.wid in workers:
                 self.read(data, client)
-        self.bury(client)
+        if self._link.deaths:  # looked at here: a round with none does not enter the fault rules
+            self.bury(client)
         self.expire(client)
 
-    def bury(self, client: Client) -> None:
-        """Workers the template reported dead that are still ours: take what they wrote, then treat
-        them as crashed (a worker never exits by itself while its call pipe is open)."""
-        if not self._link.deaths:
-            return
-        dead = self._link.take_deaths()
-        for w in [w for w in self._workers.values() if w.pid in dead]:
-            self.read(w, client)
-            if w.wid in self._workers:
-                self.crashed(w, client)
-
-    def crashed(self, w: Worker, client: Client) -> None:
-        """``w`` died (EOF, a reported death) or wrote what is not a frame: its running item fails, the
-        items behind it go back, a fresh worker takes the slot."""
-        if w.reader.damaged is not None:  # bytes that are not a frame: fail its item, replace it
-            if w.inflight:
-                current = w.inflight.popleft()
-                log.warning("worker %s (tool %r, call %s): %s", w.pid, current.name, current.call_id,
-                            w.reader.damaged)
-                client.fail(current, damaged_result(current.call_id, current.name, w.reader.damaged, w.pid,
-                                                    time.monotonic() - w.started_at))
-            self.count_restart("damaged")
-            self.replace(w, client)
-            return
-        self._link.wait_pid(w)  # its exit status is reported by pid: learn the pid before forgetting the worker
-        self._count_death()
-        self._retire(w, kill=False)
-        if w in self.idle:
-            self.idle.remove(w)
-        if w.inflight:
-            current = w.inflight.popleft()
-            status = self._link.exit_status(w.pid)
-            described = self._template_death() if self._link.gone else describe_exit(status)
-            result = death_result(current.call_id, current.name, status, described,
-                                  self.governance.limits_for(current.name), w.pid, time.monotonic() - w.started_at)
-            if result.status == "crashed":
-                log.warning("worker %s died running tool %r (call %s): %s", w.pid, current.name, current.call_id,
-                            described[1])
-            client.fail(current, result)
-            self.requeue(w, client, died=True)
-        self._refill(w)
-
-    def replace(self, w: Worker, client: Client) -> None:
-        """A worker that must not take more work: the items behind its running one go back; it is
-        stopped and a fresh worker takes the slot."""
-        self.requeue(w, client, died=False)
-        self.drop(w, kill=True)
-
-    def requeue(self, w: Worker, client: Client, *, died: bool) -> None:
-        """Items queued behind a stopped worker's running one never started: back to the client. Only a
-        worker that died counts against them (an item that keeps killing workers fails instead)."""
-        back: list[Any] = []
-        for item in w.inflight:
-            if not client.wanted(item):
-                continue
-            if died:
-                item.requeues += 1
-                if item.requeues > MAX_REQUEUES:
-                    client.fail(item, not_started_result(item.call_id, item.name, item.requeues, w.pid))
-                    continue
-            back.append(item)
-        w.inflight.clear()
-        w.chunks.clear()
-        if back:
-            client.put_back(back)
-
     def expire(self, client: Client) -> None:
-        """Running items past their deadline fail "timeout"; their workers are stopped and replaced."""
+        """Running items past their deadline fail "timeout"; their workers are stopped and replaced
+        (``time_out``). The clock is looked at here, every round; what a timeout does is a fault rule."""
         now = time.monotonic()
         for w in list(self._workers.values()):
             if w.deadline is None or now < w.deadline:
                 continue
-            current = w.inflight.popleft()
-            elapsed = now - w.started_at
-            self.learn(current.name, elapsed)  # a tool that hangs is no longer sent in chunks
-            log.warning("tool %r (call %s) passed its timeout of %ss; killing worker %s", current.name,
-                        current.call_id, current.timeout, w.pid)
-            client.fail(current, timeout_result(current.call_id, current.name, current.timeout, w.pid, elapsed))
-            self.stop(w, client, cause="timeout")
-
-    def stop(self, w: Worker, client: Client, cause: str = "cancel") -> None:
-        """``w``'s running item is settled already (timed out, cancelled): the rest go back, the worker
-        is killed and replaced."""
-        self.count_restart(cause)
-        self.requeue(w, client, died=False)
-        self.drop(w, kill=True)
-
-    def drop(self, w: Worker, *, kill: bool) -> None:
-        """``w`` leaves the pool (its process group stopped by the template if ``kill``); its slot goes
-        to a fresh worker (or back to the worker that lent it)."""
-        if w in self.idle:
-            self.idle.remove(w)
-        self._retire(w, kill=kill)
-        self._refill(w)
+            self.time_out(w, now, client)
 
     # ------------------------------------------------------------------ slots
 
@@ -756,34 +503,6 @@ class WorkerCore:
             self._sel.unregister(fd)
         except (KeyError, ValueError):
             pass
-
-    def _retire(self, w: Worker, *, kill: bool) -> None:
-        """Forget a worker; if ``kill``, have the template stop its process group (with grace)."""
-        pid = self._link.wait_pid(w) if kill else None  # while it is still ours: its "spawned" names it by wid
-        self._workers.pop(w.wid, None)
-        self._owed_tools.pop(w.wid, None)
-        self._unwatch(w.result_fd)
-        self._link.forget_fds((w.call_fd, w.result_fd, w.side.sock.fileno()))
-        close_quietly((w.call_fd, w.result_fd))
-        w.side.close()  # a large frame still in flight on it is freed with it
-        if pid is not None:
-            self._link.term(pid)
-
-    def _refill(self, gone: Worker) -> None:
-        """A worker left: its slot goes to its lender (a one-shot's), else to a new worker. A lender that
-        left while its slot is lent gets no replacement: the one-shot holds that slot, and finding its
-        lender gone when it is done, hands the slot to a new worker then (one slot, one worker: the pool
-        never grows past its size)."""
-        if gone.lender is not None:
-            lender, gone.lender = gone.lender, None
-            if lender.wid in self._workers:
-                self.idle.append(lender)
-                return
-        elif any(w.lender is gone for w in tuple(self._workers.values())):
-            return
-        if self._link.gone:  # the template's replacement starts every worker
-            return
-        self.idle.append(self._spawn())
 
     # ------------------------------------------------------------------ the end
 
@@ -810,4 +529,4 @@ class WorkerCore:
         self._link.kill([w.pid for w in list(self._workers.values()) if w.pid is not None])
 
 
-__all__ = ["MAX_CHUNK", "MAX_REQUEUES", "QUICK_CALL_S", "Client", "Worker", "WorkerCore", "WorkerState", "rss_mb"]
+__all__ = ["MAX_CHUNK", "QUICK_CALL_S", "WorkerCore"]

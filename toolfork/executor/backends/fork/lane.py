@@ -41,8 +41,8 @@ from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
-from toolfork.executor.backends.fork.core import Worker
 from toolfork.executor.backends.fork.template_link import TemplateGone
+from toolfork.executor.backends.fork.workers import Worker
 from toolfork.executor.backends.hub import POLL_INTERVAL
 from toolfork.executor.backends.lines import Line
 from toolfork.executor.calls import stamp

@@ -52,11 +52,12 @@ from typing import TYPE_CHECKING, Any
 from toolfork.executor.backends.base import HubBackend, WorkerSetup
 from toolfork.executor.backends.capabilities import Capabilities
 from toolfork.executor.backends.dispatch import Dispatch
-from toolfork.executor.backends.fork.core import Worker, WorkerCore
+from toolfork.executor.backends.fork.core import WorkerCore
 from toolfork.executor.backends.fork.group_verdict import overruled
 from toolfork.executor.backends.fork.limits import descriptors_exhausted, no_room_for_sessions
 from toolfork.executor.backends.fork.session_link import SPARES, ProcessPlace, SessionSpares
 from toolfork.executor.backends.fork.template_link import TemplateGone
+from toolfork.executor.backends.fork.workers import Worker
 from toolfork.executor.backends.hub import POLL_INTERVAL, BatchState, Hub
 from toolfork.executor.stats import Load
 from toolfork.executor.types import CallFinished, CallProgress, CallStarted, ToolResult
