@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import signal
 import socket
 import sys
@@ -186,6 +187,8 @@ def outside(ex: Executor, work: Path) -> dict[str, Any]:
     victim.chmod(0o644)
     marker = work / "unpickled"
     beat = work / "ws" / "beat"
+    # the daemon's mark: its own per run (the root and nobody runs of this scenario run side by side)
+    mark = f"61.{os.getpid()}{secrets.randbelow(10**6):06d}"
     with _open(ex, work) as s:
         seen["tcp"] = _run(s, f"import socket\nc = socket.create_connection(('127.0.0.1', {port}), timeout=2)\n"
                               "out = 'connected'")
@@ -196,7 +199,7 @@ def outside(ex: Executor, work: Path) -> dict[str, Any]:
         seen["utime"] = _run(s, f"import os\nos.utime({str(victim)!r}, (0, 0))\nout = 'utime'")
         seen["append"] = _run(s, f"open({str(victim)!r}, 'a').write('sandbox')\nout = 'appended'")
         seen["inside"] = _run(s, f"open({str(work / 'ws' / 'in.txt')!r}, 'w').write('ok')\nout = 'ok'")
-        seen["daemon"] = _run(s, f"import os, time, subprocess\nsubprocess.Popen(['sleep', '61.2345'], "
+        seen["daemon"] = _run(s, f"import os, time, subprocess\nsubprocess.Popen(['sleep', '{mark}'], "
                                  "start_new_session=True)\nif os.fork() == 0:\n    os.setsid()\n"
                                  "    if os.fork() == 0:\n        while True:\n"
                                  f"            open({str(beat)!r}, 'a').write('.')\n            time.sleep(0.05)\n"
@@ -210,14 +213,14 @@ def outside(ex: Executor, work: Path) -> dict[str, Any]:
                 seen["evil_snapshot"] = repr(planted.snapshot())
             except Exception as exc:  # failing cleanly is allowed: running the command is not
                 seen["evil_snapshot"] = f"{type(exc).__name__}: {exc}"
-        _until(lambda: _size(beat) > 0 and _alive_with("61.2345"))  # both started, under load too
+        _until(lambda: _size(beat) > 0 and _alive_with(mark))  # both started, under load too
         seen["beats_open"] = _size(beat)
-    _until(lambda: not _alive_with("61.2345"))  # the sandbox is killed after close() returns
+    _until(lambda: not _alive_with(mark))  # the sandbox is killed after close() returns
     time.sleep(0.3)
     before = _size(beat)
     time.sleep(0.5)
     seen["beats_after_close"] = [before, _size(beat)]
-    seen["sleep_alive"] = _alive_with("61.2345")
+    seen["sleep_alive"] = _alive_with(mark)
     seen["tcp_accepted"] = _accepted(listener)
     seen["unix_accepted"] = _accepted(unix)
     seen["outside_exists"] = (work / "outside.txt").exists()
@@ -241,9 +244,9 @@ ESCAPES = {
     "connect_127": "import socket\nopen('{ws}/ran_connect', 'w').write('x')\n"
                    "socket.create_connection(('127.0.0.1', {port}), timeout=2)\nout = 'connected'",
     "daemons": "import os, subprocess\nopen('{ws}/ran_daemons', 'w').write('x')\n"
-               "subprocess.Popen(['sleep', '61.777'], start_new_session=True)\n"
+               "subprocess.Popen(['sleep', '{mark1}'], start_new_session=True)\n"
                "if os.fork() == 0:\n    os.setsid()\n    if os.fork() == 0:\n"
-               "        os.execvp('sleep', ['sleep', '61.778'])\n    os._exit(0)\nout = os.wait()[1]",
+               "        os.execvp('sleep', ['sleep', '{mark2}'])\n    os._exit(0)\nout = os.wait()[1]",
     "host_environment": "import os, ctypes\nopen('{ws}/ran_env', 'w').write('x')\n"
                         "libc = ctypes.CDLL(None)\nlibc.getenv.restype = ctypes.c_char_p\n"
                         "out = [os.environ.get('{secret}'), os.getenv('{secret}'), libc.getenv(b'{secret}'),\n"
@@ -259,17 +262,20 @@ def escapes(ex: Executor, work: Path) -> dict[str, Any]:
     listener = socket.create_server(("127.0.0.1", 0))
     listener.settimeout(0.2)
     ws = work / "ws"
+    # the daemons' marks: this run's own (the root and nobody runs of this scenario run side by side)
+    mark1, mark2 = (f"61.{os.getpid()}{secrets.randbelow(10**6):06d}" for _ in range(2))
     with _open(ex, work) as s:
         for name, code in ESCAPES.items():
             marker = work / f"escaped_{name}"
-            text = code.format(ws=ws, marker=marker, port=listener.getsockname()[1], secret=SECRET)
+            text = code.format(ws=ws, marker=marker, port=listener.getsockname()[1], secret=SECRET, mark1=mark1,
+                               mark2=mark2)
             r = s.run([ToolCall(name, "exec_cell", {"code": text}, timeout=20)])[0]
             seen[name] = {"status": r.status, "out": None if r.output is None else r.output.data,
                           "error": None if r.error is None else r.error.message, "marker": marker.exists()}
-        _until(lambda: _alive_with("61.777") and _alive_with("61.778"))  # exec'd by now, under load too
-        seen["daemons_alive_open"] = [_alive_with("61.777"), _alive_with("61.778")]
-    _until(lambda: not _alive_with("61.777") and not _alive_with("61.778"))  # the kill is asynchronous
-    seen["daemons_alive_after_close"] = _alive_with("61.777") or _alive_with("61.778")
+        _until(lambda: _alive_with(mark1) and _alive_with(mark2))  # exec'd by now, under load too
+        seen["daemons_alive_open"] = [_alive_with(mark1), _alive_with(mark2)]
+    _until(lambda: not _alive_with(mark1) and not _alive_with(mark2))  # the kill is asynchronous
+    seen["daemons_alive_after_close"] = _alive_with(mark1) or _alive_with(mark2)
     seen["accepted"] = _accepted(listener)
     seen["ran"] = sorted(p.name for p in ws.glob("ran_*"))
     seen["secret"] = os.environ[SECRET]
