@@ -54,6 +54,11 @@ def pss_mb(pids: list[int]) -> float:
     return round(total / 1024, 1)
 
 
+def _parent(pid: int) -> int:
+    with open(f"/proc/{pid}/stat", "rb") as f:
+        return int(f.read().rsplit(b")", 1)[1].split()[1])
+
+
 def main(soft: int, hard: str, n: int, measure: bool) -> dict[str, Any]:
     limit = resource.getrlimit(resource.RLIMIT_NOFILE)[1] if hard == "keep" else int(hard)
     resource.setrlimit(resource.RLIMIT_NOFILE, (soft, limit))
@@ -77,6 +82,7 @@ def main(soft: int, hard: str, n: int, measure: bool) -> dict[str, Any]:
         out["own"] = sum(1 for i, r in enumerate(results) if r.status == "ok" and r.output is not None
                          and r.output.data == i + 1)
         out["pids"] = len({s.pid for s in sessions})
+        out["supervisors"] = len({_parent(s.pid) for s in sessions if s.pid is not None})
         out["batch"] = ex.run([ToolCall("plain", "where", {})])[0].status  # the host has room for its work
         if out["error"] is not None and sessions:  # a closed session makes room for the next
             sessions.pop().close()
