@@ -1,7 +1,9 @@
-"""Looking at processes from tests: alive (a zombie counts as gone), and waiting until gone."""
+"""Looking at processes from tests: alive (a zombie counts as gone), waiting until gone, and what runs
+below this process."""
 
 from __future__ import annotations
 
+import os
 import time
 
 import psutil
@@ -26,3 +28,29 @@ def all_gone(pids: list[int], seconds: float) -> list[int]:
 
 def gone(pid: int, seconds: float = 10.0) -> bool:
     return not all_gone([pid], seconds)
+
+
+def descendants() -> list[int]:
+    """Every live process below this one (what toolfork forked: templates, workers, supervisors, session
+    processes and their spares)."""
+    parent: dict[int, int] = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        fields = stat[stat.rfind(")") + 2:].split()
+        if fields[0] not in ("Z", "X"):
+            parent[int(name)] = int(fields[1])
+    me, found = os.getpid(), []
+    for pid in parent:
+        up = parent.get(pid)
+        while up is not None and up > 1:
+            if up == me:
+                found.append(pid)
+                break
+            up = parent.get(up)
+    return sorted(found)

@@ -17,30 +17,9 @@ import sys
 import time
 from typing import Any
 
+from tests.procs import descendants
+
 BOUND_S = 60.0  # a bound on the wait for the processes to go, not a timing
-
-
-def descendants() -> list[int]:
-    parent: dict[int, int] = {}
-    for name in os.listdir("/proc"):
-        if name.isdigit():
-            try:
-                with open(f"/proc/{name}/stat") as f:
-                    stat = f.read()
-            except OSError:
-                continue
-            fields = stat[stat.rfind(")") + 2:].split()
-            if fields[0] not in ("Z", "X"):
-                parent[int(name)] = int(fields[1])
-    me, found = os.getpid(), []
-    for pid in parent:
-        up = parent.get(pid)
-        while up is not None and up > 1:
-            if up == me:
-                found.append(pid)
-                break
-            up = parent.get(up)
-    return found
 
 
 def pss_mb(pids: list[int]) -> float:

@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from tests.procs import descendants
 from toolfork import tool
 from toolfork.executor import Executor, ToolCall
 from toolfork.tools.runtime import ToolRuntime
@@ -125,32 +126,6 @@ def cloexec(pid: int, fd: int) -> bool:
     with open(f"/proc/{pid}/fdinfo/{fd}") as f:
         flags = next(line for line in f if line.startswith("flags:"))
     return bool(int(flags.split()[1], 8) & O_CLOEXEC)
-
-
-def descendants() -> list[int]:
-    """Every live process below this one (what toolfork forked: templates, workers, supervisors, session
-    processes and their spares)."""
-    parent: dict[int, int] = {}
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/stat") as f:
-                stat = f.read()
-        except OSError:
-            continue
-        fields = stat[stat.rfind(")") + 2:].split()
-        if fields[0] not in ("Z", "X"):
-            parent[int(name)] = int(fields[1])
-    me, found = os.getpid(), []
-    for pid in parent:
-        up = parent.get(pid)
-        while up is not None and up > 1:
-            if up == me:
-                found.append(pid)
-                break
-            up = parent.get(up)
-    return sorted(found)
 
 
 def _replace_template(ex: Executor) -> None:
