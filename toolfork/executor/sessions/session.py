@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from toolfork.executor import metering, tracing
 from toolfork.executor.backends.dispatch import Dispatch
 from toolfork.executor.calls import CallBook
+from toolfork.executor.closable import Closable
 from toolfork.executor.sessions.place import ProcessGone, SessionPlace, SessionSpec, SessionUnavailable
 from toolfork.executor.types import ErrorInfo, ToolCall, ToolResult
 
@@ -83,7 +84,7 @@ class SessionLost(RuntimeError):
                          "gone, so no later call of it runs (checkpoint=True restores the state instead)")
 
 
-class Session:
+class Session(Closable):
     """A state and the calls that run on it, one at a time, in order (see ``Executor.session``)."""
 
     def __init__(self, executor: Executor, prepare: Callable[[Iterable[Any]], list[ToolCall]],
@@ -199,12 +200,6 @@ class Session:
             yield
         finally:
             self._runner = None
-
-    def __enter__(self) -> Session:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     def __repr__(self) -> str:
         state = "closed" if self.closed else "lost" if self.lost is not None else "open"
