@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import ctypes
+import functools
 import hashlib
 import os
 import signal
 import time
+from collections.abc import Callable
+from typing import Any
 
 from toolfork import tool
+from toolfork.executor import ToolCall
 from toolfork.tools.runtime import ToolRuntime
 
 
@@ -213,3 +217,27 @@ class WithDaemon(Account):
         proc = subprocess.Popen(["sleep", "300"], start_new_session=True)
         with open(pid_file, "w") as f:
             f.write(str(proc.pid))
+
+
+def dep(i: int, amount: int) -> ToolCall:
+    """A deposit call (``deposit``), the sessions' tests' usual call."""
+    return ToolCall(f"d{i}", "deposit", {"amount": amount})
+
+
+def spoil(how: str, timeout: float | None = None) -> ToolCall:
+    return ToolCall(f"spoil-{how}", "spoil_then", {"how": how}, timeout=timeout)
+
+
+def values(results: list[Any]) -> list[Any]:
+    """Each result's value, or its status where it is not ok."""
+    return [r.output.data if r.status == "ok" else r.status for r in results]
+
+
+def every_kind_of_factory() -> list[tuple[Callable[..., Account], tuple[Any, ...]]]:
+    """A factory of each kind a user can write, with its arguments: a lambda, a local function, a
+    partial and a class (accounts starting at 1, 5, 2 and 3)."""
+    def local(owner: str) -> Account:
+        return Account(owner, 5)
+
+    return [(lambda: Account("lam", 1), ()), (local, ("loc",)), (functools.partial(Account, "par", 2), ()),
+            (Account, ("cls", 3))]

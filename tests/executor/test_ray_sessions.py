@@ -7,7 +7,6 @@ actors are Ray worker processes, the crashes are ``os._exit`` in them, the timeo
 from __future__ import annotations
 
 import asyncio
-import functools
 import os
 import threading
 import time
@@ -20,32 +19,12 @@ import pytest
 from tests.executor import session_tools as S
 from tests.executor import tools_for_tests as T
 from tests.executor.conftest_ray import ray_cluster  # noqa: F401 - a fixture
+from tests.executor.session_tools import dep, spoil, values
+from tests.procs import gone
 from toolfork import SessionLost, ToolRuntime, tool
 from toolfork.executor import Executor, ToolCall, TooManySessions
 
 pytestmark = pytest.mark.ray  # in one of the Ray xdist groups (tests/conftest.py, RayGroups)
-
-
-def dep(i: int, amount: int) -> ToolCall:
-    return ToolCall(f"d{i}", "deposit", {"amount": amount})
-
-
-def spoil(how: str, timeout: float | None = None) -> ToolCall:
-    return ToolCall(f"spoil-{how}", "spoil_then", {"how": how}, timeout=timeout)
-
-
-def values(results: list[Any]) -> list[Any]:
-    return [r.output.data if r.status == "ok" else r.status for r in results]
-
-
-def gone(pid: int, seconds: float = 10.0) -> bool:
-    try:
-        psutil.Process(pid).wait(seconds)
-    except psutil.NoSuchProcess:
-        return True
-    except psutil.TimeoutExpired:
-        return False
-    return True
 
 
 @pytest.fixture(scope="module")
@@ -167,14 +146,8 @@ def test_what_the_factory_and_calls_started_dies_with_an_actor_that_crashes(ex: 
 
 
 def test_any_factory_opens_and_what_cannot_be_is_named(ex: Executor) -> None:
-    def local(owner: str) -> S.Account:
-        return S.Account(owner, 5)
-
-    factories: list[tuple[Callable[..., Any], tuple[Any, ...]]] = [
-        (lambda: S.Account("lam", 1), ()), (local, ("loc",)), (functools.partial(S.Account, "par", 2), ()),
-        (S.Account, ("cls", 3))]
     got = []
-    for factory, args in factories:
+    for factory, args in S.every_kind_of_factory():
         with ex.session(factory, *args) as s:
             got.append(values(s.run([dep(1, 1)]))[0])
     assert got == [2, 6, 3, 4]

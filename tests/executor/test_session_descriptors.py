@@ -5,22 +5,16 @@ keep 1000 --measure`` prints the times and the memory)."""
 
 from __future__ import annotations
 
-import json
 import resource
-import subprocess
-import sys
 from typing import Any
 
 import pytest
 
-from tests.redteam.conftest import REPO, child_env
+from tests.redteam.conftest import reported
 
 
 def opened(soft: int, hard: str, n: int) -> dict[str, Any]:
-    done = subprocess.run([sys.executable, "-m", "tests.executor.many_sessions", str(soft), hard, str(n)],
-                          capture_output=True, cwd=REPO, env=child_env(), timeout=280, check=False)
-    assert done.returncode == 0, done.stderr.decode(errors="replace")[-3000:]
-    return json.loads(done.stdout.decode().splitlines()[-1])  # type: ignore[no-any-return]
+    return reported("tests.executor.many_sessions", str(soft), hard, str(n), timeout=280)
 
 
 @pytest.mark.timeout(300)

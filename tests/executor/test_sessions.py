@@ -18,20 +18,9 @@ import pytest
 
 from tests.executor import session_tools as S
 from tests.executor import tools_for_tests as T
+from tests.executor.session_tools import dep, spoil, values
 from toolfork import SessionLost, Tool
 from toolfork.executor import Executor, ToolCall
-
-
-def dep(i: int, amount: int) -> ToolCall:
-    return ToolCall(f"d{i}", "deposit", {"amount": amount})
-
-
-def spoil(how: str, timeout: float | None = None) -> ToolCall:
-    return ToolCall(f"spoil-{how}", "spoil_then", {"how": how}, timeout=timeout)
-
-
-def values(results: list[Any]) -> list[Any]:
-    return [r.output.data if r.status == "ok" else r.status for r in results]
 
 
 @pytest.fixture
@@ -371,16 +360,8 @@ def test_a_factory_that_never_returns_is_ended_at_the_executors_timeout(
 def test_any_factory_a_user_can_write_opens_in_every_mode(ex: Executor) -> None:
     """A lambda and a local function go to a session's process by value (dill), which plain pickle
     cannot read back; a partial and a class go by reference."""
-    import functools
-
-    def local(owner: str) -> S.Account:
-        return S.Account(owner, 5)
-
-    factories: list[tuple[Callable[..., Any], tuple[Any, ...]]] = [
-        (lambda: S.Account("lam", 1), ()), (local, ("loc",)), (functools.partial(S.Account, "par", 2), ()),
-        (S.Account, ("cls", 3))]
     got = []
-    for factory, args in factories:
+    for factory, args in S.every_kind_of_factory():
         with ex.session(factory, *args) as s:
             got.append(values(s.run([dep(1, 1)]))[0])
     assert got == [2, 6, 3, 4]

@@ -50,6 +50,18 @@ def become(user: str) -> list[str]:
     return [] if user == "root" else ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups"]
 
 
+def reported(module: str, *args: str, user: str = "root", timeout: float = 180,
+             stdin: bytes | None = None) -> dict[str, Any]:
+    """What ``python -m module ARGS`` printed as its last line (JSON), run as ``user`` in a fresh
+    interpreter: the test process may hold at-fork hooks other tests left, which the sandbox refuses."""
+    done = subprocess.run([*become(user), sys.executable, "-m", module, *args], input=stdin, capture_output=True,
+                          cwd=REPO, env=child_env(), timeout=timeout, check=False)
+    assert done.returncode == 0, (
+        done.stderr.decode(errors="replace")[-3000:] + f"\n(nobody must be able to run {sys.executable}: where the "
+        "interpreter lives under a home of mode 700, as pyenv's under /root, let others traverse it: chmod o+x)")
+    return json.loads(done.stdout.decode().splitlines()[-1])  # type: ignore[no-any-return]
+
+
 @contextlib.contextmanager
 def shared_dir(prefix: str, suite: str) -> Iterator[Path]:
     """A directory root and nobody can both write (pytest's own are root's alone), removed after; a

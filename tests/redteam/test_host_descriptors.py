@@ -9,26 +9,19 @@ device, so the host's input stays the host's."""
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.redteam.conftest import REPO, become, child_env, shared_dir
+from tests.redteam.conftest import reported, shared_dir
 
 INPUT = b'{"id": "1", "name": "echo", "arguments": {"text": "the host reads this"}}\n'
 
 
 def scenario(user: str, work: Path | str) -> dict[str, Any]:
-    done = subprocess.run([*become(user), sys.executable, "-m", "tests.redteam.host_fd_scenarios", str(work)],
-                          capture_output=True, cwd=REPO, env=child_env(), timeout=150, check=False,
-                          input=INPUT)
-    assert done.returncode == 0, done.stderr.decode(errors="replace")[-3000:]
-    return json.loads(done.stdout.decode().splitlines()[-1])  # type: ignore[no-any-return]
+    return reported("tests.redteam.host_fd_scenarios", str(work), user=user, timeout=150, stdin=INPUT)
 
 
 @pytest.fixture

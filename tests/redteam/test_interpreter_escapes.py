@@ -4,23 +4,17 @@ cover because it is about the interpreter's crossing and its episodes (each atta
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.redteam.conftest import REPO, become, child_env, shared_dir
+from tests.redteam.conftest import reported, shared_dir
 
 
 def attack(name: str, user: str, work: Path) -> dict[str, Any]:
-    done = subprocess.run([*become(user), sys.executable, "-m", "tests.redteam.interpreter_scenarios", name,
-                           str(work)], capture_output=True, cwd=REPO, env=child_env(), timeout=150, check=False)
-    assert done.returncode == 0, done.stderr.decode(errors="replace")[-3000:]
-    return json.loads(done.stdout.decode().splitlines()[-1])  # type: ignore[no-any-return]
+    return reported("tests.redteam.interpreter_scenarios", name, str(work), user=user, timeout=150)
 
 
 @pytest.fixture
