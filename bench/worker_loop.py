@@ -38,9 +38,15 @@ def measure(calls: int, chunk: int) -> float:
 
     from toolfork import tool
     from toolfork.bench.calls import stamp_call, trivial_call
-    from toolfork.executor.backends.base import Hooks
+    try:
+        from toolfork.executor.backends.base import WorkerSetup
+    except ImportError:  # a tree from before the name: the same value, called Hooks
+        from toolfork.executor.backends.base import Hooks as WorkerSetup  # type: ignore[attr-defined,no-redef]
     from toolfork.executor.backends.fork.worker import worker_main
-    from toolfork.executor.wire import framing
+    try:
+        from toolfork.executor.wire import framing
+    except ImportError:  # a tree from before the whole wire was under wire/
+        from toolfork.executor import framing  # type: ignore[no-redef]
 
     try:
         from toolfork.executor.wire.frames import calls_frame
@@ -73,7 +79,7 @@ def measure(calls: int, chunk: int) -> float:
     if pid == 0:
         host_side.close()
         os.close(result_r)
-        worker_main(call_r, result_w, worker_side.detach(), {"trivial": echo, "stamp": stamp}, Hooks(), parent)
+        worker_main(call_r, result_w, worker_side.detach(), {"trivial": echo, "stamp": stamp}, WorkerSetup(), parent)
     os.close(call_r)
     os.close(result_w)
     worker_side.close()
