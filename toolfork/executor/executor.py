@@ -508,6 +508,7 @@ class Executor(Closable):
         if on_feed is not None:
             on_feed(feed)
         attempts: dict[str, int] = {}
+        finish = book.finish
         try:
             for event in self._backend.execute(feed):
                 if type(event) is CallFinished:
@@ -522,7 +523,7 @@ class Executor(Closable):
                     if retriable:  # a call of a tool that declares retries: it is done now
                         attempts.pop(result.call_id, None)
                         retriable.pop(result.call_id, None)
-                    book.finish(result)
+                    finish(result)
                 elif recorder is not None and type(event) is CallStarted:
                     book.started(event.call_id, event.name)
                 yield event
@@ -543,12 +544,12 @@ class Executor(Closable):
         admit = book.admit
         measured = book.recorder is not None
         parked = inline.parked
-        for call in calls:
+        for item in calls:
             out: Dispatch | list[Event] | Wait | None
-            if call is WAIT:
+            if item is WAIT:
                 out = WAIT
             else:
-                assert isinstance(call, ToolCall)
+                call: ToolCall = item  # type: ignore[assignment]  # every source makes ToolCalls of what it takes
                 d = admit(call, self._tools.get(call.name))  # looked up now: a long-lived batch sees add_tools()
                 if type(d) is not Dispatch:  # a call's ready events go as one list: the window counts it once
                     out = [CallStarted(call.id, call.name), CallFinished(call.id, d)]  # type: ignore[arg-type]

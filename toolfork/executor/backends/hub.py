@@ -127,24 +127,39 @@ class Feed:
 
     def pull(self) -> Dispatch | None:
         """The next dispatch, or None when the source is exhausted or the consumer has no room."""
+        got = self.pull_upto(1)
+        return got[0] if got else None
+
+    def pull_upto(self, n: int | None) -> list[Dispatch]:
+        """The next dispatches in order, at most ``n`` (None: all the source gives now): retried calls
+        first, then the source's, until it is exhausted, says ``WAIT`` or the consumer has no room. The
+        Hub takes a round's calls in one call of this (a call less per tool call than ``pull`` each)."""
+        out: list[Dispatch] = []
         if self.cancelled:
             self._cancel_rest()
-            return None
-        if self._retry:
-            return self._retry.pop(0)
+            return out
+        retry = self._retry
+        while retry:
+            out.append(retry.pop(0))
+            if n is not None and len(out) >= n:
+                return out
         self.waiting = False
-        while not self.exhausted and (self._room is None or self.polling or self._room()):
-            item = next(self._source, None)
+        source, room, immediate = self._source, self._room, self.immediate
+        while not self.exhausted and (room is None or self.polling or room()):
+            item = next(source, None)
             if item is None:
                 self.exhausted = True
-                return None
-            if isinstance(item, Dispatch):
-                return item
+                break
+            if type(item) is Dispatch:
+                out.append(item)
+                if n is not None and len(out) >= n:
+                    break
+                continue
             if item is WAIT:
                 self.waiting = True
-                return None
-            self.immediate.extend(item)  # type: ignore[arg-type]
-        return None
+                break
+            immediate.extend(item)  # type: ignore[arg-type]
+        return out
 
     def _cancel_rest(self) -> None:
         for d in self._retry:
@@ -416,11 +431,9 @@ class Hub:
             self._leave(b)
 
     def _fill(self, b: BatchState) -> int:
-        feed = b.feed
-        pulled: list[Dispatch] = []
-        while (d := feed.pull()) is not None:
+        pulled = b.feed.pull_upto(None)
+        for d in pulled:
             d.batch = b
-            pulled.append(d)
         if pulled:
             b.outstanding += len(pulled)
             with self._cond:

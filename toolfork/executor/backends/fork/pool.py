@@ -258,7 +258,7 @@ class ForkBackend(HubBackend):
                 if d.tool is not tool and not joins(d):
                     break
                 chunk.append(ready.popleft())
-        frame = frames.calls_frame([d.item() for d in chunk])
+        frame = frames.calls_frame(Dispatch.items(chunk))
         if core.send(w, chunk, frame, self) and not b.abandoned and b.feed.starts:
             b.events.extend([CallStarted(d.call.id, d.call.name) for d in chunk])
 
