@@ -433,15 +433,16 @@ class Executor(Closable):
             await asyncio.shield(done)
 
     def session(self, factory: Callable[..., Any], *args: Any, checkpoint: bool = False, limits: Limits | None = None,
-                **kwargs: Any) -> Session:
+                host_tools: Iterable[str] = (), **kwargs: Any) -> Session:
         """A state built by ``factory(*args, **kwargs)`` where the session's calls run; ``with`` it, and
         ``run`` its calls on it in order (tools reach it as ``runtime.state``). ``limits`` (asking for the
-        sandbox): the session's process enters that sandbox when it opens, before the factory runs. See
-        ``docs/sessions.md``."""
+        sandbox): the session's process enters that sandbox when it opens, before the factory runs.
+        ``host_tools``: this Executor's tools the session's calls may ask the host to run in its pool
+        (``runtime.call_host(name, **arguments)``; fork mode). See ``docs/sessions.md``."""
         from toolfork.executor.sessions.session import open_session
 
         self._check_open()
-        s = open_session(self, self._prepare, factory, args, kwargs, checkpoint, limits)
+        s = open_session(self, self._prepare, factory, args, kwargs, checkpoint, limits, host_tools)
         with self._lock:
             if self._closed:
                 s.close()

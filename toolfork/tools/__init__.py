@@ -12,7 +12,7 @@ from toolfork.tools.errors import (
 from toolfork.tools.output import ContentBlock, ToolOutput
 from toolfork.tools.properties import ArrayProperty, ObjectProperty, PropertyType, ToolProperty
 from toolfork.tools.registry import collect_tools
-from toolfork.tools.runtime import ToolRuntime
+from toolfork.tools.runtime import HostToolError, ToolRuntime
 from toolfork.tools.schema import to_strict
 from toolfork.tools.tool import Tool
 from toolfork.tools.toolkit import Toolkit
@@ -21,6 +21,7 @@ __all__ = [
     "ArrayProperty",
     "ContentBlock",
     "DuplicateToolError",
+    "HostToolError",
     "MissingDescriptionWarning",
     "ObjectProperty",
     "PropertyType",

@@ -50,6 +50,11 @@ class ClientUnavailable(RuntimeError):
     """The call has no client to ask (not served over MCP), or the client cannot do what was asked."""
 
 
+class HostToolError(RuntimeError):
+    """``ToolRuntime.call_host`` did not get a value: the host refused the call (a tool the session may
+    not call, no host tools at all) or the host tool failed; the message says which, and why."""
+
+
 def set_client_link(link: ClientLink | None) -> None:
     """Install (or remove, with None) the way calls of this process reach their client."""
     _client_link[0] = link
@@ -148,6 +153,14 @@ class ToolRuntime:
             messages = [{"role": "user", "content": {"type": "text", "text": messages}}]
         return dict(self._ask("sample", {"messages": messages, "max_tokens": max_tokens, **options}))
 
+    def call_host(self, name: str, /, **arguments: Any) -> Any:
+        """Run the tool ``name`` in the host's pool and return its value (its data, else its text): for a
+        call of a fork session opened with ``host_tools=[name, ...]`` (a sandboxed one too), to reach what
+        the session's process cannot (its network, credentials, files). Waits at most what is left of
+        this call's timeout; ``HostToolError`` when the host refuses or the tool fails. See
+        ``docs/sessions.md``."""
+        raise HostToolError(f"call_host({name!r}): this call does not run in a session opened with host_tools")
+
     def _ask(self, what: str, params: dict[str, Any]) -> Any:
         link = _client_link[0]
         if link is None:
@@ -190,4 +203,4 @@ class ToolRuntime:
 
 
 __all__ = ["AGENT_CONTEXT_KEY", "JOB_CONTEXT_KEY", "LOG_LEVELS", "NEXT_TURN_KEY", "NEXT_TURN_PARAMS", "ClientLink",
-           "ClientUnavailable", "ToolRuntime", "set_client_link"]
+           "ClientUnavailable", "HostToolError", "ToolRuntime", "set_client_link"]

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 
 #: The capabilities a backend may lack, each with the refusal's words in ``Capabilities.why_not``.
-NAMES = ("kills_at_deadline", "limits", "recycles", "sandbox", "sessions")
+NAMES = ("host_calls", "kills_at_deadline", "limits", "recycles", "sandbox", "sessions")
 
 
 @dataclass(frozen=True)
@@ -37,6 +37,7 @@ class Capabilities:
     has_workers: bool  # its calls run in worker processes (its own or a cluster's)
     recycles: bool  # it can replace a worker between calls (max_calls_per_worker, max_worker_memory_mb)
     sessions: bool  # ``Executor.session`` can pin a state where its calls run
+    host_calls: bool  # a session's calls can ask the host to run its ``host_tools`` (``ToolRuntime.call_host``)
     why_not: Mapping[str, str] = field(default_factory=dict, hash=False)  # capability -> why this backend lacks it
     lines: bool = False  # it runs a job's lines without a per-call object in the host (``Backend.open_lane``)
 

@@ -85,7 +85,9 @@ class _Running:
 class RayBackend(HubBackend):
     capabilities = Capabilities(
         "ray", in_host=False, kills_at_deadline=True, limits=False, sandbox=False, has_workers=True,
-        recycles=False, sessions=True, why_not={
+        recycles=False, sessions=True, host_calls=False, why_not={
+            "host_calls": "Ray mode's sessions are Ray actors, which have no line back to the host's pool "
+                          "(use mode='fork' for host_tools)",
             "limits": "Ray mode runs calls in Ray's own worker processes, which Ray's threads and other tasks "
                       "share: a limit there would bind Ray too, and the CPU limit's signal would kill Ray's "
                       "worker (use mode='fork' for limits)",

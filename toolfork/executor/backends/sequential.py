@@ -97,7 +97,9 @@ class HostPlace:
 class SequentialBackend(Backend):
     capabilities = Capabilities(
         "sequential", in_host=True, kills_at_deadline=False, limits=False, sandbox=False, has_workers=False,
-        recycles=False, sessions=True, why_not={
+        recycles=False, sessions=True, host_calls=False, why_not={
+            "host_calls": "sequential mode runs a session's calls in the host process already: its tools can "
+                          "reach what the host reaches, so there are no host_tools to ask for",
             "kills_at_deadline": "sequential mode runs every call in the host process, where only the main "
                                  "thread can interrupt a call at its deadline",
             "limits": "sequential mode runs every call in the host process, where a call cannot be limited "

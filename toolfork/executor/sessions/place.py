@@ -9,6 +9,7 @@ only, so it never imports a backend's internals.
 
     Executor.session ──SessionSpec──> Backend.open_session ──> SessionPlace
     Session.run ── each call ──> SessionPlace.call ──(result, why lost or None)──> restore? / SessionLost
+                                     └─ a host call of the running call ──> HostTools.answer ──> the pool
 """
 
 from __future__ import annotations
@@ -17,8 +18,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
+from toolfork.executor.types import ToolCall, ToolResult
+
 if TYPE_CHECKING:
-    from toolfork.executor.types import ToolCall, ToolResult
     from toolfork.executor.wire.callitem import TraceParent
     from toolfork.governance.limits import Limits
     from toolfork.tools.tool import Tool
@@ -46,6 +48,36 @@ class SessionSpec:
     tools: tuple[str, ...]
     # the sandbox the session's process enters when it opens, before the factory runs (None: none)
     limits: Limits | None = None
+    host_tools: HostTools | None = None  # what its calls may ask the host to run (``call_host``); None: nothing
+
+
+@dataclass(frozen=True)
+class HostTools:
+    """The tools a session's calls may ask the host to run (``Executor.session(host_tools=...)``), by
+    name, and the host's way to run one call of them (its Executor's ``run``: the pool, with every rule
+    of a call, its arguments checked against the tool's schema)."""
+
+    names: frozenset[str]
+    run: Callable[[ToolCall], ToolResult]
+
+    def answer(self, call_id: str, name: Any, arguments: dict[str, Any],
+               left: float | None) -> tuple[str, Any, str | None]:
+        """The answer to a host call of the call ``call_id`` (``left``: seconds that call has left, None:
+        no bound): ``("ok", value, None)``, the value the tool's data or else its text, or
+        ``("error", None, why)``. A name the session was not opened with is refused, never run."""
+        if name not in self.names:
+            allowed = ", ".join(sorted(self.names)) or "(none)"
+            return "error", None, (f"tool {name!r} is not one this session may ask the host to run; its "
+                                   f"host_tools are: {allowed}")
+        if left is not None and left <= 0:
+            return "error", None, f"tool {name!r} was not run in the host: the call that asked has no time left"
+        result = self.run(ToolCall(f"{call_id}/host/{name}", name, arguments, timeout=left))
+        if result.status != "ok" or result.output is None:
+            error = result.error
+            why = f"{error.type}: {error.message}" if error is not None else result.status
+            return "error", None, f"host tool {name!r} {result.status}: {why}"
+        out = result.output
+        return "ok", (out.data if out.data is not None else out.as_text()), None
 
 
 class SessionPlace(Protocol):
@@ -72,4 +104,4 @@ class SessionPlace(Protocol):
         """End the state and everything of it. Safe to call twice."""
 
 
-__all__ = ["ProcessGone", "SessionPlace", "SessionSpec", "SessionUnavailable"]
+__all__ = ["HostTools", "ProcessGone", "SessionPlace", "SessionSpec", "SessionUnavailable"]

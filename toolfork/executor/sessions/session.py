@@ -29,7 +29,7 @@ from toolfork.executor import metering, tracing
 from toolfork.executor.backends.dispatch import Dispatch
 from toolfork.executor.calls import CallBook
 from toolfork.executor.closable import Closable
-from toolfork.executor.sessions.place import ProcessGone, SessionPlace, SessionSpec, SessionUnavailable
+from toolfork.executor.sessions.place import HostTools, ProcessGone, SessionPlace, SessionSpec, SessionUnavailable
 from toolfork.executor.types import ErrorInfo, ToolCall, ToolResult
 
 if TYPE_CHECKING:
@@ -59,6 +59,8 @@ class Executor(Protocol):
     def backend(self) -> Backend: ...
 
     def dispatch_context(self) -> dict[str, Any]: ...
+
+    def run(self, calls: Iterable[ToolCall]) -> list[ToolResult]: ...
 
     def merge_context(self, results: Iterable[ToolResult | None]) -> None: ...
 
@@ -280,12 +282,15 @@ def check_sandbox(limits: Any, backend: Backend) -> Limits:
 
 def open_session(executor: Executor, prepare: Callable[[Iterable[Any]], list[ToolCall]],
                  factory: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any],
-                 checkpoint: bool, limits: Limits | None = None) -> Session:
+                 checkpoint: bool, limits: Limits | None = None, host_tools: Iterable[str] = ()) -> Session:
     if not callable(factory):
         raise TypeError(f"session(factory, ...): the factory must be callable, got {type(factory).__name__}")
     can = executor.backend.capabilities  # declared by the backend, read before it is asked
     if not can.sessions:
         raise SessionUnavailable(can.refusal("sessions"))
+    host = _host_tools(executor, host_tools)
+    if host is not None and not can.host_calls:
+        raise SessionUnavailable(f"session(host_tools=...): {can.refusal('host_calls')}")
     if limits is not None:
         limits = check_sandbox(limits, executor.backend)
     with _OPEN_LOCK:
@@ -296,7 +301,7 @@ def open_session(executor: Executor, prepare: Callable[[Iterable[Any]], list[Too
                 "(a session's process and descriptors go when it is closed), or raise Executor(max_sessions=...)")
         _opening[id(executor)] = _opening.get(id(executor), 0) + 1
     try:
-        spec = SessionSpec(factory, args, kwargs, checkpoint, executor.timeout, tuple(executor.tools), limits)
+        spec = SessionSpec(factory, args, kwargs, checkpoint, executor.timeout, tuple(executor.tools), limits, host)
         session = Session(executor, prepare, executor.backend.open_session(spec), limits)
     finally:
         with _OPEN_LOCK:
@@ -306,6 +311,21 @@ def open_session(executor: Executor, prepare: Callable[[Iterable[Any]], list[Too
     with _OPEN_LOCK:
         live.add(session)
     return session
+
+
+def _host_tools(executor: Executor, names: Iterable[str]) -> HostTools | None:
+    """``host_tools`` as the session's ``HostTools`` (None: none), each name a str. A name need not be a
+    tool yet (one added later with ``add_tools`` is found when it is called); an unknown one is the
+    host call's error then, as any call's."""
+    if isinstance(names, str):
+        raise TypeError(f"session(host_tools=...): give a list of tool names, not the string {names!r}")
+    wanted = list(names)
+    bad = [n for n in wanted if not isinstance(n, str) or not n]
+    if bad:
+        raise TypeError(f"session(host_tools=...): tool names must be non-empty strings, got {bad[0]!r}")
+    if not wanted:
+        return None
+    return HostTools(frozenset(wanted), lambda call: executor.run([call])[0])
 
 
 _OPEN: weakref.WeakKeyDictionary[Any, weakref.WeakSet[Session]] = weakref.WeakKeyDictionary()  # Executor -> sessions

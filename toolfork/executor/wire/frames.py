@@ -14,6 +14,8 @@ The frames are tuples whose first item is their kind (one letter, cheap to pickl
                      LINES   ("l", parse, context, [(call_id, name, raw, arguments, timeout, lineno, meta), ...])
                              the line lane: ``raw`` input lines the worker parses itself
                      TOOLS   ("t", dill bytes of {name: Tool})       tools added after start
+                     HOST_ANSWER ("a", status, value, message)       a session's host call answered
+                                                                     (see ``fork.host_line``)
     worker -> host   RESULT  ("r", seq, status, output, error, duration_s, context_updates)
                      TEXT    ("o", seq, text, data, duration_s)      an ok result of one plain text block
                      ENCODED ("e", seq, line, duration_s)            an ok result already encoded as bytes
@@ -26,6 +28,8 @@ The frames are tuples whose first item is their kind (one letter, cheap to pickl
                      LEAVING ("x", seq, message)                     this call's result is an error: its
                                                                      tool damaged the worker's channels,
                                                                      and the worker leaves after it
+                     HOST_CALL ("h", seq, name, arguments)           a session's call asks the host to run
+                                                                     one of its host tools, and waits
     in the host      BAD_FRAME ("!", type name, message)             a frame that could not be rebuilt
 
 Every frame a worker sends is bound to one call by ``seq``: the call's place among the calls that worker
@@ -107,6 +111,8 @@ PROGRESS = "p"
 MISMATCH = "m"
 LEAVING = "x"
 SPANS = "s"
+HOST_CALL = "h"
+HOST_ANSWER = "a"
 RESULT_KINDS = frozenset((RESULT, TEXT, ENCODED, LEAVING))
 
 _HIGHEST = pickle.HIGHEST_PROTOCOL
@@ -150,6 +156,14 @@ def mismatch_frame(seq: int) -> tuple[Any, ...]:
 
 def spans_frame(seq: int, spans: list[Any]) -> tuple[Any, ...]:
     return (SPANS, seq, spans)
+
+
+def host_call_frame(seq: int, name: str, arguments: dict[str, Any]) -> tuple[Any, ...]:
+    return (HOST_CALL, seq, name, arguments)
+
+
+def host_answer_frame(status: str, value: Any, message: str | None) -> tuple[Any, ...]:
+    return (HOST_ANSWER, status, value, message)
 
 
 class Progress(NamedTuple):
@@ -216,6 +230,20 @@ class Mismatch(NamedTuple):
             "ChannelDamaged", f"tool '{name}' failed: its worker answered that it was sent another call"))
 
 
+class HostCall(NamedTuple):
+    """HOST_CALL: the running call of a session asks the host to run its tool ``name`` (a host tool)."""
+
+    seq: int
+    name: str
+    arguments: dict[str, Any]
+
+    def rebuilt(self, call_id: str, name: str, pid: int | None) -> ToolResult:
+        """Only a session's link answers host calls: to the pool it is a frame its call did not ask for."""
+        return ToolResult(call_id, name, "error", worker_pid=pid, error=ErrorInfo(
+            "ChannelDamaged", f"tool '{name}' failed: it asked the host to run tool {self.name!r}, which only a "
+                              "call of a session opened with host_tools may; its worker was replaced"))
+
+
 class Leaving(NamedTuple):
     """LEAVING: the call's result is an error (its tool damaged the worker's channels); the worker goes."""
 
@@ -227,8 +255,11 @@ class Leaving(NamedTuple):
             "ChannelDamaged", f"tool '{name}' {self.message}; its worker was replaced"))
 
 
-Message = Progress | Spans | Result | TextResult | EncodedResult | Mismatch | Leaving
-ResultMessage = Result | TextResult | EncodedResult | Mismatch | Leaving
+Message = Progress | Spans | Result | TextResult | EncodedResult | Mismatch | Leaving | HostCall
+ResultMessage = Result | TextResult | EncodedResult | Mismatch | Leaving | HostCall
+# A worker whose call sent one of these is replaced after the call's result: LEAVING (its channels are
+# damaged), HOST_CALL to the pool (only a session's link answers one; the worker would wait for an answer).
+WORKER_GOES = frozenset((Leaving, HostCall))
 _NUMBER = (float, int)
 _STATUSES = frozenset(STATUSES)
 
@@ -273,6 +304,9 @@ def decode(f: Any) -> Message | None:
     elif kind == LEAVING:
         if n == 3 and type(f[2]) is str:
             return Leaving(f[1], f[2])
+    elif kind == HOST_CALL:
+        if n == 4 and type(f[2]) is str and type(f[3]) is dict:
+            return HostCall(f[1], f[2], f[3])
     return None
 
 

@@ -87,7 +87,7 @@ from toolfork.executor.backends.fork.template_link import (
 )
 from toolfork.executor.backends.fork.workers import Client, Worker, WorkerState, rss_mb
 from toolfork.executor.wire import WakePipe, ceiling, frames, framing, oob
-from toolfork.executor.wire.frames import Leaving, Progress, Spans, unreadable_result
+from toolfork.executor.wire.frames import WORKER_GOES, Progress, Spans, unreadable_result
 
 if TYPE_CHECKING:
     from toolfork.governance.limits import Limits
@@ -405,7 +405,7 @@ class WorkerCore(TemplateCare):
                 settled += 1
                 expected += 1
                 duration = client.finished(w, current, msg)
-                if type(msg) is Leaving:  # its tool damaged the worker's channels: the worker goes
+                if type(msg) in WORKER_GOES:  # its tool damaged the worker's channels, or asked for a host call
                     w.calls = expected
                     self.count_restart("damaged")
                     self.replace(w, client)

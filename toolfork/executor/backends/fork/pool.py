@@ -76,7 +76,7 @@ class ForkBackend(HubBackend):
 
     capabilities = Capabilities(
         "fork", in_host=False, kills_at_deadline=True, limits=True, sandbox=True, has_workers=True,
-        recycles=True, sessions=True, lines=True)
+        recycles=True, sessions=True, host_calls=True, lines=True)
 
     def __init__(self, tools: dict[str, Tool], workers: int, hooks: WorkerSetup, kill_grace: float = 1.0,
                  governance: Governance | None = None) -> None:

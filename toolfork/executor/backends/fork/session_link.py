@@ -39,10 +39,10 @@ from toolfork.executor.backends.fork.template_link import (
     process_state,
     worker_channels,
 )
-from toolfork.executor.sessions.place import ProcessGone, SessionSpec
+from toolfork.executor.sessions.place import HostTools, ProcessGone, SessionSpec
 from toolfork.executor.types import ErrorInfo, ToolResult
 from toolfork.executor.wire import ceiling, frames, framing, oob
-from toolfork.executor.wire.frames import Leaving, Progress, Spans, damaged_result, unreadable_result
+from toolfork.executor.wire.frames import HostCall, Leaving, Progress, Spans, damaged_result, unreadable_result
 from toolfork.executor.wire.pipes import close_quietly, readable
 
 if TYPE_CHECKING:
@@ -127,6 +127,7 @@ class SessionProcessLink:
         self._exit_status: int | None = None
         self._supervisor_gone = False
         self.seq = 0  # the calls this session's state has run: the next call's seq
+        self.host: HostTools | None = None  # what its calls may ask the host to run (set when it opens)
         self._closed = False
         self.interrupted = False  # closed from another thread while a call ran
 
@@ -248,6 +249,9 @@ class SessionProcessLink:
                     continue
                 raise self._damaged(call_id, name, f"a frame for call #{msg.seq} while #{self.seq} was running",
                                     start)
+            if type(msg) is HostCall:  # the call asks the host to run one of the session's host tools, and waits
+                self._answer(msg, call_id, deadline, timeout, start)
+                continue
             if isinstance(msg, (Progress, Spans)):  # progress is not reported: a session's run returns results
                 if type(msg) is Spans:  # the tool's own spans: to the host's exporters, as the pool's are
                     # (a sandboxed session's: data about this call, bound to its span and its time)
@@ -260,6 +264,31 @@ class SessionProcessLink:
                 raise Fault(result, result.error.message if result.error else "its process left")
             self.seq += 1
             return result
+
+    def _answer(self, msg: HostCall, call_id: str, deadline: float | None, timeout: float | None,
+                start: float) -> None:
+        """Run a host call of the running call (``fork.host_line``) and send its answer, on the call pipe."""
+        host = self.host
+        if host is None:
+            answer: tuple[str, Any, str | None] = ("error", None, f"call_host({msg.name!r}): this session was "
+                                                   "opened without host_tools")
+        else:
+            answer = host.answer(call_id, msg.name, msg.arguments,
+                                 None if deadline is None else deadline - time.monotonic())
+        if deadline is not None and time.monotonic() >= deadline:
+            # The call's time ran out while the host worked for it: it times out now, while its process
+            # still waits for the answer (it must not finish, and let its checkpoint go, as it is killed).
+            raise self._fault(Fault(None, "timeout"), call_id, msg.name, timeout, start)
+        try:
+            try:
+                self._send(frames.host_answer_frame(*answer))
+            except Fault:
+                raise
+            except Exception as exc:  # a value the session's process could not be sent
+                self._send(frames.host_answer_frame("error", None, f"host tool {msg.name!r}: its value could not "
+                                                    f"be sent to the session's process: {type(exc).__name__}: {exc}"))
+        except Fault as fault:
+            raise self._fault(fault, call_id, msg.name, timeout, start) from None
 
     def _budget(self, name: str) -> None:
         """A sandboxed session's call with ``cpu_s``: its keeper counts the CPU of the call's processes
@@ -596,6 +625,7 @@ class ProcessPlace:
             except BaseException:
                 self._link.close()
                 raise
+        self._link.host = spec.host_tools
         weakref.finalize(self, self._link.close)  # a session dropped unclosed: its processes go when it does
         if sandbox is not None:
             spares.refill(spec.tools, sandbox)

@@ -41,7 +41,8 @@ import socket
 import time
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from toolfork.executor.backends.fork import forking, session_keeper
+from toolfork.executor.backends.fork import forking, host_line, session_keeper
+from toolfork.executor.backends.fork.host_line import HostLine
 from toolfork.executor.backends.fork.limits import raise_descriptor_limit
 from toolfork.executor.backends.fork.reset import reap_children
 from toolfork.executor.backends.fork.worker import (
@@ -108,6 +109,7 @@ class SessionProcess:
             except Exception as exc:
                 writer.send((OPEN, error_info(exc, prefix="the session's factory failed"), os.getpid(), os.getppid()))
                 return
+            host_line.LINE[0] = HostLine(channels.call_fd, writer)  # its calls' way to the host's tools (if it allows)
             writer.send((OPEN, None, os.getpid(), os.getppid()))
             self.checkpoints = bool(msg[2])
             self.after_frame(channels)
@@ -155,6 +157,9 @@ class SessionProcess:
         previous, self.checkpoint = self.checkpoint, None
         if previous is not None:
             _end_checkpoint(previous)
+        line = host_line.LINE[0]
+        if line is not None:  # the next call is the running one now (none may ask for this one any more)
+            line.finished += 1
 
     def after_frame(self, channels: Channels | None = None) -> None:
         """With checkpoints: fork a paused copy of this process (the state as it is now), hand it to the

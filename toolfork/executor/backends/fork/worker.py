@@ -83,6 +83,12 @@ class WorkerRuntime(ToolRuntime):
                             f"{type(exc).__name__}: {exc}") from None
         writer.send_payload(payload)
 
+    def call_host(self, name: str, /, **arguments: Any) -> Any:
+        """See ``ToolRuntime.call_host``: through the session process's line (``fork.host_line``)."""
+        from toolfork.executor.backends.fork import host_line
+
+        return host_line.ask(self._seq, name, arguments)
+
 
 class ServedSession(Protocol):
     """What a session's process adds to the loop (see ``fork.session_worker``): the frames that are not
