@@ -65,7 +65,8 @@ def _run(s: Any, code: str, timeout: float = 20) -> dict[str, Any]:
         return {"status": "lost", "data": None, "error": str(s.lost)}
     r = s.run([ToolCall(f"c{time.monotonic_ns()}", "host_cell", {"code": code}, timeout=timeout)])[0]
     data = None if r.output is None else r.output.data if r.output.data is not None else r.output.as_text()
-    return {"status": r.status, "data": data, "error": None if r.error is None else f"{r.error.type}: {r.error.message}"}
+    error = None if r.error is None else f"{r.error.type}: {r.error.message}"
+    return {"status": r.status, "data": data, "error": error}
 
 
 def host_calls(ex: Executor, work: Path) -> dict[str, Any]:
