@@ -149,3 +149,38 @@ def test_the_default_executor_is_sandboxed(tmp_path: Any) -> None:
         assert not outside.exists()
     finally:
         ex.cleanup()
+
+
+class Peek(Tool):
+    name = "peek"
+    description = "Read a file of the host."
+    inputs = {"path": {"type": "string", "description": "the file"}}
+    output_type = "string"
+
+    def forward(self, path: str) -> str:
+        import os
+
+        with open(path) as f:
+            return f"{f.read()} (read by {os.getpid()})"
+
+
+def test_host_tools_run_in_the_host_pool_and_the_code_calls_them_as_tools(tmp_path: Any) -> None:
+    """A tool named in host_tools runs in the host's pool: it reads a file the sandbox cannot, and the
+    code action calls it as any tool (by keyword or by position); the other tools stay inside."""
+    secret = tmp_path / "host_only.txt"
+    secret.write_text("host data")
+    ex = ToolforkExecutor([], logger(), timeout=20, host_tools=["peek"])
+    try:
+        ex.send_tools({"peek": Peek(), "multiply": Multiply()})
+        assert ex.run_code_raise_errors("multiply(a=6, b=7)").output == "42"  # inside, as before
+        out = ex.run_code_raise_errors(f"peek(path={str(secret)!r})").output  # the value's repr, as a notebook's
+        assert out.startswith("'host data (read by ") and int(out.split()[-1][:-2]) != ex.session.pid
+        assert "host data" in ex.run_code_raise_errors(f"peek({str(secret)!r})").output
+        with pytest.raises(AgentError, match="PermissionError|Permission denied"):
+            ex.run_code_raise_errors(f"open({str(secret)!r}).read()")  # the sandbox itself cannot
+        with pytest.raises(AgentError, match="host tool .peek. error: ToolInputError"):
+            ex.run_code_raise_errors("peek(path=3)")  # the host checks the arguments
+    finally:
+        ex.cleanup()
+    with pytest.raises(TypeError, match="host_tools"):
+        ToolforkExecutor([], logger(), host_tools="peek")  # type: ignore[arg-type]

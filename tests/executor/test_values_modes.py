@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from tests.executor.conftest_ray import ray_cluster  # noqa: F401 - a fixture
-from tests.executor.values_tools import FUNCTIONS, KINDS, VALUES
+from tests.executor.values_tools import FUNCTIONS, KINDS, STR_SUBCLASSES, VALUES, returns_str
 from toolfork import Limits, tool
 from toolfork.executor import CallFinished, CallProgress, Executor, ToolCall
 
@@ -68,3 +68,15 @@ def test_the_sandbox_wire_carries_a_built_output_s_data_converted() -> None:
         assert result.status == "ok", result.error
         assert result.output is not None and result.output.data == VALUES[kind][1], kind
         assert type(result.output.data) is type(VALUES[kind][1]), kind
+
+
+@pytest.mark.parametrize("how", MODES)
+def test_a_str_subclass_returned_is_its_text_in_every_mode(how: str) -> None:
+    """A StrEnum member, numpy.str_ or a framework's text type is the text it holds, as a str (the fork
+    pool's TEXT frame once refused one as a frame of the wrong shape and replaced the worker)."""
+    with _executor(how) as ex:
+        ex.add_tools(tool(inline=how == "inline")(returns_str))
+        results = ex.run([ToolCall(kind, "returns_str", {"kind": kind}) for kind in STR_SUBCLASSES])
+    assert [(r.status, r.output.as_text() if r.output else r.error) for r in results] == [
+        ("ok", "red"), ("ok", "abc"), ("ok", "plain")]
+    assert all(type(r.output.content[0].text) is str for r in results if r.output)

@@ -55,3 +55,23 @@ def builds(kind: str) -> ToolOutput:
 
 
 FUNCTIONS = [returns, progresses, sets, builds]
+
+
+class Colour(str, __import__("enum").Enum):
+    RED = "red"
+
+
+class Text(str):
+    """A framework's own text type (smolagents' AgentText is one)."""
+
+
+STR_SUBCLASSES: dict[str, Any] = {"str_enum": Colour.RED, "numpy_str": np.str_("abc"), "text_type": Text("plain")}
+
+
+def returns_str(kind: str) -> Any:
+    """Hand back a str subclass.
+
+    Args:
+        kind: which one
+    """
+    return STR_SUBCLASSES[kind]

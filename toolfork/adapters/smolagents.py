@@ -13,7 +13,9 @@ checkpoint so a code action that times out or crashes leaves the state as it was
        ──> CodeOutput(output, logs, is_final_answer) | AgentError (traceback, or why it was rolled back)
 
 The tools ``send_tools`` receives are defined inside the session from their source (as every remote
-executor does), so they run in the sandbox too. ``additional_imports`` are checked, not installed:
+executor does), so they run in the sandbox too; those named in ``host_tools`` run in the host's pool
+instead, reached from the sandbox by a stub (``ToolRuntime.call_host``), so they keep the network and
+the credentials the sandbox has not. ``additional_imports`` are checked, not installed:
 the sandbox imports what this Python environment has; a missing module is a clear error naming it.
 """
 
@@ -54,7 +56,42 @@ def _code_action(code: str, runtime: ToolRuntime) -> ToolOutput:
     Args:
         code: the code action's Python source
     """
-    return ToolOutput([], False, runtime.state.run(code))
+    kernel = runtime.state
+    kernel.namespace[CALL_HOST] = runtime.call_host  # this action's: host tools' stubs ask through it
+    return ToolOutput([], False, kernel.run(code))
+
+
+CALL_HOST = "__toolfork_call_host__"
+# In the kernel, a host tool is a stub that asks the host to run it (``ToolRuntime.call_host``), its
+# positional arguments named as the tool's inputs are.
+STUB_MAKER = f"""
+def __toolfork_host_tool__(name, inputs):
+    def call(*args, **kwargs):
+        kwargs.update(zip(inputs, args))
+        return {CALL_HOST}(name, **kwargs)
+    call.__name__ = name
+    return call
+"""
+JSON_TYPES = {"string": "string", "integer": "integer", "number": "number", "boolean": "boolean",
+              "array": "array", "object": "object"}
+
+
+def host_tool(smol: Any) -> Tool:
+    """A smolagents tool as a toolfork tool, to run in the host's pool: its inputs as a JSON Schema
+    (smolagents' ``any``, ``image`` and ``audio`` accept any value), its ``forward`` as the function."""
+    properties: dict[str, Any] = {}
+    required: list[str] = []
+    for name, spec in smol.inputs.items():
+        kind = JSON_TYPES.get(str(spec.get("type")))
+        properties[name] = {"description": str(spec.get("description", ""))} | ({"type": kind} if kind else {})
+        if not spec.get("nullable"):
+            required.append(name)
+    schema = {"type": "object", "properties": properties, "required": required}
+
+    def run(**arguments: Any) -> Any:
+        return smol(**arguments, sanitize_inputs_outputs=True)
+
+    return Tool.from_json_schema(smol.name, smol.description, schema, fn=run)
 
 
 CODE_TOOL = Tool(TOOL_NAME, fn=_code_action)
@@ -77,12 +114,20 @@ class ToolforkExecutor(RemotePythonExecutor):
     over the defaults (the sandbox, no network, writes only in a private workspace, reads only there, in
     the interpreter and in the system's libraries). ``checkpoint``:
     roll a failed code action back (True) or lose the session on it (False). ``executor``: an
-    ``Executor`` to share between agents (its tools gain ``smolagents_code``; it is not closed here)."""
+    ``Executor`` to share between agents (its tools gain ``smolagents_code``; it is not closed here).
+    ``host_tools``: names of the agent's tools that run in the host's pool, not in the sandbox (a web
+    search that needs the network, a tool with credentials); the code calls them as any tool."""
 
     def __init__(self, additional_imports: list[str], logger: Any, *, timeout: float | None = None,
                  limits: Limits | None = None, checkpoint: bool = True, executor: Executor | None = None,
-                 allow_pickle: bool = False, _sandbox: bool = True) -> None:
+                 allow_pickle: bool = False, host_tools: list[str] | tuple[str, ...] = (),
+                 _sandbox: bool = True) -> None:
         super().__init__(additional_imports, logger, allow_pickle)
+        if isinstance(host_tools, str) or not all(isinstance(n, str) and n for n in host_tools):
+            raise TypeError(f"ToolforkExecutor: host_tools must be a list of tool names, got {host_tools!r}")
+        if "final_answer" in host_tools:
+            raise ValueError("ToolforkExecutor: final_answer always runs in the sandbox (it ends the code action)")
+        self.host_tools = tuple(host_tools)
         if timeout is not None and not timeout > 0:
             raise ValueError(f"ToolforkExecutor: timeout={timeout!r}: give seconds (> 0) or None")
         if limits is not None and not isinstance(limits, Limits):
@@ -102,13 +147,14 @@ class ToolforkExecutor(RemotePythonExecutor):
                             "read_paths": readable(self.workspace),
                             **(limits.set_fields() if limits is not None else {})}
                 # refused at open, naming why, where the backend or the machine cannot give the sandbox
-                self.session = self.executor.session(*kernel, limits=Limits(**settings), checkpoint=checkpoint)
+                self.session = self.executor.session(*kernel, limits=Limits(**settings), checkpoint=checkpoint,
+                                                     host_tools=self.host_tools)
             elif self.executor.mode != "fork":
                 raise RuntimeError(f"ToolforkExecutor(_sandbox=False): the executor's sessions run in "
                                    f"{self.executor.mode} mode, where a code action would run in this process: "
                                    "use mode='fork'")
             else:
-                self.session = self.executor.session(*kernel, checkpoint=checkpoint)
+                self.session = self.executor.session(*kernel, checkpoint=checkpoint, host_tools=self.host_tools)
             self.installed_packages = self.install_packages(additional_imports)
         except BaseException:
             self.cleanup()
@@ -140,11 +186,21 @@ class ToolforkExecutor(RemotePythonExecutor):
         return CodeOutput(cell["value"], logs, False)
 
     def send_tools(self, tools: dict[str, Any]) -> None:
-        """smolagents' own, one agent at a time in this process: it reads the tools' source with ``inspect``,
-        whose ``ast`` parsing is not safe from several threads at once (CPython 3.11: "AST constructor
-        recursion depth mismatch")."""
+        """smolagents' own for the tools that run in the sandbox, one agent at a time in this process: it
+        reads the tools' source with ``inspect``, whose ``ast`` parsing is not safe from several threads at
+        once (CPython 3.11: "AST constructor recursion depth mismatch"). The tools named in ``host_tools``
+        run in the host's pool instead: each is added to the executor, and the kernel gets a stub of it."""
+        inside = {name: t for name, t in tools.items() if name not in self.host_tools}
         with _SOURCE_LOCK:
-            super().send_tools(tools)
+            super().send_tools(inside)
+        outside = [t for name, t in tools.items() if name in self.host_tools]
+        if not outside:
+            return
+        new = [host_tool(t) for t in outside if t.name not in self.executor.tools]
+        if new:
+            self.executor.add_tools(*new)
+        stubs = "".join(f"{t.name} = __toolfork_host_tool__({t.name!r}, {list(t.inputs)!r})\n" for t in outside)
+        self.run_code_raise_errors(STUB_MAKER + stubs)
 
     def install_packages(self, additional_imports: list[str]) -> list[str]:
         """Check that the sandbox can import them: it installs nothing (a missing one is an error)."""

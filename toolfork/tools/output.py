@@ -167,8 +167,8 @@ class ToolOutput:
             return cls([ContentBlock("text", str(value))], False, value)
         if isinstance(value, ToolOutput):
             return value
-        if isinstance(value, str):
-            return cls(content=[ContentBlock(type="text", text=value)])
+        if isinstance(value, str):  # a subclass (StrEnum, a framework's text type): its text, as a str
+            return cls(content=[ContentBlock(type="text", text=str.__str__(value))])
         if value is None:
             return cls(content=[ContentBlock(type="text", text="")])
         if isinstance(value, (bool, int, float)):  # a subclass: numpy.float64, IntEnum, ...

@@ -351,7 +351,7 @@ def _text(seq: int, result: ToolResult) -> tuple[Any, ...] | None:
         return None
     block = out.content[0]
     if block.type != "text" or block.data is not None or block.url is not None or block.media_type is not None \
-            or block.name is not None:
+            or block.name is not None or type(block.text) is not str:  # a str subclass crosses in a RESULT
         return None
     return (TEXT, seq, block.text, out.data, result.duration_s)
 
