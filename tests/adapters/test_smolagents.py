@@ -176,9 +176,9 @@ def test_host_tools_run_in_the_host_pool_and_the_code_calls_them_as_tools(tmp_pa
         out = ex.run_code_raise_errors(f"peek(path={str(secret)!r})").output  # the value's repr, as a notebook's
         assert out.startswith("'host data (read by ") and int(out.split()[-1][:-2]) != ex.session.pid
         assert "host data" in ex.run_code_raise_errors(f"peek({str(secret)!r})").output
-        with pytest.raises(AgentError, match="PermissionError|Permission denied"):
+        with pytest.raises(AgentError, match=r"PermissionError|Permission denied"):
             ex.run_code_raise_errors(f"open({str(secret)!r}).read()")  # the sandbox itself cannot
-        with pytest.raises(AgentError, match="host tool .peek. error: ToolInputError"):
+        with pytest.raises(AgentError, match=r"host tool .peek. error: ToolInputError"):
             ex.run_code_raise_errors("peek(path=3)")  # the host checks the arguments
     finally:
         ex.cleanup()
