@@ -190,3 +190,21 @@ def test_modes_without_a_line_to_the_host_refuse_at_open() -> None:
             e.session(dict, host_tools="lookup")
         with pytest.raises(TypeError, match="non-empty strings"):
             e.session(dict, host_tools=[""])
+
+
+@tool
+def forge_host_call(runtime: ToolRuntime) -> str:
+    """A pool call that writes a HOST_CALL frame for itself, as a hostile tool could."""
+    from toolfork.executor.wire import frames
+
+    runtime._writer.send(frames.host_call_frame(runtime._seq, "mark", {"path": "/nonexistent/x"}))  # type: ignore[attr-defined]
+    return "sent"
+
+
+def test_a_host_call_forged_in_the_pool_fails_its_own_call_only(tmp_path: Path) -> None:
+    with Executor([*TOOLS, forge_host_call], mode="fork", workers=1) as e:
+        forged, after = e.run([ToolCall("f", "forge_host_call", {}), ToolCall("n", "lookup", {"key": "next"})])
+        assert forged.status == "error" and forged.error is not None and forged.error.type == "ChannelDamaged"
+        assert "only a call of a session opened with host_tools" in forged.error.message
+        assert after.status == "ok" and after.output.data["key"] == "next"
+        assert after.output.data["pid"] != forged.worker_pid  # its worker was replaced
