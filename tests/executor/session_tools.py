@@ -9,6 +9,7 @@ import os
 import signal
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from toolfork import tool
@@ -103,6 +104,17 @@ def tagged(runtime: ToolRuntime) -> str:
     return f"{runtime.state.owner}:{runtime.meta.get('tag', '-')}"
 
 SESSION_TOOLS = [deposit, where, spoil_then, tagged]
+
+
+@tool
+def mark(path: str) -> str:
+    """A host tool no session may ask for unless named: the file it creates proves it ran.
+
+    Args:
+        path: the file it creates
+    """
+    Path(path).write_text("ran")
+    return "marked"
 
 
 @tool(max_concurrency=1)

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from tests.executor.session_tools import mark
 from toolfork import Limits, ToolRuntime, tool
 from toolfork.executor import Executor, ToolCall
 from toolfork.executor.backends.ray import RayBackend
@@ -27,17 +28,6 @@ def lookup(key: str) -> dict[str, Any]:
         key: what to look up
     """
     return {"pid": os.getpid(), "key": key}
-
-
-@tool
-def mark(path: str) -> str:
-    """A host tool no session below may ask for: its effect proves it ran.
-
-    Args:
-        path: the file it creates
-    """
-    Path(path).write_text("ran")
-    return "marked"
 
 
 @tool

@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from tests.executor.session_tools import mark
 from toolfork import Limits, ToolRuntime, tool
 from toolfork.executor import Executor, ToolCall
 
@@ -29,17 +30,6 @@ def reach(path: str) -> str:
         path: a file in the host
     """
     return Path(path).read_text()
-
-
-@tool
-def mark(path: str) -> str:
-    """A host tool the session may NOT ask for: the file it creates proves it ran.
-
-    Args:
-        path: the file it creates
-    """
-    Path(path).write_text("ran")
-    return "marked"
 
 
 @tool
