@@ -184,20 +184,18 @@ def _pass_on(pid: int, sig: int) -> None:
         pass
 
 
-def enter(limits: Limits, keep: Sequence[int], *, counters: bool = False, defer_paths: bool = False) -> None:
-    """Put the rest of this process's life in the sandbox ``limits`` ask for. Returns in the sandbox
-    (a new process, PID 1 of its namespace); the process that called it never returns (see ``_outer``).
-    ``counters``: keep the read-only descriptors on the cgroup's counters (a sandboxed session's keeper
-    reads each call's CPU from them; it runs no tool code and closes them in the session process).
-    ``defer_paths``: return before the steps that depend on read_paths/write_paths (and before
-    no_new_privs and seccomp, which must follow the mounts); ``lock_paths`` takes them later, with the
-    paths of the Limits it is given, and no tool code may run before it did.
-    Raises SandboxError naming the step that failed (the caller must then run no tool code)."""
+def namespaces(limits: Limits) -> int:
+    """The CLONE_NEW* flags of the namespaces a sandbox under ``limits`` lives in."""
+    return CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS | (CLONE_NEWNET if limits.network is False else 0)
+
+
+def _ready(limits: Limits, keep: Sequence[int]) -> None:
+    """The first steps of every sandbox, in the process that is to enter it: one thread (an exporter an
+    at-fork hook restarted is stopped), only ``keep`` open, the minimal environment."""
     if not sys.platform.startswith("linux"):
         raise SandboxError(errno.ENOSYS, f"the sandbox is Linux only, not {sys.platform}")
-    no_network = limits.network is False
     try:
-        seccomp.prepare(no_network)  # built in the template already; a missing libseccomp fails here
+        seccomp.prepare(limits.network is False)  # built in the template already; a missing libseccomp fails here
     except OSError as exc:
         raise SandboxError(exc.errno or errno.ENOSYS, str(exc)) from None
     hook_threads.stop()  # an exporter thread an at-fork hook restarted in this child (OpenTelemetry's)
@@ -208,14 +206,53 @@ def enter(limits: Limits, keep: Sequence[int], *, counters: bool = False, defer_
                            "OpenTelemetry's batch processors, which are stopped; or one the template started)")
     close_inherited(keep)
     set_environ(limits)
+
+
+def settle(limits: Limits, keep: Sequence[int], uid: int, gid: int, template: int, pid: int) -> None:
+    """Enter the sandbox ``limits`` ask for in a process that was cloned into its namespaces already
+    (``forking.fork(..., namespaces=namespaces(limits))`` in the template: it is PID 1 of its own PID
+    namespace, and its parent is the template, outside). ``uid``/``gid``: its ids outside; ``template``
+    and ``pid``: the template's pid and its own, as the template sees them (its cgroup is named by them).
+    It maps its own ids, makes its cgroup and joins it (before any tool code: no descriptor on the group
+    is left open), then takes the same steps as ``enter``'s sandbox. Raises SandboxError."""
+    _check(libc().prctl(ctypes.c_int(PR_SET_PDEATHSIG), ctypes.c_ulong(signal.SIGKILL), ctypes.c_ulong(0),
+                        ctypes.c_ulong(0), ctypes.c_ulong(0)), "PR_SET_PDEATHSIG")
+    try:
+        _map_ids(uid, gid)
+    except OSError as exc:
+        raise SandboxError(exc.errno or errno.EPERM, f"mapping the user namespace's ids: {exc.strerror}") from None
+    _ready(limits, keep)
+    global _group
+    try:
+        _group = cgroup.create(limits, me=pid, template=template)
+        if _group is not None:
+            _group.join()
+            for fd in _group.fds:
+                os.close(fd)
+            _group.fds, _group.cpu_fd, _group.oom_fd = [], -1, -1
+    except OSError as exc:
+        raise SandboxError(exc.errno or errno.EIO, str(exc)) from None
+    _inside(limits)
+    _lock(limits)
+
+
+def enter(limits: Limits, keep: Sequence[int], *, counters: bool = False, defer_paths: bool = False) -> None:
+    """Put the rest of this process's life in the sandbox ``limits`` ask for. Returns in the sandbox
+    (a new process, PID 1 of its namespace); the process that called it never returns (see ``_outer``).
+    ``counters``: keep the read-only descriptors on the cgroup's counters (a sandboxed session's keeper
+    reads each call's CPU from them; it runs no tool code and closes them in the session process).
+    ``defer_paths``: return before the steps that depend on read_paths/write_paths (and before
+    no_new_privs and seccomp, which must follow the mounts); ``lock_paths`` takes them later, with the
+    paths of the Limits it is given, and no tool code may run before it did.
+    Raises SandboxError naming the step that failed (the caller must then run no tool code)."""
+    _ready(limits, keep)
     global _group
     try:
         _group = cgroup.create(limits)
     except OSError as exc:
         raise SandboxError(exc.errno or errno.EIO, str(exc)) from None
     uid, gid = os.getuid(), os.getgid()
-    flags = CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS | (CLONE_NEWNET if no_network else 0)
-    _check(libc().unshare(ctypes.c_int(flags)), "unshare (user, PID, mount, network namespaces)")
+    _check(libc().unshare(ctypes.c_int(namespaces(limits))), "unshare (user, PID, mount, network namespaces)")
     try:
         _map_ids(uid, gid)
     except OSError as exc:
@@ -234,6 +271,15 @@ def enter(limits: Limits, keep: Sequence[int], *, counters: bool = False, defer_
             _group.cpu_fd = _group.oom_fd = -1
     _check(libc().prctl(ctypes.c_int(PR_SET_PDEATHSIG), ctypes.c_ulong(signal.SIGKILL), ctypes.c_ulong(0),
                         ctypes.c_ulong(0), ctypes.c_ulong(0)), "PR_SET_PDEATHSIG")
+    _inside(limits)
+    global _joined
+    _joined = joined
+    if not defer_paths:
+        _lock(limits)
+
+
+def _inside(limits: Limits) -> None:
+    """In the sandbox's PID 1: its mounts private, a /proc of its own, every cgroup mount read-only."""
     _check(libc().mount(None, b"/", None, ctypes.c_ulong(MS_REC | MS_PRIVATE), None), "making mounts private")
     _check(libc().mount(b"proc", b"/proc", b"proc", ctypes.c_ulong(MS_NOSUID | MS_NODEV | MS_NOEXEC), None),
            "mounting a /proc of the sandbox's own")
@@ -246,10 +292,6 @@ def enter(limits: Limits, keep: Sequence[int], *, counters: bool = False, defer_
                     raise
     except OSError as exc:
         raise SandboxError(exc.errno or errno.EPERM, str(exc)) from None
-    global _joined
-    _joined = joined
-    if not defer_paths:
-        _lock(limits)
 
 
 # The pipe on which the outer says the sandbox joined its cgroup, read at the end of ``lock_paths``.
@@ -376,5 +418,5 @@ def paths_probe() -> Probe:
         enter, Limits(read_paths=["/"], write_paths=[where]), keep=(fd,)))
 
 
-__all__ = ["MINIMAL_ENV", "SandboxError", "call_group", "close_inherited", "enter", "lock_rlimits",
-           "out_of_memory", "paths_probe", "probe", "set_environ"]
+__all__ = ["MINIMAL_ENV", "SandboxError", "call_group", "close_inherited", "enter", "lock_rlimits", "namespaces",
+           "out_of_memory", "paths_probe", "probe", "set_environ", "settle"]

@@ -12,11 +12,27 @@ from toolfork.tools.tool import Tool
 
 
 def hang(leave_group: bool) -> str:
-    """Sleep far past the timeout, outside the worker's process group if asked."""
+    """Sleep far past the timeout, outside the worker's process group if asked: by setsid, or, where the
+    call's process leads its group (then setsid is refused), by moving into a child's group while
+    another child stays in the old one (a signal to that group reaches only the child)."""
     import time
 
     if leave_group:
-        os.setsid()
+        group = os.getpgrp()
+        try:
+            os.setsid()
+        except PermissionError:
+            if os.fork() == 0:  # stays in the call's group
+                time.sleep(60)
+                os._exit(0)
+            child = os.fork()
+            if child == 0:
+                os.setpgid(0, 0)
+                time.sleep(60)
+                os._exit(0)
+            os.setpgid(child, child)
+            os.setpgid(0, child)
+        assert os.getpgrp() != group
     time.sleep(60)
     return "woke"
 
