@@ -73,22 +73,32 @@ _THREAD_BLOCK_SCAN = 1024  # bytes of the C library's thread block searched for 
 
 
 @functools.lru_cache(maxsize=1)
-def _tid_field() -> int | None:
-    """The address where the C library keeps this (main) thread's id: the one place in its thread
-    block (``pthread_self()``) that holds ``gettid()``; None when there is not exactly one."""
-    machine = os.uname().machine
-    if machine not in _CLONE:
-        return None
+def _libc() -> ctypes.CDLL:
     libc = ctypes.CDLL(None, use_errno=True)
     libc.pthread_self.restype = ctypes.c_void_p
     libc.syscall.restype = ctypes.c_long
-    block = libc.pthread_self()
-    tid = libc.syscall(ctypes.c_long(_GETTID[machine]))
-    if not block or tid <= 0:
+    return libc
+
+
+_TID_FIELDS: dict[tuple[int, int], int | None] = {}  # (pid, thread id) -> where that thread's id is kept
+
+
+def _tid_field() -> int | None:
+    """The address where the C library keeps the calling thread's id: the one place in its thread
+    block (``pthread_self()``) that holds ``gettid()``; None when there is not exactly one. Looked up
+    once per process and thread (a forked template's thread block is not its host's main thread's)."""
+    machine = os.uname().machine
+    if machine not in _CLONE:
         return None
-    found = [block + off for off in range(0, _THREAD_BLOCK_SCAN, 4)
-             if ctypes.c_int.from_address(block + off).value == tid]
-    return found[0] if len(found) == 1 else None
+    libc = _libc()
+    tid = int(libc.syscall(ctypes.c_long(_GETTID[machine])))
+    key = (os.getpid(), tid)
+    if key not in _TID_FIELDS:
+        block = libc.pthread_self()
+        offsets = range(0, _THREAD_BLOCK_SCAN, 4) if block and tid > 0 else range(0)
+        found = [block + off for off in offsets if ctypes.c_int.from_address(block + off).value == tid]
+        _TID_FIELDS[key] = found[0] if len(found) == 1 else None
+    return _TID_FIELDS[key]
 
 
 def can_clone() -> bool:

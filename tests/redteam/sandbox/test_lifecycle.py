@@ -96,3 +96,23 @@ def test_a_tool_added_later_reaches_its_sandboxed_call() -> None:
     assert first.status == "ok", first.error
     assert second.status == "ok" and second.output is not None, second.error
     assert second.output.content[0].text == "added later", second.output
+
+
+def own_thread_id() -> int:
+    """Ask the C library to act on this thread through the thread id it keeps for it
+    (``pthread_setschedprio`` passes it to the kernel): 0, or the error number it got."""
+    import ctypes
+
+    libc = ctypes.CDLL(None)
+    libc.pthread_self.restype = ctypes.c_ulong
+    return int(libc.pthread_setschedprio(ctypes.c_ulong(libc.pthread_self()), 0))
+
+
+def test_the_c_library_of_a_sandboxed_call_knows_its_own_thread_id() -> None:
+    """The sandbox's first process is made by one clone(2) in the template: the C library's record of
+    its thread id must be its own (1, PID 1 of its namespace), not the template's (no such process
+    there: ESRCH), or every call that passes it to the kernel misses."""
+    with Executor([Tool("own_thread_id", fn=own_thread_id, limits=Limits(sandbox=True))], workers=1,
+                  timeout=30) as ex:
+        (r,) = ex.run([{"id": "1", "name": "own_thread_id", "arguments": {}}])
+    assert r.status == "ok" and r.output is not None and r.output.data == 0, (r.error, r.output)
