@@ -4,19 +4,19 @@ Why: an rlimit binds one process, and RLIMIT_AS counts mappings only, so a call 
 writes a memfd or a tmpfs file, or fills pipe and socket buffers went past it. A memory cgroup charges
 all of those (anonymous, shmem/memfd/tmpfs pages, kernel pipe and socket buffers, every child's), the
 cpu accounting counts the CPU of every process in it, and the pids controller bounds how many tasks it
-holds. The one-shot that becomes a sandbox makes its cgroup and joins it before it enters its
-namespaces (a spare does this ahead of its call, so the cost is off the call's path):
+holds. The sandbox's first process makes its cgroup and is in it before any tool code runs (a spare
+does this ahead of its call, so the cost is off the call's path):
 
-    template ── fork ──> one-shot: create(limits)
-                           mkdir <own cgroup>/toolfork-<template pid>/<one-shot pid> (memory, cpuacct,
-                           pids; or one directory under cgroup v2), the limits written, read-only
-                           descriptors kept on its counters (OOM kills, CPU used)
-                           │ outer: polls the CPU used; at cpu_s it SIGKILLs the sandbox (its PID 1: all
-                           │        its processes die) and leaves as if by SIGXCPU; after an OOM kill it
-                           │        leaves with CGROUP_OOM_EXIT (the host names both LimitExceeded)
-                           └ inner: put in it by the outer (which stays out: the OOM killer must
-                                    not choose it) while it sets up; every cgroup mount read-only (nothing inside can
-                                    lift a limit or leave the group)
+    create(limits, me, template): mkdir <own cgroup>/toolfork-<template pid>/<one-shot pid> (memory,
+                           cpuacct, pids; or one directory under cgroup v2), the limits written
+    cloned sandbox (the template is its parent; ``sandbox.settle``): joins it itself, keeps no descriptor;
+        template: polls its CPU (``cpu_used``) while it runs a call, SIGKILLs it at cpu_s; when it
+                  reaps it, ``ended_as``: killed at cpu_s or CPU past it -> SIGXCPU, an OOM kill of
+                  any of its processes -> exit CGROUP_OOM_EXIT (the host names both LimitExceeded)
+    forked sandbox (``sandbox.enter``, sessions): the outer made it (read-only descriptors kept on
+        its counters), puts the sandbox (PID 1) in while it sets up and stays out (the OOM killer must
+        not choose it), polls the CPU (``CallGroup.watch``) and leaves with the same verdict
+    inside: every cgroup mount read-only (nothing inside can lift a limit or leave the group)
     host: a sandboxed call's result came ──> call_hit(template, pid): an OOM kill of any of its
           processes, or CPU past cpu_s, makes the result LimitExceeded, whatever the call said (read
           outside the sandbox; from the one-shot's exit status when the group is gone already)
@@ -52,7 +52,7 @@ from .verdict import Probe
 MIB = 1024 * 1024
 V1_CONTROLLERS = ("memory", "cpuacct", "pids")
 V2_CONTROLLERS = ("memory", "pids")
-CPU_POLL_S = 0.02  # how often the outer looks at the CPU the call used (a pread of a few bytes)
+CPU_POLL_S = 0.02  # how often the CPU the call used is looked at (the template's, or the outer's)
 PREFIX = "toolfork-"
 
 

@@ -1,31 +1,35 @@
 """The sandbox: a process of its own for one call of code nobody reviewed, entered before any tool or
 hook code runs, and with no way back.
 
-Why a process per call, forked from the template: a namespace, a Landlock domain, a seccomp filter and
-a hard rlimit cannot be shed, so a process that entered them is good for that call only; the template
+Why a process per call, made by the template: a namespace, a Landlock domain, a seccomp filter and a
+hard rlimit cannot be shed, so a process that entered them is good for that call only; the template
 is single-threaded (threads in the host or in warm workers do not matter) and already holds the tools.
 
-    template ── fork ──> one-shot worker ("outer": outside the namespaces, runs no tool code)
-                           │ 1. every inherited descriptor closed but the call's channels (a
-                           │    spare: its socket to the template, which later sends the channels
-                           │    to the entered sandbox); stdin/stdout/stderr on /dev/null
-                           │ 2. the environment: MINIMAL_ENV plus the names in Limits(env=[...])
-                           │ 2b. its cgroup: made and limited (``governance.cgroup``)
-                           │ 3. unshare: user, PID, mount namespaces (and network under
-                           │    network=False); uid/gid mapped onto themselves (files keep owners)
-                           │ fork (``governance.forking``: it keeps its channels only)
-                           └──> sandbox ("inner": PID 1 of its namespace)
-                                  4. SIGKILL when the outer dies; joins the cgroup; a fresh /proc (its
-                                     own processes only); every mount read-only but write_paths, the
-                                     cgroup mounts always (``governance.mounts``)
-                                  5. no_new_privs, Landlock (read_paths/write_paths), seccomp filter
-                                  6. on_worker_start, then the call; its rlimits hard = soft
-                                     (``lock_rlimits``, in fork.limited)
+A one-shot call's sandbox is made in one step (``settle``), where the template can clone:
 
-The outer waits for the sandbox (killing it when the call's processes used cpu_s together) and leaves
-with its wait status, so the host names a crash or a limit
-as for any worker (a sandbox the kernel killed at its CPU hard limit is reported as SIGXCPU). A
-process the call starts lives in the sandbox's PID namespace: when the sandbox (its init) ends, the
+    template ── clone(user, PID, mount [, network] namespaces) ──> sandbox (PID 1 of its namespace;
+              ── its pid, as the template sees it ──────────────>  the template is its parent, outside)
+                 1. SIGKILL when the template dies; uid/gid mapped onto themselves (files keep owners)
+                 2. every inherited descriptor closed but its socket to the template (which later
+                    sends the call's channels); stdin/stdout/stderr on /dev/null
+                 3. the environment: MINIMAL_ENV plus the names in Limits(env=[...])
+                 4. its cgroup: made, limited and joined (``governance.cgroup``), no descriptor kept
+                 5. a fresh /proc (its own processes only); every cgroup mount read-only; every
+                    mount read-only but write_paths (``governance.mounts``)
+                 6. no_new_privs, Landlock (read_paths/write_paths), seccomp filter
+                 7. on_worker_start, then the call; its rlimits hard = soft (``lock_rlimits``)
+    The template does what a parent outside must: it polls the call's CPU in its cgroup and SIGKILLs
+    the sandbox at cpu_s, and reports its exit with the cgroup's verdict (``cgroup.ended_as``).
+
+Elsewhere (sessions, the probes, a machine where ``forking.can_clone`` says no) ``enter`` takes the
+same steps with one process more, which stays outside and waits:
+
+    forked one-shot ("outer") ── 2, 3, 4 (made only), unshare(namespaces), 1 (ids) ── fork ──> sandbox
+       │ puts the sandbox in its cgroup, passes a SIGTERM on,       (PID 1: SIGKILL when the outer
+       │ polls cpu_s (``CallGroup.watch``) and leaves with           dies; 5, 6, 7)
+       └ the sandbox's wait status (a kill at the CPU hard limit reported as SIGXCPU)
+
+A process the call starts lives in the sandbox's PID namespace: when the sandbox (its init) ends, the
 kernel kills every one of them, daemons that double-forked or called setsid included.
 
 What each step stops is the threat model in docs/security.md; the escape suite in

@@ -31,15 +31,23 @@ supervisor) and one handler per control message, chosen by the message's type (`
          <──Exited───── (as it reaps)     a worker's pid and wait status
          (any other type)                 only the descriptors that came with it are closed
 
-Spares: entering a sandbox takes two forks and the namespaces' set-up, so the template keeps, per
-sandbox (distinct Limits), one-shots forked and entered ahead (one after a first call, up to
+Spares: entering a sandbox takes a clone into new namespaces and their set-up, so the template keeps,
+per sandbox (distinct Limits), one-shots made and entered ahead (one after a first call, up to
 ``SPARES_PER_SANDBOX`` once they are taken), each blocked on a socket of its own. A sandboxed
 Spawn hands the oldest spare the three channels (SCM_RIGHTS) and names its pid; then new spares are
-forked, after the reply. A spare serves one call, as any one-shot; it leaves unused at EOF on its
-socket, when tools are added (it has the old ones) or the pool closes.
+made, after the reply (a Spawn that finds none makes one and hands it the call at once). A spare
+serves one call, as any one-shot; it leaves unused at EOF on its socket, when tools are added (it has
+the old ones) or the pool closes.
 
-    host ──Spawn(wid, limits)──> template ──channels──> spare (entered: namespaces, Landlock, seccomp)
-         <──Spawned(wid, pid)──           ──fork────> next spare (enters, waits)
+    host ──Spawn(wid, limits)──> template ──channels──> spare (entered: namespaces, cgroup, Landlock, seccomp)
+         <──Spawned(wid, pid)──           ──clone───> next spare ──> its pid on its socket (it enters, waits)
+         <──Exited(pid, status)─          (reaps it) status with its cgroup's verdict (``cgroup.ended_as``)
+
+Where clone can be used (``governance.forking.can_clone``) a spare is its sandbox's PID 1 and the
+template its parent, outside: it polls the CPU of each one running a call under cpu_s every
+``cgroup.CPU_POLL_S`` (``watch_cpu``: SIGKILL at the limit), and signals it by pid as well as by group
+when it left its group. Elsewhere a spare is forked and enters its sandbox through an outer process
+(``governance.sandbox.enter``).
 """
 
 from __future__ import annotations
