@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import os
 
+import pytest
+
 from toolfork import Limits
 from toolfork.executor import Executor
 from toolfork.tools.tool import Tool
@@ -116,3 +118,36 @@ def test_the_c_library_of_a_sandboxed_call_knows_its_own_thread_id() -> None:
                   timeout=30) as ex:
         (r,) = ex.run([{"id": "1", "name": "own_thread_id", "arguments": {}}])
     assert r.status == "ok" and r.output is not None and r.output.data == 0, (r.error, r.output)
+
+
+def where_am_i() -> dict[str, object]:
+    """Its PID, and the memory cgroup it runs in."""
+    with open("/proc/self/cgroup") as f:
+        group = next((line.rstrip("\n").split(":", 2)[2] for line in f if ":memory:" in line), "")
+    return {"pid": os.getpid(), "group": group}
+
+
+@pytest.mark.parametrize("how", ["refused", "unavailable"])
+def test_where_the_template_cannot_clone_a_sandbox_the_spare_enters_it_itself(
+        how: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The template clones a sandbox's first process into its namespaces; where the kernel refuses that
+    clone, or it cannot be used here (``forking.can_clone``), a spare is forked and enters the sandbox
+    itself (``sandbox.enter``): the call still runs as PID 1 of its namespace, in its own cgroup."""
+    from toolfork.governance import cgroup, forking
+
+    def refuse(namespaces: int) -> int:
+        raise OSError(1, "clone refused (test)")
+
+    if how == "refused":
+        monkeypatch.setattr(forking, "_clone", refuse)  # the template is forked from here: it has this one
+    else:
+        monkeypatch.setattr(forking, "can_clone", lambda: False)
+    limits = Limits(network=False, memory_mb=256, processes=8) if cgroup.probe().ok else Limits(network=False)
+    with Executor([Tool("where_am_i", fn=where_am_i, limits=limits)], workers=1, timeout=30) as ex:
+        results = ex.run([{"id": str(i), "name": "where_am_i", "arguments": {}} for i in range(3)])
+    assert all(r.status == "ok" and r.output is not None for r in results), [r.error for r in results]
+    outs = [r.output.data for r in results if r.output is not None]
+    assert [o["pid"] for o in outs] == [1, 1, 1], outs
+    if cgroup.probe().ok:
+        assert all(f"/{r.worker_pid}" in str(o["group"]) and cgroup.PREFIX in str(o["group"])
+                   for r, o in zip(results, outs, strict=True)), outs

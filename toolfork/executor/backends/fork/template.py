@@ -275,7 +275,14 @@ class Template:
         own = [fd for fd in (*fds, spare, sessions) if fd is not None and fd >= 0]
         clone = self.clones and sandbox is not None and spare is not None
         me, ids = os.getpid(), (os.getuid(), os.getgid())
-        pid = forking.fork(own, cleanup, sandboxing.namespaces(sandbox) if clone else 0)
+        pid = -1
+        if clone:
+            try:
+                pid = forking.fork(own, cleanup, sandboxing.namespaces(sandbox))
+            except OSError:  # the kernel refused the namespaces here: the spare below tries them itself
+                clone = False  # (sandbox.enter), and its call is refused naming why if it cannot
+        if not clone:
+            pid = forking.fork(own, cleanup)
         if pid == 0:
             if sessions is not None:
                 supervise_sessions(sessions, self.tools, self.hooks)
