@@ -152,3 +152,34 @@ def test_where_the_template_cannot_clone_a_sandbox_the_spare_enters_it_itself(
     if cgroup.probe().ok:
         assert all(f"/{r.worker_pid}" in str(o["group"]) and cgroup.PREFIX in str(o["group"])
                    for r, o in zip(results, outs, strict=True)), outs
+
+
+def stop_the_template(after_s: float) -> str:
+    """A warm tool that stops its worker's parent (the template) a little after it starts."""
+    import signal
+    import time
+
+    time.sleep(after_s)
+    os.kill(os.getppid(), signal.SIGSTOP)
+    return "stopped it"
+
+
+def test_a_stopped_template_does_not_let_a_sandboxed_calls_children_run_past_cpu_s() -> None:
+    """The template polls the CPU of the sandboxes it cloned: a warm tool that stops it must not give a
+    sandboxed call's children unbounded CPU. The host replaces a stopped template and kills its workers,
+    so the call ends (crashed, naming the template) or is named LimitExceeded; never ``ok``."""
+    from toolfork.governance import cgroup
+
+    from .whole_call import busy_children
+
+    if not cgroup.probe().ok:
+        pytest.skip(f"no cgroup counts a call's children here: {cgroup.probe().reason}")
+    tools = [Tool("busy_children", fn=busy_children, limits=Limits(cpu_s=1, sandbox=True)),
+             Tool("stop_the_template", fn=stop_the_template)]
+    with Executor(tools, workers=2, timeout=60) as ex:
+        results = ex.run([{"id": "boxed", "name": "busy_children", "arguments": {}},
+                          {"id": "warm", "name": "stop_the_template", "arguments": {"after_s": 0.3}}])
+    boxed = results[0]
+    assert boxed.status != "ok", boxed.output
+    assert boxed.error is not None and (boxed.error.type == "LimitExceeded" or "template" in boxed.error.message), \
+        boxed.error
