@@ -10,8 +10,11 @@ Rows (the median of ROUNDS rounds, interleaved across rows so a burst of load el
 - sandboxed + cgroup + write_paths: also every mount read-only but one directory, and Landlock;
 - bwrap --unshare-all / firejail --net=none per call: a new interpreter inside each tool's sandbox (a
   peer that is not installed is reported as missing).
-Usage: PYTHONPATH=. python bench/sandbox_call.py [N]. Prints ms per call and the ratios the goal is
-stated in (sandboxed over plain; bwrap and firejail over sandboxed with its cgroup).
+Usage: PYTHONPATH=. python bench/sandbox_call.py [N] [--before TREE]. Prints ms per call and the ratios
+the goal is stated in (sandboxed over plain; bwrap and firejail over sandboxed with its cgroup).
+``--before TREE`` (another checkout of toolfork) adds the sandboxed + cgroup row of that tree and of
+this one, each measured the same way (a fresh Python process per round, its cwd and PYTHONPATH the
+tree), interleaved with the other rows.
 """
 
 from __future__ import annotations
@@ -60,8 +63,44 @@ def per_command(argv: list[str], n: int) -> float:
     return (time.perf_counter() - start) / n
 
 
+# One tree's sandboxed + cgroup row, in a process of its own (its tree first on the path).
+IN_TREE = """
+import sys, time, warnings
+warnings.simplefilter("ignore")
+from toolfork.executor import Executor
+from toolfork.governance import Limits
+from toolfork.tools import Tool
+def tool() -> int:
+    "Sum a hundred numbers."
+    return sum(range(100))
+limits = Limits(network=False, memory_mb=256, cpu_s=5.0, processes=16)
+with Executor([Tool("tool", fn=tool, limits=limits)], mode="fork", workers=2, timeout=30) as ex:
+    ex.run([{"id": "warm", "name": "tool", "arguments": {}}])
+    start = time.perf_counter()
+    for i in range(int(sys.argv[1])):
+        (r,) = ex.run([{"id": str(i), "name": "tool", "arguments": {}}])
+        assert r.status == "ok", r.error
+    print((time.perf_counter() - start) / int(sys.argv[1]))
+"""
+
+
+def in_tree(tree: str, n: int) -> float:
+    env = {**os.environ, "PYTHONPATH": tree}
+    done = subprocess.run([sys.executable, "-c", IN_TREE, str(n)], cwd=tree, env=env, capture_output=True,
+                          text=True, timeout=600, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(done.stderr.strip()[-300:])
+    return float(done.stdout.strip())
+
+
 def main() -> None:
-    n = int(sys.argv[1]) if len(sys.argv) > 1 else 200
+    args = sys.argv[1:]
+    before = None
+    if "--before" in args:
+        at = args.index("--before")
+        before = os.path.abspath(args[at + 1])
+        del args[at:at + 2]
+    n = int(args[0]) if args else 200
     snippet = [sys.executable, "-c", "sum(range(100))"]
     sandboxes = {
         "plain warm call": None,
@@ -83,6 +122,10 @@ def main() -> None:
             missing[name] = f"missing: {program} is not installed"
         else:
             rows[name] = lambda argv=[path, *options, *snippet]: per_command(argv, max(n // 10, 5))  # type: ignore[misc]
+    if before is not None:
+        here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        rows[f"before ({before}): sandboxed + cgroup, own process"] = lambda: in_tree(before, n)
+        rows["after (this tree): sandboxed + cgroup, own process"] = lambda: in_tree(here, n)
     samples: dict[str, list[float]] = {name: [] for name in rows}
     try:
         for _ in range(ROUNDS):
@@ -109,6 +152,15 @@ def main() -> None:
         for name in peers:
             if name in took:
                 print(f"  {name.split(',')[0]} / sandboxed + cgroup: {took[name] / boxed:.1f}x")
+    was = [took[name] for name in took if name.startswith("before (")]
+    now = took.get("after (this tree): sandboxed + cgroup, own process")
+    if was and now:
+        print(f"  before / after (sandboxed + cgroup, own process): {was[0] / now:.2f}x")
+        for name in peers:
+            if name in took:
+                print(f"  {name.split(',')[0]} / before: {took[name] / was[0]:.1f}x, / after: {took[name] / now:.1f}x")
+    with open("/proc/loadavg") as f:
+        print(f"  load average at the end: {' '.join(f.read().split()[:3])}")
 
 
 if __name__ == "__main__":

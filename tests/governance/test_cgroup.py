@@ -142,3 +142,32 @@ def test_the_hosts_verdict_falls_back_to_the_outers_exit_status_when_the_group_i
 
     refused = ToolResult("c", "t", "error", error=ErrorInfo("LimitsNotEnforceable", "its sandbox could not be entered"))
     assert overruled(refused, limits, 4242, 77, never) is refused
+
+
+def test_the_templates_verdict_on_a_cloned_sandboxs_exit_unit_test_only(tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A UNIT TEST of ``cgroup.ended_as`` on counter files shaped as the kernel writes them (cgroup v2, as
+    in the test above): the status the template reports for a sandbox it cloned, where no outer waits.
+    The real path runs in tests/redteam/sandbox (test_whole_call: a call's children past cpu_s and
+    memory_mb, as root)."""
+    import signal
+
+    from toolfork.governance.rlimits import CGROUP_OOM_EXIT
+
+    group = tmp_path / f"{cgroup.PREFIX}4242" / "77"
+    group.mkdir(parents=True)
+    (group / "cpu.stat").write_text("usage_usec 200000\n")
+    (group / "memory.events").write_text("oom 0\noom_kill 0\n")
+    monkeypatch.setattr(cgroup, "hierarchy", lambda: cgroup.Hierarchy(2, {"unified": str(tmp_path)}))
+    limits = Limits(memory_mb=64, cpu_s=1)
+    killed, exited = int(signal.SIGKILL), 3 << 8
+    assert cgroup.ended_as(exited, 0.1, limits, 4242, 77, cpu_killed=False) == exited
+    assert cgroup.ended_as(killed, 0.1, limits, 4242, 77, cpu_killed=False) == killed  # killed, not for CPU
+    assert cgroup.ended_as(killed, 0.1, limits, 4242, 77, cpu_killed=True) == int(signal.SIGXCPU)
+    (group / "cpu.stat").write_text("usage_usec 1500000\n")  # its processes together past cpu_s
+    assert cgroup.ended_as(exited, 0.1, limits, 4242, 77, cpu_killed=False) == int(signal.SIGXCPU)
+    (group / "memory.events").write_text("oom 1\noom_kill 1\n")  # one of its processes OOM-killed
+    assert cgroup.ended_as(exited, 0.1, limits, 4242, 77, cpu_killed=False) == CGROUP_OOM_EXIT << 8
+    # no group (none can be made here, or it is gone): the kernel's kill at the RLIMIT_CPU hard limit
+    assert cgroup.ended_as(killed, 1.0, limits, 4242, 78, cpu_killed=False) == int(signal.SIGXCPU)
+    assert cgroup.ended_as(killed, 0.5, limits, 4242, 78, cpu_killed=False) == killed

@@ -4,19 +4,19 @@ Why: an rlimit binds one process, and RLIMIT_AS counts mappings only, so a call 
 writes a memfd or a tmpfs file, or fills pipe and socket buffers went past it. A memory cgroup charges
 all of those (anonymous, shmem/memfd/tmpfs pages, kernel pipe and socket buffers, every child's), the
 cpu accounting counts the CPU of every process in it, and the pids controller bounds how many tasks it
-holds. The one-shot that becomes a sandbox makes its cgroup and joins it before it enters its
-namespaces (a spare does this ahead of its call, so the cost is off the call's path):
+holds. The sandbox's first process makes its cgroup and is in it before any tool code runs (a spare
+does this ahead of its call, so the cost is off the call's path):
 
-    template ── fork ──> one-shot: create(limits)
-                           mkdir <own cgroup>/toolfork-<template pid>/<one-shot pid> (memory, cpuacct,
-                           pids; or one directory under cgroup v2), the limits written, read-only
-                           descriptors kept on its counters (OOM kills, CPU used)
-                           │ outer: polls the CPU used; at cpu_s it SIGKILLs the sandbox (its PID 1: all
-                           │        its processes die) and leaves as if by SIGXCPU; after an OOM kill it
-                           │        leaves with CGROUP_OOM_EXIT (the host names both LimitExceeded)
-                           └ inner: put in it by the outer (which stays out: the OOM killer must
-                                    not choose it) while it sets up; every cgroup mount read-only (nothing inside can
-                                    lift a limit or leave the group)
+    create(limits, me, template): mkdir <own cgroup>/toolfork-<template pid>/<one-shot pid> (memory,
+                           cpuacct, pids; or one directory under cgroup v2), the limits written
+    cloned sandbox (the template is its parent; ``sandbox.settle``): joins it itself, keeps no descriptor;
+        template: polls its CPU (``cpu_used``) while it runs a call, SIGKILLs it at cpu_s; when it
+                  reaps it, ``ended_as``: killed at cpu_s or CPU past it -> SIGXCPU, an OOM kill of
+                  any of its processes -> exit CGROUP_OOM_EXIT (the host names both LimitExceeded)
+    forked sandbox (``sandbox.enter``, sessions): the outer made it (read-only descriptors kept on
+        its counters), puts the sandbox (PID 1) in while it sets up and stays out (the OOM killer must
+        not choose it), polls the CPU (``CallGroup.watch``) and leaves with the same verdict
+    inside: every cgroup mount read-only (nothing inside can lift a limit or leave the group)
     host: a sandboxed call's result came ──> call_hit(template, pid): an OOM kill of any of its
           processes, or CPU past cpu_s, makes the result LimitExceeded, whatever the call said (read
           outside the sandbox; from the one-shot's exit status when the group is gone already)
@@ -52,7 +52,7 @@ from .verdict import Probe
 MIB = 1024 * 1024
 V1_CONTROLLERS = ("memory", "cpuacct", "pids")
 V2_CONTROLLERS = ("memory", "pids")
-CPU_POLL_S = 0.02  # how often the outer looks at the CPU the call used (a pread of a few bytes)
+CPU_POLL_S = 0.02  # how often the CPU the call used is looked at (the template's, or the outer's)
 PREFIX = "toolfork-"
 
 
@@ -262,12 +262,7 @@ def call_hit(template: int, pid: int, limits: Limits) -> str | None:
     where = hierarchy()
     if isinstance(where, str) or not bounded(limits):
         return None
-    if where.version == 1:
-        oom_path = os.path.join(_base(where.dirs["memory"], template), str(pid), "memory.oom_control")
-        cpu_path = os.path.join(_base(where.dirs["cpuacct"], template), str(pid), "cpuacct.usage")
-    else:
-        group = os.path.join(_base(where.dirs["unified"], template), str(pid))
-        oom_path, cpu_path = os.path.join(group, "memory.events"), os.path.join(group, "cpu.stat")
+    oom_path, cpu_path = _counters(where, template, pid)
     reader = CallGroup(limits, version=where.version)
     try:
         if limits.memory_mb is not None:
@@ -287,6 +282,53 @@ def call_hit(template: int, pid: int, limits: Limits) -> str | None:
                 os.close(fd)
 
 
+def _counters(where: Hierarchy, template: int, pid: int) -> tuple[str, str]:
+    """The paths of one-shot ``pid``'s OOM-kill and CPU counters."""
+    if where.version == 1:
+        return (os.path.join(_base(where.dirs["memory"], template), str(pid), "memory.oom_control"),
+                os.path.join(_base(where.dirs["cpuacct"], template), str(pid), "cpuacct.usage"))
+    group = os.path.join(_base(where.dirs["unified"], template), str(pid))
+    return os.path.join(group, "memory.events"), os.path.join(group, "cpu.stat")
+
+
+def cpu_used(template: int, pid: int) -> float | None:
+    """The CPU seconds every process of one-shot ``pid``'s call used so far (None: no group)."""
+    where = hierarchy()
+    if isinstance(where, str):
+        return None
+    reader = CallGroup(Limits(), version=where.version)
+    try:
+        reader.cpu_fd = os.open(_counters(where, template, pid)[1], os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        return reader.cpu_s()
+    except (OSError, ValueError, IndexError):
+        return None
+    finally:
+        os.close(reader.cpu_fd)
+
+
+def ended_as(status: int, used_s: float, limits: Limits, template: int, pid: int, *, cpu_killed: bool) -> int:
+    """The wait status the template reports for a sandbox it cloned itself (no outer waits for it):
+    the rule of ``CallGroup.watch``, read from the group before it is removed. Killed by the template
+    at cpu_s (``cpu_killed``), or its group counted CPU past cpu_s: SIGXCPU; an OOM kill in its group:
+    an exit with ``CGROUP_OOM_EXIT``; without a group, the kernel's SIGKILL at the RLIMIT_CPU hard
+    limit (``used_s``, from wait4, at cpu_s or more): SIGXCPU; else ``status``."""
+    killed = os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL
+    if cpu_killed and killed:
+        return int(signal.SIGXCPU)
+    try:
+        hit = call_hit(template, pid, limits)
+    except GroupGone:
+        hit = None
+    if hit == "memory_mb":
+        return CGROUP_OOM_EXIT << 8
+    if hit == "cpu_s" or (killed and limits.cpu_s is not None and used_s >= limits.cpu_s):
+        return int(signal.SIGXCPU)
+    return status
+
+
 def _ending(pid: int) -> Callable[[], object]:
     """A wait of up to CPU_POLL_S that returns as soon as child ``pid`` ends (a pidfd: Linux 5.3+)."""
     try:
@@ -298,14 +340,17 @@ def _ending(pid: int) -> Callable[[], object]:
     return lambda: poller.poll(CPU_POLL_S * 1000)
 
 
-def create(limits: Limits) -> CallGroup | None:
+def create(limits: Limits, me: int | None = None, template: int | None = None) -> CallGroup | None:
     """Make the cgroup for this one-shot's call (under the template's) and write ``limits`` into it; the
-    sandbox joins it (``CallGroup.join``). None where no cgroup can be had here (``probe`` says why), or
-    ``limits`` ask for nothing a cgroup bounds. Raises OSError naming the step."""
+    sandbox joins it (``CallGroup.join``). ``me``, ``template``: this process's pid and its template's
+    as the template sees them (default: ``getpid()``, ``getppid()``; a sandbox cloned into its PID
+    namespace is told them). None where no cgroup can be had here (``probe`` says why), or ``limits``
+    ask for nothing a cgroup bounds. Raises OSError naming the step."""
     where = hierarchy()
     if isinstance(where, str) or not bounded(limits):
         return None
-    me, template = os.getpid(), os.getppid()
+    me = os.getpid() if me is None else me
+    template = os.getppid() if template is None else template
     budget = None if limits.memory_mb is None else str(int(limits.memory_mb * MIB))
     group = CallGroup(limits, version=where.version)
     try:
@@ -479,5 +524,5 @@ def _leave_then(attempt: object) -> None:
         raise OSError(errno.EPERM, said or f"the probe ended with status {status}")
 
 
-__all__ = ["CallGroup", "GroupGone", "Hierarchy", "bounded", "call_hit", "create", "hierarchy", "mount_points", "probe",
-           "remove", "remove_all"]
+__all__ = ["CallGroup", "GroupGone", "Hierarchy", "bounded", "call_hit", "cpu_used", "create", "ended_as", "hierarchy",
+           "mount_points", "probe", "remove", "remove_all"]

@@ -577,8 +577,8 @@ _MEMORY_DEATHS = frozenset(int(getattr(signal, n)) for n in ("SIGSEGV", "SIGBUS"
 # exit in the middle of a call under memory_mb is C code that gave up (OpenBLAS exits when it cannot
 # allocate its threads' buffers on import).
 _WORKER_EXIT_CODES = frozenset({0, 70, 75})
-# A sandbox's outer leaves with it when the kernel OOM-killed a process of the call's cgroup (see
-# governance.cgroup): the call's processes together reached memory_mb.
+# A sandbox's exit status says it (set by its template, or its outer: see governance.cgroup) when the kernel
+# OOM-killed a process of the call's cgroup: the call's processes together reached memory_mb.
 CGROUP_OOM_EXIT = 76
 
 

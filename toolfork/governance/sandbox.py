@@ -1,31 +1,35 @@
 """The sandbox: a process of its own for one call of code nobody reviewed, entered before any tool or
 hook code runs, and with no way back.
 
-Why a process per call, forked from the template: a namespace, a Landlock domain, a seccomp filter and
-a hard rlimit cannot be shed, so a process that entered them is good for that call only; the template
+Why a process per call, made by the template: a namespace, a Landlock domain, a seccomp filter and a
+hard rlimit cannot be shed, so a process that entered them is good for that call only; the template
 is single-threaded (threads in the host or in warm workers do not matter) and already holds the tools.
 
-    template ── fork ──> one-shot worker ("outer": outside the namespaces, runs no tool code)
-                           │ 1. every inherited descriptor closed but the call's channels (a
-                           │    spare: its socket to the template, which later sends the channels
-                           │    to the entered sandbox); stdin/stdout/stderr on /dev/null
-                           │ 2. the environment: MINIMAL_ENV plus the names in Limits(env=[...])
-                           │ 2b. its cgroup: made and limited (``governance.cgroup``)
-                           │ 3. unshare: user, PID, mount namespaces (and network under
-                           │    network=False); uid/gid mapped onto themselves (files keep owners)
-                           │ fork (``governance.forking``: it keeps its channels only)
-                           └──> sandbox ("inner": PID 1 of its namespace)
-                                  4. SIGKILL when the outer dies; joins the cgroup; a fresh /proc (its
-                                     own processes only); every mount read-only but write_paths, the
-                                     cgroup mounts always (``governance.mounts``)
-                                  5. no_new_privs, Landlock (read_paths/write_paths), seccomp filter
-                                  6. on_worker_start, then the call; its rlimits hard = soft
-                                     (``lock_rlimits``, in fork.limited)
+A one-shot call's sandbox is made in one step (``settle``), where the template can clone:
 
-The outer waits for the sandbox (killing it when the call's processes used cpu_s together) and leaves
-with its wait status, so the host names a crash or a limit
-as for any worker (a sandbox the kernel killed at its CPU hard limit is reported as SIGXCPU). A
-process the call starts lives in the sandbox's PID namespace: when the sandbox (its init) ends, the
+    template ── clone(user, PID, mount [, network] namespaces) ──> sandbox (PID 1 of its namespace;
+              ── its pid, as the template sees it ──────────────>  the template is its parent, outside)
+                 1. SIGKILL when the template dies; uid/gid mapped onto themselves (files keep owners)
+                 2. every inherited descriptor closed but its socket to the template (which later
+                    sends the call's channels); stdin/stdout/stderr on /dev/null
+                 3. the environment: MINIMAL_ENV plus the names in Limits(env=[...])
+                 4. its cgroup: made, limited and joined (``governance.cgroup``), no descriptor kept
+                 5. a fresh /proc (its own processes only); every cgroup mount read-only; every
+                    mount read-only but write_paths (``governance.mounts``)
+                 6. no_new_privs, Landlock (read_paths/write_paths), seccomp filter
+                 7. on_worker_start, then the call; its rlimits hard = soft (``lock_rlimits``)
+    The template does what a parent outside must: it polls the call's CPU in its cgroup and SIGKILLs
+    the sandbox at cpu_s, and reports its exit with the cgroup's verdict (``cgroup.ended_as``).
+
+Elsewhere (sessions, the probes, a machine where ``forking.can_clone`` says no) ``enter`` takes the
+same steps with one process more, which stays outside and waits:
+
+    forked one-shot ("outer") ── 2, 3, 4 (made only), unshare(namespaces), 1 (ids) ── fork ──> sandbox
+       │ puts the sandbox in its cgroup, passes a SIGTERM on,       (PID 1: SIGKILL when the outer
+       │ polls cpu_s (``CallGroup.watch``) and leaves with           dies; 5, 6, 7)
+       └ the sandbox's wait status (a kill at the CPU hard limit reported as SIGXCPU)
+
+A process the call starts lives in the sandbox's PID namespace: when the sandbox (its init) ends, the
 kernel kills every one of them, daemons that double-forked or called setsid included.
 
 What each step stops is the threat model in docs/security.md; the escape suite in
@@ -184,20 +188,18 @@ def _pass_on(pid: int, sig: int) -> None:
         pass
 
 
-def enter(limits: Limits, keep: Sequence[int], *, counters: bool = False, defer_paths: bool = False) -> None:
-    """Put the rest of this process's life in the sandbox ``limits`` ask for. Returns in the sandbox
-    (a new process, PID 1 of its namespace); the process that called it never returns (see ``_outer``).
-    ``counters``: keep the read-only descriptors on the cgroup's counters (a sandboxed session's keeper
-    reads each call's CPU from them; it runs no tool code and closes them in the session process).
-    ``defer_paths``: return before the steps that depend on read_paths/write_paths (and before
-    no_new_privs and seccomp, which must follow the mounts); ``lock_paths`` takes them later, with the
-    paths of the Limits it is given, and no tool code may run before it did.
-    Raises SandboxError naming the step that failed (the caller must then run no tool code)."""
+def namespaces(limits: Limits) -> int:
+    """The CLONE_NEW* flags of the namespaces a sandbox under ``limits`` lives in."""
+    return CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS | (CLONE_NEWNET if limits.network is False else 0)
+
+
+def _ready(limits: Limits, keep: Sequence[int]) -> None:
+    """The first steps of every sandbox, in the process that is to enter it: one thread (an exporter an
+    at-fork hook restarted is stopped), only ``keep`` open, the minimal environment."""
     if not sys.platform.startswith("linux"):
         raise SandboxError(errno.ENOSYS, f"the sandbox is Linux only, not {sys.platform}")
-    no_network = limits.network is False
     try:
-        seccomp.prepare(no_network)  # built in the template already; a missing libseccomp fails here
+        seccomp.prepare(limits.network is False)  # built in the template already; a missing libseccomp fails here
     except OSError as exc:
         raise SandboxError(exc.errno or errno.ENOSYS, str(exc)) from None
     hook_threads.stop()  # an exporter thread an at-fork hook restarted in this child (OpenTelemetry's)
@@ -208,14 +210,53 @@ def enter(limits: Limits, keep: Sequence[int], *, counters: bool = False, defer_
                            "OpenTelemetry's batch processors, which are stopped; or one the template started)")
     close_inherited(keep)
     set_environ(limits)
+
+
+def settle(limits: Limits, keep: Sequence[int], uid: int, gid: int, template: int, pid: int) -> None:
+    """Enter the sandbox ``limits`` ask for in a process that was cloned into its namespaces already
+    (``forking.fork(..., namespaces=namespaces(limits))`` in the template: it is PID 1 of its own PID
+    namespace, and its parent is the template, outside). ``uid``/``gid``: its ids outside; ``template``
+    and ``pid``: the template's pid and its own, as the template sees them (its cgroup is named by them).
+    It maps its own ids, makes its cgroup and joins it (before any tool code: no descriptor on the group
+    is left open), then takes the same steps as ``enter``'s sandbox. Raises SandboxError."""
+    _check(libc().prctl(ctypes.c_int(PR_SET_PDEATHSIG), ctypes.c_ulong(signal.SIGKILL), ctypes.c_ulong(0),
+                        ctypes.c_ulong(0), ctypes.c_ulong(0)), "PR_SET_PDEATHSIG")
+    try:
+        _map_ids(uid, gid)
+    except OSError as exc:
+        raise SandboxError(exc.errno or errno.EPERM, f"mapping the user namespace's ids: {exc.strerror}") from None
+    _ready(limits, keep)
+    global _group
+    try:
+        _group = cgroup.create(limits, me=pid, template=template)
+        if _group is not None:
+            _group.join()
+            for fd in _group.fds:
+                os.close(fd)
+            _group.fds, _group.cpu_fd, _group.oom_fd = [], -1, -1
+    except OSError as exc:
+        raise SandboxError(exc.errno or errno.EIO, str(exc)) from None
+    _inside(limits)
+    _lock(limits)
+
+
+def enter(limits: Limits, keep: Sequence[int], *, counters: bool = False, defer_paths: bool = False) -> None:
+    """Put the rest of this process's life in the sandbox ``limits`` ask for. Returns in the sandbox
+    (a new process, PID 1 of its namespace); the process that called it never returns (see ``_outer``).
+    ``counters``: keep the read-only descriptors on the cgroup's counters (a sandboxed session's keeper
+    reads each call's CPU from them; it runs no tool code and closes them in the session process).
+    ``defer_paths``: return before the steps that depend on read_paths/write_paths (and before
+    no_new_privs and seccomp, which must follow the mounts); ``lock_paths`` takes them later, with the
+    paths of the Limits it is given, and no tool code may run before it did.
+    Raises SandboxError naming the step that failed (the caller must then run no tool code)."""
+    _ready(limits, keep)
     global _group
     try:
         _group = cgroup.create(limits)
     except OSError as exc:
         raise SandboxError(exc.errno or errno.EIO, str(exc)) from None
     uid, gid = os.getuid(), os.getgid()
-    flags = CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS | (CLONE_NEWNET if no_network else 0)
-    _check(libc().unshare(ctypes.c_int(flags)), "unshare (user, PID, mount, network namespaces)")
+    _check(libc().unshare(ctypes.c_int(namespaces(limits))), "unshare (user, PID, mount, network namespaces)")
     try:
         _map_ids(uid, gid)
     except OSError as exc:
@@ -234,6 +275,15 @@ def enter(limits: Limits, keep: Sequence[int], *, counters: bool = False, defer_
             _group.cpu_fd = _group.oom_fd = -1
     _check(libc().prctl(ctypes.c_int(PR_SET_PDEATHSIG), ctypes.c_ulong(signal.SIGKILL), ctypes.c_ulong(0),
                         ctypes.c_ulong(0), ctypes.c_ulong(0)), "PR_SET_PDEATHSIG")
+    _inside(limits)
+    global _joined
+    _joined = joined
+    if not defer_paths:
+        _lock(limits)
+
+
+def _inside(limits: Limits) -> None:
+    """In the sandbox's PID 1: its mounts private, a /proc of its own, every cgroup mount read-only."""
     _check(libc().mount(None, b"/", None, ctypes.c_ulong(MS_REC | MS_PRIVATE), None), "making mounts private")
     _check(libc().mount(b"proc", b"/proc", b"proc", ctypes.c_ulong(MS_NOSUID | MS_NODEV | MS_NOEXEC), None),
            "mounting a /proc of the sandbox's own")
@@ -246,10 +296,6 @@ def enter(limits: Limits, keep: Sequence[int], *, counters: bool = False, defer_
                     raise
     except OSError as exc:
         raise SandboxError(exc.errno or errno.EPERM, str(exc)) from None
-    global _joined
-    _joined = joined
-    if not defer_paths:
-        _lock(limits)
 
 
 # The pipe on which the outer says the sandbox joined its cgroup, read at the end of ``lock_paths``.
@@ -376,5 +422,5 @@ def paths_probe() -> Probe:
         enter, Limits(read_paths=["/"], write_paths=[where]), keep=(fd,)))
 
 
-__all__ = ["MINIMAL_ENV", "SandboxError", "call_group", "close_inherited", "enter", "lock_rlimits",
-           "out_of_memory", "paths_probe", "probe", "set_environ"]
+__all__ = ["MINIMAL_ENV", "SandboxError", "call_group", "close_inherited", "enter", "lock_rlimits", "namespaces",
+           "out_of_memory", "paths_probe", "probe", "set_environ", "settle"]

@@ -20,9 +20,12 @@ libseccomp takes about a millisecond, loading the exported program about a tenth
 Under ``network=False`` it also refuses ``socket(AF_UNIX)`` and ``socket(AF_VSOCK)``: a filesystem
 unix socket and a vsock are not in the network namespace, so the namespace alone would let a call
 connect to a server socket of the host. ``socketpair`` stays allowed (a connected pair reaches nothing
-outside), so asyncio and multiprocessing pipes keep working. ``clone3`` fails with ENOSYS (its flags
-are behind a pointer a filter cannot read; libc then falls back to ``clone``, whose namespace flags are
-refused).
+outside), so asyncio and multiprocessing pipes keep working. ``setpgid(0 or 1, pgid)`` fails for a
+``pgid`` other than 0 or 1: the sandbox's first process (PID 1) must never join another group of its
+namespace (its exit would hang in the kernel for good, out of reach of any signal), and a process
+cannot tell from the filter which one is calling; leading a group of one's own and ``setsid`` stay.
+``clone3`` fails with ENOSYS (its flags are behind a pointer a filter cannot read; libc then falls back
+to ``clone``, whose namespace flags are refused).
 """
 
 from __future__ import annotations
@@ -86,6 +89,11 @@ def _build(no_network: bool) -> bytes:
         for flag in CLONE_NAMESPACE_FLAGS:
             flt.add_rule(eperm, "clone", sc.Arg(0, sc.MASKED_EQ, flag, flag))
         flt.add_rule(sc.ERRNO(errno.ENOSYS), "clone3")
+        # The sandbox's first process (1 in its PID namespace) may not join another process group: the
+        # kernel then never finishes its exit (it waits for that group's pid, which it holds itself),
+        # and it outlives everything. So no process here joins a group but its own or PID 1's.
+        for target in (0, 1):
+            flt.add_rule(eperm, "setpgid", sc.Arg(0, sc.EQ, target), sc.Arg(1, sc.GT, 1))
         if no_network:
             for family in (AF_UNIX, AF_VSOCK):
                 flt.add_rule(eperm, "socket", sc.Arg(0, sc.EQ, family))

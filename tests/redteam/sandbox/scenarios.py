@@ -316,6 +316,25 @@ def start_daemon(marker: str) -> str:
     return "daemon started"
 
 
+def strand_init(token: str) -> str:
+    """Name this process ``token``, move it (PID 1 of the sandbox) into a child's process group and let
+    that child end, then return: the kernel would never finish this process's exit."""
+    _libc().prctl(15, token.encode(), 0, 0, 0)  # PR_SET_NAME: found by it in /proc afterwards
+    child = os.fork()
+    if child == 0:
+        os.setpgid(0, 0)
+        time.sleep(0.2)
+        os._exit(0)
+    os.setpgid(child, child)
+    try:
+        os.setpgid(0, child)
+    except OSError as exc:
+        os.waitpid(child, 0)
+        return f"refused: {exc.strerror}"
+    os.waitpid(child, 0)
+    return "joined the child's group"
+
+
 def show_environment() -> dict[str, str]:
     """The call's environment."""
     return dict(os.environ)
@@ -594,6 +613,25 @@ def s_daemon(work: Path) -> Evidence:
     time.sleep(4)
     ev["marker"] = marker.exists()
     return ev
+
+
+def s_strand_init(work: Path) -> Evidence:
+    token = f"tfstrand{os.getpid() % 100000}"
+    ev = outcome(Tool("attack", fn=strand_init, limits=Limits(network=False)), {"token": token})
+    deadline = time.monotonic() + 3  # the call's process has been killed (close()): it must be gone
+    while True:
+        ev["left"] = [pid for pid in os.listdir("/proc") if pid.isdigit() and _comm(pid) == token]
+        if not ev["left"] or time.monotonic() > deadline:
+            return ev
+        time.sleep(0.1)
+
+
+def _comm(pid: str) -> str:
+    try:
+        with open(f"/proc/{pid}/comm") as f:
+            return f.read().strip()
+    except OSError:
+        return ""
 
 
 def s_environment(work: Path) -> Evidence:

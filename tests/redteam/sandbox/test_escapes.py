@@ -177,6 +177,16 @@ def test_a_daemon_the_call_starts_dies_with_it(attack: Attack, user: str) -> Non
 
 
 @users
+def test_the_calls_first_process_cannot_be_stranded_in_another_process_group(attack: Attack, user: str) -> None:
+    """PID 1 of the sandbox moved into a group whose leader is gone never finishes exiting (the kernel
+    waits for a pid it holds itself): no signal ends it, and it outlives the pool. On the tree before
+    the filter refused that move, the process was left in /proc after close()."""
+    ev = attack("strand_init", user)
+    assert ev["status"] == "ok", ev
+    assert ev["left"] == [], ev
+
+
+@users
 def test_the_environment_is_minimal_plus_named_variables(attack: Attack, user: str) -> None:
     env = ran(attack("environment", user))
     assert env == {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "TOOLFORK_REDTEAM_PASSED": "yes"}

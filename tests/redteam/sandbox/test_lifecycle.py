@@ -6,17 +6,36 @@ from __future__ import annotations
 
 import os
 
+import pytest
+
 from toolfork import Limits
 from toolfork.executor import Executor
 from toolfork.tools.tool import Tool
 
 
 def hang(leave_group: bool) -> str:
-    """Sleep far past the timeout, outside the worker's process group if asked."""
+    """Sleep far past the timeout, outside the worker's process group if asked and if it can: by setsid,
+    or, where the call's process leads its group (then setsid is refused), by moving into a child's
+    group (the sandbox refuses that too) while another child stays in the old one."""
     import time
 
     if leave_group:
-        os.setsid()
+        try:
+            os.setsid()
+        except PermissionError:
+            if os.fork() == 0:  # stays in the call's group
+                time.sleep(60)
+                os._exit(0)
+            child = os.fork()
+            if child == 0:
+                os.setpgid(0, 0)
+                time.sleep(60)
+                os._exit(0)
+            os.setpgid(child, child)
+            try:
+                os.setpgid(0, child)
+            except PermissionError:
+                pass
     time.sleep(60)
     return "woke"
 
@@ -80,3 +99,87 @@ def test_a_tool_added_later_reaches_its_sandboxed_call() -> None:
     assert first.status == "ok", first.error
     assert second.status == "ok" and second.output is not None, second.error
     assert second.output.content[0].text == "added later", second.output
+
+
+def own_thread_id() -> int:
+    """Ask the C library to act on this thread through the thread id it keeps for it
+    (``pthread_setschedprio`` passes it to the kernel): 0, or the error number it got."""
+    import ctypes
+
+    libc = ctypes.CDLL(None)
+    libc.pthread_self.restype = ctypes.c_ulong
+    return int(libc.pthread_setschedprio(ctypes.c_ulong(libc.pthread_self()), 0))
+
+
+def test_the_c_library_of_a_sandboxed_call_knows_its_own_thread_id() -> None:
+    """The sandbox's first process is made by one clone(2) in the template: the C library's record of
+    its thread id must be its own (1, PID 1 of its namespace), not the template's (no such process
+    there: ESRCH), or every call that passes it to the kernel misses."""
+    with Executor([Tool("own_thread_id", fn=own_thread_id, limits=Limits(sandbox=True))], workers=1,
+                  timeout=30) as ex:
+        (r,) = ex.run([{"id": "1", "name": "own_thread_id", "arguments": {}}])
+    assert r.status == "ok" and r.output is not None and r.output.data == 0, (r.error, r.output)
+
+
+def where_am_i() -> dict[str, object]:
+    """Its PID, and the memory cgroup it runs in."""
+    with open("/proc/self/cgroup") as f:
+        group = next((line.rstrip("\n").split(":", 2)[2] for line in f if ":memory:" in line), "")
+    return {"pid": os.getpid(), "group": group}
+
+
+@pytest.mark.parametrize("how", ["refused", "unavailable"])
+def test_where_the_template_cannot_clone_a_sandbox_the_spare_enters_it_itself(
+        how: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The template clones a sandbox's first process into its namespaces; where the kernel refuses that
+    clone, or it cannot be used here (``forking.can_clone``), a spare is forked and enters the sandbox
+    itself (``sandbox.enter``): the call still runs as PID 1 of its namespace, in its own cgroup."""
+    from toolfork.governance import cgroup, forking
+
+    def refuse(namespaces: int) -> int:
+        raise OSError(1, "clone refused (test)")
+
+    if how == "refused":
+        monkeypatch.setattr(forking, "_clone", refuse)  # the template is forked from here: it has this one
+    else:
+        monkeypatch.setattr(forking, "can_clone", lambda: False)
+    limits = Limits(network=False, memory_mb=256, processes=8) if cgroup.probe().ok else Limits(network=False)
+    with Executor([Tool("where_am_i", fn=where_am_i, limits=limits)], workers=1, timeout=30) as ex:
+        results = ex.run([{"id": str(i), "name": "where_am_i", "arguments": {}} for i in range(3)])
+    assert all(r.status == "ok" and r.output is not None for r in results), [r.error for r in results]
+    outs = [r.output.data for r in results if r.output is not None]
+    assert [o["pid"] for o in outs] == [1, 1, 1], outs
+    if cgroup.probe().ok:
+        assert all(f"/{r.worker_pid}" in str(o["group"]) and cgroup.PREFIX in str(o["group"])
+                   for r, o in zip(results, outs, strict=True)), outs
+
+
+def stop_the_template(after_s: float) -> str:
+    """A warm tool that stops its worker's parent (the template) a little after it starts."""
+    import signal
+    import time
+
+    time.sleep(after_s)
+    os.kill(os.getppid(), signal.SIGSTOP)
+    return "stopped it"
+
+
+def test_a_stopped_template_does_not_let_a_sandboxed_calls_children_run_past_cpu_s() -> None:
+    """The template polls the CPU of the sandboxes it cloned: a warm tool that stops it must not give a
+    sandboxed call's children unbounded CPU. The host replaces a stopped template and kills its workers,
+    so the call ends (crashed, naming the template) or is named LimitExceeded; never ``ok``."""
+    from toolfork.governance import cgroup
+
+    from .whole_call import busy_children
+
+    if not cgroup.probe().ok:
+        pytest.skip(f"no cgroup counts a call's children here: {cgroup.probe().reason}")
+    tools = [Tool("busy_children", fn=busy_children, limits=Limits(cpu_s=1, sandbox=True)),
+             Tool("stop_the_template", fn=stop_the_template)]
+    with Executor(tools, workers=2, timeout=60) as ex:
+        results = ex.run([{"id": "boxed", "name": "busy_children", "arguments": {}},
+                          {"id": "warm", "name": "stop_the_template", "arguments": {"after_s": 0.3}}])
+    boxed = results[0]
+    assert boxed.status != "ok", boxed.output
+    assert boxed.error is not None and (boxed.error.type == "LimitExceeded" or "template" in boxed.error.message), \
+        boxed.error

@@ -54,13 +54,14 @@ def inherited() -> frozenset[int]:
     return _inherited
 
 
-def fork(keep: Iterable[int], cleanup: Callable[[], None] | None = None) -> int:
+def fork(keep: Iterable[int], cleanup: Callable[[], None] | None = None, namespaces: int = 0) -> int:
     """``os.fork``, the way every process below the template is forked (``governance.forking.fork``:
     SIGTERM held across it, the child's SIGTERM and SIGCHLD at their defaults, no wake-up descriptor,
     ``cleanup()``, every descriptor above 2 closed but ``keep``), keeping the descriptors the template
     inherited from the host too. With ``keep=KEEP_ALL`` the child is a copy (a checkpoint): it keeps
-    every descriptor and handler. Returns as ``os.fork`` does (0 in the child)."""
-    return generic.fork(KEEP_ALL if keep is KEEP_ALL else frozenset(keep) | _inherited, cleanup)
+    every descriptor and handler. ``namespaces``: the child is cloned into them (a sandbox's PID 1).
+    Returns as ``os.fork`` does (0 in the child)."""
+    return generic.fork(KEEP_ALL if keep is KEEP_ALL else frozenset(keep) | _inherited, cleanup, namespaces)
 
 
 _FD_SPACE_PER = array.array("i").itemsize

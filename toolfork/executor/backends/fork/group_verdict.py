@@ -9,7 +9,8 @@ word overrules the call's:
     sandbox ── result ──> host: call_hit(template, one-shot pid, limits) ── "memory_mb" | "cpu_s" ──>
                                 the result becomes LimitExceeded naming the limit
                           group gone already (the one-shot ended, its template removed the group):
-                                the one-shot's exit status, which its outer set from the same counters
+                                the one-shot's exit status, which its template (or outer) set from
+                                the same counters (``cgroup.ended_as``, ``CallGroup.watch``)
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ def overruled(result: ToolResult, limits: Limits | None, template: int | None, p
 
 
 def _from_status(status: int | None, limits: Limits) -> str | None:
-    """The limit a one-shot's outer named in its exit status (``cgroup.CallGroup.watch``), if any."""
+    """The limit a one-shot's exit status names (``cgroup.ended_as``, ``cgroup.CallGroup.watch``), if any."""
     if status is None:
         return None
     if limits.memory_mb is not None and os.WIFEXITED(status) and os.WEXITSTATUS(status) == rlimits.CGROUP_OOM_EXIT:

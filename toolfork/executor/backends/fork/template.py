@@ -31,15 +31,23 @@ supervisor) and one handler per control message, chosen by the message's type (`
          <──Exited───── (as it reaps)     a worker's pid and wait status
          (any other type)                 only the descriptors that came with it are closed
 
-Spares: entering a sandbox takes two forks and the namespaces' set-up, so the template keeps, per
-sandbox (distinct Limits), one-shots forked and entered ahead (one after a first call, up to
+Spares: entering a sandbox takes a clone into new namespaces and their set-up, so the template keeps,
+per sandbox (distinct Limits), one-shots made and entered ahead (one after a first call, up to
 ``SPARES_PER_SANDBOX`` once they are taken), each blocked on a socket of its own. A sandboxed
 Spawn hands the oldest spare the three channels (SCM_RIGHTS) and names its pid; then new spares are
-forked, after the reply. A spare serves one call, as any one-shot; it leaves unused at EOF on its
-socket, when tools are added (it has the old ones) or the pool closes.
+made, after the reply (a Spawn that finds none makes one and hands it the call at once). A spare
+serves one call, as any one-shot; it leaves unused at EOF on its socket, when tools are added (it has
+the old ones) or the pool closes.
 
-    host ──Spawn(wid, limits)──> template ──channels──> spare (entered: namespaces, Landlock, seccomp)
-         <──Spawned(wid, pid)──           ──fork────> next spare (enters, waits)
+    host ──Spawn(wid, limits)──> template ──channels──> spare (entered: namespaces, cgroup, Landlock, seccomp)
+         <──Spawned(wid, pid)──           ──clone───> next spare ──> its pid on its socket (it enters, waits)
+         <──Exited(pid, status)─          (reaps it) status with its cgroup's verdict (``cgroup.ended_as``)
+
+Where clone can be used (``governance.forking.can_clone``) a spare is its sandbox's PID 1 and the
+template its parent, outside: it polls the CPU of each one running a call under cpu_s every
+``cgroup.CPU_POLL_S`` (``watch_cpu``: SIGKILL at the limit), and signals it by pid as well as by group
+when it left its group. Elsewhere a spare is forked and enters its sandbox through an outer process
+(``governance.sandbox.enter``).
 """
 
 from __future__ import annotations
@@ -72,6 +80,9 @@ from toolfork.executor.backends.fork.worker import become_subreaper, child_pids,
 from toolfork.executor.wire import WakePipe
 from toolfork.executor.wire.pipes import close_quietly
 from toolfork.governance import cgroup, hook_threads
+from toolfork.governance import forking as generic_forking
+from toolfork.governance import sandbox as sandboxing
+from toolfork.governance.limits import Limits
 
 MAX_MESSAGE = 1 << 16
 SPARES_PER_SANDBOX = 2  # one-shots kept entered ahead per sandbox (distinct Limits)
@@ -105,6 +116,12 @@ class Template:
         # Per sandbox (the pickled Limits): one-shots that entered it ahead of their call, each waiting for
         # the call's channels on its socket (pid, the template's end).
         self.spares: dict[bytes, list[tuple[int, socket.socket]]] = {}
+        # Sandboxes the template cloned into their namespaces itself (``generic_forking.can_clone``): no
+        # outer waits for them, so the template does its part (``watch_cpu``, ``cgroup.ended_as``).
+        self.clones = generic_forking.can_clone()
+        self.boxes: dict[int, Limits] = {}  # pid -> Limits, of each such sandbox
+        self.watched: set[int] = set()  # those running a call under cpu_s with a cgroup: polled
+        self.cpu_killed: set[int] = set()  # those killed at cpu_s
         # The sessions' supervisor (pid, the socket sessions are handed to it on), forked for the first
         # session and again after the tools change (it forks the session processes: they must have the
         # new tools).
@@ -122,6 +139,8 @@ class Template:
             deadlines = list(kill_at.values()) + ([self.exiting_until] if self.exiting_until is not None else [])
             if deadlines:
                 timeout = max(0.0, min(deadlines) - time.monotonic())
+            if self.watched:
+                timeout = cgroup.CPU_POLL_S if timeout is None else min(timeout, cgroup.CPU_POLL_S)
             try:
                 watched: list[Any] = [ctrl, wake.fd]
                 ready, _, _ = select.select(watched, [], [], timeout)
@@ -133,6 +152,8 @@ class Template:
                 _kill_leftovers(children)  # what dead workers' calls started, and their children in turn
             for pid in [p for p in kill_at if p not in children]:
                 del kill_at[pid]
+            if self.watched:
+                self.watch_cpu()
             now = time.monotonic()
             for pid, when in list(kill_at.items()):
                 if now >= when:
@@ -161,15 +182,23 @@ class Template:
 
     def on_spawn(self, msg: Spawn, fds: list[int]) -> None:
         sandbox = msg.sandbox  # the Limits of a sandboxed call's one-shot
+        channels = (fds[0], fds[1], fds[2])
         key = b""
         spawned = None
+        took_spare = False
         if sandbox is not None:
             _prepare_sandbox(sandbox)
             key = pickle.dumps(sandbox)
-            spawned = _hand_over(self.spares.get(key, []), self.children, (fds[0], fds[1], fds[2]))
-        took_spare = spawned is not None
+            spawned = _hand_over(self.spares.get(key, []), self.children, channels)
+            took_spare = spawned is not None
+            if spawned is None and self.clones and self.exiting_until is None:  # a clone is a spare first
+                self.fork_spares(key, sandbox, 1)
+                spawned = _hand_over(self.spares.get(key, []), self.children, channels)
+            if spawned in self.boxes and sandbox.cpu_s is not None and cgroup.bounded(sandbox) \
+                    and not isinstance(cgroup.hierarchy(), str):
+                self.watched.add(spawned)  # its call runs now: its CPU is polled (``watch_cpu``)
         if spawned is None:
-            spawned = self.fork_worker((fds[0], fds[1], fds[2]), sandbox, None)
+            spawned = self.fork_worker(channels, sandbox, None)
         close_quietly(fds)
         self.reply(Spawned(msg.wid, spawned))
         if sandbox is not None and self.exiting_until is None:
@@ -244,12 +273,23 @@ class Template:
                 self.supervisor[1].close()
 
         own = [fd for fd in (*fds, spare, sessions) if fd is not None and fd >= 0]
-        pid = forking.fork(own, cleanup)
+        clone = self.clones and sandbox is not None and spare is not None
+        me, ids = os.getpid(), (os.getuid(), os.getgid())
+        pid = -1
+        if clone:
+            try:
+                pid = forking.fork(own, cleanup, sandboxing.namespaces(sandbox))
+            except OSError:  # the kernel refused the namespaces here: the spare below tries them itself
+                clone = False  # (sandbox.enter), and its call is refused naming why if it cannot
+        if not clone:
+            pid = forking.fork(own, cleanup)
         if pid == 0:
             if sessions is not None:
                 supervise_sessions(sessions, self.tools, self.hooks)
-            worker_main(*fds, self.tools, self.hooks, os.getppid(), sandbox, spare)
+            worker_main(*fds, self.tools, self.hooks, me, sandbox, spare, cloned=ids if clone else None)
         self.children.add(pid)
+        if clone:
+            self.boxes[pid] = sandbox
         return pid
 
     def drop_supervisor(self) -> None:
@@ -275,6 +315,30 @@ class Template:
             except OSError:
                 self.drop_supervisor()
 
+    def watch_cpu(self) -> None:
+        """SIGKILL each cloned sandbox whose call's processes together used its cpu_s (its PID 1: they all
+        die); reported as SIGXCPU when reaped (``ended``)."""
+        me = os.getpid()
+        for pid in list(self.watched):
+            limits = self.boxes.get(pid)
+            used = cgroup.cpu_used(me, pid)
+            if limits is None or limits.cpu_s is None or used is None:
+                self.watched.discard(pid)
+            elif used >= limits.cpu_s:
+                signal_quietly(os.kill, pid, signal.SIGKILL)
+                self.cpu_killed.add(pid)
+                self.watched.discard(pid)
+
+    def ended(self, pid: int, status: int, usage: Any) -> int:
+        """The wait status reported for child ``pid``: a cloned sandbox's as its outer would have left."""
+        limits = self.boxes.pop(pid, None)
+        self.watched.discard(pid)
+        killed = pid in self.cpu_killed
+        self.cpu_killed.discard(pid)
+        if limits is None:
+            return status
+        return cgroup.ended_as(status, usage.ru_utime + usage.ru_stime, limits, os.getpid(), pid, cpu_killed=killed)
+
     def let_spares_go(self, key: bytes | None = None) -> None:
         """Spares leave unused (EOF on their socket): their tools are stale, or the pool is closing."""
         for k in list(self.spares) if key is None else [key]:
@@ -290,6 +354,11 @@ class Template:
                 pid = self.fork_worker((-1, -1, -1), sandbox, theirs.fileno())
             finally:
                 theirs.close()
+            if pid in self.boxes:  # a clone: its pid as we see it is its first word (``worker._own_pid``)
+                try:
+                    ours.send(pid.to_bytes(4, "little"))
+                except OSError:  # it died already: reaped as any child
+                    pass
             waiting.append((pid, ours))
         while len(self.spares) > SANDBOXES_WITH_SPARES:
             self.let_spares_go(next(iter(self.spares)))
@@ -371,9 +440,17 @@ def _reap_any() -> None:
 
 def _killpg(pid: int, sig: int) -> None:
     """Signal a worker's whole process group (the worker is its leader, its tool's children share it);
-    with no such group yet (the worker has not reached its setpgid), the worker alone."""
-    if not signal_quietly(os.killpg, pid, sig):
+    the worker too when it is not in that group (it has not reached its setpgid, or its tool moved it
+    out, leaving the group to its children)."""
+    if not signal_quietly(os.killpg, pid, sig) or _left_group(pid):
         signal_quietly(os.kill, pid, sig)
+
+
+def _left_group(pid: int) -> bool:
+    try:
+        return os.getpgid(pid) != pid
+    except OSError:
+        return False
 
 
 def _reap(children: set[int], template: Template | None, *, block: bool) -> bool:
@@ -384,7 +461,7 @@ def _reap(children: set[int], template: Template | None, *, block: bool) -> bool
         if block and not children:
             return reaped
         try:
-            pid, status = os.waitpid(-1, 0 if block else os.WNOHANG)
+            pid, status, usage = os.wait4(-1, 0 if block else os.WNOHANG)
         except ChildProcessError:
             children.clear()
             return reaped
@@ -395,6 +472,8 @@ def _reap(children: set[int], template: Template | None, *, block: bool) -> bool
         reaped = True
         if pid in children:  # a leftover's exit is nobody's business but ours
             children.discard(pid)
+            if template is not None:
+                status = template.ended(pid, status, usage)  # read from its cgroup: before it goes
             cgroup.remove(pid)  # a sandbox's cgroup, now empty
             if template is not None:
                 template.reply(Exited(pid, status))

@@ -170,6 +170,19 @@ def _await_channels(spare: int) -> tuple[int, int, int]:
     return fds[0], fds[1], fds[2]
 
 
+def _own_pid(spare: int) -> int:
+    """A cloned spare's pid as its template sees it: the template's first word on ``spare``. Leaves
+    (exit 0) at EOF: the template is gone (it died before this process could ask to die with it)."""
+    word = b""
+    try:
+        word = os.read(spare, 16)
+    except OSError:
+        pass
+    if len(word) != 4:
+        os._exit(0)
+    return int.from_bytes(word, "little")
+
+
 def _on_sigterm(signum: int, frame: Any) -> None:
     raise CallInterrupted("the executor stopped this call (deadline passed or executor closing)")
 
@@ -232,23 +245,28 @@ def child_pids() -> list[int]:
 
 def worker_main(call_fd: int, result_fd: int, side_fd: int, tools: dict[str, Any], hooks: WorkerSetup,
                 parent_pid: int, sandbox: Limits | None = None, spare: int | None = None,
-                session: ServedSession | None = None) -> None:
+                session: ServedSession | None = None, cloned: tuple[int, int] | None = None) -> None:
     """Entry point in the freshly forked worker; never returns. With ``sandbox`` (a one-shot for a
     sandboxed call) the sandbox is entered first, before ``on_worker_start`` or any tool code; if it
     cannot be, every call is refused naming why. A spare (``spare``: a unix socket to the template;
     the three channels are then -1) enters its sandbox ahead of its call and waits there for the
-    call's channels (see ``fork.template``)."""
+    call's channels (see ``fork.template``). ``cloned`` (its uid and gid outside): the spare was cloned
+    into its namespaces by the template (``parent_pid``), so it is PID 1 of its own; the template's
+    first word on ``spare`` is its pid as the template sees it (``sandbox.settle``)."""
     code = 0
     try:
         os.setpgid(0, 0)
         die_with_parent()
         become_subreaper()  # what its calls start stays below it, whatever they do (see fork.template)
-        if os.getppid() != parent_pid:  # the template died between fork and prctl
-            os._exit(1)
+        if cloned is None and os.getppid() != parent_pid:  # the template died between fork and prctl
+            os._exit(1)  # (a cloned spare's parent is outside its PID namespace: the template's word below)
         refused: ErrorInfo | None = None
         if sandbox is not None:
             try:
-                sandboxing.enter(sandbox, (call_fd, result_fd, side_fd) if spare is None else (spare,))
+                if cloned is not None and spare is not None:
+                    sandboxing.settle(sandbox, (spare,), *cloned, parent_pid, _own_pid(spare))
+                else:
+                    sandboxing.enter(sandbox, (call_fd, result_fd, side_fd) if spare is None else (spare,))
             except OSError as exc:
                 refused = ErrorInfo("LimitsNotEnforceable", f"the call was not run: its sandbox could not be "
                                     f"entered: {exc}")
