@@ -17,7 +17,7 @@ Part 2, the interpreter's goals (medians of many, one at a time):
 - rollback: a cell that loops past its timeout, then the next cell: the time beyond the timeout until
   the timed-out cell's error is back, and until the next cell's result is back.
 
-Usage: PYTHONPATH=. python bench/code_agent.py [EPISODES]
+Usage: PYTHONPATH=. python bench/code_agent.py [EPISODES] [--goals]   (--goals: part 2 only)
 """
 
 from __future__ import annotations
@@ -191,7 +191,11 @@ def goals() -> None:
 
 
 def main() -> None:
-    n = int(sys.argv[1]) if len(sys.argv) > 1 else 20
+    args = [a for a in sys.argv[1:] if a != "--goals"]
+    if "--goals" in sys.argv[1:]:
+        goals()
+        return
+    n = int(args[0]) if args else 20
     print(f"{n} episodes of {len(CELLS)} code actions, one at a time (medians)")
     rows: dict[str, tuple[list[float], list[float]] | str] = {"local": episodes(n, None)}
     refusal = docker_refusal()

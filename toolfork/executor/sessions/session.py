@@ -308,9 +308,23 @@ def open_session(executor: Executor, prepare: Callable[[Iterable[Any]], list[Too
     return session
 
 
+def prepare_session(executor: Executor, factory: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any],
+                    checkpoint: bool, limits: Limits | None, on_discard: Callable[[], None] | None) -> bool:
+    """``Executor.session_ahead``: the spec ``open_session`` would build, opened ahead by the backend where
+    it can (not counted against ``max_sessions``: it runs no call until an open takes it)."""
+    if not callable(factory):
+        raise TypeError(f"session_ahead(factory, ...): the factory must be callable, got {type(factory).__name__}")
+    if not executor.backend.capabilities.sessions:
+        return False
+    if limits is not None:
+        limits = check_sandbox(limits, executor.backend)
+    spec = SessionSpec(factory, args, kwargs, checkpoint, executor.timeout, tuple(executor.tools), limits)
+    return executor.backend.prepare_session(spec, on_discard)
+
+
 _OPEN: weakref.WeakKeyDictionary[Any, weakref.WeakSet[Session]] = weakref.WeakKeyDictionary()  # Executor -> sessions
 _opening: dict[int, int] = {}  # id(Executor) -> sessions being opened now (counted against the bound too)
 _OPEN_LOCK = threading.Lock()
 
 
-__all__ = ["Session", "SessionLost", "SessionUnavailable", "TooManySessions", "open_session"]
+__all__ = ["Session", "SessionLost", "SessionUnavailable", "TooManySessions", "open_session", "prepare_session"]
