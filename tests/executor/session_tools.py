@@ -29,6 +29,13 @@ class Account:
             other.owner, other.balance, other.history)
 
 
+def logged_factory(owner: str, log: str) -> Account:
+    """An account whose factory appends its owner to ``log`` each time it runs."""
+    with open(log, "a") as f:
+        f.write(f"{owner}\n")
+    return Account(owner)
+
+
 def broken_factory(owner: str) -> Account:
     raise ValueError(f"no account for {owner}")
 
