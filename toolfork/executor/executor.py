@@ -432,8 +432,8 @@ class Executor(Closable):
                 events.cancel()
             await asyncio.shield(done)
 
-    def session(self, factory: Callable[..., Any], *args: Any, checkpoint: bool = False, limits: Limits | None = None,
-                **kwargs: Any) -> Session:
+    def session(self, factory: Callable[..., Any], *args: Any, checkpoint: bool | str = False,
+                limits: Limits | None = None, **kwargs: Any) -> Session:
         """A state built by ``factory(*args, **kwargs)`` where the session's calls run; ``with`` it, and
         ``run`` its calls on it in order (tools reach it as ``runtime.state``). ``limits`` (asking for the
         sandbox): the session's process enters that sandbox when it opens, before the factory runs. See
@@ -449,7 +449,7 @@ class Executor(Closable):
             self._sessions.add(s)
         return s
 
-    def session_ahead(self, factory: Callable[..., Any], *args: Any, checkpoint: bool = False,
+    def session_ahead(self, factory: Callable[..., Any], *args: Any, checkpoint: bool | str = False,
                       limits: Limits | None = None, on_discard: Callable[[], None] | None = None,
                       **kwargs: Any) -> bool:
         """Open, in the background, the session ``session(factory, *args, checkpoint=..., limits=...,

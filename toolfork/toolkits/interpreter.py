@@ -74,6 +74,9 @@ def render(cell: dict[str, Any]) -> ToolOutput:
     return ToolOutput(blocks, cell["error"] is not None, cell)
 
 
+# The session's checkpoint (``Executor.session``'s word): the copy from before a cell is ended, and the
+# next one forked, after the cell's result is out and before the next cell is read (the model's turn).
+CHECKPOINT = "after_result"
 SYSTEM_READS = ("/usr", "/lib", "/lib64", "/bin", "/dev/null", "/dev/zero", "/dev/urandom", "/sys/devices/system/cpu")
 
 
@@ -152,7 +155,8 @@ class PythonInterpreter(Toolkit):
         where = (self._take_ahead(executor) or _workspace()) if workspace is None else os.path.abspath(workspace)
         try:
             # refused at open, naming why, where the backend or the machine cannot give the sandbox
-            session = executor.session(Kernel, where, self.max_output_chars, checkpoint=True, **self._options(where))
+            session = executor.session(Kernel, where, self.max_output_chars, checkpoint=CHECKPOINT,
+                                       **self._options(where))
         except BaseException:
             if made:
                 shutil.rmtree(where, ignore_errors=True)
@@ -192,7 +196,7 @@ class PythonInterpreter(Toolkit):
             shutil.rmtree(where, ignore_errors=True)
 
         try:
-            kept = ahead(Kernel, where, self.max_output_chars, checkpoint=True, on_discard=discard,
+            kept = ahead(Kernel, where, self.max_output_chars, checkpoint=CHECKPOINT, on_discard=discard,
                          **self._options(where))
         except Exception:  # (the executor closed meanwhile): the next open opens its own
             kept = False
@@ -255,4 +259,4 @@ class InterpreterSession:
         self.close()
 
 
-__all__ = ["ROLLED_BACK", "InterpreterSession", "PythonInterpreter", "render"]
+__all__ = ["CHECKPOINT", "ROLLED_BACK", "InterpreterSession", "PythonInterpreter", "render"]

@@ -146,7 +146,7 @@ class SessionProcessLink:
 
     # ----------------------------------------------------------------- requests
 
-    def open(self, blob: bytes, checkpoint: bool, timeout: float | None = None, sandbox: Limits | None = None,
+    def open(self, blob: bytes, checkpoint: bool | str, timeout: float | None = None, sandbox: Limits | None = None,
              limits_for: Callable[[str], Limits | None] | None = None) -> ErrorInfo | None:
         """Build the state in the session process (``blob``: dill bytes of (factory, args, kwargs)); with
         ``sandbox``, the process enters that sandbox first (see ``fork.session_keeper``) and what it sends
@@ -154,7 +154,7 @@ class SessionProcessLink:
         factory's error (or the sandbox's), or None; raises ``Fault`` if the process died, or, its process
         killed, with the reason "timeout" when the factory did not return within ``timeout`` seconds."""
         deadline = None if timeout is None else time.monotonic() + timeout
-        self._checkpoint = checkpoint
+        self._checkpoint = bool(checkpoint)
         if limits_for is not None:
             self._limits_for = limits_for
         entered = self._sandbox is not None  # a spare that was sent ENTER ahead
