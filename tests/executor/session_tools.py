@@ -195,6 +195,27 @@ class Listening:
         self.owner, self.balance, self.history = "ada", 0, []
 
 
+@tool
+def take_back(port: int, lock_path: str, runtime: ToolRuntime) -> str:
+    """Bind ``port`` and take the exclusive lock of ``lock_path`` at once (nothing may hold them).
+
+    Args:
+        port: the port a call before released
+        lock_path: the file whose lock it released
+    """
+    import fcntl
+    import socket
+
+    probe = socket.socket()
+    try:
+        probe.bind(("127.0.0.1", port))
+    finally:
+        probe.close()
+    with open(lock_path, "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    return "free"
+
+
 class Locked(Account):
     """An account with a lock in it: fork copies it, ``copy.deepcopy`` cannot."""
 
