@@ -51,3 +51,19 @@ def test_a_checkpoint_that_is_not_one_of_the_three_is_refused_naming_it(
             ex.session(S.Account, "ada", checkpoint=bad)
         with pytest.raises(ValueError, match=r"checkpoint=.*give True, False or 'after_result'"):
             ex.session_ahead(S.Account, "ada", checkpoint=bad)
+
+
+def test_a_call_stuck_in_c_is_killed_at_once_at_its_timeout_and_rolled_back(
+        make_executor: Callable[..., Executor]) -> None:
+    """Its process is discarded (the checkpoint takes over), so it gets no grace: a call stuck in C code,
+    which no SIGTERM reaches, does not keep the rollback waiting for ``kill_grace`` (5 s here)."""
+    import time
+
+    ex = make_executor(S.SESSION_TOOLS, mode="fork", kill_grace=5.0)
+    with ex.session(S.Account, "ada", checkpoint="after_result") as s:
+        assert values(s.run([dep(1, 7)])) == [7]
+        started = time.monotonic()
+        failed = s.run([spoil("hang_in_c", timeout=0.5)])[0]
+        assert failed.status == "timeout", failed
+        assert time.monotonic() - started < 3.5  # not 0.5 s + the 5 s grace
+        assert values(s.run([dep(2, 1)])) == [8] and s.restores == 1

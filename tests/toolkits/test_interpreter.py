@@ -234,3 +234,18 @@ def test_the_next_episode_is_opened_ahead_in_a_workspace_of_its_own_and_only_for
             out = c.run_cell("print('0123456789')").output.data["stdout"]
             assert out.startswith("01234\n") and "more characters not shown" in out, out
     assert os.listdir(tmp_path) == []  # every workspace made ahead and not used is removed with its executor
+
+
+def test_a_cell_stuck_in_c_code_is_rolled_back_at_its_timeout_not_after_the_kill_grace() -> None:
+    """No SIGTERM reaches a cell inside one long C call: its process, discarded for its checkpoint, is
+    killed at once at the timeout, not ``kill_grace`` (5 s here) later."""
+    import time
+
+    interp = PythonInterpreter(timeout=10)
+    with Executor(interp, workers=1, kill_grace=5.0) as ex, interp.open(ex) as s:
+        assert s.run_cell("x = 41").status == "ok"
+        started = time.monotonic()
+        r = s.run_cell("x = 0\nimport hashlib\nhashlib.pbkdf2_hmac('sha256', b'x', b'y', 2**31 - 1)", timeout=0.5)
+        assert r.status == "timeout" and "rolled back" in r.error.message, r
+        assert time.monotonic() - started < 3.5
+        assert s.run_cell("x + 1").output.data["value"] == "42"

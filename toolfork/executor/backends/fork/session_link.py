@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import os
 import pickle
 import signal
@@ -39,7 +40,7 @@ from toolfork.executor.backends.fork.template_link import (
     process_state,
     worker_channels,
 )
-from toolfork.executor.sessions.place import ProcessGone, SessionSpec
+from toolfork.executor.sessions.place import AFTER_RESULT, ProcessGone, SessionSpec
 from toolfork.executor.types import ErrorInfo, ToolResult
 from toolfork.executor.wire import ceiling, frames, framing, oob
 from toolfork.executor.wire.frames import Leaving, Progress, Spans, damaged_result, unreadable_result
@@ -119,6 +120,7 @@ class SessionProcessLink:
         self._sandbox: Limits | None = None  # a sandboxed session's Limits (set at its OPEN)
         self._kill_grace = kill_grace
         self._checkpoint = False  # its OPEN asked for checkpoints: a timed-out call's kill asks for the resume too
+        self._after_result = False  # checkpoint=AFTER_RESULT (see sessions.place)
         self._resuming: tuple[int, int, socket.socket] | None = None  # the channels a kill's resume was sent
         self._watch = watch if watch is not None else SupervisorWatch()
         channels, self._ctl = core.open_session()
@@ -155,6 +157,7 @@ class SessionProcessLink:
         killed, with the reason "timeout" when the factory did not return within ``timeout`` seconds."""
         deadline = None if timeout is None else time.monotonic() + timeout
         self._checkpoint = bool(checkpoint)
+        self._after_result = checkpoint == AFTER_RESULT
         if limits_for is not None:
             self._limits_for = limits_for
         entered = self._sandbox is not None  # a spare that was sent ENTER ahead
@@ -358,8 +361,9 @@ class SessionProcessLink:
             self._resuming, channels = worker_channels()
             theirs = tuple(channels)
         try:
-            if theirs:
-                socket.send_fds(self._ctl, [pickle.dumps(("kill", self._kill_grace, "resume"))], list(theirs))
+            if theirs:  # AFTER_RESULT: the process whose checkpoint takes over is killed at once (no grace)
+                grace = 0.0 if self._after_result else self._kill_grace
+                socket.send_fds(self._ctl, [pickle.dumps(("kill", grace, "resume"))], list(theirs))
             else:
                 self._ctl.send(pickle.dumps(("kill", self._kill_grace)))
         except OSError:
@@ -473,8 +477,12 @@ _GONE = (None, b"Z", b"X", b"T", b"t")  # a process's states in which it serves 
 
 
 def _slice(left: float | None) -> float:
-    """How long one wait lasts: the supervisor is looked at between waits."""
-    return TEMPLATE_CHECK_S if left is None else min(left, TEMPLATE_CHECK_S)
+    """How long one wait lasts: the supervisor is looked at between waits. ``poll`` counts whole
+    milliseconds, rounded up: a wait that ends at a deadline asks for the whole milliseconds below it
+    (the last fraction is polled for), so the deadline is seen on time, not up to a millisecond late."""
+    if left is None or left >= TEMPLATE_CHECK_S:
+        return TEMPLATE_CHECK_S
+    return max(0.0, (math.floor(left * 1000) - 0.5) / 1000)
 
 
 class SessionSpares:

@@ -162,7 +162,7 @@ class SessionProcess:
         if previous is not None:
             _end_checkpoint(previous)
 
-    def after_frame(self, channels: Channels | None = None) -> None:
+    def after_frame(self, channels: Channels | None = None, *, hot: bool = True) -> None:
         """With checkpoints: fork a paused copy of this process (the state as it is now), hand it to the
         supervisor, let the previous one go. In the copy, this returns when it takes over."""
         if not self.checkpoints:
@@ -171,11 +171,13 @@ class SessionProcess:
         # The previous copy holds an older state: it is killed first (it exits while this one forks) and
         # reaped once the new one is named, so no call runs while it is alive, and none can take it over.
         previous, self.checkpoint = self.checkpoint, None
+
         def called() -> bool:  # the next call is here: what is left to do before reading it is not copied ahead
             return bool(readable([self._channels.call_fd], 0))
 
         # the pages written since the last fork (see fork.prefault), unless the next call is here already
-        hot = prefault.hot_runs() if self.after_result and not called() else []
+        # (``hot``: False for a copy that just took over: every page is its own then, none is known hot)
+        runs = prefault.hot_runs() if hot and self.after_result and not called() else []
         if previous is not None:
             _kill_checkpoint(previous)
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
@@ -189,7 +191,7 @@ class SessionProcess:
         if pid == 0:
             ours.close()
             self._wait_as_checkpoint(theirs)
-            self.after_frame()  # taken over: a checkpoint of its own before the next call, too
+            self.after_frame(hot=False)  # taken over: a checkpoint of its own before the next call, too
             return
         lead_group(pid)  # before this process runs another call (a timeout kills this one's group)
         theirs.close()
@@ -199,7 +201,7 @@ class SessionProcess:
             ours.close()
         self.checkpoint = pid
         _reap_checkpoint(previous)
-        prefault.copy_ahead(hot, called)
+        prefault.copy_ahead(runs, called)
 
     _channels: Channels
 
