@@ -77,6 +77,7 @@ SNAPSHOT = "N"  # host -> session process: (SNAPSHOT,); reply (SNAPSHOT, state, 
 ENTER = "E"
 MAX_MESSAGE = 1 << 12
 KEEPER_GRACE_S = 2.0  # a sandboxed session's keeper has this long past a kill's grace before its sandbox goes
+TAKEOVER_PAUSE_S = 0.02  # (checkpoint=AFTER_RESULT) how long a copy that took over waits before it forks its own
 
 
 class SessionProcess:
@@ -191,6 +192,8 @@ class SessionProcess:
         if pid == 0:
             ours.close()
             self._wait_as_checkpoint(theirs)
+            if self.after_result:  # its fork waits for the next call or a moment: the failed call's error goes first
+                readable([self._channels.call_fd], TAKEOVER_PAUSE_S)
             self.after_frame(hot=False)  # taken over: a checkpoint of its own before the next call, too
             return
         lead_group(pid)  # before this process runs another call (a timeout kills this one's group)
