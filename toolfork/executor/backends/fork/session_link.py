@@ -58,6 +58,7 @@ REPLY_TIMEOUT = 10.0  # how long the supervisor may take to answer (it does noth
 SPARES = 2  # session processes forked ahead, waiting for a session to open on them
 SANDBOXED_SPARES = 1  # per sandbox: session processes that entered it ahead (three processes each)
 SANDBOXES_WITH_SPARES = 4  # the sandboxes used last keep theirs
+AHEAD_DELAY_S = 0.01  # a session asked for ahead (``SessionSpares.prepare``) is opened this long after
 
 log = logging.getLogger("toolfork.executor")
 
@@ -590,6 +591,7 @@ class SessionSpares:
                 if not self._to_open:
                     return
                 entry, opener = self._to_open.popleft()
+            time.sleep(AHEAD_DELAY_S)  # the open that asked for it returns first, its thread not slowed by ours
             if self._ahead is entry:  # (replaced before its turn: let go below, never opened)
                 self._open_ahead(entry, opener)
             else:
