@@ -55,7 +55,7 @@ def test_pages_written_after_a_fork_are_found_and_copied_ahead_with_their_bytes_
         data[start - _address(data)] ^= 0xFF  # one write: its page is copied, and ours alone
         assert _covered(prefault.hot_runs(1 << 20), start, size) == prefault.PAGE
         before = bytes(data)
-        prefault.copy_ahead([(start, size)], lambda: False)
+        assert prefault.copy_ahead([(start, size)], lambda: False) is True  # all of it
         if not prefault._usable:
             pytest.skip("this kernel has no MADV_POPULATE_WRITE (Linux < 5.14)")
         assert bytes(data) == before  # copied, not changed
@@ -68,6 +68,6 @@ def test_copying_ahead_stops_when_told() -> None:
     start, size = _whole_pages(data)
     with _copy_held():
         asked: list[int] = []
-        prefault.copy_ahead([(start, size)], lambda: bool(asked.append(1)) or len(asked) > 1)
-        assert len(asked) == 2  # one chunk copied, then it stopped
+        assert prefault.copy_ahead([(start, size)], lambda: bool(asked.append(1)) or len(asked) > 1) is False
+        assert len(asked) == 2  # one chunk copied, then it stopped (and says so)
         assert _covered(prefault.hot_runs(1 << 20), start, size) == prefault.CHUNK

@@ -69,23 +69,25 @@ def hot_runs(most: int = MAX_PAGES) -> list[tuple[int, int]]:
     return runs
 
 
-def copy_ahead(runs: list[tuple[int, int]], stop: Callable[[], bool]) -> None:
+def copy_ahead(runs: list[tuple[int, int]], stop: Callable[[], bool]) -> bool:
     """Take the copy-on-write faults of ``runs`` now (see the module docstring), ``CHUNK`` bytes at a
-    time, until ``stop()`` says the next call is here (it then takes the rest itself, as it writes)."""
+    time, until ``stop()`` says the next call is here (it then takes the rest itself, as it writes).
+    False when it stopped so (calls come back to back: looking for the pages is not worth it then)."""
     global _libc, _usable
     if not runs or not _usable:
-        return
+        return True
     if _libc is None:
         _libc = ctypes.CDLL(None, use_errno=True)
         _libc.madvise.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
     for address, size in runs:
         for at in range(address, address + size, CHUNK):
             if stop():
-                return
+                return False
             if _libc.madvise(at, min(CHUNK, address + size - at), MADV_POPULATE_WRITE) != 0 \
                     and ctypes.get_errno() == errno.EINVAL:
                 _usable = False  # no such advice here (or a mapping it does not take): not again
-                return
+                return True
+    return True
 
 
 __all__ = ["MAX_PAGES", "copy_ahead", "hot_runs"]

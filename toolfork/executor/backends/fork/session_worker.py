@@ -87,6 +87,7 @@ class SessionProcess:
         self.up = up  # to the supervisor (in a sandbox: to its keeper): each new checkpoint
         self.checkpoints = False
         self.after_result = False  # checkpoint=AFTER_RESULT: the copy from before a call goes after its result
+        self.paused = True  # the next call did not come while the last checkpoint was taken (see after_frame)
         self.checkpoint: int | None = None  # the pid of the checkpoint of the state as it is now
         self.limits: Limits | None = None  # the sandbox's, once entered at OPEN (see fork.session_keeper)
         self.ahead: Limits | None = None  # a spare's: the sandbox entered at ENTER, less its paths (not locked)
@@ -178,7 +179,8 @@ class SessionProcess:
 
         # the pages written since the last fork (see fork.prefault), unless the next call is here already
         # (``hot``: False for a copy that just took over: every page is its own then, none is known hot)
-        runs = prefault.hot_runs() if hot and self.after_result and not called() else []
+        # (nor after a frame whose copying ahead the next call cut short: they come back to back)
+        runs = prefault.hot_runs() if hot and self.after_result and self.paused and not called() else []
         if previous is not None:
             _kill_checkpoint(previous)
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
@@ -204,7 +206,7 @@ class SessionProcess:
             ours.close()
         self.checkpoint = pid
         _reap_checkpoint(previous)
-        prefault.copy_ahead(runs, called)
+        self.paused = prefault.copy_ahead(runs, called) and not called()
 
     _channels: Channels
 
