@@ -67,3 +67,13 @@ def test_a_call_stuck_in_c_is_killed_at_once_at_its_timeout_and_rolled_back(
         assert failed.status == "timeout", failed
         assert time.monotonic() - started < 3.5  # not 0.5 s + the 5 s grace
         assert values(s.run([dep(2, 1)])) == [8] and s.restores == 1
+
+
+def test_sequential_mode_takes_after_result_as_a_checkpoint(make_executor: Callable[..., Executor]) -> None:
+    """Only a fork session process has an "after" to move the copy to: elsewhere it is a checkpoint as
+    True is (a state sequential mode cannot copy is refused at open, naming why)."""
+    seq = make_executor(S.SESSION_TOOLS, mode="sequential")
+    with pytest.raises(TypeError, match=r"checkpoint=True.*sequential.*deepcopy"):
+        seq.session(S.Locked, "ada", checkpoint="after_result")
+    with seq.session(S.Account, "ada", checkpoint="after_result") as s:
+        assert values(s.run([dep(1, 5)])) == [5]
