@@ -3,7 +3,8 @@
 Each row opens N sessions one at a time on one warm Executor (the first open of each kind is not
 counted: it forks the spares), runs one trivial call in each, and closes it; reported in ms per open
 (median and p95) and per first call. "back to back": each open right after the last close (a
-sandboxed spare may still be entering); "warm spare": 0.2 s between them (not counted). Run as root for the cgroup rows:
+sandboxed spare may still be entering); "warm spare": 0.2 s between them (not counted); "opened ahead":
+the same, each next session asked for with ``Executor.session_ahead`` first. Run as root for the cgroup rows:
 
     PYTHONPATH=. python bench/session_open.py [N]
 """
@@ -27,9 +28,11 @@ def bump(runtime: ToolRuntime) -> int:
     return int(runtime.state["n"])
 
 
-def row(ex: Executor, n: int, pause: float, **options: Any) -> tuple[float, float, float]:
+def row(ex: Executor, n: int, pause: float, ahead: bool = False, **options: Any) -> tuple[float, float, float]:
     opens, calls = [], []
     for i in range(n + 1):
+        if ahead:  # the next session, opened ahead whole (factory run, sandbox locked) while we wait
+            ex.session_ahead(dict, **options)
         time.sleep(pause)  # the spare made at the last open has time to get ready (0: back to back)
         t0 = time.perf_counter()
         s = ex.session(dict, **options)
@@ -55,7 +58,8 @@ def spin(runtime: ToolRuntime) -> int:
 def rollback(ex: Executor, n: int, **options: Any) -> float:
     """ms past a 0.2 s timeout until a spinning call's result is in and its checkpoint took over."""
     late = []
-    with ex.session(dict, checkpoint=True, **options) as s:
+    options.setdefault("checkpoint", True)
+    with ex.session(dict, **options) as s:
         s.run([ToolCall("c", "bump", {})])
         for _ in range(n):
             t0 = time.perf_counter()
@@ -78,8 +82,10 @@ def main() -> None:
     }
     with Executor([bump, spin], mode="fork", workers=1, timeout=60, kill_grace=0.2) as ex:
         print(f"{'row':62} {'open ms (median)':>17} {'open ms (p95)':>14} {'first call ms':>14}")
-        for pause, how in ((0.0, "back to back"), (0.2, "warm spare")):
+        for pause, how in ((0.0, "back to back"), (0.2, "warm spare"), (0.2, "opened ahead")):
             for name, options in rows.items():
+                if how == "opened ahead":
+                    options = {**options, "ahead": True}
                 label = f"{name}, {how}"
                 try:
                     median, p95, call = row(ex, n, pause, **options)
@@ -88,8 +94,10 @@ def main() -> None:
                     continue
                 print(f"{label:62} {median:17.2f} {p95:14.2f} {call:14.2f}")
         print("rollback after a timed-out call (kill_grace=0.2), ms past the timeout, median:")
-        for name, options in (("plain", {}), ("sandboxed + write_paths", {"limits": Limits(network=False,
-                                                                                          write_paths=[ws])})):
+        sandboxed = Limits(network=False, write_paths=[ws])
+        for name, options in (("plain", {}), ("sandboxed + write_paths", {"limits": sandboxed}),
+                              ("sandboxed + write_paths, checkpoint='after_result'",
+                               {"limits": sandboxed, "checkpoint": "after_result"})):
             print(f"  {name:60} {rollback(ex, max(3, n // 3), **options):.2f}")
 
 

@@ -30,6 +30,13 @@ class Account:
             other.owner, other.balance, other.history)
 
 
+def logged_factory(owner: str, log: str) -> Account:
+    """An account whose factory appends its owner to ``log`` each time it runs."""
+    with open(log, "a") as f:
+        f.write(f"{owner}\n")
+    return Account(owner)
+
+
 def broken_factory(owner: str) -> Account:
     raise ValueError(f"no account for {owner}")
 
@@ -198,6 +205,27 @@ class Listening:
         self.file = open(lock_path, "w")  # the state holds it open
         fcntl.flock(self.file, fcntl.LOCK_EX)
         self.owner, self.balance, self.history = "ada", 0, []
+
+
+@tool
+def take_back(port: int, lock_path: str, runtime: ToolRuntime) -> str:
+    """Bind ``port`` and take the exclusive lock of ``lock_path`` at once (nothing may hold them).
+
+    Args:
+        port: the port a call before released
+        lock_path: the file whose lock it released
+    """
+    import fcntl
+    import socket
+
+    probe = socket.socket()
+    try:
+        probe.bind(("127.0.0.1", port))
+    finally:
+        probe.close()
+    with open(lock_path, "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    return "free"
 
 
 class Locked(Account):

@@ -105,8 +105,9 @@ def ex() -> Any:
         yield e
 
 
-def test_a_host_tool_runs_in_the_pool_and_its_value_comes_back(ex: Executor) -> None:
-    with ex.session(dict, host_tools=["lookup"]) as s:
+@pytest.mark.parametrize("checkpoint", [False, True, "after_result"])
+def test_a_host_tool_runs_in_the_pool_and_its_value_comes_back(ex: Executor, checkpoint: bool | str) -> None:
+    with ex.session(dict, host_tools=["lookup"], checkpoint=checkpoint) as s:
         got = _one(s, "ask", {"name": "lookup", "arguments": {"key": "k1"}})
         assert got["value"]["key"] == "k1"
         assert got["value"]["pid"] not in (os.getpid(), got["pid"], s.pid)  # a pool worker, not the session

@@ -205,7 +205,47 @@ def test_open_interpreters_are_bounded_by_max_sessions_and_a_refused_one_leaves_
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # where the workspaces are made
     interp = PythonInterpreter()
     with Executor(interp, workers=1, max_sessions=1) as ex, interp.open(ex) as first:
-        assert os.listdir(tmp_path) == [os.path.basename(first.workspace)]
+        # the first's, and the next episode's, opened ahead (not counted: it runs no cell until an open takes it)
+        assert len(os.listdir(tmp_path)) == 2 and os.path.basename(first.workspace) in os.listdir(tmp_path)
         with pytest.raises(RuntimeError, match="max_sessions"):
             interp.open(ex)
         assert os.listdir(tmp_path) == [os.path.basename(first.workspace)]
+    assert os.listdir(tmp_path) == []
+
+
+def test_the_next_episode_is_opened_ahead_in_a_workspace_of_its_own_and_only_for_the_same_settings(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each open asks the executor to open the next episode ahead, in a new workspace: the next open with
+    the same settings is handed it, with nothing of the episode before (no file, no variable); an open
+    after a setting changed gets an episode with the new setting, not the one opened ahead."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    interp = PythonInterpreter(timeout=10)
+    with Executor(interp, workers=1) as ex:
+        with interp.open(ex) as a:
+            assert a.run_cell("secret = 'a'\nopen('a.txt', 'w').write('a')").status == "ok"
+            ahead = set(os.listdir(tmp_path)) - {os.path.basename(a.workspace)}
+            assert len(ahead) == 1  # the next episode's, made ahead
+        with interp.open(ex) as b:
+            assert {os.path.basename(b.workspace)} == ahead
+            seen = b.run_cell("import os\nsorted(os.listdir('.')), 'secret' in dir()").output.data["value"]
+            assert seen == "([], False)"
+        interp.max_output_chars = 5
+        with interp.open(ex) as c:
+            out = c.run_cell("print('0123456789')").output.data["stdout"]
+            assert out.startswith("01234\n") and "more characters not shown" in out, out
+    assert os.listdir(tmp_path) == []  # every workspace made ahead and not used is removed with its executor
+
+
+def test_a_cell_stuck_in_c_code_is_rolled_back_at_its_timeout_not_after_the_kill_grace() -> None:
+    """No SIGTERM reaches a cell inside one long C call: its process, discarded for its checkpoint, is
+    killed at once at the timeout, not ``kill_grace`` (5 s here) later."""
+    import time
+
+    interp = PythonInterpreter(timeout=10)
+    with Executor(interp, workers=1, kill_grace=5.0) as ex, interp.open(ex) as s:
+        assert s.run_cell("x = 41").status == "ok"
+        started = time.monotonic()
+        r = s.run_cell("x = 0\nimport hashlib\nhashlib.pbkdf2_hmac('sha256', b'x', b'y', 2**31 - 1)", timeout=0.5)
+        assert r.status == "timeout" and "rolled back" in r.error.message, r
+        assert time.monotonic() - started < 3.5
+        assert s.run_cell("x + 1").output.data["value"] == "42"

@@ -32,7 +32,7 @@ from typing import Any
 from toolfork._extras import import_optional
 from toolfork.executor import Executor
 from toolfork.governance.limits import Limits
-from toolfork.toolkits.interpreter import ROLLED_BACK, readable
+from toolfork.toolkits.interpreter import CHECKPOINT, ROLLED_BACK, readable
 from toolfork.toolkits.interpreter_kernel import Kernel
 from toolfork.tools import Tool, ToolOutput, ToolRuntime
 
@@ -142,19 +142,20 @@ class ToolforkExecutor(RemotePythonExecutor):
             if TOOL_NAME not in self.executor.tools:
                 self.executor.add_tools(CODE_TOOL)
             kernel = (Kernel, self.workspace, 20_000, (FINAL,))
+            kept = CHECKPOINT if checkpoint else False  # the interpreter's: the copy goes after the result
             if _sandbox:
                 settings = {"sandbox": True, "network": False, "write_paths": [self.workspace],
                             "read_paths": readable(self.workspace),
                             **(limits.set_fields() if limits is not None else {})}
                 # refused at open, naming why, where the backend or the machine cannot give the sandbox
-                self.session = self.executor.session(*kernel, limits=Limits(**settings), checkpoint=checkpoint,
+                self.session = self.executor.session(*kernel, limits=Limits(**settings), checkpoint=kept,
                                                      host_tools=self.host_tools)
             elif self.executor.mode != "fork":
                 raise RuntimeError(f"ToolforkExecutor(_sandbox=False): the executor's sessions run in "
                                    f"{self.executor.mode} mode, where a code action would run in this process: "
                                    "use mode='fork'")
             else:
-                self.session = self.executor.session(*kernel, checkpoint=checkpoint, host_tools=self.host_tools)
+                self.session = self.executor.session(*kernel, checkpoint=kept, host_tools=self.host_tools)
             self.installed_packages = self.install_packages(additional_imports)
         except BaseException:
             self.cleanup()

@@ -432,8 +432,8 @@ class Executor(Closable):
                 events.cancel()
             await asyncio.shield(done)
 
-    def session(self, factory: Callable[..., Any], *args: Any, checkpoint: bool = False, limits: Limits | None = None,
-                host_tools: Iterable[str] = (), **kwargs: Any) -> Session:
+    def session(self, factory: Callable[..., Any], *args: Any, checkpoint: bool | str = False,
+                limits: Limits | None = None, host_tools: Iterable[str] = (), **kwargs: Any) -> Session:
         """A state built by ``factory(*args, **kwargs)`` where the session's calls run; ``with`` it, and
         ``run`` its calls on it in order (tools reach it as ``runtime.state``). ``limits`` (asking for the
         sandbox): the session's process enters that sandbox when it opens, before the factory runs.
@@ -449,6 +449,18 @@ class Executor(Closable):
                 self._check_open()
             self._sessions.add(s)
         return s
+
+    def session_ahead(self, factory: Callable[..., Any], *args: Any, checkpoint: bool | str = False,
+                      limits: Limits | None = None, on_discard: Callable[[], None] | None = None,
+                      **kwargs: Any) -> bool:
+        """Open, in the background, the session ``session(factory, *args, checkpoint=..., limits=...,
+        **kwargs)`` would open, so that the next such call (all its arguments equal) returns at once. One is
+        kept, for the arguments given last; ``on_discard`` is called once if it is let go unused. False when
+        this backend does not (fork does)."""
+        from toolfork.executor.sessions.session import prepare_session
+
+        self._check_open()
+        return prepare_session(self, factory, args, kwargs, checkpoint, limits, on_discard)
 
     @contextlib.contextmanager
     def counted(self) -> Iterator[dict[tuple[str, str], int]]:

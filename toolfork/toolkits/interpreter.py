@@ -17,10 +17,13 @@ Files the cell wrote in the workspace are not rolled back (they live on disk, ou
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import sys
 import tempfile
+import threading
+import weakref
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -71,6 +74,9 @@ def render(cell: dict[str, Any]) -> ToolOutput:
     return ToolOutput(blocks, cell["error"] is not None, cell)
 
 
+# The session's checkpoint (``Executor.session``'s word): the copy from before a cell is ended, and the
+# next one forked, after the cell's result is out and before the next cell is read (the model's turn).
+CHECKPOINT = "after_result"
 SYSTEM_READS = ("/usr", "/lib", "/lib64", "/bin", "/dev/null", "/dev/zero", "/dev/urandom", "/sys/devices/system/cpu")
 
 
@@ -78,14 +84,21 @@ def readable(workspace: str, extra: Iterable[str] = ()) -> list[str]:
     """What a cell may read: its workspace, ``extra``, the interpreter (its prefixes, the directories on
     ``sys.path``) and the system's libraries; never the directory the workspaces are made in, so one
     episode cannot read another's files."""
-    shared = os.path.realpath(tempfile.gettempdir())
-    paths = {workspace, *extra, *SYSTEM_READS, sys.prefix, sys.base_prefix, sys.exec_prefix,
+    return sorted({*([workspace] if os.path.exists(workspace) else []),
+                   *_interpreter_reads(tuple(extra), tuple(sys.path), tempfile.gettempdir(), os.getcwd())})
+
+
+@functools.lru_cache(maxsize=16)
+def _interpreter_reads(extra: tuple[str, ...], path: tuple[str, ...], temp: str, cwd: str) -> tuple[str, ...]:
+    """``readable`` but the workspace, for one ``sys.path`` (worked out once: it looks at the disk)."""
+    shared = os.path.realpath(temp)
+    paths = {*extra, *SYSTEM_READS, sys.prefix, sys.base_prefix, sys.exec_prefix,
              os.path.dirname(os.path.realpath(sys.executable))}
-    for entry in sys.path:
-        where = os.path.realpath(entry or ".")
+    for entry in path:
+        where = os.path.realpath(entry or cwd)
         if os.path.isdir(where) and where != "/" and os.path.commonpath([where, shared]) != where:
             paths.add(where)
-    return sorted(p for p in paths if os.path.exists(p))
+    return tuple(p for p in paths if os.path.exists(p))
 
 
 class PythonInterpreter(Toolkit):
@@ -112,6 +125,9 @@ class PythonInterpreter(Toolkit):
         self.read_paths = None if read_paths is None else [os.path.abspath(p) for p in read_paths]
         self.max_output_chars = max_output_chars
         Limits(memory_mb=memory_mb, cpu_s=cpu_s, network=network)  # a bad setting is refused here, named
+        # per executor, the workspace of the episode opened ahead for the next ``open`` (``_prepare_next``)
+        self._ahead: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()
+        self._ahead_lock = threading.Lock()
 
     def provide(self) -> list[Tool]:
         return [Tool("python", fn=_python, timeout=self.timeout)]
@@ -136,19 +152,60 @@ class PythonInterpreter(Toolkit):
                                "would change this process's directory and streams, and a crash would be this "
                                "process's): use mode='fork'")
         made = workspace is None
-        where = tempfile.mkdtemp(prefix="toolfork-interpreter-") if workspace is None else os.path.abspath(workspace)
+        where = (self._take_ahead(executor) or _workspace()) if workspace is None else os.path.abspath(workspace)
         try:
-            if self.sandbox:
-                # refused at open, naming why, where the backend or the machine cannot give the sandbox
-                session = executor.session(Kernel, where, self.max_output_chars, limits=self.limits(where),
-                                           checkpoint=True)
-            else:
-                session = executor.session(Kernel, where, self.max_output_chars, checkpoint=True)
+            # refused at open, naming why, where the backend or the machine cannot give the sandbox
+            session = executor.session(Kernel, where, self.max_output_chars, checkpoint=CHECKPOINT,
+                                       **self._options(where))
         except BaseException:
             if made:
                 shutil.rmtree(where, ignore_errors=True)
             raise
+        if made:
+            self._prepare_next(executor)
         return InterpreterSession(session, where, made, self.timeout)
+
+    def _options(self, workspace: str) -> dict[str, Any]:
+        return {"limits": self.limits(workspace)} if self.sandbox else {}
+
+    def _take_ahead(self, executor: Any) -> str | None:
+        with self._ahead_lock:
+            return self._ahead.pop(executor, None)
+
+    def _prepare_next(self, executor: Any) -> None:
+        """The next episode on ``executor``, opened ahead in a workspace of its own made now (the executor's
+        ``session_ahead``): the next ``open`` with these settings is handed it whole. One at a time; its
+        workspace is removed if it is let go unused."""
+        ahead = getattr(executor, "session_ahead", None)
+        if ahead is None:
+            return
+        with self._ahead_lock:
+            if executor in self._ahead:
+                return
+            where = _workspace()
+            self._ahead[executor] = where
+        owner = weakref.ref(executor)
+
+        def discard() -> None:  # unless an open took the workspace meanwhile: it is that episode's then
+            ex = owner()
+            with self._ahead_lock:
+                if ex is not None and self._ahead.get(ex) != where:
+                    return
+                if ex is not None:
+                    del self._ahead[ex]
+            shutil.rmtree(where, ignore_errors=True)
+
+        try:
+            kept = ahead(Kernel, where, self.max_output_chars, checkpoint=CHECKPOINT, on_discard=discard,
+                         **self._options(where))
+        except Exception:  # (the executor closed meanwhile): the next open opens its own
+            kept = False
+        if not kept:
+            discard()
+
+
+def _workspace() -> str:
+    return tempfile.mkdtemp(prefix="toolfork-interpreter-")
 
 
 class InterpreterSession:
@@ -202,4 +259,4 @@ class InterpreterSession:
         self.close()
 
 
-__all__ = ["ROLLED_BACK", "InterpreterSession", "PythonInterpreter", "render"]
+__all__ = ["CHECKPOINT", "ROLLED_BACK", "InterpreterSession", "PythonInterpreter", "render"]

@@ -8,6 +8,7 @@ that is or is not alive."""
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import secrets
@@ -317,6 +318,70 @@ def spare_paths(ex: Executor, work: Path) -> dict[str, Any]:
     return seen
 
 
+def locked_state(beside: str) -> dict[str, Any]:
+    """A session's factory that records, as it runs, how locked its process already is: no_new_privs,
+    its seccomp mode, whether it can read or write ``beside`` (a file outside its read_paths and
+    write_paths), and when it ran. Its namespace is the session's state (``cell`` runs in it)."""
+    with open("/proc/self/status") as f:
+        status = dict(line.split(":", 1) for line in f.read().splitlines() if ":" in line)
+    seen: dict[str, Any] = {"no_new_privs": status.get("NoNewPrivs", "").strip(),
+                            "seccomp": status.get("Seccomp", "").strip(), "built": time.time()}
+    for what, mode in (("read_beside", "r"), ("write_beside", "a")):
+        try:
+            with open(beside, mode):
+                seen[what] = "opened"
+        except OSError as exc:
+            seen[what] = errno.errorcode.get(exc.errno or 0, type(exc).__name__)
+    return seen
+
+
+def ahead(ex: Executor, work: Path) -> dict[str, Any]:
+    """A session opened ahead (``Executor.session_ahead``) ran its factory before its open was called:
+    it must have run it locked (no_new_privs, seccomp, Landlock: ``beside`` neither readable nor
+    writable), with the paths of its own Limits. A session whose Limits differ from those opened ahead
+    (another workspace) is never handed that one: its factory runs at its own open, with its own paths."""
+    seen: dict[str, Any] = {"discarded": 0}
+    reads = sorted({sys.prefix, sys.base_prefix, str(Path(__file__).resolve().parents[3]), "/usr", "/lib", "/lib64",
+                    "/etc", "/dev/null"})
+    a, b = work / "a", work / "b"
+    for ws in (a, b):
+        ws.mkdir()
+        ws.chmod(0o777)
+    beside = str(work / "beside.txt")
+    Path(beside).write_text("host")
+
+    def limits(ws: Path) -> Limits:
+        return Limits(network=False, read_paths=[*reads, str(ws)], write_paths=[str(ws)])
+
+    def discarded() -> None:
+        seen["discarded"] += 1
+
+    with ex.session(dict, limits=limits(a), checkpoint=True):
+        pass  # the spares a sandbox of these Limits uses are made
+    seen["kept"] = ex.session_ahead(locked_state, beside, limits=limits(a), checkpoint=True, on_discard=discarded)
+    time.sleep(1.0)  # it opens meanwhile
+    asked = time.time()
+    with ex.session(locked_state, beside, limits=limits(a), checkpoint=True) as s:
+        seen["a_built_before_open"] = _run(s, "out = built")["data"] < asked
+        seen["a_factory"] = _run(s, "out = [no_new_privs, seccomp, read_beside, write_beside]")
+        seen["a_write_a"] = _run(s, f"open({str(a / 'in_a.txt')!r}, 'w').write('a')\nout = 'wrote'")
+        seen["a_write_b"] = _run(s, f"open({str(b / 'from_a.txt')!r}, 'w').write('a')\nout = 'wrote'")
+        seen["a_read_beside"] = _run(s, f"out = open({beside!r}).read()")
+    ex.session_ahead(locked_state, beside, limits=limits(a), checkpoint=True, on_discard=discarded)
+    time.sleep(1.0)
+    asked = time.time()
+    with ex.session(locked_state, beside, limits=limits(b), checkpoint=True) as s:  # another workspace
+        seen["b_built_before_open"] = _run(s, "out = built")["data"] < asked
+        seen["b_factory"] = _run(s, "out = [no_new_privs, seccomp, read_beside, write_beside]")
+        seen["b_write_a"] = _run(s, f"open({str(a / 'from_b.txt')!r}, 'w').write('b')\nout = 'wrote'")
+        seen["b_write_b"] = _run(s, f"open({str(b / 'in_b.txt')!r}, 'w').write('b')\nout = 'wrote'")
+    seen["discarded_before_close"] = seen["discarded"]
+    ex.close()  # the one opened ahead for a, never taken, goes now
+    seen["a_files"] = sorted(p.name for p in a.iterdir())
+    seen["b_files"] = sorted(p.name for p in b.iterdir())
+    return seen
+
+
 def _spare_age(pid: int) -> float:
     """Seconds since process ``pid`` started (from /proc: its start in clock ticks since boot)."""
     with open(f"/proc/{pid}/stat", "rb") as f:
@@ -402,7 +467,7 @@ def _accepted(server: socket.socket) -> bool:
 
 
 SCENARIOS = {"basics": basics, "budgets": budgets, "descriptors": descriptors, "outside": outside,
-             "escapes": escapes, "spans": spans, "spare_paths": spare_paths}
+             "escapes": escapes, "spans": spans, "spare_paths": spare_paths, "ahead": ahead}
 
 
 def main() -> None:

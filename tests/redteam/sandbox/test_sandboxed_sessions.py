@@ -353,6 +353,32 @@ def test_a_spare_fits_a_session_of_any_paths_and_its_open_locks_them(user: str, 
     assert s["a_files"] == ["a_secret.txt", "in_a.txt"] and s["b_files"] == ["in_b.txt"], s
 
 
+@pytest.mark.timeout(200)
+@pytest.mark.parametrize("user", USERS)
+def test_a_session_opened_ahead_was_locked_before_its_factory_ran_and_fits_its_own_limits_only(
+        user: str, seen: Any) -> None:
+    """``Executor.session_ahead`` opens a session before anyone asks for it (the code interpreter's next
+    episode): its factory, run ahead, already ran with no_new_privs, seccomp in filter mode and Landlock
+    (a file beside its workspace neither readable nor writable), and every cell after it is held to its
+    own workspace. A session whose Limits differ from those opened ahead (another workspace) is not handed
+    that one: its factory ran at its own open, held to its own workspace; the one opened ahead is let go
+    unused (its ``on_discard`` once) when its executor closes. On the tree before, ``session_ahead`` did
+    not exist (the scenario fails at its first use)."""
+    s = seen("ahead", user)
+    assert s["kept"] is True, s
+    assert s["a_built_before_open"] is True and s["b_built_before_open"] is False, s
+    for factory in ("a_factory", "b_factory"):
+        nnp, mode, read, write = _ok(s[factory])
+        assert nnp == "1" and mode == "2" and read == "EACCES" and write in ("EACCES", "EROFS"), (factory, s)
+    assert _ok(s["a_write_a"]) == "wrote" and _ok(s["b_write_b"]) == "wrote"
+    for attack in ("a_write_b", "a_read_beside", "b_write_a"):
+        said = s[attack]["error"] or ""
+        assert s[attack]["status"] == "error" and ("PermissionError" in said or "Read-only file system" in said), (
+            attack, s[attack])
+    assert s["discarded_before_close"] == 0 and s["discarded"] == 1, s
+    assert s["a_files"] == ["in_a.txt"] and s["b_files"] == ["in_b.txt"], s
+
+
 def test_a_spare_refuses_an_open_whose_limits_differ_from_what_it_entered_but_for_the_paths(tmp_path: Path) -> None:
     """The host takes a spare by the session's Limits less its paths; the spare checks it too: an OPEN
     whose Limits differ elsewhere (here the environment passed on) from those it entered ahead is

@@ -116,6 +116,12 @@ class Backend(ABC):
 
         raise SessionUnavailable(self.capabilities.refusal("sessions"))
 
+    def prepare_session(self, spec: SessionSpec, on_discard: Callable[[], None] | None = None) -> bool:
+        """Open a session of ``spec`` ahead, so that the next ``open_session`` of an equal spec finds it
+        open; ``on_discard`` is called once if it is let go unused. False: this backend does not (nothing
+        is kept, ``on_discard`` is never called)."""
+        return False
+
     def close(self) -> None:  # noqa: B027 - in-process backends hold nothing
         """Release workers; must leave no process behind and be safe to call twice."""
 

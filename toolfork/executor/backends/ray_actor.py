@@ -308,14 +308,14 @@ class ActorPlace:
     def __init__(self, host: ActorHost, spec: SessionSpec) -> None:
         self._host = host
         self._ray = ray = host.ray
-        self.checkpoint = spec.checkpoint
+        self.checkpoint = bool(spec.checkpoint)  # (AFTER_RESULT is a fork process's; here as True)
         self._saved: bytes | None = None  # the checkpoint: the state's bytes after the last call
         self._unsaved = ""  # why there is no checkpoint now
         self._interrupted = False
         self._actor = host.take()
         finalizer = weakref.finalize(self, self._actor.end)  # a session dropped unclosed: its actor goes with it
         try:
-            ref = self._actor.handle.open.remote((spec.factory, spec.args, spec.kwargs), spec.checkpoint)
+            ref = self._actor.handle.open.remote((spec.factory, spec.args, spec.kwargs), self.checkpoint)
         except Exception as exc:
             finalizer()
             raise TypeError(f"the session's factory and its arguments cannot be sent to its Ray actor: "

@@ -53,7 +53,7 @@ class HostPlace:
 
     def __init__(self, spec: SessionSpec) -> None:
         self.state = spec.factory(*spec.args, **spec.kwargs)
-        self.checkpoint = spec.checkpoint
+        self.checkpoint = bool(spec.checkpoint)
         if spec.checkpoint:  # copied before each call: a state that cannot be is refused now, not at a call
             try:
                 copy.deepcopy(self.state)

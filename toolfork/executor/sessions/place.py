@@ -34,6 +34,14 @@ class ProcessGone(RuntimeError):
     """The process that held the state ended while it sent it (``SessionPlace.snapshot``)."""
 
 
+# ``checkpoint=AFTER_RESULT``: a checkpoint, whose copy from before a call is ended (and the next copy
+# forked) after the call's result has gone out, before the next call is read, so a call's result does
+# not wait for it; ``True``: that copy is ended before the result goes out. Modes other than fork take
+# it as True.
+AFTER_RESULT = "after_result"
+CHECKPOINTS = (False, True, AFTER_RESULT)
+
+
 @dataclass(frozen=True)
 class SessionSpec:
     """What a backend needs to open a session: the state's factory and its arguments, whether to keep a
@@ -43,7 +51,7 @@ class SessionSpec:
     factory: Callable[..., Any]
     args: tuple[Any, ...]
     kwargs: dict[str, Any]
-    checkpoint: bool
+    checkpoint: bool | str  # one of CHECKPOINTS
     timeout: float | None
     tools: tuple[str, ...]
     # the sandbox the session's process enters when it opens, before the factory runs (None: none)
@@ -104,4 +112,5 @@ class SessionPlace(Protocol):
         """End the state and everything of it. Safe to call twice."""
 
 
-__all__ = ["HostTools", "ProcessGone", "SessionPlace", "SessionSpec", "SessionUnavailable"]
+__all__ = ["AFTER_RESULT", "CHECKPOINTS", "HostTools", "ProcessGone", "SessionPlace", "SessionSpec",
+           "SessionUnavailable"]

@@ -29,7 +29,15 @@ from toolfork.executor import metering, tracing
 from toolfork.executor.backends.dispatch import Dispatch
 from toolfork.executor.calls import CallBook
 from toolfork.executor.closable import Closable
-from toolfork.executor.sessions.place import HostTools, ProcessGone, SessionPlace, SessionSpec, SessionUnavailable
+from toolfork.executor.sessions.place import (
+    AFTER_RESULT,
+    CHECKPOINTS,
+    HostTools,
+    ProcessGone,
+    SessionPlace,
+    SessionSpec,
+    SessionUnavailable,
+)
 from toolfork.executor.types import ErrorInfo, ToolCall, ToolResult
 
 if TYPE_CHECKING:
@@ -282,9 +290,10 @@ def check_sandbox(limits: Any, backend: Backend) -> Limits:
 
 def open_session(executor: Executor, prepare: Callable[[Iterable[Any]], list[ToolCall]],
                  factory: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any],
-                 checkpoint: bool, limits: Limits | None = None, host_tools: Iterable[str] = ()) -> Session:
+                 checkpoint: bool | str, limits: Limits | None = None, host_tools: Iterable[str] = ()) -> Session:
     if not callable(factory):
         raise TypeError(f"session(factory, ...): the factory must be callable, got {type(factory).__name__}")
+    _check_checkpoint(checkpoint)
     can = executor.backend.capabilities  # declared by the backend, read before it is asked
     if not can.sessions:
         raise SessionUnavailable(can.refusal("sessions"))
@@ -328,9 +337,29 @@ def _host_tools(executor: Executor, names: Iterable[str]) -> HostTools | None:
     return HostTools(frozenset(wanted), lambda call: executor.run([call])[0])
 
 
+def _check_checkpoint(checkpoint: Any) -> None:
+    if not any(checkpoint is c or (type(checkpoint) is str and checkpoint == c) for c in CHECKPOINTS):
+        raise ValueError(f"session(checkpoint={checkpoint!r}): give True, False or {AFTER_RESULT!r}")
+
+
+def prepare_session(executor: Executor, factory: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any],
+                    checkpoint: bool | str, limits: Limits | None, on_discard: Callable[[], None] | None) -> bool:
+    """``Executor.session_ahead``: the spec ``open_session`` would build, opened ahead by the backend where
+    it can (not counted against ``max_sessions``: it runs no call until an open takes it)."""
+    if not callable(factory):
+        raise TypeError(f"session_ahead(factory, ...): the factory must be callable, got {type(factory).__name__}")
+    _check_checkpoint(checkpoint)
+    if not executor.backend.capabilities.sessions:
+        return False
+    if limits is not None:
+        limits = check_sandbox(limits, executor.backend)
+    spec = SessionSpec(factory, args, kwargs, checkpoint, executor.timeout, tuple(executor.tools), limits)
+    return executor.backend.prepare_session(spec, on_discard)
+
+
 _OPEN: weakref.WeakKeyDictionary[Any, weakref.WeakSet[Session]] = weakref.WeakKeyDictionary()  # Executor -> sessions
 _opening: dict[int, int] = {}  # id(Executor) -> sessions being opened now (counted against the bound too)
 _OPEN_LOCK = threading.Lock()
 
 
-__all__ = ["Session", "SessionLost", "SessionUnavailable", "TooManySessions", "open_session"]
+__all__ = ["Session", "SessionLost", "SessionUnavailable", "TooManySessions", "open_session", "prepare_session"]

@@ -95,12 +95,7 @@ class ForkBackend(HubBackend):
     def open_session(self, spec: SessionSpec) -> ProcessPlace:
         """A session's state in a process of its own, forked by the template's sessions' supervisor (see
         ``fork.session_worker``)."""
-        with self._spares_lock:
-            if self._closed:
-                raise RuntimeError("this executor is closed")
-            if self._spares is None:
-                self._spares = SessionSpares(self.core, self._governance, self._kill_grace)
-            spares = self._spares
+        spares = self._session_spares()
         why = no_room_for_sessions(1 + SPARES)  # this one, and the spares forked ahead as it is taken
         try:
             if why is None:
@@ -112,6 +107,21 @@ class ForkBackend(HubBackend):
         from toolfork.executor.sessions.session import TooManySessions
 
         raise TooManySessions(why)
+
+    def prepare_session(self, spec: SessionSpec, on_discard: Callable[[], None] | None = None) -> bool:
+        """Open a session of ``spec`` ahead, for the next ``open_session`` of an equal spec (see
+        ``ProcessPlace.prepare``); False when it will not be."""
+        if no_room_for_sessions(2 + SPARES) is not None:  # no descriptors to spare for one ahead
+            return False
+        return ProcessPlace.prepare(self._session_spares(), spec, self._governance, on_discard)
+
+    def _session_spares(self) -> SessionSpares:
+        with self._spares_lock:
+            if self._closed:
+                raise RuntimeError("this executor is closed")
+            if self._spares is None:
+                self._spares = SessionSpares(self.core, self._governance, self._kill_grace)
+            return self._spares
 
     @property
     def worker_pids(self) -> list[int]:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import os
 import pickle
 import signal
@@ -39,7 +40,7 @@ from toolfork.executor.backends.fork.template_link import (
     process_state,
     worker_channels,
 )
-from toolfork.executor.sessions.place import HostTools, ProcessGone, SessionSpec
+from toolfork.executor.sessions.place import AFTER_RESULT, HostTools, ProcessGone, SessionSpec
 from toolfork.executor.types import ErrorInfo, ToolResult
 from toolfork.executor.wire import ceiling, frames, framing, oob
 from toolfork.executor.wire.frames import HostCall, Leaving, Progress, Spans, damaged_result, unreadable_result
@@ -57,6 +58,7 @@ REPLY_TIMEOUT = 10.0  # how long the supervisor may take to answer (it does noth
 SPARES = 2  # session processes forked ahead, waiting for a session to open on them
 SANDBOXED_SPARES = 1  # per sandbox: session processes that entered it ahead (three processes each)
 SANDBOXES_WITH_SPARES = 4  # the sandboxes used last keep theirs
+AHEAD_DELAY_S = 0.01  # a session asked for ahead (``SessionSpares.prepare``) is opened this long after
 
 log = logging.getLogger("toolfork.executor")
 
@@ -119,6 +121,7 @@ class SessionProcessLink:
         self._sandbox: Limits | None = None  # a sandboxed session's Limits (set at its OPEN)
         self._kill_grace = kill_grace
         self._checkpoint = False  # its OPEN asked for checkpoints: a timed-out call's kill asks for the resume too
+        self._after_result = False  # checkpoint=AFTER_RESULT (see sessions.place)
         self._resuming: tuple[int, int, socket.socket] | None = None  # the channels a kill's resume was sent
         self._watch = watch if watch is not None else SupervisorWatch()
         channels, self._ctl = core.open_session()
@@ -147,7 +150,7 @@ class SessionProcessLink:
 
     # ----------------------------------------------------------------- requests
 
-    def open(self, blob: bytes, checkpoint: bool, timeout: float | None = None, sandbox: Limits | None = None,
+    def open(self, blob: bytes, checkpoint: bool | str, timeout: float | None = None, sandbox: Limits | None = None,
              limits_for: Callable[[str], Limits | None] | None = None) -> ErrorInfo | None:
         """Build the state in the session process (``blob``: dill bytes of (factory, args, kwargs)); with
         ``sandbox``, the process enters that sandbox first (see ``fork.session_keeper``) and what it sends
@@ -155,7 +158,8 @@ class SessionProcessLink:
         factory's error (or the sandbox's), or None; raises ``Fault`` if the process died, or, its process
         killed, with the reason "timeout" when the factory did not return within ``timeout`` seconds."""
         deadline = None if timeout is None else time.monotonic() + timeout
-        self._checkpoint = checkpoint
+        self._checkpoint = bool(checkpoint)
+        self._after_result = checkpoint == AFTER_RESULT
         if limits_for is not None:
             self._limits_for = limits_for
         entered = self._sandbox is not None  # a spare that was sent ENTER ahead
@@ -339,6 +343,14 @@ class SessionProcessLink:
         except OSError:
             pass
 
+    def stirred(self) -> bool:
+        """An open session waiting for its first call says nothing: whether its process or supervisor said
+        something since, or ended (a session opened ahead is then not handed out)."""
+        while not self._supervisor_gone and readable([self._ctl.fileno()], 0):
+            self._control_message()  # (its supervisor's "forked" may wait unread since the open)
+        return bool(self._pending) or self._exit_status is not None or self._supervisor_gone or bool(
+            readable([self._result_fd], 0))
+
     def close(self) -> None:
         """The session process and its checkpoint end (the supervisor kills them at EOF of its socket).
         Once: the descriptors' numbers may name something else afterwards."""
@@ -379,8 +391,9 @@ class SessionProcessLink:
             self._resuming, channels = worker_channels()
             theirs = tuple(channels)
         try:
-            if theirs:
-                socket.send_fds(self._ctl, [pickle.dumps(("kill", self._kill_grace, "resume"))], list(theirs))
+            if theirs:  # AFTER_RESULT: the process whose checkpoint takes over is killed at once (no grace)
+                grace = 0.0 if self._after_result else self._kill_grace
+                socket.send_fds(self._ctl, [pickle.dumps(("kill", grace, "resume"))], list(theirs))
             else:
                 self._ctl.send(pickle.dumps(("kill", self._kill_grace)))
         except OSError:
@@ -494,8 +507,12 @@ _GONE = (None, b"Z", b"X", b"T", b"t")  # a process's states in which it serves 
 
 
 def _slice(left: float | None) -> float:
-    """How long one wait lasts: the supervisor is looked at between waits."""
-    return TEMPLATE_CHECK_S if left is None else min(left, TEMPLATE_CHECK_S)
+    """How long one wait lasts: the supervisor is looked at between waits. ``poll`` counts whole
+    milliseconds, rounded up: a wait that ends at a deadline asks for the whole milliseconds below it
+    (the last fraction is polled for), so the deadline is seen on time, not up to a millisecond late."""
+    if left is None or left >= TEMPLATE_CHECK_S:
+        return TEMPLATE_CHECK_S
+    return max(0.0, (math.floor(left * 1000) - 0.5) / 1000)
 
 
 class SessionSpares:
@@ -516,6 +533,10 @@ class SessionSpares:
         self._lock = threading.Lock()
         self._ready: deque[SessionProcessLink] = deque()
         self._entered: dict[Limits, deque[SessionProcessLink]] = {}  # per sandbox, the one used last last
+        self._ahead: _Ahead | None = None  # the one session opened ahead (``prepare``), for the spec named last
+        self._to_open: deque[tuple[_Ahead, Callable[[SessionSpares], SessionProcessLink]]] = deque()
+        self._wake = threading.Condition(self._lock)
+        self._opener: threading.Thread | None = None  # the thread that opens them
         self._tools: object = None
         self._closed = False
 
@@ -570,9 +591,100 @@ class SessionSpares:
                 for old in self._entered.pop(next(iter(self._entered))):
                     old.close()
 
+    def prepare(self, key: tuple[Any, ...], opener: Callable[[SessionSpares], SessionProcessLink],
+                on_discard: Callable[[], None] | None) -> bool:
+        """Open a session ahead, in a thread of its own, for the next ``take_ready(key)``: ``opener`` sends it
+        its OPEN (the whole of it: the sandbox locked, the factory run) on a link from the spares. One is
+        kept: another ``key`` replaces it. ``on_discard`` is called once if it is let go unused (replaced,
+        failed, its executor closed). False (and no call) when this executor is closed."""
+        with self._lock:
+            if self._closed:
+                return False
+            old, self._ahead = self._ahead, _Ahead(key, on_discard)
+            entry = self._ahead
+        if old is not None:
+            old.discard()
+        with self._lock:
+            if self._opener is None:  # one thread opens them, one after the other, for as long as we are open
+                self._opener = threading.Thread(target=self._open_each, name="toolfork-session-ahead", daemon=True)
+                self._opener.start()
+            self._to_open.append((entry, opener))
+            self._wake.notify()
+        return True
+
+    def _open_each(self) -> None:
+        while True:
+            with self._lock:
+                while not self._to_open and not self._closed:
+                    self._wake.wait()
+                if not self._to_open:
+                    return
+                entry, opener = self._to_open.popleft()
+            time.sleep(AHEAD_DELAY_S)  # the open that asked for it returns first, its thread not slowed by ours
+            if self._ahead is entry:  # (replaced before its turn: let go below, never opened)
+                self._open_ahead(entry, opener)
+            else:
+                entry.discard()
+                entry.done.set()
+
+    def _open_ahead(self, entry: _Ahead, opener: Callable[[SessionSpares], SessionProcessLink]) -> None:
+        link: SessionProcessLink | None = None
+        try:
+            if not self._closed:
+                link = opener(self)
+        except Exception as exc:  # the open that finds none will meet the same fault, and say it
+            log.debug("a session opened ahead failed: %s", exc)
+        with self._lock:
+            keep = link is not None and self._ahead is entry and not self._closed
+            if keep:
+                entry.link = link
+        if not keep:
+            if link is not None:
+                link.close()
+            with self._lock:
+                if self._ahead is entry:
+                    self._ahead = None
+            entry.discard()
+        entry.done.set()
+
+    def take_ready(self, key: tuple[Any, ...]) -> SessionProcessLink | None:
+        """The session opened ahead for ``key`` (waiting for its open if it is under way), or None. One whose
+        template or supervisor is gone, or whose process spoke or ended since, is let go, not handed out."""
+        with self._lock:
+            entry = self._ahead
+            if entry is None or entry.key != key:
+                return None
+        entry.done.wait(REPLY_TIMEOUT)
+        with self._lock:
+            if self._ahead is not entry or entry.link is None:
+                return None
+            self._ahead = None
+            link, entry.link = entry.link, None
+            pid = self._core.template_pid
+            fresh = not (pid is not None and process_state(pid) in _GONE) and not self.watch.check(now=True)
+        if fresh and not link.stirred():
+            entry.taken = True
+            return link
+        link.close()
+        entry.discard()
+        return None
+
     def close(self) -> None:
         with self._lock:
             self._closed = True
+            self._wake.notify()
+            opener, entry, self._ahead = self._opener, self._ahead, None
+        if opener is not None:
+            opener.join(REPLY_TIMEOUT)  # (it ends the open under way, which sees us closed and lets it go)
+        with self._lock:
+            waiting = [e for e, _ in self._to_open]
+            self._to_open.clear()
+        for left in [*waiting, *([entry] if entry is not None else [])]:
+            if left.link is not None:
+                left.link.close()
+                left.link = None
+            left.discard()
+        with self._lock:
             self._let_go()
 
     def _await_template(self) -> None:
@@ -593,40 +705,47 @@ class SessionSpares:
         self._entered.clear()
 
 
+class _Ahead:
+    """A session opened ahead (``SessionSpares.prepare``): its key, its link once open, its discard."""
+
+    def __init__(self, key: tuple[Any, ...], on_discard: Callable[[], None] | None) -> None:
+        self.key = key
+        self.link: SessionProcessLink | None = None
+        self.done = threading.Event()
+        self.taken = False
+        self._on_discard = on_discard
+        self._lock = threading.Lock()
+
+    def discard(self) -> None:
+        """Let it go unused: its ``on_discard``, once (never for one handed out)."""
+        with self._lock:
+            call, self._on_discard = (None if self.taken else self._on_discard), None
+        if call is not None:
+            try:
+                call()
+            except Exception:
+                log.exception("a discarded session's on_discard failed")
+
+
 class ProcessPlace:
     """A session's state in a process of its own (see ``backends.sessions``): a session process taken
     from the spares, its factory sent to it (by reference where pickle can; a lambda or a local function
     by value, with dill), and the link's faults turned into the call's result."""
 
     def __init__(self, spares: SessionSpares, spec: SessionSpec, governance: Governance) -> None:
-        try:  # by reference where it can be (the process is a fork of this one: it has the same classes)
-            blob = _dumps((spec.factory, spec.args, spec.kwargs))
-        except Exception as exc:
-            raise TypeError(f"the session's factory and its arguments cannot be sent to its process: "
-                            f"{type(exc).__name__}: {exc}") from None
+        blob = spec_blob(spec)
         self.checkpoint = spec.checkpoint
-        timeout = spec.timeout  # the factory is bounded as a call of the executor is
-        sandbox = spec.limits
-        limits_for = None if sandbox is None else (lambda name: sandbox.merged_over(governance.limits_for(name)))
-        fresh = False
-        while True:  # a sandboxed session takes a spare that entered its sandbox ahead, where there is one
-            self._link = spares.take(spec.tools, fresh=fresh, sandbox=sandbox)
-            try:
-                error = self._link.open(blob, spec.checkpoint, timeout, sandbox, limits_for)
-                break
-            except Fault as fault:
-                self._link.close()
-                if fault.reason == "timeout":
-                    raise TimeoutError(f"the session's factory did not return within the executor's timeout "
-                                       f"({timeout:g} s); its process was killed") from None
-                if fresh:
-                    raise RuntimeError(f"the session's process died while it was built: {fault.reason}") from None
-                fresh = True  # a spare forked by a template that died since is gone: a fresh one is not
-            except BaseException:
-                self._link.close()
-                raise
+        ready = spares.take_ready(spec_key(spec, blob))
+        self.ahead = ready is not None  # opened ahead (``Executor.session_ahead``): nothing left to do here
+        if ready is not None:
+            self._link = ready
+            self._link.host = spec.host_tools
+            weakref.finalize(self, self._link.close)
+            return
+        self._link, error = _open_link(spares, spec, blob, governance)
         self._link.host = spec.host_tools
         weakref.finalize(self, self._link.close)  # a session dropped unclosed: its processes go when it does
+        sandbox = spec.limits
         if sandbox is not None:
             spares.refill(spec.tools, sandbox)
         if error is not None:
@@ -636,6 +755,26 @@ class ProcessPlace:
 
                 raise SandboxUnavailable("session", sandbox, error.message)
             raise RuntimeError(f"{error.message}\n{error.traceback or ''}".rstrip())
+
+    @staticmethod
+    def prepare(spares: SessionSpares, spec: SessionSpec, governance: Governance,
+                on_discard: Callable[[], None] | None) -> bool:
+        """Open a session of ``spec`` ahead, in the background, for the next ``ProcessPlace`` of an equal
+        spec (the same factory and arguments, checkpoint, timeout, tools and Limits, paths included): see
+        ``SessionSpares.prepare``. Its OPEN is the one an open sends, so it is as locked before its factory
+        runs. False when it will not be (the executor is closed)."""
+        blob = spec_blob(spec)
+
+        def opener(spares: SessionSpares) -> SessionProcessLink:
+            link, error = _open_link(spares, spec, blob, governance)
+            if error is not None:
+                link.close()
+                raise RuntimeError(error.message)
+            if spec.limits is not None:
+                spares.refill(spec.tools, spec.limits)
+            return link
+
+        return spares.prepare(spec_key(spec, blob), opener, on_discard)
 
     @property
     def pid(self) -> int | None:
@@ -667,6 +806,47 @@ class ProcessPlace:
 
     def close(self) -> None:
         self._link.close()
+
+
+def spec_blob(spec: SessionSpec) -> bytes:
+    """The factory and its arguments as its process reads them: by reference where pickle can be (the
+    process is a fork of this one: it has the same classes), a lambda or a local function by value."""
+    try:
+        return _dumps((spec.factory, spec.args, spec.kwargs))
+    except Exception as exc:
+        raise TypeError(f"the session's factory and its arguments cannot be sent to its process: "
+                        f"{type(exc).__name__}: {exc}") from None
+
+
+def spec_key(spec: SessionSpec, blob: bytes) -> tuple[Any, ...]:
+    """What a session opened ahead must share with the one it is handed to: all of its spec."""
+    return blob, spec.checkpoint, spec.timeout, spec.tools, spec.limits, spec.host_tools
+
+
+def _open_link(spares: SessionSpares, spec: SessionSpec, blob: bytes,
+               governance: Governance) -> tuple[SessionProcessLink, ErrorInfo | None]:
+    """A spare sent the OPEN of ``spec``: the link, and the factory's (or the sandbox's) error or None.
+    Raises ``TimeoutError`` (the factory outlived the executor's timeout) or ``RuntimeError`` (the
+    process died as it was built, twice)."""
+    timeout = spec.timeout  # the factory is bounded as a call of the executor is
+    sandbox = spec.limits
+    limits_for = None if sandbox is None else (lambda name: sandbox.merged_over(governance.limits_for(name)))
+    fresh = False
+    while True:  # a sandboxed session takes a spare that entered its sandbox ahead, where there is one
+        link = spares.take(spec.tools, fresh=fresh, sandbox=sandbox)
+        try:
+            return link, link.open(blob, spec.checkpoint, timeout, sandbox, limits_for)
+        except Fault as fault:
+            link.close()
+            if fault.reason == "timeout":
+                raise TimeoutError(f"the session's factory did not return within the executor's timeout "
+                                   f"({timeout:g} s); its process was killed") from None
+            if fresh:
+                raise RuntimeError(f"the session's process died while it was built: {fault.reason}") from None
+            fresh = True  # a spare forked by a template that died since is gone: a fresh one is not
+        except BaseException:
+            link.close()
+            raise
 
 
 def _dumps(value: Any) -> bytes:

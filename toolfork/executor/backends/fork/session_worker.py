@@ -41,7 +41,7 @@ import socket
 import time
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from toolfork.executor.backends.fork import forking, host_line, session_keeper
+from toolfork.executor.backends.fork import forking, host_line, prefault, session_keeper
 from toolfork.executor.backends.fork.host_line import HostLine
 from toolfork.executor.backends.fork.limits import raise_descriptor_limit
 from toolfork.executor.backends.fork.reset import reap_children
@@ -54,10 +54,11 @@ from toolfork.executor.backends.fork.worker import (
     worker_main,
 )
 from toolfork.executor.invoke import error_info
+from toolfork.executor.sessions.place import AFTER_RESULT
 from toolfork.executor.types import ErrorInfo
 from toolfork.executor.wire import WakePipe
 from toolfork.executor.wire.frames import ChannelDamaged
-from toolfork.executor.wire.pipes import close_quietly
+from toolfork.executor.wire.pipes import close_quietly, readable
 from toolfork.governance import cgroup
 from toolfork.tools.runtime import SESSION_STATE
 
@@ -77,6 +78,7 @@ SNAPSHOT = "N"  # host -> session process: (SNAPSHOT,); reply (SNAPSHOT, state, 
 ENTER = "E"
 MAX_MESSAGE = 1 << 12
 KEEPER_GRACE_S = 2.0  # a sandboxed session's keeper has this long past a kill's grace before its sandbox goes
+TAKEOVER_PAUSE_S = 0.02  # (checkpoint=AFTER_RESULT) how long a copy that took over waits before it forks its own
 
 
 class SessionProcess:
@@ -85,6 +87,8 @@ class SessionProcess:
     def __init__(self, up: socket.socket) -> None:
         self.up = up  # to the supervisor (in a sandbox: to its keeper): each new checkpoint
         self.checkpoints = False
+        self.after_result = False  # checkpoint=AFTER_RESULT: the copy from before a call goes after its result
+        self.paused = True  # the next call did not come while the last checkpoint was taken (see after_frame)
         self.checkpoint: int | None = None  # the pid of the checkpoint of the state as it is now
         self.limits: Limits | None = None  # the sandbox's, once entered at OPEN (see fork.session_keeper)
         self.ahead: Limits | None = None  # a spare's: the sandbox entered at ENTER, less its paths (not locked)
@@ -112,6 +116,7 @@ class SessionProcess:
             host_line.LINE[0] = HostLine(channels.call_fd, writer)  # its calls' way to the host's tools (if it allows)
             writer.send((OPEN, None, os.getpid(), os.getppid()))
             self.checkpoints = bool(msg[2])
+            self.after_result = msg[2] == AFTER_RESULT
             self.after_frame(channels)
         elif kind == ENTER and self.limits is None and self.ahead is None:  # a spare, ahead of its session
             self.enter(msg[1], channels, writer, ENTER)
@@ -153,32 +158,50 @@ class SessionProcess:
         """The call ended (it did not crash or time out): the checkpoint of the state from before it is no
         longer needed, and it goes before the result does. It is a copy of this process and holds what
         the state held then: a socket or a file lock the call closed must be free once the host has the
-        call's result. The next checkpoint is forked after the result (``after_frame``)."""
-        previous, self.checkpoint = self.checkpoint, None
-        if previous is not None:
-            _end_checkpoint(previous)
+        call's result. The next checkpoint is forked after the result (``after_frame``). With
+        ``AFTER_RESULT`` it goes there too, after the result, before the next frame is read."""
         line = host_line.LINE[0]
         if line is not None:  # the next call is the running one now (none may ask for this one any more)
             line.finished += 1
+        if self.after_result:
+            return
+        previous, self.checkpoint = self.checkpoint, None
+        if previous is not None:
+            _end_checkpoint(previous)
 
-    def after_frame(self, channels: Channels | None = None) -> None:
+    def after_frame(self, channels: Channels | None = None, *, hot: bool = True) -> None:
         """With checkpoints: fork a paused copy of this process (the state as it is now), hand it to the
         supervisor, let the previous one go. In the copy, this returns when it takes over."""
         if not self.checkpoints:
             return
         self._channels = channels if channels is not None else self._channels
+        # The previous copy holds an older state: it is killed first (it exits while this one forks) and
+        # reaped once the new one is named, so no call runs while it is alive, and none can take it over.
+        previous, self.checkpoint = self.checkpoint, None
+
+        def called() -> bool:  # the next call is here: what is left to do before reading it is not copied ahead
+            return bool(readable([self._channels.call_fd], 0))
+
+        # the pages written since the last fork (see fork.prefault), unless the next call is here already
+        # (``hot``: False for a copy that just took over: every page is its own then, none is known hot)
+        # (nor after a frame whose copying ahead the next call cut short: they come back to back)
+        runs = prefault.hot_runs() if hot and self.after_result and self.paused and not called() else []
+        if previous is not None:
+            _kill_checkpoint(previous)
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:
             pid = forking.fork(forking.KEEP_ALL)  # the state's own descriptors are part of its copy
         except OSError:  # no room for a copy (a process bound its calls filled): none until the next frame
             ours.close()
             theirs.close()
+            _reap_checkpoint(previous)
             return
         if pid == 0:
             ours.close()
-            self.checkpoint = None
             self._wait_as_checkpoint(theirs)
-            self.after_frame()  # taken over: a checkpoint of its own before the next call, too
+            if self.after_result:  # its fork waits for the next call or a moment: the failed call's error goes first
+                readable([self._channels.call_fd], TAKEOVER_PAUSE_S)
+            self.after_frame(hot=False)  # taken over: a checkpoint of its own before the next call, too
             return
         lead_group(pid)  # before this process runs another call (a timeout kills this one's group)
         theirs.close()
@@ -186,9 +209,9 @@ class SessionProcess:
             socket.send_fds(self.up, [b"c%d" % pid], [ours.fileno()])
         finally:
             ours.close()
-        previous, self.checkpoint = self.checkpoint, pid
-        if previous is not None:
-            _end_checkpoint(previous)
+        self.checkpoint = pid
+        _reap_checkpoint(previous)
+        self.paused = prefault.copy_ahead(runs, called) and not called()
 
     _channels: Channels
 
@@ -212,11 +235,23 @@ class SessionProcess:
 
 def _end_checkpoint(pid: int) -> None:
     """A paused checkpoint copy goes: killed and reaped (one already gone is no error)."""
+    _kill_checkpoint(pid)
+    _reap_checkpoint(pid)
+
+
+def _kill_checkpoint(pid: int) -> None:
     try:
         os.kill(pid, signal.SIGKILL)
-        os.waitpid(pid, 0)
     except OSError:
         pass
+
+
+def _reap_checkpoint(pid: int | None) -> None:
+    if pid is not None:
+        try:
+            os.waitpid(pid, 0)
+        except OSError:
+            pass
 
 
 def _loads(blob: bytes) -> Any:

@@ -1,0 +1,79 @@
+"""``checkpoint="after_result"``: the checkpoint's copy from before a call is ended, and the next copy
+forked, after the call's result is out, before the next call is read. What must hold as with
+``checkpoint=True``: the next call never runs while the old copy holds what the last call closed, and a
+fault restores the state as it was right before the failed call (never an older copy)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from tests.executor import session_tools as S
+from tests.executor.session_tools import dep, spoil, values
+from toolfork.executor import Executor, ToolCall
+
+
+def test_the_next_call_never_runs_while_the_old_copy_holds_what_the_last_call_closed(
+        make_executor: Callable[..., Executor], tmp_path: Path) -> None:
+    """The call after the one that closed the state's socket and file lock binds the port and takes the
+    lock at once, every time (the copy from before the closing call is reaped before it runs)."""
+    ex = make_executor([*S.SESSION_TOOLS, S.release, S.take_back], mode="fork", kill_grace=0.3)
+    for i in range(5):
+        lock_path = str(tmp_path / f"lock{i}")
+        with ex.session(S.Listening, lock_path, checkpoint="after_result") as s:
+            port = values(s.run([ToolCall("r", "release", {})]))[0]
+            took = s.run([ToolCall("t", "take_back", {"port": port, "lock_path": lock_path})])[0]
+            assert took.status == "ok" and took.output.as_text() == "free", took
+
+
+@pytest.mark.parametrize("how", ["exit", "hang"])
+def test_a_fault_restores_the_state_right_before_the_failed_call(
+        make_executor: Callable[..., Executor], how: str) -> None:
+    ex = make_executor(S.SESSION_TOOLS, mode="fork", kill_grace=0.3)
+    with ex.session(S.Account, "ada", checkpoint="after_result") as s:
+        assert values(s.run([dep(1, 1), dep(2, 2)])) == [1, 3]
+        assert values(s.run([dep(3, 4)])) == [7]
+        failed = s.run([spoil(how, timeout=1.0 if how == "hang" else None)])[0]
+        assert failed.status == ("crashed" if how == "exit" else "timeout"), failed
+        assert values(s.run([dep(4, 10)])) == [17] and s.restores == 1  # 7 before it, not 1 or 3
+        failed = s.run([spoil(how, timeout=1.0 if how == "hang" else None)])[0]  # the copy forked at the restore
+        assert values(s.run([dep(5, 1)])) == [18] and s.restores == 2
+        assert s.snapshot().history == [1, 2, 4, 10, 1]
+
+
+def test_a_checkpoint_that_is_not_one_of_the_three_is_refused_naming_it(
+        make_executor: Callable[..., Executor]) -> None:
+    ex = make_executor(S.SESSION_TOOLS, mode="fork")
+    for bad in ("True", "after", 1):
+        with pytest.raises(ValueError, match=r"checkpoint=.*give True, False or 'after_result'"):
+            ex.session(S.Account, "ada", checkpoint=bad)
+        with pytest.raises(ValueError, match=r"checkpoint=.*give True, False or 'after_result'"):
+            ex.session_ahead(S.Account, "ada", checkpoint=bad)
+
+
+def test_a_call_stuck_in_c_is_killed_at_once_at_its_timeout_and_rolled_back(
+        make_executor: Callable[..., Executor]) -> None:
+    """Its process is discarded (the checkpoint takes over), so it gets no grace: a call stuck in C code,
+    which no SIGTERM reaches, does not keep the rollback waiting for ``kill_grace`` (5 s here)."""
+    import time
+
+    ex = make_executor(S.SESSION_TOOLS, mode="fork", kill_grace=5.0)
+    with ex.session(S.Account, "ada", checkpoint="after_result") as s:
+        assert values(s.run([dep(1, 7)])) == [7]
+        started = time.monotonic()
+        failed = s.run([spoil("hang_in_c", timeout=0.5)])[0]
+        assert failed.status == "timeout", failed
+        assert time.monotonic() - started < 3.5  # not 0.5 s + the 5 s grace
+        assert values(s.run([dep(2, 1)])) == [8] and s.restores == 1
+
+
+def test_sequential_mode_takes_after_result_as_a_checkpoint(make_executor: Callable[..., Executor]) -> None:
+    """Only a fork session process has an "after" to move the copy to: elsewhere it is a checkpoint as
+    True is (a state sequential mode cannot copy is refused at open, naming why)."""
+    seq = make_executor(S.SESSION_TOOLS, mode="sequential")
+    with pytest.raises(TypeError, match=r"checkpoint=True.*sequential.*deepcopy"):
+        seq.session(S.Locked, "ada", checkpoint="after_result")
+    with seq.session(S.Account, "ada", checkpoint="after_result") as s:
+        assert values(s.run([dep(1, 5)])) == [5]
