@@ -215,6 +215,12 @@ def take_back(port: int, lock_path: str, runtime: ToolRuntime) -> str:
         port: the port a call before released
         lock_path: the file whose lock it released
     """
+    take_port_and_lock(port, lock_path)
+    return "free"
+
+
+def take_port_and_lock(port: int, lock_path: str) -> None:
+    """Bind ``port`` and take the exclusive lock of ``lock_path`` at once; raises if anything holds either."""
     import fcntl
     import socket
 
@@ -225,7 +231,6 @@ def take_back(port: int, lock_path: str, runtime: ToolRuntime) -> str:
         probe.close()
     with open(lock_path, "a") as f:
         fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    return "free"
 
 
 class Locked(Account):

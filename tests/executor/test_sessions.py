@@ -413,21 +413,12 @@ def test_a_checkpoint_never_holds_what_the_call_closed_once_its_result_is_in(
     """The checkpoint is a copy of the session's process: it holds the state's socket and file lock. The
     copy from before a call goes before the call's result does, so once the result is in, what the
     call closed is free (the port binds, the lock is taken), at once, every time."""
-    import fcntl
-    import socket
-
     ex = make_executor([*S.SESSION_TOOLS, S.release], mode="fork", kill_grace=0.3)
     for i in range(5):
         lock_path = tmp_path / f"lock{i}"
         with ex.session(S.Listening, str(lock_path), checkpoint=True) as s:
             port = values(s.run([ToolCall("r", "release", {})]))[0]
-            probe = socket.socket()
-            try:
-                probe.bind(("127.0.0.1", port))
-            finally:
-                probe.close()
-            with open(lock_path, "a") as f:
-                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            S.take_port_and_lock(port, str(lock_path))
 
 
 def test_a_sequential_checkpoint_refuses_at_open_a_state_it_cannot_copy(

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.executor.session_tools import mark
+from tests.redteam.sandbox.session_attacks import interpreter_reads, workspaces
 from toolfork import Limits, ToolRuntime, tool
 from toolfork.executor import Executor, ToolCall
 
@@ -62,15 +63,12 @@ def _run(s: Any, code: str, timeout: float = 20) -> dict[str, Any]:
 def host_calls(ex: Executor, work: Path) -> dict[str, Any]:
     """The session reads a host file only through ``reach``; ``mark`` never runs, whether asked for
     through ``call_host``, by a forged frame for the running call, or by one for a call to come."""
-    ws = work / "ws"
-    ws.mkdir()
-    ws.chmod(0o777)
+    [ws] = workspaces(work, "ws")
     secret = work / "host_only.txt"
     secret.write_text("the host's file")
     marks = [work / f"marked_{i}" for i in range(3)]
     seen: dict[str, Any] = {}
-    reads = sorted({sys.prefix, sys.base_prefix, str(Path(__file__).resolve().parents[3]), "/usr", "/lib", "/lib64",
-                    "/etc", "/dev/null", str(ws)})
+    reads = [*interpreter_reads(), str(ws)]
     limits = Limits(network=False, read_paths=reads, write_paths=[str(ws)])
     with ex.session(dict, limits=limits, host_tools=["reach"], checkpoint=True) as s:
         seen["direct_read"] = _run(s, f"out = open({str(secret)!r}).read()")

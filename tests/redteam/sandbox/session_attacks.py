@@ -83,6 +83,21 @@ def _open(ex: Executor, work: Path, **limits: Any) -> Any:
     return ex.session(dict, limits=Limits(network=False, write_paths=[str(ws)], **limits), checkpoint=True)
 
 
+def interpreter_reads() -> list[str]:
+    """What a session reading only its own paths needs besides: the interpreter, toolfork, the system."""
+    return sorted({sys.prefix, sys.base_prefix, str(Path(__file__).resolve().parents[3]), "/usr", "/lib", "/lib64",
+                   "/etc", "/dev/null"})
+
+
+def workspaces(work: Path, *names: str) -> list[Path]:
+    """Directories under ``work`` that root and nobody can both write (a session's workspaces)."""
+    made = [work / name for name in names]
+    for ws in made:
+        ws.mkdir()
+        ws.chmod(0o777)
+    return made
+
+
 def _run(s: Any, code: str, timeout: float | None = 20) -> Any:
     if s.lost is not None:  # an attacking session may break itself: it alone
         return {"status": "lost", "data": None, "error": str(s.lost)}
@@ -289,12 +304,8 @@ def spare_paths(ex: Executor, work: Path) -> dict[str, Any]:
     Session B, opened on a spare entered after session A (workspace a), writes only its own workspace b
     and reads neither a nor a file beside them; its process started before B's open was called."""
     seen: dict[str, Any] = {}
-    reads = sorted({sys.prefix, sys.base_prefix, str(Path(__file__).resolve().parents[3]), "/usr", "/lib", "/lib64",
-                    "/etc", "/dev/null"})
-    a, b = work / "a", work / "b"
-    for ws in (a, b):
-        ws.mkdir()
-        ws.chmod(0o777)
+    reads = interpreter_reads()
+    a, b = workspaces(work, "a", "b")
     (a / "a_secret.txt").write_text("episode a")
     (work / "beside.txt").write_text("host")
 
@@ -341,12 +352,8 @@ def ahead(ex: Executor, work: Path) -> dict[str, Any]:
     writable), with the paths of its own Limits. A session whose Limits differ from those opened ahead
     (another workspace) is never handed that one: its factory runs at its own open, with its own paths."""
     seen: dict[str, Any] = {"discarded": 0}
-    reads = sorted({sys.prefix, sys.base_prefix, str(Path(__file__).resolve().parents[3]), "/usr", "/lib", "/lib64",
-                    "/etc", "/dev/null"})
-    a, b = work / "a", work / "b"
-    for ws in (a, b):
-        ws.mkdir()
-        ws.chmod(0o777)
+    reads = interpreter_reads()
+    a, b = workspaces(work, "a", "b")
     beside = str(work / "beside.txt")
     Path(beside).write_text("host")
 
