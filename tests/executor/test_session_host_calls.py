@@ -156,6 +156,7 @@ def test_a_host_tool_gets_what_is_left_of_the_asking_calls_time(ex: Executor) ->
         r = s.run([ToolCall("t", "ask", {"name": "slow", "arguments": {"seconds": 30}}, timeout=2)])[0]
         assert time.monotonic() - t0 < 20
         assert r.status == "timeout", r  # the asking call's own timeout: the host tool ran out with it
+        assert r.name == "ask" and "tool 'ask'" in r.error.message, r  # the asking call's, not the host tool's
         assert s.restores == 1 and s.lost is None  # its checkpoint took over
         assert _one(s, "ask", {"name": "slow", "arguments": {"seconds": 0}})["value"] == "done"
 

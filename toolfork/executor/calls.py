@@ -52,6 +52,7 @@ if TYPE_CHECKING:
     from toolfork.tools.tool import Tool
 
 Counts = dict[tuple[str, str], int]
+_wall = time.time  # ``finish`` reads the clock for every call
 
 
 def effective_timeout(call_timeout: float | None, tool_timeout: float | None,
@@ -172,21 +173,19 @@ class CallBook:
         its record journaled."""
         if result.started_at is None:  # ``stamp``, written out: every call passes here
             result.started_at = _wall() - result.duration_s
-        if self.plain and not self._unknown:
-            key = (result.name, result.status)
-            counts = self.counts
-            counts[key] = counts.get(key, 0) + 1
-            return
-        if self.journal is not None:
+        plain = self.plain  # no journal, recorder nor spans: counting is all
+        if not plain and self.journal is not None:
             self.journal.finish(result)
-        unknown = self._unknown
         name = result.name
+        unknown = self._unknown
         if unknown and result.call_id in unknown:
             unknown.discard(result.call_id)
             name = UNKNOWN_TOOL
         key = (name, result.status)
         counts = self.counts
         counts[key] = counts.get(key, 0) + 1
+        if plain:
+            return
         if self.recorder is not None:
             self.waited.pop(result.call_id, None)
             self.recorder.finished(name, result)
@@ -204,9 +203,6 @@ class CallBook:
         """The batch ended with calls still open (its consumer left): their spans end "cancelled"."""
         if self.spans is not None:
             self.spans.close()
-
-
-_wall = time.time
 
 
 def _positive_finite(value: Any) -> bool:

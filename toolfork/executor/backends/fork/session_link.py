@@ -254,7 +254,7 @@ class SessionProcessLink:
                 raise self._damaged(call_id, name, f"a frame for call #{msg.seq} while #{self.seq} was running",
                                     start)
             if type(msg) is HostCall:  # the call asks the host to run one of the session's host tools, and waits
-                self._answer(msg, call_id, deadline, timeout, start)
+                self._answer(msg, call_id, name, deadline, timeout, start)
                 continue
             if isinstance(msg, (Progress, Spans)):  # progress is not reported: a session's run returns results
                 if type(msg) is Spans:  # the tool's own spans: to the host's exporters, as the pool's are
@@ -269,9 +269,10 @@ class SessionProcessLink:
             self.seq += 1
             return result
 
-    def _answer(self, msg: HostCall, call_id: str, deadline: float | None, timeout: float | None,
+    def _answer(self, msg: HostCall, call_id: str, name: str, deadline: float | None, timeout: float | None,
                 start: float) -> None:
-        """Run a host call of the running call (``fork.host_line``) and send its answer, on the call pipe."""
+        """Run a host call of the running call ``call_id`` (of tool ``name``; see ``fork.host_line``) and send
+        its answer, on the call pipe; ``Fault`` (with that call's result) when the call ends here."""
         host = self.host
         if host is None:
             answer: tuple[str, Any, str | None] = ("error", None, f"call_host({msg.name!r}): this session was "
@@ -282,7 +283,7 @@ class SessionProcessLink:
         if deadline is not None and time.monotonic() >= deadline:
             # The call's time ran out while the host worked for it: it times out now, while its process
             # still waits for the answer (it must not finish, and let its checkpoint go, as it is killed).
-            raise self._fault(Fault(None, "timeout"), call_id, msg.name, timeout, start)
+            raise self._fault(Fault(None, "timeout"), call_id, name, timeout, start)
         try:
             try:
                 self._send(frames.host_answer_frame(*answer))
@@ -292,7 +293,7 @@ class SessionProcessLink:
                 self._send(frames.host_answer_frame("error", None, f"host tool {msg.name!r}: its value could not "
                                                     f"be sent to the session's process: {type(exc).__name__}: {exc}"))
         except Fault as fault:
-            raise self._fault(fault, call_id, msg.name, timeout, start) from None
+            raise self._fault(fault, call_id, name, timeout, start) from None
 
     def _budget(self, name: str) -> None:
         """A sandboxed session's call with ``cpu_s``: its keeper counts the CPU of the call's processes
