@@ -64,6 +64,14 @@ def measure(calls: int, chunk: int) -> float:
     items: list[Any] = [("first", "stamp", {"seconds": 0}, *rest)]
     items += [(f"c{i}", "trivial", {"x": i}, *rest) for i in range(calls)]
     items.append(("last", "stamp", {"seconds": 0}, *rest))
+    items.append(("done", "done", {}, *rest))  # says the worker is through, on a pipe of its own
+    done_r, done_w = os.pipe()
+
+    def done_call() -> int:
+        """Tell the bench the worker ran every call (the call pipe stays open until then)."""
+        return os.write(done_w, b"x")
+
+    done = tool(name="done")(done_call)
     call_r, call_w = os.pipe()
     result_r, result_w = os.pipe()
     for fd in (call_w, result_w):
@@ -71,18 +79,25 @@ def measure(calls: int, chunk: int) -> float:
     data = b"".join(framing.encode(calls_frame(items[i : i + chunk])) for i in range(0, len(items), chunk))
     if len(data) > PIPE_SIZE:
         raise SystemExit(f"{calls} calls in chunks of {chunk} are {len(data)} bytes, over the pipe's {PIPE_SIZE}")
-    framing.write_all(call_w, data)
-    os.close(call_w)  # the worker leaves at EOF, after the last frame
+    framing.write_all(call_w, data)  # the call pipe stays open while the worker runs (a closed one shows
+    # POLLHUP to the worker's look at its channels after each call, which a pool's worker never sees)
     host_side, worker_side = socket.socketpair()
     parent = os.getpid()
     pid = os.fork()
     if pid == 0:
         host_side.close()
         os.close(result_r)
-        worker_main(call_r, result_w, worker_side.detach(), {"trivial": echo, "stamp": stamp}, WorkerSetup(), parent)
+        os.close(call_w)
+        os.close(done_r)
+        worker_main(call_r, result_w, worker_side.detach(), {"trivial": echo, "stamp": stamp, "done": done},
+                    WorkerSetup(), parent)
     os.close(call_r)
     os.close(result_w)
     worker_side.close()
+    os.close(done_w)
+    os.read(done_r, 1)  # nothing read the results while the worker ran: no wake-up of ours on its path
+    os.close(done_r)
+    os.close(call_w)  # EOF: the worker leaves
     _, status = os.waitpid(pid, 0)
     if status != 0:
         raise SystemExit(f"the worker exited with status {status}")
@@ -91,7 +106,7 @@ def measure(calls: int, chunk: int) -> float:
     got: list[Any] = []
     while not reader.eof:
         got += reader.read()
-    ends = {"first": "first", "last": "last", 0: "first", len(items) - 1: "last"}  # by call id, or by seq
+    ends = {"first": "first", "last": "last", 0: "first", len(items) - 2: "last"}  # by call id, or by seq
     stamps = {ends[f[1]]: f for f in got if f[1] in ends}
     if len(got) != len(items) or len(stamps) != 2:
         raise SystemExit(f"{len(got)} results for {len(items)} calls")

@@ -235,6 +235,51 @@ def test_recv_blocking_refuses_a_frame_without_the_tag():
         os.close(w)
 
 
+def _write_in_pieces(w: int, data: bytes, cut: int) -> threading.Thread:
+    writer = threading.Thread(target=lambda: [write_all(w, data[i:i + cut]) for i in range(0, len(data), cut)])
+    writer.start()
+    return writer
+
+
+@pytest.mark.parametrize("ahead", [True, False])
+def test_the_call_reader_gives_each_frame_whole_however_the_bytes_come(ahead: bool) -> None:
+    """A worker's reader, reading ahead (what the pipe holds) or exactly: frames that arrive together,
+    split anywhere (inside the header too), and one larger than a read each come out whole and in
+    order; EOF inside a frame is EOF."""
+    small: list[Any] = [("c", [("a", "t", {"x": i}, None)]) for i in range(3)]
+    large: list[Any] = [*small, ("c", "L" * (3 * framing.READ_CHUNK))]
+    for sent, cut in ((small, 1), (small, 5), (large, 4096)):
+        data = b"".join(framing.encode(f) for f in sent)
+        r, w = os.pipe()
+        reader = framing.CallReader(r, None, threading.Lock(), ahead=ahead)
+        writer = _write_in_pieces(w, data, cut)  # the reader reads meanwhile
+        try:
+            got = [reader.recv() for _ in sent]
+        finally:
+            writer.join(30)
+        assert got == sent, cut
+        write_all(w, data[: len(framing.encode(sent[0])) + 12])  # a frame and a piece of the next one
+        os.close(w)
+        assert reader.recv() == sent[0]
+        with pytest.raises(EOFError):  # the host went in the middle of a frame
+            while True:
+                reader.recv()
+        os.close(r)
+
+
+def test_the_call_reader_refuses_bytes_that_are_not_a_frame_after_good_ones():
+    r, w = os.pipe()
+    try:
+        write_all(w, framing.encode(("c", [])) + b"\x05\x00\x00\x00hello...")
+        reader = framing.CallReader(r, None, threading.Lock(), ahead=True)
+        assert reader.recv() == ("c", [])
+        with pytest.raises(ChannelDamaged):
+            reader.recv()
+    finally:
+        os.close(r)
+        os.close(w)
+
+
 # ----------------------------------------------------------------------------- the writer, from threads
 
 @pytest.mark.skipif(not oob.available(), reason="memory files are Linux-only")

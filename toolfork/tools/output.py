@@ -150,6 +150,11 @@ class ToolOutput:
         that are not JSON become data by one rule (``toolfork.tools.values``: numpy by ``.tolist()``,
         other numbers as a float where exact, else their text, other objects by ``str()``); a value that
         is not data (a lock, a client, an iterator) raises ``TypeError`` naming its type."""
+        kind = type(value)  # the exact types most tools return, first: this runs once per call on the hot path
+        if kind is str:
+            return cls([ContentBlock("text", value)])
+        if kind is int or kind is float:
+            return cls([ContentBlock("text", str(value))], False, value)
         try:
             return cls._normalised(value)
         except NotData as exc:  # a TypeError, reported as one: the error type a call's result names
@@ -157,14 +162,6 @@ class ToolOutput:
 
     @classmethod
     def _normalised(cls, value: Any) -> ToolOutput:
-        # Exact-type fast paths first: this runs once per call on the executor's hot path.
-        kind = type(value)
-        if kind is ToolOutput:
-            return value  # type: ignore[no-any-return]
-        if kind is str:
-            return cls([ContentBlock("text", value)])
-        if kind is int or kind is float:
-            return cls([ContentBlock("text", str(value))], False, value)
         if isinstance(value, ToolOutput):
             return value
         if isinstance(value, str):  # a subclass (StrEnum, a framework's text type): its text, as a str

@@ -136,9 +136,19 @@ def tools_frame(blob: bytes) -> tuple[Any, ...]:
 
 def result_frame(seq: int, result: ToolResult, encode: Any = None) -> tuple[Any, ...]:
     """The frame of one finished call: ENCODED when ``encode`` made bytes of a clean ok result, TEXT for
-    an ok result of one plain text block (half the pickling cost), else RESULT."""
-    return (encode is not None and _encoded(encode, seq, result)) or _text(seq, result) or (
-        RESULT, seq, result.status, result.output, result.error, result.duration_s, result.context_updates)
+    an ok result with one plain text block and nothing else (half the pickling cost), else RESULT."""
+    if encode is not None:
+        encoded = _encoded(encode, seq, result)
+        if encoded is not None:
+            return encoded
+    out = result.output
+    if result.status == "ok" and out is not None and not out.is_error and not result.context_updates \
+            and len(out.content) == 1:
+        block = out.content[0]
+        if block.type == "text" and block.data is None and block.url is None and block.media_type is None \
+                and block.name is None and type(block.text) is str:  # a str subclass crosses in a RESULT
+            return (TEXT, seq, block.text, out.data, result.duration_s)
+    return (RESULT, seq, result.status, result.output, result.error, result.duration_s, result.context_updates)
 
 
 def leaving_frame(seq: int, what: str) -> tuple[Any, ...]:
@@ -342,18 +352,6 @@ def _encoded(encode: Any, seq: int, result: ToolResult) -> tuple[Any, ...] | Non
     if type(line) is not bytes:
         return None
     return (ENCODED, seq, line, result.duration_s)
-
-
-def _text(seq: int, result: ToolResult) -> tuple[Any, ...] | None:
-    """The TEXT frame for an ok result with one plain text block and nothing else, else None."""
-    out = result.output
-    if result.status != "ok" or out is None or out.is_error or result.context_updates or len(out.content) != 1:
-        return None
-    block = out.content[0]
-    if block.type != "text" or block.data is not None or block.url is not None or block.media_type is not None \
-            or block.name is not None or type(block.text) is not str:  # a str subclass crosses in a RESULT
-        return None
-    return (TEXT, seq, block.text, out.data, result.duration_s)
 
 
 def looks_large(out: tuple[Any, ...], large: int) -> bool:

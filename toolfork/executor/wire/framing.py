@@ -87,6 +87,62 @@ def recv_blocking(fd: int, side: oob.SidePort | None = None, lock: Any = None) -
     return pickle.loads(_read_exact(fd, length))
 
 
+class CallReader:
+    """A worker's reading half: the frames on its blocking call pipe. With ``ahead`` one read takes what
+    the pipe holds (nearly always one whole frame, header and body: one system call where exact reads
+    take two), and what it took past that frame is kept for the next. Without it every frame is read
+    exactly (``recv_blocking``): a session's process forks its checkpoint between frames, and a copy
+    must not hold bytes of a frame its original already took."""
+
+    __slots__ = ("_buf", "_pos", "ahead", "fd", "lock", "side")
+
+    def __init__(self, fd: int, side: oob.SidePort | None, lock: Any, *, ahead: bool) -> None:
+        self.fd, self.side, self.lock, self.ahead = fd, side, lock, ahead
+        self._buf: bytes | bytearray = b""  # what was read and not yet taken: from ``_pos`` on
+        self._pos = 0
+
+    def recv(self) -> Any:
+        """One frame, as ``recv_blocking``: EOFError when the host is gone, ChannelDamaged for bytes
+        that are not a frame."""
+        if not self.ahead:
+            return recv_blocking(self.fd, self.side, self.lock)
+        buf, pos = self._buf, self._pos
+        if len(buf) - pos < HEADER_SIZE:
+            buf, pos = self._more(buf, pos, HEADER_SIZE)
+        tag, length = HEADER.unpack_from(buf, pos)
+        check_header(tag, length, MAX_FRAME)
+        if len(buf) - pos < HEADER_SIZE + length:
+            buf, pos = self._more(buf, pos, HEADER_SIZE + length)
+        start = pos + HEADER_SIZE
+        end = start + length
+        if end == len(buf):
+            self._buf, self._pos = b"", 0
+        else:
+            self._buf, self._pos = buf, end
+        if length == 0 and self.side is not None:
+            with self.lock:
+                return self.side.take_raw(block=True)
+        return pickle.loads(buf[start:end])
+
+    def _more(self, buf: bytes | bytearray, pos: int, n: int) -> tuple[bytes | bytearray, int]:
+        """What is left of ``buf`` from ``pos`` and what the pipe holds: at least ``n`` bytes (waits for
+        them), from offset 0."""
+        left = len(buf) - pos
+        got = read_some(self.fd, max(n - left, READ_CHUNK))
+        if not got:
+            raise EOFError
+        if not left and len(got) >= n:
+            return got, 0
+        acc = bytearray(buf[pos:])
+        acc += got
+        while len(acc) < n:
+            got = read_some(self.fd, max(n - len(acc), READ_CHUNK))
+            if not got:
+                raise EOFError
+            acc += got
+        return acc, 0
+
+
 def _read_exact(fd: int, n: int) -> bytes | bytearray:
     if n == 0:
         return b""
@@ -140,10 +196,13 @@ class FrameWriter:
 
     def send_payload(self, payload: bytes) -> None:
         with self.lock:
-            if len(payload) >= self.large:
+            n = len(payload)
+            if n >= self.large:
                 self.side.send_payload(self.fd, payload, wait_ack=True)
+            elif n <= MAX_FRAME:  # ``frame`` spelled out, one call less per result
+                write_all(self.fd, HEADER.pack(MAGIC, n) + payload)
             else:
-                write_all(self.fd, frame(payload))
+                write_all(self.fd, frame(payload))  # raises FrameTooLarge
 
     def dump(self, obj: Any) -> None:
         """Pickle ``obj`` straight into a memory file (no intermediate bytes) and send it."""

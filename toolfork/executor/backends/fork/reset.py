@@ -49,10 +49,13 @@ _SETTERS = ("signal", "alarm", "setitimer", "pthread_sigmask", "set_wakeup_fd", 
 # ``signal.getsignal`` wraps the C function to turn SIG_DFL/SIG_IGN into enum members, and for a Python
 # handler that costs an exception (measured: 12 us against 1 us for the C function on this loaded
 # machine); the C module has been there in every CPython since 3.5, and the wrapper is the fallback.
+# ``signal.pthread_sigmask`` likewise turns the C function's set of numbers into a set of enum members
+# (a Python call and a generator, each frame of calls): the mask is only ever compared, so the numbers do.
 try:
     _raw_getsignal: Callable[[int], Any] = importlib.import_module("_signal").getsignal
+    _raw_sigmask: Callable[..., Any] = importlib.import_module("_signal").pthread_sigmask
 except (ImportError, AttributeError):
-    _raw_getsignal = signal.getsignal
+    _raw_getsignal, _raw_sigmask = signal.getsignal, signal.pthread_sigmask
 
 
 class SignalBaseline:
@@ -64,7 +67,7 @@ class SignalBaseline:
     def __init__(self) -> None:
         self._signal: Callable[..., Any] = signal.signal
         self._alarm: Callable[[int], int] = signal.alarm
-        self._sigmask: Callable[..., Any] = signal.pthread_sigmask
+        self._sigmask: Callable[..., Any] = _raw_sigmask
         self._setitimer: Callable[..., Any] = signal.setitimer
         self._getsignal = _raw_getsignal
         handlers: dict[int, Any] = {}

@@ -296,7 +296,8 @@ def _serve(channels: Channels, tools: dict[str, Any], hooks: WorkerSetup, sandbo
     baseline = SignalBaseline()  # after on_worker_start: what it installs is what every call starts with
     baseline.watch_setters()
     before, after, encode = hooks.before_child, hooks.after_child, hooks.encode_result
-    recv = framing.recv_blocking
+    # A session's process reads each frame exactly: its checkpoint is forked between frames.
+    recv = framing.CallReader(call_fd, side, writer.lock, ahead=session is None).recv
     dumps: Callable[[Any, int], bytes] = pickle.dumps  # ``_data_only_dumps`` once a sandboxed call came
     # The host reads a sandbox's frames as data only, from the first (a refusal too); a sandboxed call runs
     # nowhere else (fork.limited refuses it in any process that did not enter its sandbox). The host
@@ -306,19 +307,20 @@ def _serve(channels: Channels, tools: dict[str, Any], hooks: WorkerSetup, sandbo
         dumps = _data_only_dumps
         encode = None
     monotonic, getpid, look = time.monotonic, os.getpid, channels.poller.poll
-    lock = writer.lock
     limited = CallLimits(hooks.limits, sandbox)  # each tool's limits, worked out once (see fork.limited)
-    limits_of, known_limits = limited.effective.of, limited.effective.known
+    limits_of = limited.effective.of
+    plans: dict[str, tuple[Any, bool, Limits | None]] = {}  # a tool's name: it, whether it takes a runtime, its limits
     release_limits = rlimits.release
     next_seq = 0  # the place of the next call among those this worker was sent (see wire.frames: seq)
     while True:
-        msg = recv(call_fd, side, lock)
+        msg = recv()
         kind = msg[0]
         if kind == frames.TOOLS:
             import dill
 
             tools.update(dill.loads(msg[1]))
             limited.effective.forget()
+            plans.clear()
             continue
         if session is not None and kind != frames.CALLS:
             session.handle(msg, channels, writer)
@@ -326,7 +328,8 @@ def _serve(channels: Channels, tools: dict[str, Any], hooks: WorkerSetup, sandbo
             if session.limits is not None and dumps is not _data_only_dumps:  # it entered its sandbox at OPEN
                 dumps, encode = _data_only_dumps, None
                 limited = CallLimits(hooks.limits, session.limits, over=session.limits)
-                limits_of, known_limits = limited.effective.of, limited.effective.known
+                limits_of = limited.effective.of
+                plans.clear()
             continue
         items = msg[1] if kind == frames.CALLS else msg[3]
         last_id = items[-1][0] if items else None
@@ -340,18 +343,20 @@ def _serve(channels: Channels, tools: dict[str, Any], hooks: WorkerSetup, sandbo
             if start_error is not None:
                 result = ToolResult(call_id, name, "error", error=start_error, worker_pid=pid)
             else:
-                tool = tools.get(name)
+                plan = plans.get(name)
+                if plan is None:  # the first call of this tool here: what its calls need, worked out once
+                    plan = _plan(tools.get(name), limits_of)
+                    if plan[0] is not None:
+                        plans[name] = plan
+                tool, uses_runtime, limits = plan
                 if tool is None:  # the front checks names; this guards against a lost tools frame
                     result = ToolResult(call_id, name, "error", worker_pid=pid,
                                         error=ErrorInfo("LookupError", f"tool '{name}' is not in this worker"))
                 else:
                     runtime = None
-                    if tool.uses_runtime:
+                    if uses_runtime:
                         deadline = None if timeout is None else monotonic() + timeout
                         runtime = WorkerRuntime(writer, seq, call_id, name, deadline, context, meta)
-                    limits = known_limits.get(name, _UNKNOWN)
-                    if limits is _UNKNOWN:  # the first call of this tool here: its limits, worked out once
-                        limits = limits_of(tool)
                     if limits is None:
                         release_limits()  # limits an earlier call kept in place are not this call's
                     if limits is None and trace is None:
@@ -385,7 +390,12 @@ def _serve(channels: Channels, tools: dict[str, Any], hooks: WorkerSetup, sandbo
             pid = getpid()
 
 
-_UNKNOWN: Any = object()  # a tool whose limits this worker has not worked out yet
+def _plan(tool: Any, limits_of: Callable[[Any], Limits | None]) -> tuple[Any, bool, Limits | None]:
+    """What every call of ``tool`` needs (None: not in this worker), worked out at its first call here:
+    the tool, whether its calls get a runtime, its effective limits (``fork.limited``)."""
+    if tool is None:
+        return None, False, None
+    return tool, tool.uses_runtime, limits_of(tool)
 
 
 def _send_result(channels: Channels, writer: framing.FrameWriter, dumps: Callable[[Any, int], bytes], seq: int,
