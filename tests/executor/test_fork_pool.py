@@ -27,6 +27,22 @@ def test_calls_run_in_worker_processes_that_stay_warm(make_executor):
     assert again <= set(ex.backend.worker_pids) and again & pids  # same warm workers
 
 
+def test_idle_workers_sleep_on_their_pipes_after_looking_briefly(make_executor):
+    """A worker looks for its next frame a few microseconds before it sleeps: an idle pool's workers
+    sleep, and use no CPU while they do."""
+    ex = make_executor(mode="fork", workers=2)
+    for _ in range(3):
+        assert all(r.ok for r in ex.run([ToolCall(str(i), "whoami", {}) for i in range(8)]))
+    workers = [psutil.Process(pid) for pid in ex.backend.worker_pids]
+    deadline = time.monotonic() + 10
+    while any(w.status() != psutil.STATUS_SLEEPING for w in workers):
+        assert time.monotonic() < deadline, [w.status() for w in workers]
+        time.sleep(0.05)
+    before = [sum(w.cpu_times()[:2]) for w in workers]
+    time.sleep(0.5)
+    assert [sum(w.cpu_times()[:2]) for w in workers] == before
+
+
 def test_hooks_run_in_the_child_around_every_call(make_executor, tmp_path):
     log = tmp_path / "hooks.log"
 

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import os
 import pickle
+import select
 import sys
 import threading
 from collections.abc import Callable
@@ -50,7 +51,7 @@ from toolfork.executor.wire.frames import (
     frame,
 )
 from toolfork.executor.wire.markers import BAD_FRAME, bad_frame_marker, loads_or_marker
-from toolfork.executor.wire.pipes import read_some, write_all
+from toolfork.executor.wire.pipes import SPIN_S, look_briefly, read_some, write_all
 
 # Bytes asked for per read of a result pipe. Measured (bench/results/throughput.md): 64 KiB reads are
 # cheaper than 1 MiB reads for the small frames of the hot path (a 1 MiB read allocates and frees a
@@ -90,16 +91,21 @@ def recv_blocking(fd: int, side: oob.SidePort | None = None, lock: Any = None) -
 class CallReader:
     """A worker's reading half: the frames on its blocking call pipe. With ``ahead`` one read takes what
     the pipe holds (nearly always one whole frame, header and body: one system call where exact reads
-    take two), and what it took past that frame is kept for the next. Without it every frame is read
+    take two), and what it took past that frame is kept for the next; before a read that would sleep it
+    looks at the pipe for ``SPIN_S`` (the next frame of a batch comes within microseconds, and waking a
+    sleeping worker costs the host more than a quick call). Without ``ahead`` every frame is read
     exactly (``recv_blocking``): a session's process forks its checkpoint between frames, and a copy
     must not hold bytes of a frame its original already took."""
 
-    __slots__ = ("_buf", "_pos", "ahead", "fd", "lock", "side")
+    __slots__ = ("_buf", "_poller", "_pos", "ahead", "fd", "lock", "side", "spin_s")
 
     def __init__(self, fd: int, side: oob.SidePort | None, lock: Any, *, ahead: bool) -> None:
         self.fd, self.side, self.lock, self.ahead = fd, side, lock, ahead
         self._buf: bytes | bytearray = b""  # what was read and not yet taken: from ``_pos`` on
         self._pos = 0
+        self._poller = select.poll()  # looked at for ``SPIN_S`` before a read that would sleep
+        self._poller.register(fd, select.POLLIN)
+        self.spin_s = SPIN_S  # the worker sets it frame by frame (0: sleep at once)
 
     def recv(self) -> Any:
         """One frame, as ``recv_blocking``: EOFError when the host is gone, ChannelDamaged for bytes
@@ -128,6 +134,8 @@ class CallReader:
         """What is left of ``buf`` from ``pos`` and what the pipe holds: at least ``n`` bytes (waits for
         them), from offset 0."""
         left = len(buf) - pos
+        if not left and self.spin_s:  # the next frame may come within microseconds: looked for first
+            look_briefly(self._poller, self.spin_s)
         got = read_some(self.fd, max(n - left, READ_CHUNK))
         if not got:
             raise EOFError

@@ -88,6 +88,7 @@ from toolfork.executor.backends.fork.template_link import (
 from toolfork.executor.backends.fork.workers import Client, Worker, WorkerState, rss_mb
 from toolfork.executor.wire import WakePipe, ceiling, frames, framing, oob
 from toolfork.executor.wire.frames import WORKER_GOES, Progress, Spans, unreadable_result
+from toolfork.executor.wire.pipes import SPIN_S  # how long the driver looks for a quick call's result before it sleeps
 
 if TYPE_CHECKING:
     from toolfork.governance.limits import Limits
@@ -95,10 +96,6 @@ if TYPE_CHECKING:
     from toolfork.tools.tool import Tool
 
 QUICK_CALL_S = 0.0005  # tools whose recent calls took less than this are sent in chunks
-# The longest the driver polls for the result of a quick call before it sleeps in the selector: a
-# result due within microseconds is looked for, not slept for. Waking a sleeping thread costs tens of
-# microseconds on a virtual machine, more than a quick call itself (bench/: a batch of 4 trivial calls).
-SPIN_S = 0.00005
 MAX_CHUNK = 64
 F_GETPIPE_SZ = 1032
 

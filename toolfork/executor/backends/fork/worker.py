@@ -47,6 +47,7 @@ from toolfork.executor.types import ErrorInfo, ToolCall, ToolResult
 from toolfork.executor.wire import dataonly, frames, framing, oob
 from toolfork.executor.wire.callitem import TraceParent
 from toolfork.executor.wire.frames import EXIT_CHANNEL_DAMAGED, ChannelDamaged
+from toolfork.executor.wire.pipes import SPIN_S
 from toolfork.governance import rlimits
 from toolfork.governance import sandbox as sandboxing
 from toolfork.governance.limits import Limits
@@ -297,7 +298,8 @@ def _serve(channels: Channels, tools: dict[str, Any], hooks: WorkerSetup, sandbo
     baseline.watch_setters()
     before, after, encode = hooks.before_child, hooks.after_child, hooks.encode_result
     # A session's process reads each frame exactly: its checkpoint is forked between frames.
-    recv = framing.CallReader(call_fd, side, writer.lock, ahead=session is None).recv
+    reader = framing.CallReader(call_fd, side, writer.lock, ahead=session is None)
+    recv = reader.recv
     dumps: Callable[[Any, int], bytes] = pickle.dumps  # ``_data_only_dumps`` once a sandboxed call came
     # The host reads a sandbox's frames as data only, from the first (a refusal too); a sandboxed call runs
     # nowhere else (fork.limited refuses it in any process that did not enter its sandbox). The host
@@ -332,6 +334,10 @@ def _serve(channels: Channels, tools: dict[str, Any], hooks: WorkerSetup, sandbo
                 plans.clear()
             continue
         items = msg[1] if kind == frames.CALLS else msg[3]
+        # A frame of one call: a small batch (its next call comes soon) or a slow tool (a look costs it
+        # nothing). Chunks of quick calls come while the host is busy with their results: a worker that
+        # looked for the next chunk would take the CPU the host needs, so it sleeps at once.
+        reader.spin_s = SPIN_S if len(items) == 1 else 0.0
         last_id = items[-1][0] if items else None
         calls = enumerate(items, next_seq) if kind == frames.CALLS else _lane_calls(
             msg[1], msg[2], items, writer, next_seq)
