@@ -161,6 +161,27 @@ def test_on_a_shared_executor_the_next_agent_is_opened_ahead_for_its_own_workspa
     assert os.listdir(tmp_path / "ws") == []
 
 
+def test_agents_made_at_once_on_a_shared_executor_never_share_a_workspace_opened_ahead() -> None:
+    """Threads make executors on one shared Executor at once: the session opened ahead goes to one of them
+    at most; each has a workspace of its own and sees only its own files."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def agent(i: int) -> tuple[str, str]:
+        ex = ToolforkExecutor([], logger(), timeout=20, executor=shared)
+        try:
+            ex(f"open('mine-{i}.txt', 'w').write('x')")
+            return ex.workspace, str(ex("import os\nsorted(os.listdir('.'))").output)
+        finally:
+            ex.cleanup()
+
+    with Executor([], workers=1) as shared:
+        agent(-1)  # one before: the next is opened ahead
+        with ThreadPoolExecutor(4) as pool:
+            seen = list(pool.map(agent, range(4)))
+    assert len({workspace for workspace, _ in seen}) == 4
+    assert [files for _, files in seen] == [f"['mine-{i}.txt']" for i in range(4)]
+
+
 def test_cleanup_ends_the_session_and_removes_the_workspace(executor: ToolforkExecutor) -> None:
     executor("open('f.txt', 'w').write('x')")
     pid, workspace = executor.session.pid, executor.workspace
