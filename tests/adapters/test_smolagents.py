@@ -20,7 +20,7 @@ from smolagents.models import ChatMessage, MessageRole, Model
 from smolagents.monitoring import AgentLogger, LogLevel
 from smolagents.utils import AgentError
 
-from toolfork.adapters.smolagents import ToolforkExecutor
+from toolfork.adapters.smolagents import PRELOAD, ToolforkExecutor
 from toolfork.executor import Executor
 from toolfork.executor.backends.fork import session_link
 from toolfork.governance.limits import Limits
@@ -152,6 +152,9 @@ def test_on_a_shared_executor_the_next_agent_is_opened_ahead_for_its_own_workspa
         b = ToolforkExecutor([], logger(), timeout=10, executor=shared)
         assert {os.path.basename(b.workspace)} == ahead and handed[-1] is True
         assert b("import os\nsorted(os.listdir('.')), 'secret' in globals()").output == "([], False)"
+        # what smolagents' final answer imports was imported as the kernel started, bound to no name
+        assert b(f"import sys\n[m in sys.modules for m in {PRELOAD!r}], 'numpy' in globals()").output == \
+            f"({[True] * len(PRELOAD)!r}, False)"
         b.cleanup()
         other = Limits(read_paths=[str(extra)])
         c = ToolforkExecutor([], logger(), timeout=10, executor=shared, limits=other)

@@ -19,7 +19,8 @@ the credentials the sandbox has not. ``additional_imports`` are checked, not ins
 the sandbox imports what this Python environment has; a missing module is a clear error naming it.
 
 On a shared ``executor`` (one agent after another), each executor opens the next one's session ahead
-(``Executor.session_ahead``) in a workspace of its own, so the next agent's executor starts at once;
+(``Executor.session_ahead``) in a workspace of its own, its kernel already holding what smolagents'
+final answer imports (``PRELOAD``), so the next agent's executor and its first step start at once;
 it is handed only to an executor whose settings are equal in every part (host tools are never opened
 ahead), and its workspace is removed if it goes unused.
 """
@@ -28,6 +29,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import importlib.util
 import io
 import shutil
 import tempfile
@@ -50,6 +52,10 @@ from smolagents.utils import AgentError  # noqa: E402
 
 TOOL_NAME = "smolagents_code"
 _SOURCE_LOCK = threading.Lock()
+# What smolagents' final_answer, defined in the session at an agent's first step, imports that this
+# process may not have: on a shared executor the kernel imports them as it starts (so in the session
+# opened ahead, while the agent before runs), not in the agent's first step (~150 ms).
+PRELOAD = tuple(m for m in ("numpy", "PIL") if importlib.util.find_spec(m) is not None)
 # A shared Executor -> the workspace of the session opened ahead on it for the next ToolforkExecutor
 _AHEAD: weakref.WeakKeyDictionary[Executor, str] = weakref.WeakKeyDictionary()
 _AHEAD_LOCK = threading.Lock()
@@ -175,7 +181,7 @@ class ToolforkExecutor(RemotePythonExecutor):
             options["limits"] = Limits(**{"sandbox": True, "network": False, "write_paths": [workspace],
                                           "read_paths": readable(workspace),
                                           **(self._limits.set_fields() if self._limits is not None else {})})
-        return (Kernel, workspace, 20_000, (FINAL,)), options
+        return (Kernel, workspace, 20_000, (FINAL,), () if self._own else PRELOAD), options
 
     def _prepare_next(self) -> None:
         """The next agent's session on this shared executor, opened ahead in a workspace of its own (see
