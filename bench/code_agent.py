@@ -18,13 +18,19 @@ Part 2, the interpreter's goals (medians of many, one at a time):
 - rollback: a cell that loops past its timeout, then the next cell: the time beyond the timeout until
   the timed-out cell's error is back, and until the next cell's result is back.
 
-Usage: PYTHONPATH=. python bench/code_agent.py [EPISODES] [--goals]   (--goals: part 2 only)
+Part 3 (``--wake``), where a pause's cost goes: a pipe round trip between two processes after a pause
+and back to back, and ``Kernel.run("x = 1")`` in this process after a sleep and after a busy wait of
+the same length (this CPU never idles): how much of a pause's cost is the wake-up itself, and how much
+a CPU that comes back from idle cold (run it idle and with both CPUs kept busy).
+
+Usage: PYTHONPATH=. python bench/code_agent.py [EPISODES] [--goals] [--wake]   (either: that part only)
 """
 
 from __future__ import annotations
 
 import io
 import os
+import select
 import shutil
 import statistics
 import subprocess
@@ -199,10 +205,62 @@ def goals() -> None:
               "(goal: at most 5 ms)")
 
 
+def wake() -> None:
+    def busy(seconds: float) -> None:
+        end = time.perf_counter() + seconds
+        while time.perf_counter() < end:
+            pass
+
+    there, back = os.pipe(), os.pipe()
+    pid = os.fork()
+    if pid == 0:  # echoes each byte until EOF
+        os.close(there[1])
+        os.close(back[0])
+        while os.read(there[0], 1):
+            os.write(back[1], b"x")
+        os._exit(0)
+    os.close(there[0])
+    os.close(back[1])
+
+    def round_trip() -> None:
+        os.write(there[1], b"x")
+        select.select([back[0]], [], [])
+        os.read(back[0], 1)
+
+    try:
+        paused, hot = median_of(round_trip, REPEAT // 4, MODEL_PAUSE), median_of(round_trip)
+    finally:
+        os.close(there[1])
+        os.close(back[0])
+        os.waitpid(pid, 0)
+    print(f"pipe round trip between two processes: after a {MODEL_PAUSE:g} s pause {ms(paused)} ms, "
+          f"back to back {ms(hot)} ms")
+    here = tempfile.mkdtemp(prefix="toolfork-bench-kernel-")
+    cwd = os.getcwd()
+    try:
+        kernel = Kernel(here)
+        slept = median_of(lambda: kernel.run("x = 1"), REPEAT // 4, MODEL_PAUSE)
+        spun = []
+        for _ in range(REPEAT // 4):
+            busy(MODEL_PAUSE)
+            start = time.perf_counter()
+            kernel.run("x = 1")
+            spun.append(time.perf_counter() - start)
+        hot = median_of(lambda: kernel.run("x = 1"))
+    finally:
+        os.chdir(cwd)
+        shutil.rmtree(here, ignore_errors=True)
+    print(f"trivial cell in-process: after a {MODEL_PAUSE:g} s sleep {ms(slept)} ms, after a busy wait as long "
+          f"{ms(statistics.median(spun))} ms, back to back {ms(hot)} ms")
+
+
 def main() -> None:
-    args = [a for a in sys.argv[1:] if a != "--goals"]
-    if "--goals" in sys.argv[1:]:
-        goals()
+    args = [a for a in sys.argv[1:] if a not in ("--goals", "--wake")]
+    if "--goals" in sys.argv[1:] or "--wake" in sys.argv[1:]:
+        if "--wake" in sys.argv[1:]:
+            wake()
+        if "--goals" in sys.argv[1:]:
+            goals()
         return
     n = int(args[0]) if args else 20
     print(f"{n} episodes of {len(CELLS)} code actions, one at a time (medians)")

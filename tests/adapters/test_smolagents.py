@@ -8,6 +8,7 @@ from __future__ import annotations
 import io
 import os
 import socket
+import tempfile
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -19,8 +20,10 @@ from smolagents.models import ChatMessage, MessageRole, Model
 from smolagents.monitoring import AgentLogger, LogLevel
 from smolagents.utils import AgentError
 
-from toolfork.adapters.smolagents import ToolforkExecutor
+from toolfork.adapters.smolagents import PRELOAD, ToolforkExecutor
 from toolfork.executor import Executor
+from toolfork.executor.backends.fork import session_link
+from toolfork.governance.limits import Limits
 
 
 class ScriptedCode(Model):
@@ -118,6 +121,68 @@ def test_agents_share_an_executor_and_never_see_each_others_state() -> None:  # 
         assert b("2 + 2").output == "4"  # one agent's cleanup leaves the shared executor and others alone
         b.cleanup()
         assert not shared.closed
+
+
+def test_on_a_shared_executor_the_next_agent_is_opened_ahead_for_its_own_workspace_and_settings_only(
+        tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each ToolforkExecutor on a shared Executor opens the next one's session ahead in a new workspace:
+    the next with the same settings is handed it whole, with nothing of the agent before (no file, no
+    variable); one with other settings (another read path) gets a session of its own with them; every
+    workspace made ahead and not used is removed with the executor."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "ws"))
+    os.mkdir(tmp_path / "ws")
+    handed: list[bool] = []
+    take = session_link.SessionSpares.take_ready
+
+    def seen(spares: session_link.SessionSpares, key: tuple[Any, ...]) -> Any:  # observed, not changed
+        link = take(spares, key)
+        handed.append(link is not None)
+        return link
+
+    monkeypatch.setattr(session_link.SessionSpares, "take_ready", seen)
+    extra = tmp_path / "extra"
+    extra.mkdir()
+    (extra / "note.txt").write_text("readable")
+    with Executor([], workers=1) as shared:
+        a = ToolforkExecutor([], logger(), timeout=10, executor=shared)
+        a("secret = 'a'\nopen('a.txt', 'w').write('a')")
+        ahead = set(os.listdir(tmp_path / "ws")) - {os.path.basename(a.workspace)}
+        assert len(ahead) == 1  # the next agent's, made ahead
+        a.cleanup()
+        b = ToolforkExecutor([], logger(), timeout=10, executor=shared)
+        assert {os.path.basename(b.workspace)} == ahead and handed[-1] is True
+        assert b("import os\nsorted(os.listdir('.')), 'secret' in globals()").output == "([], False)"
+        # what smolagents' final answer imports was imported as the kernel started, bound to no name
+        assert b(f"import sys\n[m in sys.modules for m in {PRELOAD!r}], 'numpy' in globals()").output == \
+            f"({[True] * len(PRELOAD)!r}, False)"
+        b.cleanup()
+        other = Limits(read_paths=[str(extra)])
+        c = ToolforkExecutor([], logger(), timeout=10, executor=shared, limits=other)
+        assert handed[-1] is False  # its settings differ from those opened ahead: a session of its own
+        assert c(f"open({str(extra / 'note.txt')!r}).read()").output == "'readable'"
+        c.cleanup()
+    assert os.listdir(tmp_path / "ws") == []
+
+
+def test_agents_made_at_once_on_a_shared_executor_never_share_a_workspace_opened_ahead() -> None:
+    """Threads make executors on one shared Executor at once: the session opened ahead goes to one of them
+    at most; each has a workspace of its own and sees only its own files."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def agent(i: int) -> tuple[str, str]:
+        ex = ToolforkExecutor([], logger(), timeout=20, executor=shared)
+        try:
+            ex(f"open('mine-{i}.txt', 'w').write('x')")
+            return ex.workspace, str(ex("import os\nsorted(os.listdir('.'))").output)
+        finally:
+            ex.cleanup()
+
+    with Executor([], workers=1) as shared:
+        agent(-1)  # one before: the next is opened ahead
+        with ThreadPoolExecutor(4) as pool:
+            seen = list(pool.map(agent, range(4)))
+    assert len({workspace for workspace, _ in seen}) == 4
+    assert [files for _, files in seen] == [f"['mine-{i}.txt']" for i in range(4)]
 
 
 def test_cleanup_ends_the_session_and_removes_the_workspace(executor: ToolforkExecutor) -> None:

@@ -80,7 +80,51 @@ def kill_the_checkpoint(work: Path) -> dict[str, Any]:
             "after": after, "message": r.error.message if r.error else None}
 
 
+def next_agent_ahead(work: Path) -> dict[str, Any]:
+    """On a shared Executor, agent A's code plants a file in the workspace opened ahead for the next agent
+    and reads it (its path is no secret); the next agent B, handed that session, reads A's files."""
+    import tempfile
+
+    from rich.console import Console
+    from smolagents.monitoring import AgentLogger, LogLevel
+    from smolagents.utils import AgentError
+
+    from toolfork.adapters.smolagents import ToolforkExecutor
+
+    def tried(ex: ToolforkExecutor, code: str) -> str:
+        try:
+            return f"ran: {ex(code).output!r}"
+        except AgentError:
+            return "refused"
+
+    tempfile.tempdir = str(work / "ws")
+    os.mkdir(tempfile.tempdir)
+    logger = AgentLogger(LogLevel.OFF, Console(file=io.StringIO()))
+    with Executor([], workers=1) as shared:
+        a = ToolforkExecutor([], logger, timeout=30, executor=shared)
+        b = None
+        try:
+            a("open('secret.txt', 'w').write('a-only')")
+            ahead = [os.path.join(tempfile.tempdir, d) for d in os.listdir(tempfile.tempdir)
+                     if d != os.path.basename(a.workspace)]
+            planted = os.path.join(ahead[0], "planted.txt")
+            by_a = [tried(a, f"open({planted!r}, 'w').write('a')"), tried(a, f"__import__('os').listdir({ahead[0]!r})")]
+            b = ToolforkExecutor([], logger, timeout=30, executor=shared)
+            theirs = os.path.join(a.workspace, "secret.txt")
+            by_b = [tried(b, f"open({theirs!r}).read()"), tried(b, f"__import__('os').listdir({a.workspace!r})"),
+                    tried(b, f"open({theirs!r}, 'w').write('b')")]
+            mine = b("import os\nsorted(os.listdir('.')), 'secret' in globals()").output
+            handed = b.workspace == ahead[0]
+        finally:
+            a.cleanup()
+            if b is not None:
+                b.cleanup()
+    return {"ahead": len(ahead), "handed": handed, "by_a": by_a, "planted": os.path.exists(planted),
+            "by_b": by_b, "mine": mine, "left": os.listdir(tempfile.tempdir)}
+
+
 SCENARIOS: dict[str, Callable[[Path], dict[str, Any]]] = {
+    "next_agent_ahead": next_agent_ahead,
     "pickled_final_answer": pickled_final_answer,
     "neighbour_files": neighbour_files,
     "kill_the_checkpoint": kill_the_checkpoint,

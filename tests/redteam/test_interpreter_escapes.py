@@ -50,3 +50,12 @@ def test_a_cell_that_kills_its_checkpoint_then_crashes_ends_the_episode_saying_s
     else:  # its checkpoint took over after all: the next cell sees x, or its own fault says the state is lost
         assert "rolled back" in seen["message"], seen
         assert "'value': '1'" in seen["after"] or "the interpreter is lost" in seen["after"], seen
+
+
+@pytest.mark.timeout(200)
+@pytest.mark.parametrize("user", ["root", "nobody"])
+def test_a_smolagents_executor_cannot_reach_the_next_agents_session_opened_ahead_nor_it_its(
+        user: str, work: Path) -> None:
+    seen = attack("next_agent_ahead", user, work)
+    assert seen == {"ahead": 1, "handed": True, "by_a": ["refused", "refused"], "planted": False,
+                    "by_b": ["refused", "refused", "refused"], "mine": "([], False)", "left": []}, seen

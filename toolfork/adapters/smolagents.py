@@ -17,16 +17,24 @@ executor does), so they run in the sandbox too; those named in ``host_tools`` ru
 instead, reached from the sandbox by a stub (``ToolRuntime.call_host``), so they keep the network and
 the credentials the sandbox has not. ``additional_imports`` are checked, not installed:
 the sandbox imports what this Python environment has; a missing module is a clear error naming it.
+
+On a shared ``executor`` (one agent after another), each executor opens the next one's session ahead
+(``Executor.session_ahead``) in a workspace of its own, its kernel already holding what smolagents'
+final answer imports (``PRELOAD``), so the next agent's executor and its first step start at once;
+it is handed only to an executor whose settings are equal in every part (host tools are never opened
+ahead), and its workspace is removed if it goes unused.
 """
 
 from __future__ import annotations
 
 import base64
 import contextlib
+import importlib.util
 import io
 import shutil
 import tempfile
 import threading
+import weakref
 from typing import Any
 
 from toolfork._extras import import_optional
@@ -44,6 +52,13 @@ from smolagents.utils import AgentError  # noqa: E402
 
 TOOL_NAME = "smolagents_code"
 _SOURCE_LOCK = threading.Lock()
+# What smolagents' final_answer, defined in the session at an agent's first step, imports that this
+# process may not have: on a shared executor the kernel imports them as it starts (so in the session
+# opened ahead, while the agent before runs), not in the agent's first step (~150 ms).
+PRELOAD = tuple(m for m in ("numpy", "PIL") if importlib.util.find_spec(m) is not None)
+# A shared Executor -> the workspace of the session opened ahead on it for the next ToolforkExecutor
+_AHEAD: weakref.WeakKeyDictionary[Executor, str] = weakref.WeakKeyDictionary()
+_AHEAD_LOCK = threading.Lock()
 FINAL = RemotePythonExecutor.FINAL_ANSWER_EXCEPTION
 # Distributions whose module is named otherwise (``additional_imports`` may name either).
 MODULE_OF = {"pillow": "PIL", "scikit-learn": "sklearn", "beautifulsoup4": "bs4", "opencv-python": "cv2",
@@ -133,34 +148,67 @@ class ToolforkExecutor(RemotePythonExecutor):
         if limits is not None and not isinstance(limits, Limits):
             raise TypeError(f"ToolforkExecutor: limits must be a toolfork Limits, got {type(limits).__name__}")
         self.timeout = timeout
-        self.workspace = tempfile.mkdtemp(prefix="toolfork-smolagents-")
         self._own = executor is None
+        self._limits = limits
+        self._sandbox = _sandbox
+        self._kept = CHECKPOINT if checkpoint else False  # the interpreter's: the copy goes after the result
+        self.workspace = (_take_ahead(executor) if executor is not None and not host_tools else None) or _workspace()
         self.code_actions = 0
         self.session: Any = None
         try:
             self.executor = Executor([CODE_TOOL], workers=1) if executor is None else executor
             if TOOL_NAME not in self.executor.tools:
                 self.executor.add_tools(CODE_TOOL)
-            kernel = (Kernel, self.workspace, 20_000, (FINAL,))
-            kept = CHECKPOINT if checkpoint else False  # the interpreter's: the copy goes after the result
-            if _sandbox:
-                settings = {"sandbox": True, "network": False, "write_paths": [self.workspace],
-                            "read_paths": readable(self.workspace),
-                            **(limits.set_fields() if limits is not None else {})}
-                # refused at open, naming why, where the backend or the machine cannot give the sandbox
-                self.session = self.executor.session(*kernel, limits=Limits(**settings), checkpoint=kept,
-                                                     host_tools=self.host_tools)
-            elif self.executor.mode != "fork":
+            if not _sandbox and self.executor.mode != "fork":
                 raise RuntimeError(f"ToolforkExecutor(_sandbox=False): the executor's sessions run in "
                                    f"{self.executor.mode} mode, where a code action would run in this process: "
                                    "use mode='fork'")
-            else:
-                self.session = self.executor.session(*kernel, checkpoint=kept, host_tools=self.host_tools)
+            args, options = self._session_spec(self.workspace)
+            # refused at open, naming why, where the backend or the machine cannot give the sandbox
+            self.session = self.executor.session(*args, **options, host_tools=self.host_tools)
+            if not self._own and not self.host_tools:
+                self._prepare_next()
             self.installed_packages = self.install_packages(additional_imports)
         except BaseException:
             self.cleanup()
             raise
         self.logger.log("toolfork session is running")
+
+    def _session_spec(self, workspace: str) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        """The session's factory and arguments, and its options, for an agent whose workspace is ``workspace``."""
+        options: dict[str, Any] = {"checkpoint": self._kept}
+        if self._sandbox:
+            options["limits"] = Limits(**{"sandbox": True, "network": False, "write_paths": [workspace],
+                                          "read_paths": readable(workspace),
+                                          **(self._limits.set_fields() if self._limits is not None else {})})
+        return (Kernel, workspace, 20_000, (FINAL,), () if self._own else PRELOAD), options
+
+    def _prepare_next(self) -> None:
+        """The next agent's session on this shared executor, opened ahead in a workspace of its own (see
+        the module docstring); one at a time per executor."""
+        executor = self.executor
+        with _AHEAD_LOCK:
+            if executor in _AHEAD:
+                return
+            where = _AHEAD[executor] = _workspace()
+        owner = weakref.ref(executor)
+
+        def discard() -> None:  # unless an executor took the workspace meanwhile: it is that agent's then
+            ex = owner()
+            with _AHEAD_LOCK:
+                if ex is not None and _AHEAD.get(ex) != where:
+                    return
+                if ex is not None:
+                    del _AHEAD[ex]
+            shutil.rmtree(where, ignore_errors=True)
+
+        args, options = self._session_spec(where)
+        try:
+            kept = executor.session_ahead(*args, **options, on_discard=discard)
+        except Exception:  # (the executor closed meanwhile): the next agent opens its own
+            kept = False
+        if not kept:
+            discard()
 
     def run_code_raise_errors(self, code: str) -> CodeOutput:
         """Run ``code`` in the session: its ``CodeOutput``, or ``AgentError`` naming what went wrong."""
@@ -230,6 +278,15 @@ class ToolforkExecutor(RemotePythonExecutor):
     def delete(self) -> None:
         """As the Docker executor's: clean up."""
         self.cleanup()
+
+
+def _take_ahead(executor: Executor) -> str | None:
+    with _AHEAD_LOCK:
+        return _AHEAD.pop(executor, None)
+
+
+def _workspace() -> str:
+    return tempfile.mkdtemp(prefix="toolfork-smolagents-")
 
 
 __all__ = ["TOOL_NAME", "ToolforkExecutor"]

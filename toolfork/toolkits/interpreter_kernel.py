@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import ast
 import base64
+import importlib
 import io
 import linecache
 import os
@@ -77,9 +78,15 @@ def _is_ours(exc: BaseException) -> bool:
 class Kernel:
     """A namespace that persists between cells, in a workspace directory the cells run in."""
 
-    def __init__(self, workspace: str, max_chars: int = MAX_STREAM_CHARS, whole: tuple[str, ...] = ()) -> None:
+    def __init__(self, workspace: str, max_chars: int = MAX_STREAM_CHARS, whole: tuple[str, ...] = (),
+                 preload: tuple[str, ...] = ()) -> None:
         if not os.path.isdir(workspace):
             raise FileNotFoundError(f"the interpreter's workspace {workspace!r} is not a directory")
+        for module in preload:  # imported now (a session opened ahead: before anyone waits), not bound to a name
+            try:
+                importlib.import_module(module)
+            except Exception:  # a cell that imports it gets the error itself, then
+                continue
         self.workspace = os.path.abspath(workspace)
         os.chdir(self.workspace)
         os.environ.setdefault("MPLBACKEND", "Agg")  # figures are drawn into PNGs, never to a screen
