@@ -28,6 +28,7 @@ Usage: PYTHONPATH=. python bench/code_agent.py [EPISODES] [--goals] [--wake]   (
 
 from __future__ import annotations
 
+import contextlib
 import io
 import os
 import select
@@ -37,7 +38,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from rich.console import Console
@@ -132,6 +133,18 @@ def ms(seconds: float) -> str:
     return f"{seconds * 1000:.2f}"
 
 
+@contextlib.contextmanager
+def in_process_kernel() -> Iterator[Kernel]:
+    """A kernel in this process, in a scratch workspace: what a cell costs with no session around it."""
+    here = tempfile.mkdtemp(prefix="toolfork-bench-kernel-")
+    cwd = os.getcwd()
+    try:
+        yield Kernel(here)
+    finally:
+        os.chdir(cwd)
+        shutil.rmtree(here, ignore_errors=True)
+
+
 def median_of(fn: Callable[[], Any], n: int = REPEAT, pause: float = 0.0) -> float:
     samples = []
     for _ in range(n):
@@ -157,15 +170,9 @@ def goals() -> None:
         print(f"open an interpreter session (sandboxed, checkpoint): median {ms(statistics.median(opens))} ms, "
               f"p90 {ms(sorted(opens)[int(len(opens) * 0.9)])} ms  (goal: at most 2 ms)")
 
-        here = tempfile.mkdtemp(prefix="toolfork-bench-kernel-")
-        cwd = os.getcwd()
-        try:
-            kernel = Kernel(here)
+        with in_process_kernel() as kernel:
             local = median_of(lambda: kernel.run("x = 1"))
             local_paused = median_of(lambda: kernel.run("x = 1"), REPEAT // 4, MODEL_PAUSE)
-        finally:
-            os.chdir(cwd)
-            shutil.rmtree(here, ignore_errors=True)
         with interp.open(ex) as s:
             cell = median_of(lambda: s.run_cell("x = 1"))
             paused = median_of(lambda: s.run_cell("x = 1"), REPEAT // 4, MODEL_PAUSE)
@@ -235,10 +242,7 @@ def wake() -> None:
         os.waitpid(pid, 0)
     print(f"pipe round trip between two processes: after a {MODEL_PAUSE:g} s pause {ms(paused)} ms, "
           f"back to back {ms(hot)} ms")
-    here = tempfile.mkdtemp(prefix="toolfork-bench-kernel-")
-    cwd = os.getcwd()
-    try:
-        kernel = Kernel(here)
+    with in_process_kernel() as kernel:
         slept = median_of(lambda: kernel.run("x = 1"), REPEAT // 4, MODEL_PAUSE)
         spun = []
         for _ in range(REPEAT // 4):
@@ -247,9 +251,6 @@ def wake() -> None:
             kernel.run("x = 1")
             spun.append(time.perf_counter() - start)
         hot = median_of(lambda: kernel.run("x = 1"))
-    finally:
-        os.chdir(cwd)
-        shutil.rmtree(here, ignore_errors=True)
     print(f"trivial cell in-process: after a {MODEL_PAUSE:g} s sleep {ms(slept)} ms, after a busy wait as long "
           f"{ms(statistics.median(spun))} ms, back to back {ms(hot)} ms")
 
