@@ -5,12 +5,16 @@ process group, a crash in it is named, a call that goes on fine returns, and not
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 
 from toolfork import Limits
 from toolfork.executor import Executor
 from toolfork.tools.tool import Tool
+
+from .conftest import USERS
 
 
 def hang(leave_group: bool) -> str:
@@ -183,3 +187,29 @@ def test_a_stopped_template_does_not_let_a_sandboxed_calls_children_run_past_cpu
     assert boxed.status != "ok", boxed.output
     assert boxed.error is not None and (boxed.error.type == "LimitExceeded" or "template" in boxed.error.message), \
         boxed.error
+
+
+@pytest.mark.parametrize("user", USERS)
+@pytest.mark.parametrize("how", ["stopped", "killed"])
+def test_a_warm_tool_that_stops_or_kills_the_spare_maker_leaves_every_later_call_sandboxed(
+        attack: Callable[[str, str], dict[str, Any]], user: str, how: str) -> None:
+    """The spare maker clones the sandboxes' first processes for the template, and a warm tool of the same
+    pool can signal it. Stopped, the template waits for it at most ``ANSWER_S``, kills it and clones its
+    spares itself from then on; killed, it is replaced. Every later call still runs as PID 1 of its own
+    sandbox (its own cgroup where one is given, no_new_privs, seccomp), and none waits for long."""
+    from toolfork.executor.backends.fork.template_maker import ANSWER_S
+
+    ev = attack(f"spare_maker_{how}", user)
+    assert len(ev["hit"]) == 1, ev  # the pool had one maker, and the warm tool reached it
+    calls = ev["calls"]
+    assert [c["status"] for c in calls] == ["ok"] * 5, calls
+    for c in calls:
+        out = c["out"]
+        assert (out["pid"], out["no_new_privs"], out["seccomp"]) == (1, "1", "2"), c
+        if ev["cgroup"]:
+            assert f"/{c['worker_pid']}" in out["group"], c
+    assert ev["took_s"] < ANSWER_S + 10, ev  # a stopped maker costs one wait (30 s per call without it)
+    if how == "stopped":
+        assert ev["left"] == [], ev  # killed, and no other made
+    else:
+        assert len(ev["left"]) == 1 and ev["left"] != ev["hit"], ev

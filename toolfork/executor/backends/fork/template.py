@@ -52,6 +52,7 @@ when it left its group. Elsewhere a spare is forked and enters its sandbox throu
 
 from __future__ import annotations
 
+import functools
 import gc
 import os
 import pickle
@@ -64,7 +65,7 @@ from typing import Any, ClassVar, NoReturn
 
 from toolfork.executor.backends import host_fds
 from toolfork.executor.backends.base import WorkerSetup
-from toolfork.executor.backends.fork import forking
+from toolfork.executor.backends.fork import forking, template_maker
 from toolfork.executor.backends.fork.session_worker import supervise_sessions
 from toolfork.executor.backends.fork.template_messages import (
     AddTools,
@@ -87,6 +88,7 @@ from toolfork.governance.limits import Limits
 MAX_MESSAGE = 1 << 16
 SPARES_PER_SANDBOX = 2  # one-shots kept entered ahead per sandbox (distinct Limits)
 SANDBOXES_WITH_SPARES = 4  # the sandboxes used last keep theirs
+MAKER_FAILURES = 3  # spare makers that may fail (die mid-answer) before the template makes its spares itself
 
 
 def template_main(ctrl: socket.socket, tools: dict[str, Any], hooks: WorkerSetup) -> None:
@@ -126,6 +128,11 @@ class Template:
         # session and again after the tools change (it forks the session processes: they must have the
         # new tools).
         self.supervisor: list[Any] = []
+        # The spare maker (pid, our socket to it: ``fork.template_maker``), forked for the first spare a
+        # clone can make, and again after the tools change or its death; past MAKER_FAILURES the template
+        # clones its spares itself.
+        self.maker: list[Any] = []
+        self.maker_failures = 0
         signal.signal(signal.SIGTERM, lambda *_: self.leave())
         self.wake = WakePipe()  # SIGCHLD interrupts the select below through it
         signal.set_wakeup_fd(self.wake.write_fd)
@@ -226,11 +233,13 @@ class Template:
             self.tool_chunks.clear()
             self.let_spares_go()
             self.drop_supervisor()
+            self.drop_maker()
 
     def on_exit(self, msg: Exit, fds: list[int]) -> None:
         self.exiting_until = time.monotonic() + msg.grace
         self.let_spares_go()
         self.drop_supervisor()
+        self.drop_maker()
         self.exit_when_empty()
 
     #: The one handler of each message type the host sends (``fork.template_messages``).
@@ -262,17 +271,20 @@ class Template:
         os._exit(0)
 
     def fork_worker(self, fds: tuple[int, int, int], sandbox: Any, spare: int | None,
-                    sessions: int | None = None) -> int:
+                    helper: tuple[int, Callable[[int, dict[str, Any], WorkerSetup], None]] | None = None) -> int:
+        """Fork a worker (a one-shot of ``sandbox``, a spare waiting on ``spare``), or, with ``helper``
+        (its socket and its loop), the sessions' supervisor or the spare maker. Returns its pid."""
         def cleanup() -> None:  # the template's own sockets, closed by their objects (see fork.forking)
             self.ctrl.close()
             self.wake.close()
             for waiting in self.spares.values():  # only the template may hand a spare its call
                 for _pid, sock in waiting:
                     sock.close()
-            if self.supervisor:  # the supervisor must see EOF when the template lets it go
-                self.supervisor[1].close()
+            for own in (self.supervisor, self.maker):  # each must see EOF when the template lets it go
+                if own:
+                    own[1].close()
 
-        own = [fd for fd in (*fds, spare, sessions) if fd is not None and fd >= 0]
+        own = [fd for fd in (*fds, spare, helper[0] if helper else None) if fd is not None and fd >= 0]
         clone = self.clones and sandbox is not None and spare is not None
         me, ids = os.getpid(), (os.getuid(), os.getgid())
         pid = -1
@@ -284,8 +296,8 @@ class Template:
         if not clone:
             pid = forking.fork(own, cleanup)
         if pid == 0:
-            if sessions is not None:
-                supervise_sessions(sessions, self.tools, self.hooks)
+            if helper is not None:
+                helper[1](helper[0], self.tools, self.hooks)
             worker_main(*fds, self.tools, self.hooks, me, sandbox, spare, cloned=ids if clone else None)
         self.children.add(pid)
         if clone:
@@ -306,7 +318,7 @@ class Template:
                 ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
                 supervisor[:] = [None, ours]  # listed before the fork: the child closes its copy of ours
                 try:
-                    supervisor[0] = self.fork_worker((-1, -1, -1), None, None, theirs.fileno())
+                    supervisor[0] = self.fork_worker((-1, -1, -1), None, None, (theirs.fileno(), supervise_sessions))
                 finally:
                     theirs.close()
             try:
@@ -349,11 +361,14 @@ class Template:
         waiting = self.spares.pop(key, [])
         self.spares[key] = waiting  # the sandbox used last is the last to go
         while len(waiting) < want:
-            ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-            try:
-                pid = self.fork_worker((-1, -1, -1), sandbox, theirs.fileno())
-            finally:
-                theirs.close()
+            made = self.make_spare(key, sandbox)
+            if made is None:  # no maker here: the template forks the spare itself
+                ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+                try:
+                    made = self.fork_worker((-1, -1, -1), sandbox, theirs.fileno()), ours
+                finally:
+                    theirs.close()
+            pid, ours = made
             if pid in self.boxes:  # a clone: its pid as we see it is its first word (``worker._own_pid``)
                 try:
                     ours.send(pid.to_bytes(4, "little"))
@@ -362,6 +377,51 @@ class Template:
             waiting.append((pid, ours))
         while len(self.spares) > SANDBOXES_WITH_SPARES:
             self.let_spares_go(next(iter(self.spares)))
+
+    def make_spare(self, key: bytes, sandbox: Any) -> tuple[int, socket.socket] | None:
+        """A spare of ``sandbox`` cloned by the spare maker (forked first if there is none, or it died),
+        recorded as our child: its pid and our end of its socket. None where clones cannot be made here
+        or the maker failed to answer (the caller forks the spare itself). A maker that answers nothing
+        within ``ANSWER_S`` (stopped), says it cannot clone, or fails ``MAKER_FAILURES`` times is
+        SIGKILLed and never replaced."""
+        if not self.clones or self.maker_failures >= MAKER_FAILURES:
+            return None
+        maker = self.maker
+        if not maker or maker[0] not in self.children:  # the first, or one that died since
+            self.drop_maker()
+            ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+            ours.settimeout(template_maker.ANSWER_S)
+            maker[:] = [None, ours]  # listed before the fork: the child closes its copy of ours
+            loop = functools.partial(template_maker.make_spares, template=os.getpid(), prepare=_prepare_sandbox)
+            try:
+                maker[0] = self.fork_worker((-1, -1, -1), None, None, (theirs.fileno(), loop))
+            finally:
+                theirs.close()
+        data: bytes = b""
+        fds: list[int] = []
+        try:
+            maker[1].send(key)
+            data, fds = forking.recv_fds(maker[1], 16, 1)
+        except TimeoutError:  # stopped, or too slow to be of use
+            self.maker_failures = MAKER_FAILURES
+        except OSError:  # it died (its clone, if it made one, sees EOF and leaves)
+            pass
+        pid = int.from_bytes(data, "little", signed=True) if len(data) == 4 else 0
+        if pid <= 0 or len(fds) != 1:
+            close_quietly(fds)
+            self.maker_failures = MAKER_FAILURES if pid < 0 else self.maker_failures + 1
+            signal_quietly(os.kill, maker[0], signal.SIGKILL)
+            self.drop_maker()
+            return None
+        self.children.add(pid)
+        self.boxes[pid] = sandbox
+        return pid, socket.socket(fileno=fds[0])
+
+    def drop_maker(self) -> None:
+        """No more spares from this maker (its tools are stale, or the pool is closing): it leaves at EOF."""
+        if self.maker:
+            self.maker[1].close()
+            self.maker.clear()
 
 
 def _multiprocess_own(ctrl: socket.socket) -> list[int]:
