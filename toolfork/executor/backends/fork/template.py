@@ -26,7 +26,7 @@ supervisor) and one handler per control message, chosen by the message's type (`
     host ──Spawn──────> on_spawn          fork a worker (or hand a spare its call); replies Spawned
          ──OpenSession> on_open_session   the four fds go to the sessions' supervisor; no reply
          ──Term───────> on_term           SIGTERM a worker's group now, SIGKILL after the grace
-         ──AddTools───> on_add_tools      tools added later; spares and the supervisor are let go
+         ──AddTools───> on_add_tools      tools added later; spares, the spare maker and the supervisor are let go
          ──Exit───────> on_exit           let workers leave, SIGKILL what is left after the grace, exit
          <──Exited───── (as it reaps)     a worker's pid and wait status
          (any other type)                 only the descriptors that came with it are closed
@@ -43,8 +43,10 @@ the old ones) or the pool closes.
          <──Spawned(wid, pid)──           ──clone───> next spare ──> its pid on its socket (it enters, waits)
          <──Exited(pid, status)─          (reaps it) status with its cgroup's verdict (``cgroup.ended_as``)
 
-Where clone can be used (``governance.forking.can_clone``) a spare is its sandbox's PID 1 and the
-template its parent, outside: it polls the CPU of each one running a call under cpu_s every
+Where clone can be used (``governance.forking.can_clone``) a spare is its sandbox's PID 1, cloned by
+the spare maker (``fork.template_maker``: a child of the template that only clones, so the template
+itself forks nothing per call and its pages are not copied again after each spare) with CLONE_PARENT,
+so the template is its parent, outside: it polls the CPU of each one running a call under cpu_s every
 ``cgroup.CPU_POLL_S`` (``watch_cpu``: SIGKILL at the limit), and signals it by pid as well as by group
 when it left its group. Elsewhere a spare is forked and enters its sandbox through an outer process
 (``governance.sandbox.enter``).
