@@ -13,12 +13,14 @@ whose death kills them (``PR_SET_PDEATHSIG``), exactly as if it had cloned them 
              <──pid -1, no descriptor: the maker could not clone (the template forks the spare itself)──
     template ──the spare's pid, its first word──> spare (``worker._own_pid``: it settles, then waits)
 
-The maker holds nothing of any call (it never sees a channel) and no descriptor but its socket to the
-template; a spare it clones closes that socket and keeps only its own. It leaves at EOF on its socket
-(the tools changed: a new one is forked for the next spare; the pool closes) and with the template.
-One that died is replaced. The template waits for each answer at most ``ANSWER_S``: a maker that gives
-none in time (stopped, slow) or cannot clone is SIGKILLed, and the template clones its spares itself
-from then on, as it does after a few makers died mid-answer (``Template.make_spare``).
+The template does not wait for an answer when it asks ahead: it reads answers as they come, and only
+a call that finds no spare waits for the one asked first. The maker holds nothing of any call (it
+never sees a channel) and no descriptor but its socket to the template; a spare it clones closes that
+socket and keeps only its own. It leaves at EOF on its socket (the tools changed: a new one is forked
+for the next spare; the pool closes) and with the template. One that died is replaced. Each answer is
+due ``ANSWER_S`` after its ask: a maker that gives none in time (stopped, slow) or cannot clone is
+SIGKILLed, and the template clones its spares itself from then on, as it does after a few makers died
+mid-answer (``Template.ask_maker``, ``Template.take_answer``).
 """
 
 from __future__ import annotations
