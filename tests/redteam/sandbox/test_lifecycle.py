@@ -213,3 +213,45 @@ def test_a_warm_tool_that_stops_or_kills_the_spare_maker_leaves_every_later_call
         assert ev["left"] == [], ev  # killed, and no other made
     else:
         assert len(ev["left"]) == 1 and ev["left"] != ev["hit"], ev
+
+
+def start_daemon(pid_file: str) -> str:
+    """A warm tool: double-fork a daemon in a session of its own that ignores SIGTERM, then hang."""
+    import signal
+    import time
+
+    if os.fork() == 0:
+        os.setsid()
+        if os.fork() == 0:
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+            with open(pid_file + ".tmp", "w") as f:
+                f.write(str(os.getpid()))
+            os.rename(pid_file + ".tmp", pid_file)
+            time.sleep(600)
+        os._exit(0)
+    while True:
+        time.sleep(0.05)
+
+
+def test_a_warm_calls_daemon_dies_at_its_timeout_while_sandboxed_calls_stream(tmp_path: Any) -> None:
+    """The spare maker's clones are the template's children before the template has read their
+    announcement, so the template kills no leftover while a spare is asked; a stream of sandboxed calls
+    (always asking) must not keep a timed-out warm call's daemon alive."""
+    import time
+
+    pid_file = str(tmp_path / "daemon.pid")
+    tools = [Tool("boxed", fn=where_am_i, limits=Limits(network=False)), Tool("daemon", fn=start_daemon)]
+    with Executor(tools, workers=2, timeout=30, kill_grace=0.2) as ex:
+        ex.run([{"id": "first", "name": "boxed", "arguments": {}}])  # the maker and spares are made
+        calls = [{"id": "d", "name": "daemon", "arguments": {"pid_file": pid_file}, "timeout": 1.0}]
+        calls += [{"id": str(i), "name": "boxed", "arguments": {}} for i in range(40)]
+        results = ex.run(calls)
+        assert results[0].status == "timeout", results[0]
+        assert all(r.status == "ok" for r in results[1:]), [r.error for r in results[1:] if r.status != "ok"]
+        with open(pid_file) as f:
+            daemon = int(f.read())
+        deadline = time.monotonic() + 10
+        while os.path.exists(f"/proc/{daemon}") and time.monotonic() < deadline:
+            ex.run([{"id": "more", "name": "boxed", "arguments": {}}])  # spares are asked meanwhile
+        alive = os.path.exists(f"/proc/{daemon}")
+    assert not alive, "the daemon of the timed-out call outlived it while sandboxed calls ran"
