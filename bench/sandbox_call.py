@@ -14,12 +14,14 @@ Usage: PYTHONPATH=. python bench/sandbox_call.py [N] [--before TREE]. Prints ms 
 the goal is stated in (sandboxed over plain; bwrap and firejail over sandboxed with its cgroup).
 ``--before TREE`` (another checkout of toolfork) adds the sandboxed + cgroup row of that tree and of
 this one, each measured the same way (a fresh Python process per round, its cwd and PYTHONPATH the
-tree), interleaved with the other rows.
+tree), interleaved with the other rows, and the CPU each uses per call in all its processes (which
+depends far less on load than the time).
 """
 
 from __future__ import annotations
 
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -93,6 +95,20 @@ def in_tree(tree: str, n: int) -> float:
     return float(done.stdout.strip())
 
 
+def cpu_in_tree(tree: str, n: int) -> float:
+    """CPU seconds per call of one tree's row, in all its processes (host, template, the sandboxes: each
+    reaped, so counted in ours): the run of ``n`` calls less one of ``n // 4``, so the start is not
+    counted. It depends far less on load than the time per call (the kernel's own threads, which tear
+    the namespaces down, are not counted)."""
+    def used(calls: int) -> float:
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        in_tree(tree, calls)
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        return after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+
+    return (used(n) - used(n // 4)) / (n - n // 4)
+
+
 def main() -> None:
     args = sys.argv[1:]
     before = None
@@ -126,6 +142,8 @@ def main() -> None:
         here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
         rows[f"before ({before}): sandboxed + cgroup, own process"] = lambda: in_tree(before, n)
         rows["after (this tree): sandboxed + cgroup, own process"] = lambda: in_tree(here, n)
+        rows["before: CPU per call, all its processes"] = lambda: cpu_in_tree(before, n)
+        rows["after: CPU per call, all its processes"] = lambda: cpu_in_tree(here, n)
     samples: dict[str, list[float]] = {name: [] for name in rows}
     try:
         for _ in range(ROUNDS):
@@ -159,6 +177,10 @@ def main() -> None:
         for name in peers:
             if name in took:
                 print(f"  {name.split(',')[0]} / before: {took[name] / was[0]:.1f}x, / after: {took[name] / now:.1f}x")
+    cpu_was = took.get("before: CPU per call, all its processes")
+    cpu_now = took.get("after: CPU per call, all its processes")
+    if cpu_was and cpu_now:
+        print(f"  before / after (CPU per call): {cpu_was / cpu_now:.2f}x")
     with open("/proc/loadavg") as f:
         print(f"  load average at the end: {' '.join(f.read().split()[:3])}")
 

@@ -144,7 +144,7 @@ def hierarchy() -> Hierarchy | str:
 
 
 def _base(directory: str, template: int) -> str:
-    return os.path.join(directory, f"{PREFIX}{template}")
+    return f"{directory}/{PREFIX}{template}"
 
 
 def _write(path: str, value: str) -> None:
@@ -358,15 +358,14 @@ def create(limits: Limits, me: int | None = None, template: int | None = None) -
             made = _make_v1(where, template, me)
             memory = made["memory"]
             if budget is not None:
-                _write(os.path.join(memory, "memory.limit_in_bytes"), budget)
-                if os.path.exists(os.path.join(memory, "memory.memsw.limit_in_bytes")):
-                    _write(os.path.join(memory, "memory.memsw.limit_in_bytes"), budget)  # no swap either
+                _write(f"{memory}/memory.limit_in_bytes", budget)
+                if os.path.exists(f"{memory}/memory.memsw.limit_in_bytes"):
+                    _write(f"{memory}/memory.memsw.limit_in_bytes", budget)  # no swap either
             if limits.processes is not None:  # the sandbox, then the call's
-                _write(os.path.join(made["pids"], "pids.max"), str(1 + limits.processes))
-            group.procs = [os.open(os.path.join(path, "cgroup.procs"), os.O_WRONLY | os.O_CLOEXEC)
-                           for path in made.values()]
-            group.cpu_fd = os.open(os.path.join(made["cpuacct"], "cpuacct.usage"), os.O_RDONLY | os.O_CLOEXEC)
-            group.oom_fd = os.open(os.path.join(memory, "memory.oom_control"), os.O_RDONLY | os.O_CLOEXEC)
+                _write(made["pids"] + "/pids.max", str(1 + limits.processes))
+            group.procs = [os.open(f"{path}/cgroup.procs", os.O_WRONLY | os.O_CLOEXEC) for path in made.values()]
+            group.cpu_fd = os.open(made["cpuacct"] + "/cpuacct.usage", os.O_RDONLY | os.O_CLOEXEC)
+            group.oom_fd = os.open(f"{memory}/memory.oom_control", os.O_RDONLY | os.O_CLOEXEC)
         else:
             base = _base(where.dirs["unified"], template)
             try:
@@ -396,7 +395,7 @@ def _make_v1(where: Hierarchy, template: int, me: int) -> dict[str, str]:
     template makes ``toolfork-<template>`` too)."""
     made = {}
     for name, directory in where.dirs.items():
-        path = made[name] = os.path.join(_base(directory, template), str(me))
+        path = made[name] = f"{_base(directory, template)}/{me}"
         try:
             _fresh_dir(path)
         except FileNotFoundError:

@@ -98,10 +98,16 @@ def set_environ(limits: Limits) -> None:
         data.clear()
     else:
         os.environ.clear()
-    os.environ.update(wanted)
+    # No Mapping.update, no file object: this runs in every sandbox, where each object Python touches
+    # costs a copied page (about 40 a call fewer, with seccomp.load's program made ahead).
+    for name, value in wanted.items():
+        os.environ[name] = value
     try:  # the environment the host was started with stays in memory, and /proc/self/environ shows it
-        with open("/proc/self/stat", "rb") as f:
-            fields = f.read().rsplit(b")", 1)[1].split()
+        fd = os.open("/proc/self/stat", os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            fields = os.read(fd, 4096).rsplit(b")", 1)[1].split()
+        finally:
+            os.close(fd)
         start, end = int(fields[47]), int(fields[48])  # env_start, env_end (fields 50 and 51)
         if 0 < start < end:
             ctypes.memset(start, 0, end - start)
@@ -342,8 +348,11 @@ def _lock(limits: Limits) -> None:
 
 
 def _statm_pages(field: int) -> int:
-    with open("/proc/self/statm", "rb") as f:
-        return int(f.read().split()[field])
+    fd = os.open("/proc/self/statm", os.O_RDONLY | os.O_CLOEXEC)  # no file object: this runs in every sandbox
+    try:
+        return int(os.read(fd, 4096).split()[field])
+    finally:
+        os.close(fd)
 
 
 def lock_rlimits(limits: Limits) -> None:

@@ -107,23 +107,29 @@ def _build(no_network: bool) -> bytes:
         raise SeccompError(errno.ENOSYS, f"cannot build the seccomp filter with libseccomp: {exc}") from None
 
 
-def prepare(no_network: bool) -> bytes:
-    """The filter's BPF program for this variant (built once per process; call it before forking)."""
-    program = _PROGRAMS.get(no_network)
-    if program is None:
-        program = _PROGRAMS[no_network] = _build(no_network)
-    return program
-
-
 class _Fprog(ctypes.Structure):
     _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
 
 
+# Per variant: the program as prctl takes it (its buffer kept alive beside it), made with the program.
+_LOADABLE: dict[bool, tuple[ctypes.Array[ctypes.c_char], _Fprog]] = {}
+
+
+def prepare(no_network: bool) -> bytes:
+    """The filter's BPF program for this variant (built once per process; call it before forking: every
+    process forked after has it, ready to load)."""
+    program = _PROGRAMS.get(no_network)
+    if program is None:
+        program = _PROGRAMS[no_network] = _build(no_network)
+        buf = ctypes.create_string_buffer(program, len(program))
+        _LOADABLE[no_network] = buf, _Fprog(len(program) // 8, ctypes.cast(buf, ctypes.c_void_p))
+    return program
+
+
 def load(no_network: bool) -> None:
     """Filter this process (and what it starts) for good. Needs no_new_privs set first."""
-    program = prepare(no_network)
-    buf = ctypes.create_string_buffer(program, len(program))
-    prog = _Fprog(len(program) // 8, ctypes.cast(buf, ctypes.c_void_p))
+    prepare(no_network)
+    _buf, prog = _LOADABLE[no_network]
     if libc().prctl(ctypes.c_int(PR_SET_SECCOMP), ctypes.c_ulong(SECCOMP_MODE_FILTER), ctypes.byref(prog),
                     ctypes.c_ulong(0), ctypes.c_ulong(0)) != 0:
         code = ctypes.get_errno()

@@ -577,16 +577,85 @@ def s_unix_sockets(work: Path) -> Evidence:
     return ev
 
 
+def helpers_of(template: int, but: list[int]) -> list[int]:
+    """The template's children in its own PID namespace other than ``but`` (its warm workers): the spare
+    maker, the sessions' supervisor. Its sandboxes are in PID namespaces of their own."""
+    try:
+        with open(f"/proc/{template}/task/{template}/children") as f:
+            kids = [int(p) for p in f.read().split()]
+    except OSError:
+        return []
+    own: list[int] = []
+    for pid in kids:
+        try:
+            with open(f"/proc/{pid}/status") as f:
+                nspid = next(line.split()[1:] for line in f if line.startswith("NSpid:"))
+        except (OSError, StopIteration):
+            continue
+        if len(nspid) == 1 and pid not in but:
+            own.append(pid)
+    return own
+
+
 def s_other_processes(work: Path) -> Evidence:
     with Executor([Tool("attack", fn=reach_other_processes, limits=Limits(network=False))], workers=1,
                   timeout=CALL_TIMEOUT) as ex:
+        ex.run([{"id": "first", "name": "attack", "arguments": {"pids": []}}])  # the spares are made from now on
         template = ex.backend.template_pid  # type: ignore[attr-defined]
         warm = ex.backend.worker_pids  # type: ignore[attr-defined]
-        pids = [os.getpid(), template, *warm]
+        pids = [os.getpid(), template, *warm, *helpers_of(template, warm)]
         (r,) = ex.run([{"id": "attack", "name": "attack", "arguments": {"pids": pids}}])
     return {"status": r.status, "error_type": None if r.error is None else r.error.type,
             "error": None if r.error is None else r.error.message,
             "output": None if r.output is None else r.output.data, "pids": pids}
+
+
+def signal_the_spare_maker(sig: str) -> list[int]:
+    """A warm tool (the pool's only worker) that signals the template's other children outside any
+    sandbox: the spare maker."""
+    me = os.getpid()
+    hit = helpers_of(os.getppid(), [me])
+    for pid in hit:
+        os.kill(pid, getattr(signal, sig))
+    return hit
+
+
+def where_and_what() -> dict[str, Any]:
+    """A sandboxed call's PID, memory cgroup and NoNewPrivs/Seccomp state."""
+    with open("/proc/self/cgroup") as f:
+        group = next((line.rstrip("\n").split(":", 2)[2] for line in f if ":memory:" in line), "")
+    with open("/proc/self/status") as f:
+        status = dict(line.rstrip("\n").split(":\t", 1) for line in f if ":\t" in line)
+    return {"pid": os.getpid(), "group": group, "no_new_privs": status.get("NoNewPrivs"),
+            "seccomp": status.get("Seccomp")}
+
+
+def _spare_maker_signalled(sig: str) -> Evidence:
+    from toolfork.governance import cgroup
+
+    limits = Limits(network=False, memory_mb=256, processes=8) if cgroup.probe().ok else Limits(network=False)
+    tools = [Tool("boxed", fn=where_and_what, limits=limits), Tool("hit", fn=signal_the_spare_maker)]
+    with Executor(tools, workers=1, timeout=CALL_TIMEOUT) as ex:
+        first = ex.run([{"id": "first", "name": "boxed", "arguments": {}}])  # the maker and spares are made
+        (hit,) = ex.run([{"id": "hit", "name": "hit", "arguments": {"sig": sig}}])
+        started = time.monotonic()
+        after = ex.run([{"id": str(i), "name": "boxed", "arguments": {}} for i in range(4)])
+        took = time.monotonic() - started
+        template = ex.backend.template_pid  # type: ignore[attr-defined]
+        left = helpers_of(template, ex.backend.worker_pids)  # type: ignore[attr-defined]
+    return {"hit": None if hit.output is None else hit.output.data, "left": left, "took_s": took,
+            "cgroup": cgroup.probe().ok,
+            "calls": [{"status": r.status, "error": None if r.error is None else r.error.message,
+                       "worker_pid": r.worker_pid, "out": None if r.output is None else r.output.data}
+                      for r in [*first, *after]]}
+
+
+def s_spare_maker_stopped(work: Path) -> Evidence:
+    return _spare_maker_signalled("SIGSTOP")
+
+
+def s_spare_maker_killed(work: Path) -> Evidence:
+    return _spare_maker_signalled("SIGKILL")
 
 
 def s_setuid(work: Path) -> Evidence:

@@ -5,12 +5,16 @@ process group, a crash in it is named, a call that goes on fine returns, and not
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 
 from toolfork import Limits
 from toolfork.executor import Executor
 from toolfork.tools.tool import Tool
+
+from .conftest import USERS
 
 
 def hang(leave_group: bool) -> str:
@@ -183,3 +187,71 @@ def test_a_stopped_template_does_not_let_a_sandboxed_calls_children_run_past_cpu
     assert boxed.status != "ok", boxed.output
     assert boxed.error is not None and (boxed.error.type == "LimitExceeded" or "template" in boxed.error.message), \
         boxed.error
+
+
+@pytest.mark.parametrize("user", USERS)
+@pytest.mark.parametrize("how", ["stopped", "killed"])
+def test_a_warm_tool_that_stops_or_kills_the_spare_maker_leaves_every_later_call_sandboxed(
+        attack: Callable[[str, str], dict[str, Any]], user: str, how: str) -> None:
+    """The spare maker clones the sandboxes' first processes for the template, and a warm tool of the same
+    pool can signal it. Stopped, the template waits for it at most ``ANSWER_S``, kills it and clones its
+    spares itself from then on; killed, it is replaced. Every later call still runs as PID 1 of its own
+    sandbox (its own cgroup where one is given, no_new_privs, seccomp), and none waits for long."""
+    from toolfork.executor.backends.fork.template_maker import ANSWER_S
+
+    ev = attack(f"spare_maker_{how}", user)
+    assert len(ev["hit"]) == 1, ev  # the pool had one maker, and the warm tool reached it
+    calls = ev["calls"]
+    assert [c["status"] for c in calls] == ["ok"] * 5, calls
+    for c in calls:
+        out = c["out"]
+        assert (out["pid"], out["no_new_privs"], out["seccomp"]) == (1, "1", "2"), c
+        if ev["cgroup"]:
+            assert f"/{c['worker_pid']}" in out["group"], c
+    assert ev["took_s"] < ANSWER_S + 10, ev  # a stopped maker costs one wait (30 s per call without it)
+    if how == "stopped":
+        assert ev["left"] == [], ev  # killed, and no other made
+    else:
+        assert len(ev["left"]) == 1 and ev["left"] != ev["hit"], ev
+
+
+def start_daemon(pid_file: str) -> str:
+    """A warm tool: double-fork a daemon in a session of its own that ignores SIGTERM, then hang."""
+    import signal
+    import time
+
+    if os.fork() == 0:
+        os.setsid()
+        if os.fork() == 0:
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+            with open(pid_file + ".tmp", "w") as f:
+                f.write(str(os.getpid()))
+            os.rename(pid_file + ".tmp", pid_file)
+            time.sleep(600)
+        os._exit(0)
+    while True:
+        time.sleep(0.05)
+
+
+def test_a_warm_calls_daemon_dies_at_its_timeout_while_sandboxed_calls_stream(tmp_path: Any) -> None:
+    """The spare maker's clones are the template's children before the template has read their
+    announcement, so the template kills no leftover while a spare is asked; a stream of sandboxed calls
+    (always asking) must not keep a timed-out warm call's daemon alive."""
+    import time
+
+    pid_file = str(tmp_path / "daemon.pid")
+    tools = [Tool("boxed", fn=where_am_i, limits=Limits(network=False)), Tool("daemon", fn=start_daemon)]
+    with Executor(tools, workers=2, timeout=30, kill_grace=0.2) as ex:
+        ex.run([{"id": "first", "name": "boxed", "arguments": {}}])  # the maker and spares are made
+        calls = [{"id": "d", "name": "daemon", "arguments": {"pid_file": pid_file}, "timeout": 1.0}]
+        calls += [{"id": str(i), "name": "boxed", "arguments": {}} for i in range(40)]
+        results = ex.run(calls)
+        assert results[0].status == "timeout", results[0]
+        assert all(r.status == "ok" for r in results[1:]), [r.error for r in results[1:] if r.status != "ok"]
+        with open(pid_file) as f:
+            daemon = int(f.read())
+        deadline = time.monotonic() + 10
+        while os.path.exists(f"/proc/{daemon}") and time.monotonic() < deadline:
+            ex.run([{"id": "more", "name": "boxed", "arguments": {}}])  # spares are asked meanwhile
+        alive = os.path.exists(f"/proc/{daemon}")
+    assert not alive, "the daemon of the timed-out call outlived it while sandboxed calls ran"

@@ -18,7 +18,9 @@ process a tool starts stays in its worker's subtree whatever it does with sessio
 crashed, or gone at ``close()`` — what it started is handed to the template, so any child of the
 template that is not a worker is a leftover of a dead worker's call: the template kills it (by pid,
 never by process group: a hostile tool may have joined the host's group), and repeats as the
-leftovers' own children come to it, until none is left. The template exits only when it has no child.
+leftovers' own children come to it, until none is left. The one exception is a spare the spare maker
+cloned whose answer the template has not read yet (below): leftovers wait for those answers, read
+within ``LEFTOVERS_WAIT_S``. The template exits only when it has no child.
 
 The template is a ``Template``: its state (its children, their kill deadlines, the spares, the sessions'
 supervisor) and one handler per control message, chosen by the message's type (``fork.template_messages``):
@@ -26,7 +28,7 @@ supervisor) and one handler per control message, chosen by the message's type (`
     host ──Spawn──────> on_spawn          fork a worker (or hand a spare its call); replies Spawned
          ──OpenSession> on_open_session   the four fds go to the sessions' supervisor; no reply
          ──Term───────> on_term           SIGTERM a worker's group now, SIGKILL after the grace
-         ──AddTools───> on_add_tools      tools added later; spares and the supervisor are let go
+         ──AddTools───> on_add_tools      tools added later; spares, the spare maker and the supervisor are let go
          ──Exit───────> on_exit           let workers leave, SIGKILL what is left after the grace, exit
          <──Exited───── (as it reaps)     a worker's pid and wait status
          (any other type)                 only the descriptors that came with it are closed
@@ -43,8 +45,12 @@ the old ones) or the pool closes.
          <──Spawned(wid, pid)──           ──clone───> next spare ──> its pid on its socket (it enters, waits)
          <──Exited(pid, status)─          (reaps it) status with its cgroup's verdict (``cgroup.ended_as``)
 
-Where clone can be used (``governance.forking.can_clone``) a spare is its sandbox's PID 1 and the
-template its parent, outside: it polls the CPU of each one running a call under cpu_s every
+Where clone can be used (``governance.forking.can_clone``) a spare is its sandbox's PID 1, cloned by
+the spare maker (``fork.template_maker``: a child of the template that only clones, so the template
+itself forks nothing per call and its pages are not copied again after each spare) with CLONE_PARENT,
+so the template is its parent, outside. The template asks for spares and goes on; it reads each answer
+as it comes (a call that finds no spare waits for the one asked first). It polls the CPU of each one
+running a call under cpu_s every
 ``cgroup.CPU_POLL_S`` (``watch_cpu``: SIGKILL at the limit), and signals it by pid as well as by group
 when it left its group. Elsewhere a spare is forked and enters its sandbox through an outer process
 (``governance.sandbox.enter``).
@@ -52,6 +58,7 @@ when it left its group. Elsewhere a spare is forked and enters its sandbox throu
 
 from __future__ import annotations
 
+import functools
 import gc
 import os
 import pickle
@@ -64,7 +71,7 @@ from typing import Any, ClassVar, NoReturn
 
 from toolfork.executor.backends import host_fds
 from toolfork.executor.backends.base import WorkerSetup
-from toolfork.executor.backends.fork import forking
+from toolfork.executor.backends.fork import forking, template_maker
 from toolfork.executor.backends.fork.session_worker import supervise_sessions
 from toolfork.executor.backends.fork.template_messages import (
     AddTools,
@@ -87,6 +94,9 @@ from toolfork.governance.limits import Limits
 MAX_MESSAGE = 1 << 16
 SPARES_PER_SANDBOX = 2  # one-shots kept entered ahead per sandbox (distinct Limits)
 SANDBOXES_WITH_SPARES = 4  # the sandboxes used last keep theirs
+SPARE_TURNS = 16  # a call waits for at most this many spares (asked or made) before its one-shot is forked
+LEFTOVERS_WAIT_S = 0.05  # leftovers found while spares are asked of the maker wait this long for its answers
+MAKER_FAILURES = 3  # spare makers that may fail (die mid-answer) before the template makes its spares itself
 
 
 def template_main(ctrl: socket.socket, tools: dict[str, Any], hooks: WorkerSetup) -> None:
@@ -126,6 +136,15 @@ class Template:
         # session and again after the tools change (it forks the session processes: they must have the
         # new tools).
         self.supervisor: list[Any] = []
+        # The spare maker (pid, our socket to it: ``fork.template_maker``), forked for the first spare a
+        # clone can make, and again after the tools change or its death; past MAKER_FAILURES the template
+        # clones its spares itself.
+        self.maker: list[Any] = []
+        self.maker_failures = 0
+        # The spares asked of the maker and not answered yet, in order: (key, Limits, when asked). Its
+        # clones are our children before it answers, so no leftovers are killed while one is asked.
+        self.asked: list[tuple[bytes, Any, float]] = []
+        self.leftovers_due: float | None = None  # since when leftovers wait to be killed
         signal.signal(signal.SIGTERM, lambda *_: self.leave())
         self.wake = WakePipe()  # SIGCHLD interrupts the select below through it
         signal.set_wakeup_fd(self.wake.write_fd)
@@ -137,19 +156,36 @@ class Template:
         while True:
             timeout = None
             deadlines = list(kill_at.values()) + ([self.exiting_until] if self.exiting_until is not None else [])
+            if self.asked:  # the maker's oldest answer is due; leftovers wait for its answers that long
+                deadlines.append(self.asked[0][2] + template_maker.ANSWER_S)
+                if self.leftovers_due is not None:
+                    deadlines.append(self.leftovers_due + LEFTOVERS_WAIT_S)
             if deadlines:
                 timeout = max(0.0, min(deadlines) - time.monotonic())
             if self.watched:
                 timeout = cgroup.CPU_POLL_S if timeout is None else min(timeout, cgroup.CPU_POLL_S)
             try:
                 watched: list[Any] = [ctrl, wake.fd]
+                if self.asked:  # the maker's answers, as they come
+                    watched.append(self.maker[1])
                 ready, _, _ = select.select(watched, [], [], timeout)
             except InterruptedError:
                 ready = []
             if wake.fd in ready:
                 wake.drain()
-            if _reap(children, self, block=False):
+            if self.asked and self.maker[1] in ready:
+                self.take_answer()
+            elif self.asked and time.monotonic() >= self.asked[0][2] + template_maker.ANSWER_S:
+                self.maker_failed(MAKER_FAILURES)  # no answer in time: stopped
+            if _reap(children, self, block=False) and self.leftovers_due is None:
+                self.leftovers_due = time.monotonic()
+            if self.leftovers_due is not None and self.asked and \
+                    time.monotonic() >= self.leftovers_due + LEFTOVERS_WAIT_S:
+                while self.asked:  # a clone not announced yet is no leftover: its answer first
+                    self.take_answer()
+            if self.leftovers_due is not None and not self.asked:
                 _kill_leftovers(children)  # what dead workers' calls started, and their children in turn
+                self.leftovers_due = None
             for pid in [p for p in kill_at if p not in children]:
                 del kill_at[pid]
             if self.watched:
@@ -190,9 +226,15 @@ class Template:
             _prepare_sandbox(sandbox)
             key = pickle.dumps(sandbox)
             spawned = _hand_over(self.spares.get(key, []), self.children, channels)
-            took_spare = spawned is not None
-            if spawned is None and self.clones and self.exiting_until is None:  # a clone is a spare first
-                self.fork_spares(key, sandbox, 1)
+            took_spare = spawned is not None or self.asking(key)
+            for _turn in range(SPARE_TURNS if self.clones and self.exiting_until is None else 0):
+                if spawned is not None:  # (a clone is a spare first: one asked of the maker, else the template's)
+                    break
+                if not self.spares.get(key):
+                    if not self.asking(key):
+                        self.fork_spares(key, sandbox, 1)
+                    if self.asking(key):
+                        self.take_answer()  # the oldest asked (maybe of another sandbox), or the maker failed
                 spawned = _hand_over(self.spares.get(key, []), self.children, channels)
             if spawned in self.boxes and sandbox.cpu_s is not None and cgroup.bounded(sandbox) \
                     and not isinstance(cgroup.hierarchy(), str):
@@ -226,11 +268,13 @@ class Template:
             self.tool_chunks.clear()
             self.let_spares_go()
             self.drop_supervisor()
+            self.drop_maker()
 
     def on_exit(self, msg: Exit, fds: list[int]) -> None:
         self.exiting_until = time.monotonic() + msg.grace
         self.let_spares_go()
         self.drop_supervisor()
+        self.drop_maker()
         self.exit_when_empty()
 
     #: The one handler of each message type the host sends (``fork.template_messages``).
@@ -262,17 +306,20 @@ class Template:
         os._exit(0)
 
     def fork_worker(self, fds: tuple[int, int, int], sandbox: Any, spare: int | None,
-                    sessions: int | None = None) -> int:
+                    helper: tuple[int, Callable[[int, dict[str, Any], WorkerSetup], None]] | None = None) -> int:
+        """Fork a worker (a one-shot of ``sandbox``, a spare waiting on ``spare``), or, with ``helper``
+        (its socket and its loop), the sessions' supervisor or the spare maker. Returns its pid."""
         def cleanup() -> None:  # the template's own sockets, closed by their objects (see fork.forking)
             self.ctrl.close()
             self.wake.close()
             for waiting in self.spares.values():  # only the template may hand a spare its call
                 for _pid, sock in waiting:
                     sock.close()
-            if self.supervisor:  # the supervisor must see EOF when the template lets it go
-                self.supervisor[1].close()
+            for own in (self.supervisor, self.maker):  # each must see EOF when the template lets it go
+                if own:
+                    own[1].close()
 
-        own = [fd for fd in (*fds, spare, sessions) if fd is not None and fd >= 0]
+        own = [fd for fd in (*fds, spare, helper[0] if helper else None) if fd is not None and fd >= 0]
         clone = self.clones and sandbox is not None and spare is not None
         me, ids = os.getpid(), (os.getuid(), os.getgid())
         pid = -1
@@ -284,8 +331,8 @@ class Template:
         if not clone:
             pid = forking.fork(own, cleanup)
         if pid == 0:
-            if sessions is not None:
-                supervise_sessions(sessions, self.tools, self.hooks)
+            if helper is not None:
+                helper[1](helper[0], self.tools, self.hooks)
             worker_main(*fds, self.tools, self.hooks, me, sandbox, spare, cloned=ids if clone else None)
         self.children.add(pid)
         if clone:
@@ -306,7 +353,7 @@ class Template:
                 ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
                 supervisor[:] = [None, ours]  # listed before the fork: the child closes its copy of ours
                 try:
-                    supervisor[0] = self.fork_worker((-1, -1, -1), None, None, theirs.fileno())
+                    supervisor[0] = self.fork_worker((-1, -1, -1), None, None, (theirs.fileno(), supervise_sessions))
                 finally:
                     theirs.close()
             try:
@@ -346,22 +393,112 @@ class Template:
                 sock.close()
 
     def fork_spares(self, key: bytes, sandbox: Any, want: int) -> None:
+        """Have ``want`` spares of ``sandbox`` waiting or on their way: asked of the spare maker (they
+        come in as its answers do, ``take_answer``), else forked by the template itself."""
         waiting = self.spares.pop(key, [])
         self.spares[key] = waiting  # the sandbox used last is the last to go
-        while len(waiting) < want:
+        coming = sum(1 for asked, _, _ in self.asked if asked == key)
+        while len(waiting) + coming < want:
+            if self.ask_maker(key):
+                self.asked.append((key, sandbox, time.monotonic()))
+                coming += 1
+                continue
             ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
             try:
                 pid = self.fork_worker((-1, -1, -1), sandbox, theirs.fileno())
             finally:
                 theirs.close()
-            if pid in self.boxes:  # a clone: its pid as we see it is its first word (``worker._own_pid``)
-                try:
-                    ours.send(pid.to_bytes(4, "little"))
-                except OSError:  # it died already: reaped as any child
-                    pass
-            waiting.append((pid, ours))
+            self.announce(pid, ours, key)
         while len(self.spares) > SANDBOXES_WITH_SPARES:
             self.let_spares_go(next(iter(self.spares)))
+
+    def announce(self, pid: int, ours: socket.socket, key: bytes) -> None:
+        """A new spare of sandbox ``key`` joins those waiting (or is let go at once, its sandbox having
+        lost its spares meanwhile); a clone is told its pid as we see it, its first word
+        (``worker._own_pid``)."""
+        if pid in self.boxes:
+            try:
+                ours.send(pid.to_bytes(4, "little"))
+            except OSError:  # it died already: reaped as any child
+                pass
+        waiting = self.spares.get(key)
+        if waiting is None or self.exiting_until is not None:
+            ours.close()  # EOF: it leaves unused
+        else:
+            waiting.append((pid, ours))
+
+    def asking(self, key: bytes) -> bool:
+        return any(asked == key for asked, _, _ in self.asked)
+
+    def ask_maker(self, key: bytes) -> bool:
+        """Ask the spare maker (forked first if there is none, or it died) for a spare of sandbox ``key``;
+        whether it was asked (not where clones cannot be made here, or after its failures)."""
+        if not self.clones or self.maker_failures >= MAKER_FAILURES:
+            return False
+        maker = self.maker
+        if not maker or maker[0] not in self.children:  # the first, or one that died since
+            self.drop_maker()
+            ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+            ours.settimeout(template_maker.ANSWER_S)
+            maker[:] = [None, ours]  # listed before the fork: the child closes its copy of ours
+            loop = functools.partial(template_maker.make_spares, template=os.getpid(), prepare=_prepare_sandbox)
+            try:
+                maker[0] = self.fork_worker((-1, -1, -1), None, None, (theirs.fileno(), loop))
+            finally:
+                theirs.close()
+        try:
+            maker[1].send(key)
+        except TimeoutError:  # stopped, with its queue full
+            self.maker_failed(MAKER_FAILURES)
+            return False
+        except OSError:  # it died (not reaped yet)
+            self.maker_failed(1)
+            return False
+        return True
+
+    def take_answer(self) -> bool:
+        """The maker's answer to the oldest spare asked of it (waiting for it at most ``ANSWER_S``): that
+        spare, our child, is announced. Whether one came; a maker that gave none in time (stopped) or
+        cannot clone fails for good, and a dead one counts one failure (``maker_failed``)."""
+        key, sandbox, _when = self.asked.pop(0)
+        data: bytes = b""
+        fds: list[int] = []
+        failed = 1
+        try:
+            data, fds = forking.recv_fds(self.maker[1], 16, 1)
+        except TimeoutError:  # stopped, or too slow to be of use
+            failed = MAKER_FAILURES
+        except OSError:  # it died (its clone, if it made one, sees EOF and leaves)
+            pass
+        pid = int.from_bytes(data, "little", signed=True) if len(data) == 4 else 0
+        if pid <= 0 or len(fds) != 1:
+            close_quietly(fds)
+            self.maker_failed(MAKER_FAILURES if pid < 0 else failed)
+            return False
+        ours = socket.socket(fileno=fds[0])
+        if not _own_child(pid):  # killed and reaped before its announcement (by another tool): forgotten
+            ours.close()
+            return True
+        self.children.add(pid)
+        self.boxes[pid] = sandbox
+        self.announce(pid, ours, key)
+        return True
+
+    def maker_failed(self, count: int) -> None:
+        """SIGKILL the maker and forget it and what was asked of it (a clone it made unasked sees EOF and
+        leaves); past MAKER_FAILURES the template forks its spares itself."""
+        self.maker_failures += count
+        if self.maker and self.maker[0] is not None:
+            signal_quietly(os.kill, self.maker[0], signal.SIGKILL)
+        self.drop_maker()
+
+    def drop_maker(self) -> None:
+        """No more spares from this maker (its tools are stale, the pool is closing, or it failed): it
+        leaves at EOF, and the answers not read yet are lost with the socket."""
+        if self.maker:
+            self.maker[1].close()
+            self.maker.clear()
+        self.asked.clear()
 
 
 def _multiprocess_own(ctrl: socket.socket) -> list[int]:
@@ -419,6 +556,17 @@ def _prepare_sandbox(limits: Any) -> None:
         seccomp.prepare(limits.network is False)
     except OSError:
         pass
+
+
+def _own_child(pid: int) -> bool:
+    """Whether ``pid`` is a child of ours not reaped yet (running, or a zombie)."""
+    try:
+        os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+    except ChildProcessError:
+        return False
+    except OSError:
+        return True
+    return True
 
 
 def _kill_leftovers(workers: set[int]) -> bool:
