@@ -36,7 +36,7 @@ import signal
 import socket
 import time
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from toolfork.executor import tracing
 from toolfork.executor.backends.base import WorkerSetup
@@ -271,12 +271,13 @@ def worker_main(call_fd: int, result_fd: int, side_fd: int, tools: dict[str, Any
             except OSError as exc:
                 refused = ErrorInfo("LimitsNotEnforceable", f"the call was not run: its sandbox could not be "
                                     f"entered: {exc}")
-            if spare is not None:
-                call_fd, result_fd, side_fd = _await_channels(spare)
         signal.signal(signal.SIGTERM, _on_sigterm)
         signal.signal(signal.SIGINT, signal.SIG_DFL)
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-        _serve(Channels(call_fd, result_fd, side_fd), tools, hooks, sandbox, refused, session)
+        ready = _get_ready(hooks, sandbox, refused)  # a spare: while it waits for its call, off the call's path
+        if sandbox is not None and spare is not None:
+            call_fd, result_fd, side_fd = _await_channels(spare)
+        _serve(Channels(call_fd, result_fd, side_fd), tools, hooks, ready, sandbox, session)
     except (EOFError, CallInterrupted, BrokenPipeError):
         code = 0
     except (_Leave, ChannelDamaged):
@@ -287,15 +288,30 @@ def worker_main(call_fd: int, result_fd: int, side_fd: int, tools: dict[str, Any
         os._exit(code)
 
 
-def _serve(channels: Channels, tools: dict[str, Any], hooks: WorkerSetup, sandbox: Limits | None = None,
-           refused: ErrorInfo | None = None, session: ServedSession | None = None) -> None:
+class _Ready(NamedTuple):
+    """What a worker sets up before its first call that needs none of its channels."""
+
+    start_error: ErrorInfo | None  # on_worker_start's failure (or the sandbox's refusal): every call's error
+    baseline: SignalBaseline
+    limited: CallLimits  # each tool's limits, worked out once (see fork.limited)
+
+
+def _get_ready(hooks: WorkerSetup, sandbox: Limits | None, refused: ErrorInfo | None) -> _Ready:
+    """``on_worker_start``, then the signal state every call starts with (what the hook installs
+    included), and the limits' layer."""
+    start_error = refused if refused is not None else hooks.start_worker()
+    baseline = SignalBaseline()
+    baseline.watch_setters()
+    return _Ready(start_error, baseline, CallLimits(hooks.limits, sandbox))
+
+
+def _serve(channels: Channels, tools: dict[str, Any], hooks: WorkerSetup, ready: _Ready,
+           sandbox: Limits | None = None, session: ServedSession | None = None) -> None:
     pid = os.getpid()
     call_fd, result_fd = channels.call_fd, channels.result_fd
     side = oob.SidePort(socket.socket(fileno=channels.side_fd))
     writer = framing.FrameWriter(result_fd, side)
-    start_error = refused if refused is not None else hooks.start_worker()
-    baseline = SignalBaseline()  # after on_worker_start: what it installs is what every call starts with
-    baseline.watch_setters()
+    start_error, baseline, limited = ready
     before, after, encode = hooks.before_child, hooks.after_child, hooks.encode_result
     # A session's process reads each frame exactly: its checkpoint is forked between frames.
     reader = framing.CallReader(call_fd, side, writer.lock, ahead=session is None)
@@ -309,7 +325,6 @@ def _serve(channels: Channels, tools: dict[str, Any], hooks: WorkerSetup, sandbo
         dumps = _data_only_dumps
         encode = None
     monotonic, getpid, look = time.monotonic, os.getpid, channels.poller.poll
-    limited = CallLimits(hooks.limits, sandbox)  # each tool's limits, worked out once (see fork.limited)
     limits_of = limited.effective.of
     plans: dict[str, tuple[Any, bool, Limits | None]] = {}  # a tool's name: it, whether it takes a runtime, its limits
     release_limits = rlimits.release
@@ -336,8 +351,9 @@ def _serve(channels: Channels, tools: dict[str, Any], hooks: WorkerSetup, sandbo
         items = msg[1] if kind == frames.CALLS else msg[3]
         # A frame of one call: a small batch (its next call comes soon) or a slow tool (a look costs it
         # nothing). Chunks of quick calls come while the host is busy with their results: a worker that
-        # looked for the next chunk would take the CPU the host needs, so it sleeps at once.
-        reader.spin_s = SPIN_S if len(items) == 1 else 0.0
+        # looked for the next chunk would take the CPU the host needs, so it sleeps at once. So does a
+        # sandboxed call's one-shot, whose next frame never comes.
+        reader.spin_s = SPIN_S if len(items) == 1 and sandbox is None else 0.0
         last_id = items[-1][0] if items else None
         calls = enumerate(items, next_seq) if kind == frames.CALLS else _lane_calls(
             msg[1], msg[2], items, writer, next_seq)
