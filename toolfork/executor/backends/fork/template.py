@@ -339,6 +339,18 @@ class Template:
             self.boxes[pid] = sandbox
         return pid
 
+    def fork_helper(self, slot: list[Any], loop: Callable[[int, dict[str, Any], WorkerSetup], None],
+                    timeout: float | None = None) -> None:
+        """Fork a helper of the template (the session supervisor, the spare maker) that runs ``loop`` on
+        its end of a new socket pair; ``slot`` becomes [its pid, our end] (``timeout``: on our end)."""
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        ours.settimeout(timeout)
+        slot[:] = [None, ours]  # listed before the fork: the child closes its copy of ours
+        try:
+            slot[0] = self.fork_worker((-1, -1, -1), None, None, (theirs.fileno(), loop))
+        finally:
+            theirs.close()
+
     def drop_supervisor(self) -> None:
         """No more sessions for it: it serves those it has and leaves after the last."""
         if self.supervisor:
@@ -350,12 +362,7 @@ class Template:
         for _attempt in (1, 2):  # a supervisor that died since (killed by hand) is replaced once
             if not supervisor or supervisor[0] not in self.children:
                 self.drop_supervisor()
-                ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-                supervisor[:] = [None, ours]  # listed before the fork: the child closes its copy of ours
-                try:
-                    supervisor[0] = self.fork_worker((-1, -1, -1), None, None, (theirs.fileno(), supervise_sessions))
-                finally:
-                    theirs.close()
+                self.fork_helper(supervisor, supervise_sessions)
             try:
                 socket.send_fds(supervisor[1], [b"s"], fds)
                 return
@@ -438,14 +445,8 @@ class Template:
         maker = self.maker
         if not maker or maker[0] not in self.children:  # the first, or one that died since
             self.drop_maker()
-            ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-            ours.settimeout(template_maker.ANSWER_S)
-            maker[:] = [None, ours]  # listed before the fork: the child closes its copy of ours
-            loop = functools.partial(template_maker.make_spares, template=os.getpid(), prepare=_prepare_sandbox)
-            try:
-                maker[0] = self.fork_worker((-1, -1, -1), None, None, (theirs.fileno(), loop))
-            finally:
-                theirs.close()
+            self.fork_helper(maker, functools.partial(template_maker.make_spares, template=os.getpid(),
+                                                      prepare=_prepare_sandbox), template_maker.ANSWER_S)
         try:
             maker[1].send(key)
         except TimeoutError:  # stopped, with its queue full

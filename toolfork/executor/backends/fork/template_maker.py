@@ -56,10 +56,7 @@ def make_spares(fd: int, tools: dict[str, Any], hooks: WorkerSetup, template: in
     clones = generic_forking.can_clone()  # also finds this process's thread id field, once
     known: dict[bytes, Any] = {}
     while True:
-        try:
-            key = sock.recv(MAX_KEY)
-        except OSError:
-            key = b""
+        key = _asked(sock)
         if not key:
             os._exit(0)
         sandbox = known.get(key)
@@ -75,6 +72,14 @@ def make_spares(fd: int, tools: dict[str, Any], hooks: WorkerSetup, template: in
         finally:
             if ours is not None:
                 ours.close()
+
+
+def _asked(sock: socket.socket) -> bytes:
+    """The key of the next spare the template asks for; empty when it is gone."""
+    try:
+        return sock.recv(MAX_KEY)
+    except OSError:
+        return b""
 
 
 def _clone(sock: socket.socket, sandbox: Any, tools: dict[str, Any], hooks: WorkerSetup, template: int,
