@@ -42,6 +42,7 @@ import json
 import os
 import stat
 import threading
+import time
 from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -340,7 +341,10 @@ class SessionJob(Job):
                 record = _error(call, type(exc).__name__, f"the session's call failed: {exc}")
             future.set_result(record)
         if closing is not None:
+            pid = closing.pid
             closing.close()
+            if self.executor.backend.capabilities.name == "fork":  # its process is this machine's child's child
+                _wait_gone(pid)
         if line.ended:
             with self.lock:
                 self._release(line)
@@ -433,5 +437,25 @@ def _outcome(call: ToolCall, done: Future[ToolResult]) -> ToolResult:
 def _error(call: ToolCall, kind: str, message: str) -> ToolResult:
     return ToolResult(call.id, call.name, "error", error=ErrorInfo(kind, message))
 
+
+
+GONE_WAIT_S = 2.0  # the longest a closed session's place waits for its process to end
+
+
+def _wait_gone(pid: int | None) -> None:
+    """A closed session's process is ended by its supervisor a moment later (when it reads the session's
+    EOF): the bound is on processes, so its place is given again only once it is gone (a zombie, or no
+    process), waiting at most ``GONE_WAIT_S``."""
+    if pid is None or pid == os.getpid():
+        return
+    end = time.monotonic() + GONE_WAIT_S
+    while time.monotonic() < end:
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as f:
+                if f.read().rsplit(b")", 1)[1].split()[0] in (b"Z", b"X"):
+                    return
+        except (OSError, IndexError):
+            return
+        time.sleep(0.002)
 
 __all__ = ["SessionJob", "last_lines", "session_fields"]
