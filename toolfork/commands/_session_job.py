@@ -9,9 +9,9 @@ input order, as on the other paths (``Job``: bad lines, duplicate ids, ``--resum
 
 At most the executor's ``max_sessions`` (``--workers`` x 8) sessions are open at once, whatever the
 input: a key with no place waits for one (its lines are held in its queue) and opens when a session
-ends. If the window fills while its first line waits for a place that no open session can give up
-(none runs: their next lines lie past the window), that key's lines get ``TooManySessions`` records
-instead of the job waiting for ever.
+ends and its process is gone (``_wait_gone``). If the window fills while its first line waits for a
+place that no open session can give up (none runs: their next lines lie past the window), that key's
+lines get ``TooManySessions`` records instead of the job waiting for ever.
 
 Data flow::
 
