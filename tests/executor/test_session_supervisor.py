@@ -160,3 +160,20 @@ def test_open_sessions_are_bounded_by_max_sessions_not_by_the_input(make_executo
         assert s.run([deposit(1, 1)])[0].output.data == 1
     for s in sessions:
         s.close()
+
+
+@pytest.mark.parametrize("checkpoint", [False, True])
+def test_a_closed_sessions_process_is_gone_when_close_returns(make_executor: Callable[..., Executor],
+                                                            checkpoint: bool) -> None:
+    """max_sessions bounds processes: its supervisor ends a closed session's process a moment after the
+    close, so ``close`` returns only then, and the next open cannot start while it still runs."""
+    from toolfork.executor.backends.fork.template_link import process_state
+
+    ex = make_executor(S.SESSION_TOOLS, mode="fork", max_sessions=1)
+    for i in range(5):
+        s = ex.session(S.Account, f"o{i}", checkpoint=checkpoint)
+        assert s.run([deposit(i, 1)])[0].output.data == 1
+        pid = s.pid
+        assert pid is not None and process_state(pid) not in (None, b"Z", b"X")
+        s.close()
+        assert process_state(pid) in (None, b"Z", b"X"), f"session {i}'s process {pid} still runs after close"

@@ -9,7 +9,7 @@ input order, as on the other paths (``Job``: bad lines, duplicate ids, ``--resum
 
 At most the executor's ``max_sessions`` (``--workers`` x 8) sessions are open at once, whatever the
 input: a key with no place waits for one (its lines are held in its queue) and opens when a session
-ends and its process is gone (``_wait_gone``). If the window fills while its first line waits for a
+ends and its process is gone (``Session.close`` returns only then). If the window fills while its first line waits for a
 place that no open session can give up (none runs: their next lines lie past the window), that key's
 lines get ``TooManySessions`` records instead of the job waiting for ever.
 
@@ -42,7 +42,6 @@ import json
 import os
 import stat
 import threading
-import time
 from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -341,10 +340,7 @@ class SessionJob(Job):
                 record = _error(call, type(exc).__name__, f"the session's call failed: {exc}")
             future.set_result(record)
         if closing is not None:
-            pid = closing.pid
-            closing.close()
-            if self.executor.backend.capabilities.name == "fork":  # its process is this machine's child's child
-                _wait_gone(pid)
+            closing.close()  # returns once its process is gone: only then is its place given again
         if line.ended:
             with self.lock:
                 self._release(line)
@@ -437,25 +433,5 @@ def _outcome(call: ToolCall, done: Future[ToolResult]) -> ToolResult:
 def _error(call: ToolCall, kind: str, message: str) -> ToolResult:
     return ToolResult(call.id, call.name, "error", error=ErrorInfo(kind, message))
 
-
-
-GONE_WAIT_S = 2.0  # the longest a closed session's place waits for its process to end
-
-
-def _wait_gone(pid: int | None) -> None:
-    """A closed session's process is ended by its supervisor a moment later (when it reads the session's
-    EOF): the bound is on processes, so its place is given again only once it is gone (a zombie, or no
-    process), waiting at most ``GONE_WAIT_S``."""
-    if pid is None or pid == os.getpid():
-        return
-    end = time.monotonic() + GONE_WAIT_S
-    while time.monotonic() < end:
-        try:
-            with open(f"/proc/{pid}/stat", "rb") as f:
-                if f.read().rsplit(b")", 1)[1].split()[0] in (b"Z", b"X"):
-                    return
-        except (OSError, IndexError):
-            return
-        time.sleep(0.002)
 
 __all__ = ["SessionJob", "last_lines", "session_fields"]

@@ -108,6 +108,7 @@ class Session(Closable):
         self._runner: int | None = None  # the thread running calls on the state
         self.restores = 0  # faults the checkpoint took over from
         self.closed = False
+        self._ended = False  # closed and its process gone: its place counts against max_sessions until then
 
     @property
     def pid(self) -> int | None:
@@ -198,7 +199,10 @@ class Session(Closable):
         try:
             if not self.closed:
                 self.closed = True
-                self._place.close()
+                try:
+                    self._place.close()  # returns once its process is gone (or a bounded wait passed)
+                finally:
+                    self._ended = True
         finally:
             self._lock.release()
 
@@ -304,7 +308,7 @@ def open_session(executor: Executor, prepare: Callable[[Iterable[Any]], list[Too
         limits = check_sandbox(limits, executor.backend)
     with _OPEN_LOCK:
         live = _OPEN.setdefault(executor, weakref.WeakSet())
-        if sum(1 for s in live if not s.closed) + _opening.get(id(executor), 0) >= executor.max_sessions:
+        if sum(1 for s in live if not s._ended) + _opening.get(id(executor), 0) >= executor.max_sessions:
             raise TooManySessions(
                 f"{executor.max_sessions} sessions are open on this executor, its max_sessions: close one first "
                 "(a session's process and descriptors go when it is closed), or raise Executor(max_sessions=...)")

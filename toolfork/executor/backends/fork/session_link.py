@@ -55,6 +55,8 @@ if TYPE_CHECKING:
     from toolfork.tools.tool import Tool
 
 REPLY_TIMEOUT = 10.0  # how long the supervisor may take to answer (it does nothing else)
+GONE_WAIT_S = 2.0  # the longest a close waits for the session's process to end (see SessionProcessLink.close)
+GONE_POLL_S = 0.002
 SPARES = 2  # session processes forked ahead, waiting for a session to open on them
 SANDBOXED_SPARES = 1  # per sandbox: session processes that entered it ahead (three processes each)
 SANDBOXES_WITH_SPARES = 4  # the sandboxes used last keep theirs
@@ -352,9 +354,14 @@ class SessionProcessLink:
         return bool(self._pending) or self._exit_status is not None or self._supervisor_gone or bool(
             readable([self._result_fd], 0))
 
-    def close(self) -> None:
+    def close(self, wait: bool = False) -> None:
         """The session process and its checkpoint end (the supervisor kills them at EOF of its socket).
-        Once: the descriptors' numbers may name something else afterwards."""
+        Once: the descriptors' numbers may name something else afterwards.
+
+        ``wait``: return only once the session's process is gone (a zombie, or no process), at most
+        ``GONE_WAIT_S``. ``max_sessions`` bounds processes, and the supervisor ends this one a moment after
+        the EOF: under load a session opened right after a close could otherwise start first. (Not from a
+        finalizer: that may run in any thread, at any time.)"""
         if self._closed:
             return
         self._closed = True
@@ -364,6 +371,10 @@ class SessionProcessLink:
             self._resuming = None
         HOST_FDS.discard(self._ctl.fileno())
         self._ctl.close()
+        if wait and self.pid is not None and self.pid > 0 and not self._supervisor_gone:
+            end = time.monotonic() + GONE_WAIT_S
+            while process_state(self.pid) not in _GONE_FOR_GOOD and time.monotonic() < end:
+                time.sleep(GONE_POLL_S)
 
     # ----------------------------------------------------------------- faults
 
@@ -505,6 +516,7 @@ class SessionProcessLink:
 
 
 _GONE = (None, b"Z", b"X", b"T", b"t")  # a process's states in which it serves no more (see process_state)
+_GONE_FOR_GOOD = (None, b"Z", b"X")  # ... and holds nothing any more (a stopped one still does)
 
 
 def _slice(left: float | None) -> float:
@@ -806,7 +818,7 @@ class ProcessPlace:
             raise ProcessGone(f"the session's process died while sending its state: {fault.reason}") from None
 
     def close(self) -> None:
-        self._link.close()
+        self._link.close(wait=True)
 
 
 def spec_blob(spec: SessionSpec) -> bytes:
