@@ -135,7 +135,7 @@ class CallReader:
         them), from offset 0."""
         left = len(buf) - pos
         if not left and self.spin_s:  # the next frame may come within microseconds: looked for first
-            look_briefly(self._poller, self.spin_s)
+            look_briefly(self._poller.poll, self.spin_s)
         got = read_some(self.fd, max(n - left, READ_CHUNK))
         if not got:
             raise EOFError

@@ -11,7 +11,8 @@ from __future__ import annotations
 import os
 import select
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from typing import TypeVar
 
 from toolfork.executor.backends.host_fds import HOST_FDS
 
@@ -19,6 +20,7 @@ from toolfork.executor.backends.host_fds import HOST_FDS
 # a sleeping process costs tens of microseconds on a virtual machine, more than a quick call itself
 # (bench/: a batch of 4 trivial calls). The looks yield the CPU between them.
 SPIN_S = 0.00005
+_Seen = TypeVar("_Seen")  # what a look returns: poll's events, select's keys
 
 
 def write_all(fd: int, data: bytes | bytearray | memoryview) -> None:
@@ -51,12 +53,16 @@ def read_some(fd: int, n: int) -> bytes:
             wait_for(fd, write=False)
 
 
-def look_briefly(poller: select.poll, spin_s: float) -> None:
-    """Look at ``poller`` (registered for what is awaited) without sleeping, yielding the CPU between
-    looks, until something shows or ``spin_s`` passed."""
+def look_briefly(look: Callable[[int], _Seen], spin_s: float) -> _Seen:
+    """What ``look(0)`` (a poller's ``poll``, a selector's ``select``) shows, looked at without sleeping,
+    yielding the CPU between looks (a process sharing this CPU runs first), until something shows or
+    ``spin_s`` passed: the last look's answer. Waking a sleeping process costs tens of microseconds here,
+    so an answer due sooner is looked for, not slept for; the bound keeps an idle process asleep."""
     end = time.monotonic() + spin_s
-    look = poller.poll
-    while not look(0) and time.monotonic() < end:
+    while True:
+        seen = look(0)
+        if seen or time.monotonic() >= end:
+            return seen
         os.sched_yield()
 
 

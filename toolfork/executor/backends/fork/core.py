@@ -67,7 +67,6 @@ driver lock for its job), so one thread at a time changes the workers.
 from __future__ import annotations
 
 import math
-import os
 import selectors
 import signal
 import time
@@ -88,7 +87,7 @@ from toolfork.executor.backends.fork.template_link import (
 from toolfork.executor.backends.fork.workers import Client, Worker, WorkerState, rss_mb
 from toolfork.executor.wire import WakePipe, ceiling, frames, framing, oob
 from toolfork.executor.wire.frames import WORKER_GOES, Progress, Spans, unreadable_result
-from toolfork.executor.wire.pipes import SPIN_S  # how long the driver looks for a quick call's result before it sleeps
+from toolfork.executor.wire.pipes import SPIN_S, look_briefly  # the driver's look for a quick call's result
 
 if TYPE_CHECKING:
     from toolfork.governance.limits import Limits
@@ -336,12 +335,7 @@ class WorkerCore(TemplateCare):
         if not any(w.inflight and len(w.inflight) * means.get(w.inflight[0].name, SPIN_S) < SPIN_S
                    for w in self._workers.values()):
             return []
-        end = time.monotonic() + (SPIN_S if timeout is None else min(SPIN_S, timeout))
-        while True:
-            ready = sel.select(0)
-            if ready or time.monotonic() >= end:
-                return ready
-            os.sched_yield()  # a worker sharing this CPU runs first
+        return look_briefly(sel.select, SPIN_S if timeout is None else min(SPIN_S, timeout))
 
     # ------------------------------------------------------------------ the hot path (the fault rules: fork.faults)
 
