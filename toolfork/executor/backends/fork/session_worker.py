@@ -206,11 +206,12 @@ class SessionProcess:
         if pid == 0:
             ours.close()
             self._wait_as_checkpoint(theirs)
-            if self._take_reserve():  # its checkpoint is there already: no fork before the next call
-                self.paused = prefault.copy_ahead(runs, called) and not called()  # (this frame's hot pages)
-                return
-            if self.after_result:  # its fork waits for the next call or a moment: the failed call's error goes first
-                readable([self._channels.call_fd], TAKEOVER_PAUSE_S)
+            if self.after_result:  # the failed call's error goes first: the rest waits for the next call, or a moment
+                came = readable([self._channels.call_fd], TAKEOVER_PAUSE_S)
+                if self._take_reserve():  # its checkpoint is there already: no fork before the next call
+                    if not came:  # and this frame's hot pages are copied ahead
+                        self.paused = prefault.copy_ahead(runs, called) and not called()
+                    return
             self.after_frame(hot=False)  # taken over: a checkpoint of its own before the next call, too
             return
         lead_group(pid)  # before this process runs another call (a timeout kills this one's group)
