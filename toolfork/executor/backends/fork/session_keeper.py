@@ -46,7 +46,8 @@ if TYPE_CHECKING:
     from toolfork.governance.cgroup import CallGroup
 
 # Processes of a sandboxed session besides its calls': the session process and its checkpoint (the one
-# from before a call ends before the next is forked; the keeper is the "1" the sandbox counts for itself).
+# from before a call ends before the next is forked; the keeper is the "1" the sandbox counts for itself;
+# a checkpoint forks no reserve where ``processes`` is set: see session_worker.SessionProcess._reserves).
 OWN_PROCESSES = 2
 CPU_POLL_S = 0.02  # how often the keeper looks at the CPU a call's processes used, while they use some
 IDLE_POLL_S = 0.32  # ... doubling up to this while they use none (a session waiting between calls)
