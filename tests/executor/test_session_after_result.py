@@ -17,14 +17,17 @@ from tests.executor.session_tools import dep, spoil, values
 from toolfork.executor import Executor, ToolCall
 
 
+@pytest.mark.parametrize("pause", [0.0, 0.1])
 def test_the_next_call_never_runs_while_the_old_copy_holds_what_the_last_call_closed(
-        make_executor: Callable[..., Executor], tmp_path: Path) -> None:
+        make_executor: Callable[..., Executor], tmp_path: Path, pause: float) -> None:
     """The call after the one that closed the state's socket and file lock binds the port and takes the
-    lock at once, every time (the copy from before the closing call is reaped before it runs)."""
+    lock at once, every time (the copy from before the closing call is reaped before it runs; after a
+    pause, that copy's reserve, which holds them too, with it)."""
     ex = make_executor([*S.SESSION_TOOLS, S.release, S.take_back], mode="fork", kill_grace=0.3)
     for i in range(5):
         lock_path = str(tmp_path / f"lock{i}")
         with ex.session(S.Listening, lock_path, checkpoint="after_result") as s:
+            time.sleep(pause)  # (the checkpoint forks its reserve meanwhile)
             port = values(s.run([ToolCall("r", "release", {})]))[0]
             took = s.run([ToolCall("t", "take_back", {"port": port, "lock_path": lock_path})])[0]
             assert took.status == "ok" and took.output.as_text() == "free", took
