@@ -83,8 +83,11 @@ def test_sequential_mode_takes_after_result_as_a_checkpoint(make_executor: Calla
 
 
 def _children_of(pid: int) -> list[int]:
-    with open(f"/proc/{pid}/task/{pid}/children") as f:
-        return [int(p) for p in f.read().split()]
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children") as f:
+            return [int(p) for p in f.read().split()]
+    except FileNotFoundError:  # (gone meanwhile)
+        return []
 
 
 def _started_s(pid: int) -> float:
@@ -115,7 +118,10 @@ def test_a_checkpoint_that_takes_over_has_its_own_checkpoint_already_and_it_hold
         assert values(s.run([dep(2, 1)])) == [8]  # 7 + 1: neither failed call's 1000 is in any copy
         time.sleep(0.3)  # (its checkpoint forks its reserve meanwhile)
         assert values(s.run([dep(3, 0)])) == [8]  # that checkpoint and its reserve go, reaped
-        time.sleep(0.3)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and not (  # (once the old ones are reaped and the new reserve forked)
+                len(_children_of(checkpoint)) == 1 and len(_children_of(_children_of(checkpoint)[0])) == 1):
+            time.sleep(0.05)
         (after,) = _children_of(checkpoint)  # one checkpoint, and no old copy (not even a zombie)
         assert len(_children_of(after)) == 1  # its reserve
         assert values(s.run([spoil("exit")])) == ["crashed"]

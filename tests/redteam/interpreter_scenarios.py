@@ -131,7 +131,7 @@ def reserve_copies(work: Path) -> dict[str, Any]:
     interp = PythonInterpreter(timeout=30, memory_mb=None)
     procs = ("import os\nsorted(open(f'/proc/{p}/stat').read().rsplit(')', 1)[1].split()[0]\n"
              "       for p in os.listdir('/proc') if p.isdigit())")
-    reserve = ("import os, signal, time\ntime.sleep(0.2)\n"  # (its checkpoint forks its reserve meanwhile)
+    reserve = ("import os, signal, time\ntime.sleep(0.5)\n"  # (its checkpoint forks its reserve meanwhile)
                "def ppid(p):\n    return open(f'/proc/{p}/stat').read().rsplit(')', 1)[1].split()[1]\n"
                "pids = [p for p in os.listdir('/proc') if p.isdigit()]\n"
                "mine = [p for p in pids if ppid(p) == str(os.getpid())]\n"
@@ -141,7 +141,7 @@ def reserve_copies(work: Path) -> dict[str, Any]:
     with Executor(interp, workers=1) as ex, interp.open(ex) as s:
         s.run_cell("x = 1")
         first = s.run_cell("x = 'later'\nwhile True:\n    pass", timeout=0.5)
-        second = s.run_cell(f"x = 'later too'\n{reserve}while True:\n    pass", timeout=1.0)
+        second = s.run_cell(f"x = 'later too'\n{reserve}while True:\n    pass", timeout=2.0)
         after = s.run_cell("x").output.data["value"]
         time.sleep(0.3)
         s.run_cell("y = 2")
