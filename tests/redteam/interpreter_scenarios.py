@@ -11,6 +11,7 @@ import io
 import json
 import os
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -123,7 +124,37 @@ def next_agent_ahead(work: Path) -> dict[str, Any]:
             "by_b": by_b, "mine": mine, "left": os.listdir(tempfile.tempdir)}
 
 
+def reserve_copies(work: Path) -> dict[str, Any]:
+    """Cells that change the state and then run past their timeout, twice in a row (the second after
+    killing the copy its checkpoint forked of itself, its reserve): each must be rolled back to the state
+    before it, never to a later one, and no old copy (nor a zombie) may stay in the sandbox."""
+    interp = PythonInterpreter(timeout=30, memory_mb=None)
+    procs = ("import os\nsorted(open(f'/proc/{p}/stat').read().rsplit(')', 1)[1].split()[0]\n"
+             "       for p in os.listdir('/proc') if p.isdigit())")
+    reserve = ("import os, signal, time\ntime.sleep(0.5)\n"  # (its checkpoint forks its reserve meanwhile)
+               "def ppid(p):\n    return open(f'/proc/{p}/stat').read().rsplit(')', 1)[1].split()[1]\n"
+               "pids = [p for p in os.listdir('/proc') if p.isdigit()]\n"
+               "mine = [p for p in pids if ppid(p) == str(os.getpid())]\n"
+               "copies = [p for p in pids if ppid(p) in mine]\n"
+               "for p in copies:\n    os.kill(int(p), signal.SIGKILL)\n"
+               "open('killed.txt', 'w').write(str(len(copies)))\n")
+    with Executor(interp, workers=1) as ex, interp.open(ex) as s:
+        s.run_cell("x = 1")
+        first = s.run_cell("x = 'later'\nwhile True:\n    pass", timeout=0.5)
+        second = s.run_cell(f"x = 'later too'\n{reserve}while True:\n    pass", timeout=2.0)
+        after = s.run_cell("x").output.data["value"]
+        time.sleep(0.3)
+        s.run_cell("y = 2")
+        time.sleep(0.3)
+        states = s.run_cell(procs).output.data["value"]
+        killed = open(os.path.join(s.workspace, "killed.txt")).read()
+    rolled = [r.error is not None and "rolled back" in r.error.message for r in (first, second)]
+    return {"killed": killed, "first": first.status, "second": second.status, "rolled": rolled,
+            "after": after, "states": states}
+
+
 SCENARIOS: dict[str, Callable[[Path], dict[str, Any]]] = {
+    "reserve_copies": reserve_copies,
     "next_agent_ahead": next_agent_ahead,
     "pickled_final_answer": pickled_final_answer,
     "neighbour_files": neighbour_files,

@@ -4,6 +4,7 @@ cover because it is about the interpreter's crossing and its episodes (each atta
 
 from __future__ import annotations
 
+import ast
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -59,3 +60,16 @@ def test_a_smolagents_executor_cannot_reach_the_next_agents_session_opened_ahead
     seen = attack("next_agent_ahead", user, work)
     assert seen == {"ahead": 1, "handed": True, "by_a": ["refused", "refused"], "planted": False,
                     "by_b": ["refused", "refused", "refused"], "mine": "([], False)", "left": []}, seen
+
+
+@pytest.mark.timeout(200)
+@pytest.mark.parametrize("user", ["root", "nobody"])
+def test_a_cell_rolled_back_twice_in_a_row_comes_back_to_the_state_before_it_and_leaves_no_copy(
+        user: str, work: Path) -> None:
+    """Its checkpoint's reserve (a copy forked while the cell ran) holds the state from before the cell,
+    never the cell's; one the cell killed is replaced by a fork at the takeover. Afterwards the sandbox
+    holds its keeper, the session process, its checkpoint and that one's reserve: no old copy, no zombie."""
+    seen = attack("reserve_copies", user, work)
+    assert seen["first"] == seen["second"] == "timeout" and seen["rolled"] == [True, True], seen
+    assert seen["killed"] == "1" and seen["after"] == "1", seen
+    assert "Z" not in seen["states"] and len(ast.literal_eval(seen["states"])) <= 4, seen

@@ -46,7 +46,8 @@ if TYPE_CHECKING:
     from toolfork.governance.cgroup import CallGroup
 
 # Processes of a sandboxed session besides its calls': the session process and its checkpoint (the one
-# from before a call ends before the next is forked; the keeper is the "1" the sandbox counts for itself).
+# from before a call ends before the next is forked; the keeper is the "1" the sandbox counts for itself;
+# a checkpoint forks no reserve where ``processes`` is set: see session_worker.SessionProcess._reserves).
 OWN_PROCESSES = 2
 CPU_POLL_S = 0.02  # how often the keeper looks at the CPU a call's processes used, while they use some
 IDLE_POLL_S = 0.32  # ... doubling up to this while they use none (a session waiting between calls)
@@ -262,12 +263,16 @@ class _Keeper:
         for dead, status in reaped:
             if dead == self.running:
                 self.running, self.kill_at, self.budget = None, None, None
-                self._send(b"x%d" % self._verdict(status))
-                if self.resume_fds is not None:
-                    fds, self.resume_fds = self.resume_fds, None
-                    self._send(self.resume(fds))  # (its last checkpoint was read above)
+                verdict = self._verdict(status)
+                resumed = None
+                if self.resume_fds is not None:  # the checkpoint takes over first, then both words go at once
+                    fds, self.resume_fds = self.resume_fds, None  # (the supervisor and the host wake once)
+                    resumed = self.resume(fds)  # (its last checkpoint was read above)
                     for fd in fds:
                         os.close(fd)
+                self._send(b"x%d" % verdict)
+                if resumed is not None:
+                    self._send(resumed)
             elif self.checkpoint is not None and dead == self.checkpoint[0]:
                 self.checkpoint[1].close()
                 self.checkpoint = None

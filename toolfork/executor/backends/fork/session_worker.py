@@ -14,6 +14,7 @@ fork, by a process that is warm already. Each session has its own control socket
     host <──control (per session): kill [+ channels] | resume + channels / forked, exited, resumed, lost──> supervisor
     session process ──fork (after each frame of calls)──> checkpoint (paused, its own process group)
     session process ──("checkpoint", pid) + the checkpoint's socket──> supervisor
+    checkpoint ──fork (a moment after it, while it waits)──> its reserve (its own checkpoint once it took over)
 
 Each session process is the subreaper of what its calls start; when one dies, those come to the
 supervisor, which kills every child that is no live session's process or checkpoint. The supervisor
@@ -51,6 +52,7 @@ from toolfork.executor.backends.fork.worker import (
     die_with_parent,
     kill_group,
     lead_group,
+    signal_quietly,
     worker_main,
 )
 from toolfork.executor.invoke import error_info
@@ -79,6 +81,8 @@ ENTER = "E"
 MAX_MESSAGE = 1 << 12
 KEEPER_GRACE_S = 2.0  # a sandboxed session's keeper has this long past a kill's grace before its sandbox goes
 TAKEOVER_PAUSE_S = 0.02  # (checkpoint=AFTER_RESULT) how long a copy that took over waits before it forks its own
+RESERVE_DELAY_S = 0.03  # how long a checkpoint waits before it forks its reserve (see _wait_as_checkpoint)
+NAMED = b"n"  # a checkpoint that took over -> its reserve: you are my checkpoint now (and get your own)
 
 
 class SessionProcess:
@@ -90,6 +94,9 @@ class SessionProcess:
         self.after_result = False  # checkpoint=AFTER_RESULT: the copy from before a call goes after its result
         self.paused = True  # the next call did not come while the last checkpoint was taken (see after_frame)
         self.checkpoint: int | None = None  # the pid of the checkpoint of the state as it is now
+        # (a checkpoint that took over) the copy it forked of itself as it waited, with the socket that reaches
+        # it: its own checkpoint (see _wait_as_checkpoint)
+        self.reserve: tuple[int, socket.socket] | None = None
         self.limits: Limits | None = None  # the sandbox's, once entered at OPEN (see fork.session_keeper)
         self.ahead: Limits | None = None  # a spare's: the sandbox entered at ENTER, less its paths (not locked)
 
@@ -199,8 +206,12 @@ class SessionProcess:
         if pid == 0:
             ours.close()
             self._wait_as_checkpoint(theirs)
-            if self.after_result:  # its fork waits for the next call or a moment: the failed call's error goes first
-                readable([self._channels.call_fd], TAKEOVER_PAUSE_S)
+            if self.after_result:  # the failed call's error goes first: the rest waits for the next call, or a moment
+                came = readable([self._channels.call_fd], TAKEOVER_PAUSE_S)
+                if self._take_reserve():  # its checkpoint is there already: no fork before the next call
+                    if not came:  # and this frame's hot pages are copied ahead
+                        self.paused = prefault.copy_ahead(runs, called) and not called()
+                    return
             self.after_frame(hot=False)  # taken over: a checkpoint of its own before the next call, too
             return
         lead_group(pid)  # before this process runs another call (a timeout kills this one's group)
@@ -216,21 +227,81 @@ class SessionProcess:
     _channels: Channels
 
     def _wait_as_checkpoint(self, sock: socket.socket) -> None:
+        """A checkpoint waits on ``sock`` (to the supervisor, or the keeper): three descriptors make it the
+        session process (this returns), EOF ends it. Where ``_reserves`` says so, once it has waited
+        ``RESERVE_DELAY_S`` (a model's turn, or a call that runs longer) it forks its reserve: a copy of
+        itself as it waits, so of the state the checkpoint holds and of nothing later, which becomes its
+        own checkpoint if it takes over (``_take_reserve``), so that no fork stands between a rollback and
+        the next call. The reserve is in its group (a kill of the checkpoint is a kill of both), holds none
+        of the channels, and waits on a socket of its own for ``NAMED`` (then it waits here as a
+        checkpoint, its socket handed to the supervisor) or EOF (this one ended: so does it)."""
         os.setpgid(0, 0)  # the session process's group is killed at a timeout: not its checkpoint
         numbers = (self._channels.call_fd, self._channels.result_fd, self._channels.side_fd)
         for fd in numbers:
             os.close(fd)  # the host must see EOF when the session process dies
+        reserve: tuple[int, socket.socket] | None = None
+        while reserve is None and self._reserves() and not readable([sock.fileno()], RESERVE_DELAY_S):
+            ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+            try:
+                pid = forking.fork(forking.KEEP_ALL)
+            except OSError:  # no room for it: a copy that takes over forks its checkpoint then
+                ours.close()
+                theirs.close()
+                break
+            if pid == 0:  # the reserve
+                ours.close()
+                sock.close()
+                sock = theirs
+                try:
+                    named = sock.recv(16) == NAMED
+                except OSError:
+                    named = False
+                if not named:
+                    os._exit(0)
+                continue  # a checkpoint now: it gets a reserve of its own in turn
+            theirs.close()
+            reserve = (pid, ours)
         try:
             _data, fds = forking.recv_fds(sock, 16, 3)
         except OSError:
             fds = []
         sock.close()
         if len(fds) != 3:
-            os._exit(0)
+            close_quietly(fds)
+            os._exit(0)  # (its reserve sees EOF, if the kill of its group did not end it already)
         for new, old in zip(fds, numbers, strict=True):
             os.dup2(new, old, inheritable=False)
             os.close(new)
         die_with_parent()  # the supervisor's now
+        become_subreaper()  # as the session process was: what its calls start, and its checkpoint's reserve
+        self.reserve = reserve
+
+    def _reserves(self) -> bool:
+        """Whether a checkpoint forks a reserve as it waits: with ``AFTER_RESULT`` (the copy from before a
+        call goes after its result, not before it), unless its sandbox counts processes (``processes``:
+        the reserve would be one more, and take a place of the calls')."""
+        return self.after_result and (self.limits is None or self.limits.processes is None)
+
+    def _take_reserve(self) -> bool:
+        """Just after taking over: the reserve this process forked as it waited becomes its checkpoint
+        (named to the supervisor as a forked one is). False when there is none, or it is gone."""
+        reserve, self.reserve = self.reserve, None
+        if reserve is None:
+            return False
+        pid, sock = reserve
+        try:
+            if os.waitpid(pid, os.WNOHANG)[0] == 0:  # it is alive
+                lead_group(pid)  # before this process runs a call (a timeout kills this one's group)
+                sock.send(NAMED)  # (before the supervisor can send it anything)
+                socket.send_fds(self.up, [b"c%d" % pid], [sock.fileno()])
+                self.checkpoint = pid
+                return True
+        except OSError:
+            pass
+        finally:
+            sock.close()
+        _end_checkpoint(pid)
+        return False
 
 
 def _end_checkpoint(pid: int) -> None:
@@ -240,18 +311,25 @@ def _end_checkpoint(pid: int) -> None:
 
 
 def _kill_checkpoint(pid: int) -> None:
-    try:
-        os.kill(pid, signal.SIGKILL)
-    except OSError:
-        pass
+    """SIGKILL a checkpoint and its group: a reserve it forked is in it (see _wait_as_checkpoint)."""
+    signal_quietly(os.kill, pid, signal.SIGKILL)
+    signal_quietly(os.killpg, pid, signal.SIGKILL)
 
 
 def _reap_checkpoint(pid: int | None) -> None:
-    if pid is not None:
+    """Reap a killed checkpoint, then the reserve of its group (killed with it), which comes to this
+    process (a subreaper) as the checkpoint exits: neither outlives this call."""
+    if pid is None:
+        return
+    try:
+        os.waitpid(pid, 0)
+    except OSError:
+        pass
+    while True:
         try:
-            os.waitpid(pid, 0)
-        except OSError:
-            pass
+            os.waitpid(-pid, 0)
+        except OSError:  # (ChildProcessError: none is left in its group)
+            return
 
 
 def _loads(blob: bytes) -> Any:
