@@ -3,6 +3,7 @@ hit, and the worker's own limits are back after the call."""
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import hashlib
 import os
@@ -310,3 +311,36 @@ def test_restrictions_alone_touch_no_rlimit_and_no_handler() -> None:
         return before == inside and state.classify(MemoryError()) is None
 
     assert in_child(body).value is True
+
+
+def test_a_descriptor_that_takes_the_parents_statm_number_in_a_forked_child_is_left_alone() -> None:
+    """The memory limit reads /proc/<pid>/statm through a descriptor kept per process. A forked child must
+    not close the parent's by number later: a sandbox closes what it does not keep, and the number may
+    name one of the call's channels by the time the child's first call is limited."""
+    from toolfork.governance import rlimits
+
+    def body() -> bool:
+        with applied(Limits(memory_mb=256)):
+            pass
+        number = rlimits._STATM[0][1]  # this process's, open now
+        pid = os.fork()
+        if pid == 0:
+            code = 1
+            try:
+                with contextlib.suppress(OSError):
+                    os.close(number)
+                r, w = os.pipe()
+                os.dup2(r, 200)
+                os.dup2(w, number)  # the pipe's write end takes the parent's number
+                for fd in {r, w} - {number}:
+                    os.close(fd)
+                with applied(Limits(memory_mb=256)):
+                    pass
+                os.write(number, b"x")  # still the pipe
+                code = 0 if os.read(200, 1) == b"x" else 1
+            finally:
+                os._exit(code)
+        return os.waitpid(pid, 0)[1] == 0
+
+    out = in_child(body)
+    assert out.value is True, out

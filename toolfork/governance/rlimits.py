@@ -159,8 +159,22 @@ _CAPS: dict[int, bool] = {}
 # This process's pid, kept current by a fork hook: each getpid is a system call, and a call under limits
 # would make several.
 _pid = [os.getpid()]
+_STATM: list[tuple[int, int]] = []  # (pid, descriptor of its /proc/<pid>/statm), kept open
+
+
+def _after_fork_in_child() -> None:
+    """A forked child: its pid, and the parent's statm descriptor closed now, while its number is still
+    that descriptor (later, a sandbox's close of what it does not keep frees the number, and a channel
+    may take it)."""
+    _pid[0] = os.getpid()
+    if _STATM:
+        with contextlib.suppress(OSError):
+            os.close(_STATM[0][1])
+        _STATM.clear()
+
+
 if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=lambda: _pid.__setitem__(0, os.getpid()))
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def _may_raise_hard_limits() -> bool:
@@ -186,17 +200,11 @@ def _user_tasks(uid: int) -> int:
     return count
 
 
-_STATM: list[tuple[int, int]] = []  # (pid, descriptor of its /proc/<pid>/statm), kept open
-
-
 def _statm_fd() -> int | None:
     """This process's /proc/<pid>/statm, opened once per process (None where it cannot be opened)."""
     pid = _pid[0]
     if not _STATM or _STATM[0][0] != pid:
-        if _STATM:  # inherited from the process that forked us: it reads that process's figures
-            with contextlib.suppress(OSError):
-                os.close(_STATM[0][1])
-            _STATM.clear()
+        _STATM.clear()  # (a parent's, where no fork hook ran: its number may name another descriptor now)
         try:
             _STATM.append((pid, os.open(f"/proc/{pid}/statm", os.O_RDONLY | os.O_CLOEXEC)))
         except OSError:
