@@ -25,13 +25,23 @@ is entered the older way (``sandbox.enter``: unshare, then a fork).
 
 from __future__ import annotations
 
+import _signal
 import ctypes
 import functools
 import os
 import signal
+import threading
 from collections.abc import Callable, Iterable
 
 KEEP_ALL: frozenset[int] = frozenset({-1})  # ``fork(keep=KEEP_ALL)``: a copy of this process (a checkpoint)
+
+# The C functions behind ``signal``'s: its Python wrappers turn every number into an enum member, on
+# the path of every fork (twice in the process that forks, three times more in the child), and each
+# object touched there is a page copied in a process that forked (the spare maker forks per call).
+_sigmask = getattr(_signal, "pthread_sigmask", signal.pthread_sigmask)
+set_handler = getattr(_signal, "signal", signal.signal)  # takes and gives plain numbers
+_BLOCK, _SETMASK, _TERM = int(signal.SIG_BLOCK), int(signal.SIG_SETMASK), frozenset({int(signal.SIGTERM)})
+_DEFAULTS = ((int(signal.SIGTERM), int(signal.SIG_DFL)), (int(signal.SIGCHLD), int(signal.SIG_DFL)))
 
 
 def fork(keep: Iterable[int], cleanup: Callable[[], None] | None = None, namespaces: int = 0) -> int:
@@ -39,25 +49,25 @@ def fork(keep: Iterable[int], cleanup: Callable[[], None] | None = None, namespa
     keeps every descriptor and handler. ``namespaces`` (CLONE_NEW* flags): the child is cloned into new
     namespaces (only where ``can_clone()``). Returns as ``os.fork`` does (0 in the child)."""
     kept = KEEP_ALL if keep is KEEP_ALL else frozenset(keep)
-    mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+    mask = _sigmask(_BLOCK, _TERM)
     try:
         pid = _clone(namespaces) if namespaces else os.fork()
     except BaseException:
-        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+        _sigmask(_SETMASK, mask)
         raise
     if pid != 0:
-        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+        _sigmask(_SETMASK, mask)
         return pid
     if kept is KEEP_ALL:  # a copy of this process: its handlers too
-        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+        _sigmask(_SETMASK, mask)
         return 0
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    for signum, handler in _DEFAULTS:
+        set_handler(signum, handler)
     try:
         signal.set_wakeup_fd(-1)
     except ValueError:  # not the main thread: it has none
         pass
-    signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+    _sigmask(_SETMASK, mask)
     if cleanup is not None:
         cleanup()
     close_all_but(kept)
@@ -80,20 +90,23 @@ def _libc() -> ctypes.CDLL:
     return libc
 
 
-_TID_FIELDS: dict[tuple[int, int], int | None] = {}  # (pid, thread id) -> where that thread's id is kept
+_MACHINE = os.uname().machine
+_TID_FIELDS: dict[int, int | None] = {}  # thread block (pthread_self) -> where that thread's id is kept
 
 
 def _tid_field() -> int | None:
     """The address where the C library keeps the calling thread's id: the one place in its thread
     block (``pthread_self()``) that holds ``gettid()``; None when there is not exactly one. Looked up
-    once per process and thread (a forked template's thread block is not its host's main thread's)."""
-    machine = os.uname().machine
-    if machine not in _CLONE:
+    once per thread block: a forked child's one thread has its parent's forking thread's block, at the
+    same address, where the kernel (``CLONE_CHILD_SETTID``) or the C library's fork writes the child's
+    id (a forked template's block is not its host's main thread's; ``threading.get_ident`` is
+    ``pthread_self``, so no system call is made per clone)."""
+    if _MACHINE not in _CLONE:
         return None
-    libc = _libc()
-    tid = int(libc.syscall(ctypes.c_long(_GETTID[machine])))
-    key = (os.getpid(), tid)
+    key = threading.get_ident()
     if key not in _TID_FIELDS:
+        libc = _libc()
+        tid = int(libc.syscall(ctypes.c_long(_GETTID[_MACHINE])))
         block = libc.pthread_self()
         offsets = range(0, _THREAD_BLOCK_SCAN, 4) if block and tid > 0 else range(0)
         found = [block + off for off in offsets if ctypes.c_int.from_address(block + off).value == tid]
@@ -121,7 +134,7 @@ def _clone(namespaces: int) -> int:
     tid = _tid_field()
     if tid is None:
         raise OSError(95, "clone into namespaces is not available here (see forking.can_clone)")
-    number, tid_arg = _CLONE[os.uname().machine]
+    number, tid_arg = _CLONE[_MACHINE]
     args: list[int | None] = [None, None, None, None]  # stack (NULL: the child runs on a copy of ours), ...
     args[tid_arg - 1] = tid
     api = ctypes.pythonapi
@@ -147,4 +160,4 @@ def close_all_but(keep: Iterable[int]) -> None:
     os.closerange(low, 0x7FFF_FFFF)  # close_range(2) on Linux: one system call, whatever the limit
 
 
-__all__ = ["KEEP_ALL", "can_clone", "close_all_but", "fork"]
+__all__ = ["KEEP_ALL", "can_clone", "close_all_but", "fork", "set_handler"]

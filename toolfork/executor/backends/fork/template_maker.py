@@ -28,6 +28,7 @@ from __future__ import annotations
 import os
 import pickle
 import socket
+from _socket import socketpair as _socketpair
 from typing import Any, NoReturn
 
 from toolfork.executor.backends.base import WorkerSetup
@@ -83,10 +84,10 @@ def _asked(sock: socket.socket) -> bytes:
 
 
 def _clone(sock: socket.socket, sandbox: Any, tools: dict[str, Any], hooks: WorkerSetup, template: int,
-           ids: tuple[int, int]) -> tuple[int, socket.socket | None]:
+           ids: tuple[int, int]) -> tuple[int, Any]:
     """One spare, cloned into its namespaces as the template's child: its pid and the template's end of
     its socket; (-1, None) where the kernel refused."""
-    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    ours, theirs = _socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)  # no wrapper objects: one call each
 
     def cleanup() -> None:  # the maker's sockets, closed by their objects (see fork.forking)
         sock.close()

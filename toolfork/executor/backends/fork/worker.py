@@ -50,6 +50,7 @@ from toolfork.executor.wire.frames import EXIT_CHANNEL_DAMAGED, ChannelDamaged
 from toolfork.executor.wire.pipes import SPIN_S
 from toolfork.governance import rlimits
 from toolfork.governance import sandbox as sandboxing
+from toolfork.governance.forking import set_handler
 from toolfork.governance.limits import Limits
 from toolfork.governance.verdict import libc
 from toolfork.tools.runtime import ToolRuntime
@@ -184,6 +185,9 @@ def _own_pid(spare: int) -> int:
     return int.from_bytes(word, "little")
 
 
+_DFL = int(signal.SIG_DFL)
+
+
 def _on_sigterm(signum: int, frame: Any) -> None:
     raise CallInterrupted("the executor stopped this call (deadline passed or executor closing)")
 
@@ -271,9 +275,9 @@ def worker_main(call_fd: int, result_fd: int, side_fd: int, tools: dict[str, Any
             except OSError as exc:
                 refused = ErrorInfo("LimitsNotEnforceable", f"the call was not run: its sandbox could not be "
                                     f"entered: {exc}")
-        signal.signal(signal.SIGTERM, _on_sigterm)
-        signal.signal(signal.SIGINT, signal.SIG_DFL)
-        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        set_handler(signal.SIGTERM, _on_sigterm)  # the C setter: no enum members made in every worker
+        set_handler(signal.SIGINT, _DFL)
+        set_handler(signal.SIGCHLD, _DFL)
         ready = _get_ready(hooks, sandbox, refused)  # a spare: while it waits for its call, off the call's path
         if sandbox is not None and spare is not None:
             call_fd, result_fd, side_fd = _await_channels(spare)
