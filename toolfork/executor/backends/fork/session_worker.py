@@ -52,7 +52,6 @@ from toolfork.executor.backends.fork.worker import (
     die_with_parent,
     kill_group,
     lead_group,
-    signal_quietly,
     worker_main,
 )
 from toolfork.executor.invoke import error_info
@@ -194,7 +193,7 @@ class SessionProcess:
         # (nor after a frame whose copying ahead the next call cut short: they come back to back)
         runs = prefault.hot_runs() if hot and self.after_result and self.paused and not called() else []
         if previous is not None:
-            _kill_checkpoint(previous)
+            kill_group(previous)  # with the reserve it forked (see _wait_as_checkpoint)
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:
             pid = forking.fork(forking.KEEP_ALL)  # the state's own descriptors are part of its copy
@@ -290,30 +289,28 @@ class SessionProcess:
             return False
         pid, sock = reserve
         try:
-            if os.waitpid(pid, os.WNOHANG)[0] == 0:  # it is alive
+            alive = os.waitpid(pid, os.WNOHANG)[0] == 0  # (one that died is reaped here: its pid is not signalled)
+        except OSError:
+            alive = False
+        try:
+            if alive:
                 lead_group(pid)  # before this process runs a call (a timeout kills this one's group)
                 sock.send(NAMED)  # (before the supervisor can send it anything)
                 socket.send_fds(self.up, [b"c%d" % pid], [sock.fileno()])
                 self.checkpoint = pid
                 return True
         except OSError:
-            pass
+            _end_checkpoint(pid)
         finally:
             sock.close()
-        _end_checkpoint(pid)
         return False
 
 
 def _end_checkpoint(pid: int) -> None:
-    """A paused checkpoint copy goes: killed and reaped (one already gone is no error)."""
-    _kill_checkpoint(pid)
+    """A paused checkpoint copy goes, with the reserve it forked (in its group: ``kill_group``): killed
+    and reaped (one already gone is no error)."""
+    kill_group(pid)
     _reap_checkpoint(pid)
-
-
-def _kill_checkpoint(pid: int) -> None:
-    """SIGKILL a checkpoint and its group: a reserve it forked is in it (see _wait_as_checkpoint)."""
-    signal_quietly(os.kill, pid, signal.SIGKILL)
-    signal_quietly(os.killpg, pid, signal.SIGKILL)
 
 
 def _reap_checkpoint(pid: int | None) -> None:

@@ -333,6 +333,8 @@ def _serve(channels: Channels, tools: dict[str, Any], hooks: WorkerSetup, ready:
     plans: dict[str, tuple[Any, bool, Limits | None]] = {}  # a tool's name: it, whether it takes a runtime, its limits
     release_limits = rlimits.release
     next_seq = 0  # the place of the next call among those this worker was sent (see wire.frames: seq)
+    # (a sandboxed call's one-shot never looks for a next frame: it never comes)
+    spin_after_one = SPIN_S if sandbox is None else 0.0
     while True:
         msg = recv()
         kind = msg[0]
@@ -355,9 +357,8 @@ def _serve(channels: Channels, tools: dict[str, Any], hooks: WorkerSetup, ready:
         items = msg[1] if kind == frames.CALLS else msg[3]
         # A frame of one call: a small batch (its next call comes soon) or a slow tool (a look costs it
         # nothing). Chunks of quick calls come while the host is busy with their results: a worker that
-        # looked for the next chunk would take the CPU the host needs, so it sleeps at once. So does a
-        # sandboxed call's one-shot, whose next frame never comes.
-        reader.spin_s = SPIN_S if len(items) == 1 and sandbox is None else 0.0
+        # looked for the next chunk would take the CPU the host needs, so it sleeps at once.
+        reader.spin_s = spin_after_one if len(items) == 1 else 0.0
         last_id = items[-1][0] if items else None
         calls = enumerate(items, next_seq) if kind == frames.CALLS else _lane_calls(
             msg[1], msg[2], items, writer, next_seq)
