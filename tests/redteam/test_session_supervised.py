@@ -119,3 +119,27 @@ def test_opening_while_the_supervisor_is_stopped_gets_a_session_from_a_new_one(e
                 os.kill(supervisor, signal.SIGKILL)
             except OSError:
                 pass
+
+
+@pytest.mark.timeout(120)
+def test_closing_a_session_whose_tool_stopped_the_supervisor_returns_within_its_bound() -> None:
+    """``close`` waits for the session's process to be gone (its supervisor ends it): a tool that stops
+    the supervisor makes that wait last at most its bound, and the next session (max_sessions=1) opens."""
+    with Executor(TOOLS, mode="fork", workers=1, timeout=60, kill_grace=0.3, max_sessions=1) as executor:
+        s = executor.session(Account, "ada")
+        stopped = s.run([ToolCall("x", "signal_parent", {"sig": "SIGSTOP"})])[0]
+        assert stopped.status == "ok" and stopped.output is not None
+        supervisor = stopped.output.data
+        try:
+            started = time.monotonic()
+            s.close()
+            took = time.monotonic() - started
+            assert took < 2 + MARGIN, f"close waited {took:.1f}s on a stopped supervisor"
+            with executor.session(Account, "bob") as b:
+                r = b.run([ToolCall("d", "deposit", {"amount": 1})])[0]
+                assert r.status == "ok" and r.output is not None and r.output.as_text() == "bob:1", r
+        finally:
+            try:
+                os.kill(supervisor, signal.SIGKILL)
+            except OSError:
+                pass
