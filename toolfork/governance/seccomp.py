@@ -19,11 +19,15 @@ libseccomp takes about a millisecond, loading the exported program about a tenth
 
 Under ``network=False`` it also refuses ``socket(AF_UNIX)`` and ``socket(AF_VSOCK)``: a filesystem
 unix socket and a vsock are not in the network namespace, so the namespace alone would let a call
-connect to a server socket of the host. ``socketpair`` stays allowed (a connected pair reaches nothing
-outside), so asyncio and multiprocessing pipes keep working. ``setpgid(0 or 1, pgid)`` fails for a
-``pgid`` other than 0 or 1: the sandbox's first process (PID 1) must never join another group of its
-namespace (its exit would hang in the kernel for good, out of reach of any signal), and a process
-cannot tell from the filter which one is calling; leading a group of one's own and ``setsid`` stay.
+connect to a server socket of the host. ``socketpair`` stays allowed for streams and sequenced packets
+(a connected pair of those cannot be pointed elsewhere: ``connect`` and an address on ``sendto`` fail),
+so asyncio and multiprocessing pipes keep working; a datagram pair (``SOCK_DGRAM``, or ``SOCK_RAW``,
+which a unix pair takes as a datagram) is refused: its end can send to any address, or be connected
+again, and so reach a host's datagram socket by its path (``/dev/log``, journald, ``NOTIFY_SOCKET``).
+``setpgid(0 or 1, pgid)`` fails for a ``pgid`` other than 0 or 1: the sandbox's first process (PID 1)
+must never join another group of its namespace (its exit would hang in the kernel for good, out of
+reach of any signal), and a process cannot tell from the filter which one is calling; leading a group
+of one's own and ``setsid`` stay.
 ``clone3`` fails with ENOSYS (its flags are behind a pointer a filter cannot read; libc then falls back
 to ``clone``, whose namespace flags are refused).
 """
@@ -41,6 +45,8 @@ PR_SET_SECCOMP = 22
 SECCOMP_MODE_FILTER = 2
 AF_UNIX = 1
 AF_VSOCK = 40
+SOCK_TYPE_MASK = 0xF  # socket types without SOCK_NONBLOCK / SOCK_CLOEXEC
+SOCK_DGRAM, SOCK_RAW = 2, 3  # the pair types whose end can be pointed at another address
 # clone's namespace flags: CLONE_NEWNS, NEWCGROUP, NEWUTS, NEWIPC, NEWUSER, NEWPID, NEWNET, NEWTIME
 CLONE_NAMESPACE_FLAGS = (0x00020000, 0x02000000, 0x04000000, 0x08000000, 0x10000000, 0x20000000, 0x40000000,
                          0x00000080)
@@ -97,6 +103,8 @@ def _build(no_network: bool) -> bytes:
         if no_network:
             for family in (AF_UNIX, AF_VSOCK):
                 flt.add_rule(eperm, "socket", sc.Arg(0, sc.EQ, family))
+            for kind in (SOCK_DGRAM, SOCK_RAW):
+                flt.add_rule(eperm, "socketpair", sc.Arg(1, sc.MASKED_EQ, SOCK_TYPE_MASK, kind))
         with tempfile.TemporaryFile() as out:
             flt.export_bpf(out)
             out.seek(0)

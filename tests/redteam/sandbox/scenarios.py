@@ -234,6 +234,35 @@ def reach_unix_sockets(path: str, abstract: str) -> dict[str, str]:
     return out
 
 
+def reach_dgram_sockets(path: str, abstract: str) -> dict[str, str]:
+    """From a socket pair of its own (socketpair needs no socket()): a datagram sent with an address, and
+    the pair's end connected again, to a filesystem and an abstract datagram socket of the host; also
+    with SOCK_RAW, which a unix socket pair takes as SOCK_DGRAM."""
+    out = {}
+    for kind, type_ in (("dgram", socket.SOCK_DGRAM), ("raw", socket.SOCK_RAW)):
+        for name, address in (("path", path), ("abstract", "\0" + abstract)):
+            for how in ("sendto", "connect"):
+                key = f"{kind}_{name}_{how}"
+                try:
+                    a, b = socket.socketpair(socket.AF_UNIX, type_)
+                except OSError as exc:
+                    out[key] = f"socketpair: {exc.strerror or exc}"
+                    continue
+                try:
+                    if how == "sendto":
+                        a.sendto(f"ESCAPED {key}".encode(), address)
+                    else:
+                        a.connect(address)
+                        a.send(f"ESCAPED {key}".encode())
+                    out[key] = "sent"
+                except OSError as exc:
+                    out[key] = exc.strerror or str(exc)
+                finally:
+                    a.close()
+                    b.close()
+    return out
+
+
 def reach_other_processes(pids: list[int]) -> dict[str, Any]:
     """/proc of the host and the template, signals to them, ptrace and process_vm_readv."""
     libc = _libc()
@@ -548,17 +577,26 @@ def s_thread_in_worker_start(work: Path) -> Evidence:
     return ev
 
 
-def s_unix_sockets(work: Path) -> Evidence:
-    path = str(work / "host.sock")
-    abstract = f"toolfork-redteam-{os.getpid()}"
+def _host_unix_servers(work: Path, kind: socket.SocketKind) -> tuple[str, str, list[socket.socket]]:
+    """A filesystem and an abstract unix socket of the host (its path, its name, both sockets), that
+    anyone may reach (as /dev/log)."""
+    tag = "stream" if kind == socket.SOCK_STREAM else "dgram"
+    path = str(work / f"host-{tag}.sock")
+    abstract = f"toolfork-redteam-{tag}-{os.getpid()}"
     servers = []
     for address in (path, "\0" + abstract):
-        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s = socket.socket(socket.AF_UNIX, kind)
         s.bind(address)
-        s.listen(4)
+        if kind == socket.SOCK_STREAM:
+            s.listen(4)
         s.setblocking(False)
         servers.append(s)
     os.chmod(path, 0o777)
+    return path, abstract, servers
+
+
+def s_unix_sockets(work: Path) -> Evidence:
+    path, abstract, servers = _host_unix_servers(work, socket.SOCK_STREAM)
     try:
         ev = outcome(Tool("attack", fn=reach_unix_sockets, limits=Limits(network=False)),
                      {"path": path, "abstract": abstract})
@@ -571,6 +609,25 @@ def s_unix_sockets(work: Path) -> Evidence:
             except BlockingIOError:
                 pass
         ev["accepted"] = accepted
+    finally:
+        for s in servers:
+            s.close()
+    return ev
+
+
+def s_unix_dgram(work: Path) -> Evidence:
+    path, abstract, servers = _host_unix_servers(work, socket.SOCK_DGRAM)
+    try:
+        ev = outcome(Tool("attack", fn=reach_dgram_sockets, limits=Limits(network=False)),
+                     {"path": path, "abstract": abstract})
+        got = []
+        for s in servers:
+            while True:
+                try:
+                    got.append(s.recv(200).decode(errors="replace"))
+                except BlockingIOError:
+                    break
+        ev["server_got"] = got
     finally:
         for s in servers:
             s.close()

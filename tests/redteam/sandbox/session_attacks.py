@@ -198,6 +198,11 @@ def outside(ex: Executor, work: Path) -> dict[str, Any]:
     unix.bind(unix_path)
     unix.listen()
     unix.settimeout(0.2)
+    dgram_path = str(work / "host-dgram.sock")  # a datagram socket anyone may send to, as /dev/log
+    dgram = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    dgram.bind(dgram_path)
+    os.chmod(dgram_path, 0o777)
+    dgram.settimeout(0.2)
     victim = work / "victim.txt"
     victim.write_text("host")
     victim.chmod(0o644)
@@ -210,6 +215,8 @@ def outside(ex: Executor, work: Path) -> dict[str, Any]:
                               "out = 'connected'")
         seen["unix"] = _run(s, f"import socket\nc = socket.socket(socket.AF_UNIX)\nc.connect({unix_path!r})\n"
                                "out = 'connected'")
+        seen["dgram"] = _run(s, f"import socket\na, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)\n"
+                                f"a.sendto(b'ESCAPED', {dgram_path!r})\nout = 'sent'")
         seen["write"] = _run(s, f"open({str(work / 'outside.txt')!r}, 'w').write('x')\nout = 'wrote'")
         seen["chmod"] = _run(s, f"import os\nos.chmod({str(victim)!r}, 0o777)\nout = 'chmod'")
         seen["utime"] = _run(s, f"import os\nos.utime({str(victim)!r}, (0, 0))\nout = 'utime'")
@@ -239,6 +246,10 @@ def outside(ex: Executor, work: Path) -> dict[str, Any]:
     seen["sleep_alive"] = _alive_with(mark)
     seen["tcp_accepted"] = _accepted(listener)
     seen["unix_accepted"] = _accepted(unix)
+    try:
+        seen["dgram_got"] = dgram.recv(100).decode(errors="replace")
+    except (TimeoutError, OSError):
+        seen["dgram_got"] = None
     seen["outside_exists"] = (work / "outside.txt").exists()
     st = victim.stat()
     seen["victim"] = [oct(st.st_mode & 0o7777), st.st_mtime > 1000, victim.read_text()]

@@ -140,6 +140,19 @@ def test_host_unix_sockets_are_out_of_reach(attack: Attack, user: str) -> None:
 
 
 @users
+def test_host_datagram_sockets_are_out_of_reach_from_a_socket_pair(attack: Attack, user: str) -> None:
+    """socketpair needs no socket(): a datagram pair's end can still send to any address, or be
+    connected again, so a host's /dev/log-like socket would be in reach (abstract names are in the
+    network namespace; a filesystem socket is not)."""
+    ev = attack("unix_dgram", user)
+    out = ran(ev)
+    assert set(out) == {f"{k}_{n}_{h}" for k in ("dgram", "raw") for n in ("path", "abstract")
+                        for h in ("sendto", "connect")}, out
+    assert not any(what == "sent" for what in out.values()), out
+    assert ev["server_got"] == [], ev
+
+
+@users
 def test_host_template_and_workers_cannot_be_seen_signalled_traced_or_read(attack: Attack, user: str) -> None:
     ev = attack("other_processes", user)
     out = ran(ev)

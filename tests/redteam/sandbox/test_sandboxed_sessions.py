@@ -122,6 +122,7 @@ def test_no_network_to_the_hosts_listeners(user: str, seen: Any) -> None:
     s = seen("outside", user)
     assert s["tcp"]["status"] == "error" and s["unix"]["status"] == "error", s
     assert s["tcp_accepted"] is False and s["unix_accepted"] is False
+    assert s["dgram"]["status"] == "error" and s["dgram_got"] is None, s  # a datagram pair's sendto
 
 
 @pytest.mark.timeout(200)
