@@ -238,11 +238,13 @@ class Applied:
     """The limits in force for one call, what they replaced, and the limit signals the call got; the
     context manager ``applied`` returns (entering sets them, leaving restores the worker's own)."""
 
-    __slots__ = ("_handlers", "_in_call", "_saved", "_timer", "cpu_start_s", "keep", "limits", "plan", "tripped")
+    __slots__ = ("_handlers", "_in_call", "_saved", "_timer", "cpu_start_s", "keep", "limits", "locked", "plan",
+                 "tripped")
 
-    def __init__(self, limits: Limits, keep: bool = False) -> None:
+    def __init__(self, limits: Limits, keep: bool = False, locked: bool = False) -> None:
         self.limits = limits
         self.keep = keep
+        self.locked = locked  # the rlimits are in place for good already: only the signals and the timer
         kept = _kept
         self.plan = kept.plan if kept is not None and kept.limits is limits else _plan(limits)
         self.cpu_start_s = 0.0
@@ -297,7 +299,9 @@ class Applied:
         else:
             kept.install(wanted)
         try:
-            if kept is None:
+            if self.locked:
+                self.cpu_start_s = time.process_time()
+            elif kept is None:
                 _apply(self, plan, timer)
             else:
                 _apply_kept(self, kept, plan, timer)
@@ -533,15 +537,19 @@ def _apply_kept(applied: Applied, kept: _Kept, plan: tuple[tuple[str, int], ...]
         made_from[which] = soft
 
 
-def applied(limits: Limits, keep: bool = False) -> Applied:
+def applied(limits: Limits, keep: bool = False, *, locked: bool = False) -> Applied:
     """A context manager: run the body under `limits`' rlimits and restore the worker's own limits after it.
+
+    With `locked`, the rlimits are in place already, hard for good (``sandbox.lock_rlimits``, in a
+    one-shot sandbox): only the limit signals' handlers and the CPU timer are set for the body (working
+    the same values out again, from /proc, would only meet the hard limits).
 
     With `keep`, the limits stay in place after the body for the next body under the same limits, and
     ``release()`` (or a body under other limits without `keep`) puts the worker's own back: what a
     worker does between calls. Fields that are not rlimits (network, paths) are ignored here. The
     `Applied` it gives says which limit signals arrived (`tripped`) and classifies the call's outcome.
     """
-    return Applied(limits, keep)
+    return Applied(limits, keep, locked)
 
 
 def _chain(exc: BaseException) -> Iterator[BaseException]:

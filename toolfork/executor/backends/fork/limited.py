@@ -15,7 +15,8 @@ the worker sees what the tool raised (MemoryError, OSError(EFBIG), the SIGXCPU i
 * a sandboxed call (``Limits.sandboxed``: network=False, read_paths, write_paths, sandbox=True) runs in
   a one-shot worker that entered its sandbox when it was forked from the template, before any tool or
   hook code (``governance.sandbox.enter``, from ``worker_main``). Here its rlimits are made hard for
-  good (``sandbox.lock_rlimits``) and the kernel's ENOMEM counts as the memory limit; what its cgroup
+  good (``sandbox.lock_rlimits``; a spare does it while it waits for its call, off the call's path:
+  ``CallLimits.ahead``), and the kernel's ENOMEM counts as the memory limit; what its cgroup
   counted for all its processes (an OOM kill, CPU past cpu_s) the host reads, outside the sandbox
   (``fork.group_verdict``): nothing the call does can forge it. As a guard, a
   sandboxed call in a process that did not enter its very sandbox is refused, not run, and so is an
@@ -55,7 +56,7 @@ class OverLaid(EffectiveLimits):
 class CallLimits:
     """One worker's view of limits: each tool's effective limits, and the restrictions it entered."""
 
-    __slots__ = ("effective", "entered", "session")
+    __slots__ = ("_ahead", "effective", "entered", "session")
 
     def __init__(self, default: Limits | None, entered: Limits | None = None, *, over: Limits | None = None) -> None:
         # ``of(tool)``, ``forget()``: the host's rule (a sandboxed session's: ``over`` laid over it)
@@ -65,6 +66,24 @@ class CallLimits:
         # a sandboxed session's process serves many calls: its rlimits per call, its cgroup for the
         # session and its keeper per call (fork.session_keeper), not made hard for one call
         self.session = over is not None
+        # a one-shot spare's limits, put in place while it waited for its call (``ahead``)
+        self._ahead: tuple[Limits, rlimits.Applied] | None = None
+
+    def ahead(self, limits: Limits) -> None:
+        """A one-shot sandbox's call limits put in place before its call comes (a spare, while it waits
+        for it: off the call's path): its rlimits made hard for good, the limit signals' handlers and
+        the CPU timer, all that ``run`` does at a call's start. ``run`` takes them for a call under these
+        very limits. Not with ``open_files`` (its count must include the call's channels, which are not
+        here yet); where they cannot be set, nothing is kept and ``run`` tries again at the call (and
+        refuses it, naming why)."""
+        if self.session or limits.restriction_key is None or limits.restriction_key != self.entered \
+                or limits.open_files is not None:
+            return
+        try:
+            sandbox.lock_rlimits(limits)
+            self._ahead = limits, rlimits.applied(limits, locked=True).__enter__()
+        except (OSError, ValueError):
+            self._ahead = None
 
     def run(self, limits: Limits, call_id: str, name: str, pid: int, run: RunCall) -> ToolResult:
         """Run one call (``run(limit_hit)`` calls ``execute_call``) under ``limits``."""
@@ -81,15 +100,28 @@ class CallLimits:
                                                           rlimits.describe("memory_mb", limits.memory_mb)))
             return _named(name, state.classify(exc) if state is not None else None)
 
+        ahead, self._ahead = self._ahead, None
+        if ahead is not None and ahead[0] != limits:  # not the call its spare was made for: the usual path
+            ahead[1].__exit__(None, None, None)
+            ahead = None
         try:
-            if key is not None and not self.session:
+            if ahead is not None:  # in place since the spare waited for this call (``ahead``)
+                state = ahead[1]
                 try:
-                    sandbox.lock_rlimits(limits)
-                except (OSError, ValueError) as exc:
-                    return _refused(call_id, name, pid, f"its limits could not be made hard: {exc}")
-            with rlimits.applied(_without_cpu(limits) if self.session else limits,
-                                 keep=key is None or self.session) as state:  # kept for the next call (see rlimits)
-                result = run(limit_hit)
+                    result = run(limit_hit)
+                finally:
+                    state.__exit__(None, None, None)
+            else:
+                one_shot = key is not None and not self.session
+                if one_shot:
+                    try:
+                        sandbox.lock_rlimits(limits)
+                    except (OSError, ValueError) as exc:
+                        return _refused(call_id, name, pid, f"its limits could not be made hard: {exc}")
+                with rlimits.applied(_without_cpu(limits) if self.session else limits,
+                                     keep=key is None or self.session,  # kept for the next call (see rlimits)
+                                     locked=one_shot) as state:
+                    result = run(limit_hit)
         except rlimits.LimitExceededError as exc:  # the signal came between the tool and its result
             result = ToolResult(call_id, name, "error", worker_pid=pid,
                                 error=ErrorInfo("LimitExceeded", f"tool '{name}': {exc}"))

@@ -280,6 +280,8 @@ def worker_main(call_fd: int, result_fd: int, side_fd: int, tools: dict[str, Any
         set_handler(signal.SIGCHLD, _DFL)
         ready = _get_ready(hooks, sandbox, refused)  # a spare: while it waits for its call, off the call's path
         if sandbox is not None and spare is not None:
+            if ready.start_error is None:
+                ready.limited.ahead(sandbox)  # its call's limits, set while it waits (off the call's path)
             call_fd, result_fd, side_fd = _await_channels(spare)
         _serve(Channels(call_fd, result_fd, side_fd), tools, hooks, ready, sandbox, session)
     except (EOFError, CallInterrupted, BrokenPipeError):
