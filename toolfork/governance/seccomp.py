@@ -42,6 +42,7 @@ import tempfile
 from .verdict import libc
 
 PR_SET_SECCOMP = 22
+PR_SET_NO_NEW_PRIVS = 38
 SECCOMP_MODE_FILTER = 2
 AF_UNIX = 1
 AF_VSOCK = 40
@@ -75,10 +76,17 @@ class SeccompError(OSError):
     """The filter could not be built or loaded; the message says why."""
 
 
-_PROGRAMS: dict[bool, bytes] = {}
+# The calls a spare makes as it sets itself up after its clone (its mounts: ``sandbox._inside``,
+# ``mounts.writable_only``): the spare maker's base filter leaves them, and the clone into namespaces the
+# maker itself makes, to the rest each spare loads once it has made them.
+SETUP_CALLS = frozenset({"mount", "mount_setattr", "open_tree", "move_mount"})
+WHOLE, BASE, REST = "whole", "base", "rest"  # the parts a program holds (see ``load_base``)
+
+_PROGRAMS: dict[tuple[bool, str], bytes] = {}
+_base_in_place = False  # this process runs under the base filter (the spare maker, and what it clones)
 
 
-def _build(no_network: bool) -> bytes:
+def _build(no_network: bool, part: str = WHOLE) -> bytes:
     try:
         import pyseccomp as sc
     except ImportError as exc:  # a dependency: only a broken install lacks it
@@ -87,20 +95,24 @@ def _build(no_network: bool) -> bytes:
         flt = sc.SyscallFilter(sc.ALLOW)
         eperm = sc.ERRNO(errno.EPERM)
         for name in DENIED:
+            if (part == BASE and name in SETUP_CALLS) or (part == REST and name not in SETUP_CALLS):
+                continue
             try:
                 flt.add_rule(eperm, name)
             except (ValueError, RuntimeError, OSError):  # a syscall this architecture does not have
                 if name in ("setns", "unshare", "mount", "ptrace", "process_vm_readv"):
                     raise
-        for flag in CLONE_NAMESPACE_FLAGS:
-            flt.add_rule(eperm, "clone", sc.Arg(0, sc.MASKED_EQ, flag, flag))
-        flt.add_rule(sc.ERRNO(errno.ENOSYS), "clone3")
-        # The sandbox's first process (1 in its PID namespace) may not join another process group: the
-        # kernel then never finishes its exit (it waits for that group's pid, which it holds itself),
-        # and it outlives everything. So no process here joins a group but its own or PID 1's.
-        for target in (0, 1):
-            flt.add_rule(eperm, "setpgid", sc.Arg(0, sc.EQ, target), sc.Arg(1, sc.GT, 1))
-        if no_network:
+        if part != BASE:  # the maker clones into namespaces
+            for flag in CLONE_NAMESPACE_FLAGS:
+                flt.add_rule(eperm, "clone", sc.Arg(0, sc.MASKED_EQ, flag, flag))
+        if part != REST:
+            flt.add_rule(sc.ERRNO(errno.ENOSYS), "clone3")
+            # The sandbox's first process (1 in its PID namespace) may not join another process group:
+            # the kernel then never finishes its exit (it waits for that group's pid, which it holds
+            # itself), and it outlives everything. So no process here joins a group but its own or PID 1's.
+            for target in (0, 1):
+                flt.add_rule(eperm, "setpgid", sc.Arg(0, sc.EQ, target), sc.Arg(1, sc.GT, 1))
+        if no_network and part != BASE:  # the base serves every sandbox: the network's rules are the rest's
             for family in (AF_UNIX, AF_VSOCK):
                 flt.add_rule(eperm, "socket", sc.Arg(0, sc.EQ, family))
             for kind in (SOCK_DGRAM, SOCK_RAW):
@@ -119,29 +131,59 @@ class _Fprog(ctypes.Structure):
     _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
 
 
-# Per variant: the program as prctl takes it (its buffer kept alive beside it), made with the program.
-_LOADABLE: dict[bool, tuple[ctypes.Array[ctypes.c_char], _Fprog]] = {}
+# Per program: what prctl takes (its buffer kept alive beside it), made with the program.
+_LOADABLE: dict[tuple[bool, str], tuple[ctypes.Array[ctypes.c_char], _Fprog]] = {}
 
 
-def prepare(no_network: bool) -> bytes:
-    """The filter's BPF program for this variant (built once per process; call it before forking: every
-    process forked after has it, ready to load)."""
-    program = _PROGRAMS.get(no_network)
+def _program(no_network: bool, part: str) -> bytes:
+    key = (no_network, part)
+    program = _PROGRAMS.get(key)
     if program is None:
-        program = _PROGRAMS[no_network] = _build(no_network)
+        program = _PROGRAMS[key] = _build(no_network, part)
         buf = ctypes.create_string_buffer(program, len(program))
-        _LOADABLE[no_network] = buf, _Fprog(len(program) // 8, ctypes.cast(buf, ctypes.c_void_p))
+        _LOADABLE[key] = buf, _Fprog(len(program) // 8, ctypes.cast(buf, ctypes.c_void_p))
     return program
 
 
-def load(no_network: bool) -> None:
-    """Filter this process (and what it starts) for good. Needs no_new_privs set first."""
-    prepare(no_network)
-    _buf, prog = _LOADABLE[no_network]
+def prepare(no_network: bool) -> bytes:
+    """The BPF program ``load(no_network)`` loads in this process and the ones forked from it (built
+    once per process; call it before forking: every process forked after has it, ready to load)."""
+    return _program(no_network, REST if _base_in_place else WHOLE)
+
+
+def _load(key: tuple[bool, str]) -> None:
+    _buf, prog = _LOADABLE[key]
     if libc().prctl(ctypes.c_int(PR_SET_SECCOMP), ctypes.c_ulong(SECCOMP_MODE_FILTER), ctypes.byref(prog),
                     ctypes.c_ulong(0), ctypes.c_ulong(0)) != 0:
         code = ctypes.get_errno()
         raise SeccompError(code, f"cannot load the seccomp filter: {os.strerror(code)}")
 
 
-__all__ = ["DENIED", "SeccompError", "load", "prepare"]
+def load(no_network: bool) -> None:
+    """Filter this process (and what it starts) for good. Needs no_new_privs set first. Under the base
+    filter (``load_base``) only the rest is loaded: the two stacked hold the same rules as the whole."""
+    prepare(no_network)
+    _load((no_network, REST if _base_in_place else WHOLE))
+
+
+def load_base() -> None:
+    """In the spare maker: filter it, for good, with every rule but those of the calls a spare still
+    makes to set itself up (``SETUP_CALLS``), the clone into namespaces it makes, and the network's.
+    Its clones inherit the filter, so each spare loads only the rest (``load``): loading a program
+    costs its process about 0.4 ms of CPU here (the kernel checks and compiles it), most of it for the
+    rules the base holds, and a spare is made per sandboxed call. Sets no_new_privs first (needed
+    without CAP_SYS_ADMIN; a spare sets it anyway). Raises SeccompError; then nothing is in place and
+    the spares load the whole filter."""
+    global _base_in_place
+    if _base_in_place:
+        return
+    _program(False, BASE)
+    if libc().prctl(ctypes.c_int(PR_SET_NO_NEW_PRIVS), ctypes.c_ulong(1), ctypes.c_ulong(0), ctypes.c_ulong(0),
+                    ctypes.c_ulong(0)) != 0:
+        code = ctypes.get_errno()
+        raise SeccompError(code, f"cannot set no_new_privs: {os.strerror(code)}")
+    _load((False, BASE))
+    _base_in_place = True
+
+
+__all__ = ["DENIED", "SETUP_CALLS", "SeccompError", "load", "load_base", "prepare"]

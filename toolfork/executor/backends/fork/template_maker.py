@@ -13,6 +13,10 @@ whose death kills them (``PR_SET_PDEATHSIG``), exactly as if it had cloned them 
              <──pid -1, no descriptor: the maker could not clone (the template forks the spare itself)──
     template ──the spare's pid, its first word──> spare (``worker._own_pid``: it settles, then waits)
 
+The maker runs under the base of the sandboxes' system call filter (``seccomp.load_base``: all of it but
+the mounts a spare still makes and the clone into namespaces), which each spare inherits from its clone
+and completes; loading the whole filter in each spare cost it about 0.4 ms of CPU.
+
 The template does not wait for an answer when it asks ahead: it reads answers as they come, and only
 a call that finds no spare waits for the one asked first. The maker holds nothing of any call (it
 never sees a channel) and no descriptor but its socket to the template; a spare it clones closes that
@@ -36,6 +40,7 @@ from toolfork.executor.backends.fork import forking
 from toolfork.executor.backends.fork.worker import die_with_parent, worker_main
 from toolfork.governance import forking as generic_forking
 from toolfork.governance import sandbox as sandboxing
+from toolfork.governance import seccomp
 
 CLONE_PARENT = 0x00008000  # the clone's parent is the maker's parent: the template
 ANSWER_S = 1.0  # the template's longest wait for one spare (meanwhile it polls no CPU, kills nothing)
@@ -53,6 +58,10 @@ def make_spares(fd: int, tools: dict[str, Any], hooks: WorkerSetup, template: in
     if os.getppid() != template:  # the template died before the line above
         os._exit(0)
     sock = socket.socket(fileno=fd)
+    try:  # every spare inherits it, and loads the rest of its filter only (see governance.seccomp)
+        seccomp.load_base()
+    except OSError:  # none in place: each spare loads its whole filter
+        pass
     ids = (os.getuid(), os.getgid())
     clones = generic_forking.can_clone()  # also finds this process's thread id field, once
     known: dict[bytes, Any] = {}
