@@ -171,3 +171,24 @@ def test_the_templates_verdict_on_a_cloned_sandboxs_exit_unit_test_only(tmp_path
     # no group (none can be made here, or it is gone): the kernel's kill at the RLIMIT_CPU hard limit
     assert cgroup.ended_as(killed, 1.0, limits, 4242, 78, cpu_killed=False) == int(signal.SIGXCPU)
     assert cgroup.ended_as(killed, 0.5, limits, 4242, 78, cpu_killed=False) == killed
+
+
+V1 = ("/sys/fs/cgroup/cpu", "/sys/fs/cgroup/memory", "/sys/fs/cgroup/pids", "/sys/fs/cgroup/unified")
+
+
+@pytest.mark.parametrize(("points", "mounted", "roots"), [
+    (V1, {"/", "/sys", "/sys/fs/cgroup", *V1}, ("/sys/fs/cgroup",)),  # v1's tmpfs: one call
+    (V1, {"/", "/sys", *V1}, V1),  # the directory is no mount of its own
+    (V1, {"/", "/sys/fs/cgroup", "/sys/fs/cgroup/elsewhere", *V1}, V1),  # it holds another mount too
+    (("/sys/fs/cgroup",), {"/", "/sys/fs/cgroup"}, ("/sys/fs/cgroup",)),  # v2 alone
+    (("/a/cg", "/b/cg"), {"/", "/a", "/b", "/a/cg", "/b/cg"}, ("/a/cg", "/b/cg")),  # no common parent
+    (("/cpu", "/memory"), {"/", "/cpu", "/memory"}, ("/cpu", "/memory")),  # never "/" itself
+])
+def test_the_mounts_a_sandbox_makes_read_only_cover_every_cgroup_mount_and_nothing_else(
+        points: tuple[str, ...], mounted: set[str], roots: tuple[str, ...]) -> None:
+    assert cgroup.covering(points, mounted) == roots
+
+
+def test_every_cgroup_mount_here_is_below_a_mount_the_sandbox_makes_read_only() -> None:
+    roots = cgroup.read_only_roots()
+    assert all(any(p == r or p.startswith(r.rstrip("/") + "/") for r in roots) for p in cgroup.mount_points())

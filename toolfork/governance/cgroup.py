@@ -138,6 +138,30 @@ def mount_points() -> tuple[str, ...]:
 
 
 @functools.lru_cache(maxsize=1)
+def read_only_roots() -> tuple[str, ...]:
+    """The mounts a sandbox makes read-only, each with everything mounted below it, so that every cgroup
+    mount is: the one mount they are all directly under, where it holds no other mount (cgroup v1's
+    tmpfs at /sys/fs/cgroup: one system call in each sandbox rather than one per controller), else
+    each cgroup mount. Looked up once (the template's, before it forks a sandbox)."""
+    try:
+        with open("/proc/self/mounts", encoding="utf-8", errors="replace") as f:
+            mounted = {line.split()[1].replace("\\040", " ") for line in f if len(line.split()) >= 2}
+    except OSError:
+        return mount_points()
+    return covering(mount_points(), mounted)
+
+
+def covering(points: tuple[str, ...], mounted: set[str]) -> tuple[str, ...]:
+    """``read_only_roots`` of the cgroup mounts ``points``, every mount point here being ``mounted``."""
+    parents = {os.path.dirname(point) for point in points}
+    if len(points) < 2 or len(parents) != 1:
+        return points
+    parent = parents.pop()
+    beneath = {point for point in mounted if point.startswith(parent.rstrip("/") + "/")}
+    return (parent,) if parent in mounted and parent != "/" and beneath == set(points) else points
+
+
+@functools.lru_cache(maxsize=1)
 def hierarchy() -> Hierarchy | str:
     """Where call groups can be made in this process's cgroups, or why not (looked up once)."""
     return _locate()
@@ -340,12 +364,15 @@ def _ending(pid: int) -> Callable[[], object]:
     return lambda: poller.poll(CPU_POLL_S * 1000)
 
 
-def create(limits: Limits, me: int | None = None, template: int | None = None) -> CallGroup | None:
+def create(limits: Limits, me: int | None = None, template: int | None = None, *,
+           counters: bool = True) -> CallGroup | None:
     """Make the cgroup for this one-shot's call (under the template's) and write ``limits`` into it; the
     sandbox joins it (``CallGroup.join``). ``me``, ``template``: this process's pid and its template's
     as the template sees them (default: ``getpid()``, ``getppid()``; a sandbox cloned into its PID
-    namespace is told them). None where no cgroup can be had here (``probe`` says why), or ``limits``
-    ask for nothing a cgroup bounds. Raises OSError naming the step."""
+    namespace is told them). ``counters``: open read-only descriptors on its CPU and OOM counters too
+    (a spare cloned for its template needs none: the template and the host read them by path). None
+    where no cgroup can be had here (``probe`` says why), or ``limits`` ask for nothing a cgroup bounds.
+    Raises OSError naming the step."""
     where = hierarchy()
     if isinstance(where, str) or not bounded(limits):
         return None
@@ -364,8 +391,9 @@ def create(limits: Limits, me: int | None = None, template: int | None = None) -
             if limits.processes is not None:  # the sandbox, then the call's
                 _write(made["pids"] + "/pids.max", str(1 + limits.processes))
             group.procs = [os.open(f"{path}/cgroup.procs", os.O_WRONLY | os.O_CLOEXEC) for path in made.values()]
-            group.cpu_fd = os.open(made["cpuacct"] + "/cpuacct.usage", os.O_RDONLY | os.O_CLOEXEC)
-            group.oom_fd = os.open(f"{memory}/memory.oom_control", os.O_RDONLY | os.O_CLOEXEC)
+            if counters:
+                group.cpu_fd = os.open(made["cpuacct"] + "/cpuacct.usage", os.O_RDONLY | os.O_CLOEXEC)
+                group.oom_fd = os.open(f"{memory}/memory.oom_control", os.O_RDONLY | os.O_CLOEXEC)
         else:
             base = _base(where.dirs["unified"], template)
             try:
@@ -382,11 +410,12 @@ def create(limits: Limits, me: int | None = None, template: int | None = None) -
             if limits.processes is not None:
                 _write(os.path.join(path, "pids.max"), str(1 + limits.processes))
             group.procs = [os.open(os.path.join(path, "cgroup.procs"), os.O_WRONLY | os.O_CLOEXEC)]
-            group.cpu_fd = os.open(os.path.join(path, "cpu.stat"), os.O_RDONLY | os.O_CLOEXEC)
-            group.oom_fd = os.open(os.path.join(path, "memory.events"), os.O_RDONLY | os.O_CLOEXEC)
+            if counters:
+                group.cpu_fd = os.open(os.path.join(path, "cpu.stat"), os.O_RDONLY | os.O_CLOEXEC)
+                group.oom_fd = os.open(os.path.join(path, "memory.events"), os.O_RDONLY | os.O_CLOEXEC)
     except OSError as exc:
         raise OSError(exc.errno or errno.EIO, f"making the call's cgroup: {exc.strerror or exc}") from None
-    group.fds = [group.cpu_fd, group.oom_fd]
+    group.fds = [fd for fd in (group.cpu_fd, group.oom_fd) if fd >= 0]
     return group
 
 

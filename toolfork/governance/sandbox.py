@@ -234,12 +234,9 @@ def settle(limits: Limits, keep: Sequence[int], uid: int, gid: int, template: in
     _ready(limits, keep)
     global _group
     try:
-        _group = cgroup.create(limits, me=pid, template=template)
+        _group = cgroup.create(limits, me=pid, template=template, counters=False)
         if _group is not None:
             _group.join()
-            for fd in _group.fds:
-                os.close(fd)
-            _group.fds, _group.cpu_fd, _group.oom_fd = [], -1, -1
     except OSError as exc:
         raise SandboxError(exc.errno or errno.EIO, str(exc)) from None
     _inside(limits)
@@ -294,7 +291,7 @@ def _inside(limits: Limits) -> None:
     _check(libc().mount(b"proc", b"/proc", b"proc", ctypes.c_ulong(MS_NOSUID | MS_NODEV | MS_NOEXEC), None),
            "mounting a /proc of the sandbox's own")
     try:
-        for point in cgroup.mount_points():
+        for point in cgroup.read_only_roots():
             try:
                 mounts.read_only(point)
             except OSError as exc:  # no mount_setattr (Linux < 5.12): fatal only where a cgroup bounds the call

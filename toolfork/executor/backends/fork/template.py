@@ -552,7 +552,7 @@ def _prepare_sandbox(limits: Any) -> None:
     read-only."""
     from toolfork.governance import seccomp
 
-    cgroup.mount_points()
+    cgroup.read_only_roots()
     try:
         seccomp.prepare(limits.network is False)
     except OSError:
