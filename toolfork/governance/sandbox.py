@@ -102,17 +102,25 @@ def set_environ(limits: Limits) -> None:
     # costs a copied page (about 40 a call fewer, with seccomp.load's program made ahead).
     for name, value in wanted.items():
         os.environ[name] = value
-    try:  # the environment the host was started with stays in memory, and /proc/self/environ shows it
+    start, end = environ_span()  # the environment the host was started with stays in memory, and
+    if 0 < start < end:  # /proc/self/environ shows it
+        ctypes.memset(start, 0, end - start)
+
+
+@functools.lru_cache(maxsize=1)
+def environ_span() -> tuple[int, int]:
+    """Where the environment this process was started with lies in its memory (env_start, env_end of
+    /proc/self/stat; (0, 0) where unknown). The same in every process forked from it (a fork copies the
+    address space as it is): looked up once, in the template, before it forks a sandbox."""
+    try:
         fd = os.open("/proc/self/stat", os.O_RDONLY | os.O_CLOEXEC)
         try:
             fields = os.read(fd, 4096).rsplit(b")", 1)[1].split()
         finally:
             os.close(fd)
-        start, end = int(fields[47]), int(fields[48])  # env_start, env_end (fields 50 and 51)
-        if 0 < start < end:
-            ctypes.memset(start, 0, end - start)
+        return int(fields[47]), int(fields[48])  # fields 50 and 51
     except (OSError, ValueError, IndexError):
-        pass
+        return 0, 0
 
 
 def _map_ids(uid: int, gid: int) -> None:

@@ -548,11 +548,12 @@ def _hand_over(waiting: list[tuple[int, socket.socket]], children: set[int], fds
 
 def _prepare_sandbox(limits: Any) -> None:
     """Build the sandbox's seccomp filter here, once, so every sandbox forked from now on has it (a
-    failure is the sandbox's to report, naming why); likewise the list of cgroup mounts it makes
-    read-only."""
+    failure is the sandbox's to report, naming why); likewise the cgroup mounts it makes read-only and
+    where the environment it blanks lies."""
     from toolfork.governance import seccomp
 
     cgroup.read_only_roots()
+    sandboxing.environ_span()
     try:
         seccomp.prepare(limits.network is False)
     except OSError:

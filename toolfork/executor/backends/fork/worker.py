@@ -284,12 +284,14 @@ def worker_main(call_fd: int, result_fd: int, side_fd: int, tools: dict[str, Any
                 ready.limited.ahead(sandbox)  # its call's limits, set while it waits (off the call's path)
             call_fd, result_fd, side_fd = _await_channels(spare)
         _serve(Channels(call_fd, result_fd, side_fd), tools, hooks, ready, sandbox, session)
+    # Each leaves here, while the exception still holds the frames it came through: were they let go
+    # first, their objects' finalizers would run for nothing (an unclosed socket's formats a warning).
     except (EOFError, CallInterrupted, BrokenPipeError):
-        code = 0
+        os._exit(0)
     except (_Leave, ChannelDamaged):
-        code = EXIT_CHANNEL_DAMAGED
+        os._exit(EXIT_CHANNEL_DAMAGED)
     except BaseException:
-        code = 70
+        os._exit(70)
     finally:
         os._exit(code)
 
