@@ -1,10 +1,13 @@
-"""Looking at processes from tests: alive (a zombie counts as gone), waiting until gone, and what runs
-below this process."""
+"""Looking at processes from tests: alive (a zombie counts as gone), waiting until gone, what runs
+below this process, and running a body in a forked child."""
 
 from __future__ import annotations
 
+import ast
 import os
 import time
+from collections.abc import Callable
+from typing import Any
 
 import psutil
 
@@ -54,3 +57,27 @@ def descendants() -> list[int]:
                 break
             up = parent.get(up)
     return sorted(found)
+
+
+def in_forked_child(body: Callable[[], Any]) -> Any:
+    """What ``body()`` returns, run in a forked child (for what a process does for good: rlimits made
+    hard, a seccomp filter): a plain value (its repr read back), or the text "raised ..." naming what it
+    raised. The child is reaped before this returns."""
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.close(r)
+            os.write(w, repr(body()).encode())
+        except BaseException as exc:  # reported, not hidden
+            os.write(w, repr(f"raised {type(exc).__name__}: {exc}").encode())
+        finally:
+            os._exit(0)
+    os.close(w)
+    data = b""
+    while chunk := os.read(r, 65536):
+        data += chunk
+    os.close(r)
+    os.waitpid(pid, 0)
+    assert data, "the child died before it answered"
+    return ast.literal_eval(data.decode())

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from tests.procs import in_forked_child
 from toolfork.executor.backends.fork import limited
 from toolfork.executor.types import ToolResult
 from toolfork.governance import Limits, rlimits, sandbox
@@ -21,26 +22,6 @@ from toolfork.governance import Limits, rlimits, sandbox
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="POSIX only")
 
 LIMITS = Limits(network=False, memory_mb=512, cpu_s=30, file_size_mb=8, processes=8)
-
-
-def _in_child(body: Callable[[], Any]) -> Any:
-    r, w = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        try:
-            os.close(r)
-            os.write(w, repr(body()).encode())
-        except BaseException as exc:  # reported, not hidden
-            os.write(w, repr(f"raised {type(exc).__name__}: {exc}").encode())
-        finally:
-            os._exit(0)
-    os.close(w)
-    data = b""
-    while chunk := os.read(r, 65536):
-        data += chunk
-    os.close(r)
-    os.waitpid(pid, 0)
-    return eval(data.decode())  # our own child's repr of plain values
 
 
 def test_a_locked_applied_sets_the_signals_and_the_timer_and_leaves_the_rlimits() -> None:
@@ -57,7 +38,7 @@ def test_a_locked_applied_sets_the_signals_and_the_timer_and_leaves_the_rlimits(
                 "timer_after": signal.getitimer(signal.ITIMER_PROF)[0],
                 "xfsz_after": signal.getsignal(signal.SIGXFSZ) == xfsz_before}
 
-    seen = _in_child(body)
+    seen = in_forked_child(body)
     assert seen["same"] and seen["xfsz_handled"] and 29 < seen["timer"] < 31, seen
     assert seen["timer_after"] == 0 and seen["xfsz_after"], seen
 
@@ -81,7 +62,7 @@ def test_a_spares_limits_set_ahead_serve_its_call_without_working_them_out_again
         return {"fsize": locked_ahead, "armed": armed, "again": len(again), "status": result.status,
                 "disarmed": signal.getitimer(signal.ITIMER_PROF)[0] == 0}
 
-    seen = _in_child(body)
+    seen = in_forked_child(body)
     assert seen["fsize"] == (8 << 20, 8 << 20), seen  # hard = soft, before any call came
     assert 29 < seen["armed"] < 31 and seen["again"] == 0, seen
     assert seen["status"] == "ok" and seen["disarmed"], seen
@@ -99,7 +80,7 @@ def test_limits_set_ahead_for_other_limits_are_not_used() -> None:
         result = calls.run(other, "c", "t", os.getpid(), _ran())
         return {"again": [lim.memory_mb for lim in again], "status": result.status}
 
-    seen = _in_child(body)
+    seen = in_forked_child(body)
     assert seen["again"] == [256] and seen["status"] == "ok", seen  # lowered at the call, as before
 
 
@@ -112,4 +93,4 @@ def test_no_limits_are_set_ahead_with_open_files_or_outside_a_sandbox() -> None:
         return [with_files._ahead is None, warm._ahead is None,
                 resource.getrlimit(resource.RLIMIT_FSIZE)[1] == resource.RLIM_INFINITY]
 
-    assert _in_child(body) == [True, True, True]
+    assert in_forked_child(body) == [True, True, True]

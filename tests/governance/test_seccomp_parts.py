@@ -16,6 +16,7 @@ from collections.abc import Callable
 
 import pytest
 
+from tests.procs import in_forked_child
 from toolfork.governance import seccomp
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="POSIX only")
@@ -64,23 +65,12 @@ CHECKS = {"unshare": _unshare_user, "setns": _setns, "mount": _mount, "socket_un
 
 def _in_child(setup: Callable[[], None]) -> dict[str, int]:
     """Each check's errno in a forked child after ``setup()`` (its filters)."""
-    r, w = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        try:
-            os.close(r)
-            setup()
-            os.write(w, repr({name: check() for name, check in CHECKS.items()}).encode())
-        finally:
-            os._exit(0)
-    os.close(w)
-    data = b""
-    while chunk := os.read(r, 4096):
-        data += chunk
-    os.close(r)
-    os.waitpid(pid, 0)
-    assert data, "the child died"
-    return eval(data.decode())  # a dict of ints written by our own child
+    def body() -> dict[str, int]:
+        setup()
+        return {name: check() for name, check in CHECKS.items()}
+    seen = in_forked_child(body)
+    assert isinstance(seen, dict), seen
+    return seen
 
 
 def _no_new_privs() -> None:
