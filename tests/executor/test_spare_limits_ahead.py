@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import resource
 import signal
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -19,7 +20,8 @@ from toolfork.executor.backends.fork import limited
 from toolfork.executor.types import ToolResult
 from toolfork.governance import Limits, rlimits, sandbox
 
-pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="POSIX only")
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"),
+                                reason="a sandbox's spares exist on Linux only (the sandbox is Linux only)")
 
 LIMITS = Limits(network=False, memory_mb=512, cpu_s=30, file_size_mb=8, processes=8)
 

@@ -65,18 +65,23 @@ class Hierarchy:
     dirs: dict[str, str]
 
 
-def _mounts() -> list[tuple[str, str, set[str]]]:
-    """(mount point, file system type, options) of each cgroup mount, from /proc/self/mounts."""
+def _mount_table() -> list[tuple[str, str, set[str]]]:
+    """(mount point, file system type, options) of each mount here, from /proc/self/mounts."""
     found = []
     try:
         with open("/proc/self/mounts", encoding="utf-8", errors="replace") as f:
             for line in f:
                 words = line.split()
-                if len(words) >= 4 and words[2] in ("cgroup", "cgroup2"):
+                if len(words) >= 4:
                     found.append((words[1].replace("\\040", " "), words[2], set(words[3].split(","))))
     except OSError:
         pass
     return found
+
+
+def _mounts() -> list[tuple[str, str, set[str]]]:
+    """(mount point, file system type, options) of each cgroup mount."""
+    return [mount for mount in _mount_table() if mount[1] in ("cgroup", "cgroup2")]
 
 
 def _own() -> dict[str, str]:
@@ -143,12 +148,7 @@ def read_only_roots() -> tuple[str, ...]:
     mount is: the one mount they are all directly under, where it holds no other mount (cgroup v1's
     tmpfs at /sys/fs/cgroup: one system call in each sandbox rather than one per controller), else
     each cgroup mount. Looked up once (the template's, before it forks a sandbox)."""
-    try:
-        with open("/proc/self/mounts", encoding="utf-8", errors="replace") as f:
-            mounted = {line.split()[1].replace("\\040", " ") for line in f if len(line.split()) >= 2}
-    except OSError:
-        return mount_points()
-    return covering(mount_points(), mounted)
+    return covering(mount_points(), {point for point, _kind, _opts in _mount_table()})
 
 
 def covering(points: tuple[str, ...], mounted: set[str]) -> tuple[str, ...]:

@@ -28,6 +28,7 @@ import os
 import sys
 from collections.abc import Iterable
 
+from . import seccomp
 from .verdict import Probe, libc, thread_count, try_in_child
 
 SYS_CREATE_RULESET = 444
@@ -35,7 +36,6 @@ SYS_ADD_RULE = 445
 SYS_RESTRICT_SELF = 446
 CREATE_RULESET_VERSION = 1
 RULE_PATH_BENEATH = 1
-PR_SET_NO_NEW_PRIVS = 38
 
 EXECUTE = 1 << 0
 WRITE_FILE = 1 << 1
@@ -142,10 +142,10 @@ def restrict(read_paths: Iterable[str] | None, write_paths: Iterable[str] | None
             _add_rule(ruleset_fd, path, READ_RIGHTS, "read_paths")
         for path in write_paths or ():
             _add_rule(ruleset_fd, path, write_rights, "write_paths")
-        if libc().prctl(ctypes.c_int(PR_SET_NO_NEW_PRIVS), ctypes.c_ulong(1), ctypes.c_ulong(0),
-                         ctypes.c_ulong(0), ctypes.c_ulong(0)) != 0:
-            code = ctypes.get_errno()
-            raise LandlockError(code, f"cannot set no_new_privs: {os.strerror(code)}")
+        try:
+            seccomp.no_new_privs()
+        except OSError as exc:
+            raise LandlockError(exc.errno or errno.EPERM, str(exc)) from None
         try:
             _syscall(SYS_RESTRICT_SELF, ctypes.c_int(ruleset_fd), ctypes.c_uint32(0))
         except OSError as exc:

@@ -58,7 +58,6 @@ CLONE_NEWPID = 0x20000000
 CLONE_NEWNET = 0x40000000
 MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REC, MS_PRIVATE = 2, 4, 8, 0x4000, 0x40000
 PR_SET_PDEATHSIG = 1
-PR_SET_NO_NEW_PRIVS = 38
 MIB = 1024 * 1024
 
 # What a sandboxed call sees of the environment, besides the names its Limits(env=[...]) pass on.
@@ -331,8 +330,10 @@ def _lock(limits: Limits) -> None:
         except OSError as exc:
             raise SandboxError(exc.errno or errno.EPERM, str(exc)) from None
     joined, _joined = _joined, None
-    _check(libc().prctl(ctypes.c_int(PR_SET_NO_NEW_PRIVS), ctypes.c_ulong(1), ctypes.c_ulong(0), ctypes.c_ulong(0),
-                        ctypes.c_ulong(0)), "PR_SET_NO_NEW_PRIVS")
+    try:
+        seccomp.no_new_privs()
+    except OSError as exc:
+        raise SandboxError(exc.errno or errno.EPERM, str(exc)) from None
     if limits.read_paths is not None or limits.write_paths is not None:
         # The sandbox's own /proc stays readable: its limits are worked out from it, and it shows only
         # the sandbox's processes.

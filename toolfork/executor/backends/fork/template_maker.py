@@ -15,7 +15,7 @@ whose death kills them (``PR_SET_PDEATHSIG``), exactly as if it had cloned them 
 
 The maker runs under the base of the sandboxes' system call filter (``seccomp.load_base``: all of it but
 the mounts a spare still makes and the clone into namespaces), which each spare inherits from its clone
-and completes; loading the whole filter in each spare cost it about 0.4 ms of CPU.
+and completes; loading the whole filter in each spare cost it twice the CPU of loading the rest.
 
 The template does not wait for an answer when it asks ahead: it reads answers as they come, and only
 a call that finds no spare waits for the one asked first. The maker holds nothing of any call (it
