@@ -277,6 +277,25 @@ def test_network_false_cannot_reach_a_local_server_that_an_unlimited_call_reache
     assert server.served == 2
 
 
+def test_sandboxes_with_and_without_network_alternate_in_one_pool(executors: Executors) -> None:
+    """As root, the process that makes the sandboxes clones those without network into one empty network
+    namespace and comes back to its own for those with it: alternated, each call gets what it asked."""
+    ex = executors([limited("offline", fetch, Limits(network=False)), limited("online", fetch, Limits(sandbox=True))],
+                   workers=2)
+    server = PongServer()
+    try:
+        results = [r for _ in range(2) for r in executors.run(
+            ex, [call(i, "offline" if i % 2 == 0 else "online", port=server.port) for i in range(6)])]
+    finally:
+        server.close()
+    for i, r in enumerate(results):
+        if i % 2:
+            assert text(r) == "pong", r
+        else:
+            assert r.status == "error" and r.error is not None and "unreachable" in r.error.message, r
+    assert server.served == 6
+
+
 def try_fetch(port: int) -> str:
     """"PID pong" if 127.0.0.1:``port`` answered, else "PID error:ERRNO-NAME"."""
     try:

@@ -102,8 +102,12 @@ def report() -> dict[str, Any]:
 
 def _what(field: str, has_cgroup: bool) -> str:
     """What a sandboxed call gets for ``field`` where it is enforced."""
+    from toolfork.governance import netns
+
     return {
-        "network": "no network: a network namespace of its own",
+        "network": ("no network: one empty network namespace the pool's calls share (as root), no socket but a "
+                    "stream pair" if netns.can_share() else
+                    "no network: a network namespace of its own, no socket but a stream pair"),
         "read_paths": "reads only under read_paths (Landlock)",
         "write_paths": "writes and metadata changes only under write_paths (read-only mounts and Landlock)",
         "memory_mb": "every process of the call and every kind of memory (its cgroup)",

@@ -17,13 +17,18 @@ libseccomp takes about a millisecond, loading the exported program about a tenth
     template: prepare(network_off) ──> BPF bytes (cached per variant)
     sandbox:  load(network_off)    ──> prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, program)
 
-Under ``network=False`` it also refuses ``socket(AF_UNIX)`` and ``socket(AF_VSOCK)``: a filesystem
-unix socket and a vsock are not in the network namespace, so the namespace alone would let a call
-connect to a server socket of the host. ``socketpair`` stays allowed for streams and sequenced packets
+Under ``network=False`` it also refuses ``socket`` of every address family (``AF_INET``/``AF_INET6``
+with ENETUNREACH, what a call without a network got from ``connect`` before; every other with EPERM)
+and ``bind``: a filesystem unix socket and a vsock are not in the network namespace, so the namespace
+alone would let a call connect to a server socket of the host; and where calls share one empty network
+namespace (the spare maker's, as root: ``netns.Beside``), a port, an abstract name or a netlink socket
+would let one call find another. ``socketpair`` stays allowed for streams and sequenced packets
 (a connected pair of those cannot be pointed elsewhere: ``connect`` and an address on ``sendto`` fail),
 so asyncio and multiprocessing pipes keep working; a datagram pair (``SOCK_DGRAM``, or ``SOCK_RAW``,
 which a unix pair takes as a datagram) is refused: its end can send to any address, or be connected
 again, and so reach a host's datagram socket by its path (``/dev/log``, journald, ``NOTIFY_SOCKET``).
+An ``int`` argument is compared on its low 32 bits (``INT``): the kernel ignores the upper half of its
+register, and a rule comparing all 64 bits would let ``AF_UNIX | 1 << 32`` through.
 ``setpgid(0 or 1, pgid)`` fails for a ``pgid`` other than 0 or 1: the sandbox's first process (PID 1)
 must never join another group of its namespace (its exit would hang in the kernel for good, out of
 reach of any signal), and a process cannot tell from the filter which one is calling; leading a group
@@ -44,9 +49,13 @@ from .verdict import libc
 PR_SET_SECCOMP = 22
 PR_SET_NO_NEW_PRIVS = 38
 SECCOMP_MODE_FILTER = 2
-AF_UNIX = 1
-AF_VSOCK = 40
+AF_INET, AF_INET6 = 2, 10
 SOCK_TYPE_MASK = 0xF  # socket types without SOCK_NONBLOCK / SOCK_CLOEXEC
+INT = 0xFFFFFFFF  # an int argument's bits: the kernel ignores the upper half of its register, so must we
+# Every address family but AF_INET and AF_INET6, as (mask, value) blocks of an int argument: the kernel
+# has fewer than 64 families (AF_MAX, 46 in Linux 6.x; a larger one fails with EAFNOSUPPORT).
+OTHER_FAMILIES = ((INT & ~1, 0), (INT, 3), (INT & ~3, 4), (INT & ~1, 8), (INT, 11), (INT & ~3, 12),
+                  (INT & ~15, 16), (INT & ~31, 32))
 SOCK_DGRAM, SOCK_RAW = 2, 3  # the pair types whose end can be pointed at another address
 # clone's namespace flags: CLONE_NEWNS, NEWCGROUP, NEWUTS, NEWIPC, NEWUSER, NEWPID, NEWNET, NEWTIME
 CLONE_NAMESPACE_FLAGS = (0x00020000, 0x02000000, 0x04000000, 0x08000000, 0x10000000, 0x20000000, 0x40000000,
@@ -77,9 +86,10 @@ class SeccompError(OSError):
 
 
 # The calls a spare makes as it sets itself up after its clone (its mounts: ``sandbox._inside``,
-# ``mounts.writable_only``): the spare maker's base filter leaves them, and the clone into namespaces the
+# ``mounts.writable_only``) and the maker's ``setns`` into the empty network namespace and back around a
+# clone (``netns.Beside``): the spare maker's base filter leaves them, and the clone into namespaces the
 # maker itself makes, to the rest each spare loads once it has made them.
-SETUP_CALLS = frozenset({"mount", "mount_setattr", "open_tree", "move_mount"})
+SETUP_CALLS = frozenset({"mount", "mount_setattr", "open_tree", "move_mount", "setns"})
 WHOLE, BASE, REST = "whole", "base", "rest"  # the parts a program holds (see ``load_base``)
 
 _PROGRAMS: dict[tuple[bool, str], bytes] = {}
@@ -110,13 +120,17 @@ def _build(no_network: bool, part: str = WHOLE) -> bytes:
             # The sandbox's first process (1 in its PID namespace) may not join another process group:
             # the kernel then never finishes its exit (it waits for that group's pid, which it holds
             # itself), and it outlives everything. So no process here joins a group but its own or PID 1's.
-            for target in (0, 1):
-                flt.add_rule(eperm, "setpgid", sc.Arg(0, sc.EQ, target), sc.Arg(1, sc.GT, 1))
+            for target in (0, 1):  # (a pgid with bits above the int's reads as larger: refused too)
+                flt.add_rule(eperm, "setpgid", sc.Arg(0, sc.MASKED_EQ, INT, target), sc.Arg(1, sc.GT, 1))
         if no_network and part != BASE:  # the base serves every sandbox: the network's rules are the rest's
-            for family in (AF_UNIX, AF_VSOCK):
-                flt.add_rule(eperm, "socket", sc.Arg(0, sc.EQ, family))
+            unreachable = sc.ERRNO(errno.ENETUNREACH)
+            for family in (AF_INET, AF_INET6):
+                flt.add_rule(unreachable, "socket", sc.Arg(0, sc.MASKED_EQ, INT, family))
+            for mask, value in OTHER_FAMILIES:
+                flt.add_rule(eperm, "socket", sc.Arg(0, sc.MASKED_EQ, mask, value))
             for kind in (SOCK_DGRAM, SOCK_RAW):
                 flt.add_rule(eperm, "socketpair", sc.Arg(1, sc.MASKED_EQ, SOCK_TYPE_MASK, kind))
+            flt.add_rule(eperm, "bind")
         with tempfile.TemporaryFile() as out:
             flt.export_bpf(out)
             out.seek(0)

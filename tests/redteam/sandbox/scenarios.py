@@ -219,18 +219,40 @@ def offline_probe(port: int) -> dict[str, Any]:
     return {"network": net, "threads": len(os.listdir("/proc/self/task"))}
 
 
+# System call numbers the tools below make directly (libc's wrappers would drop the upper bits).
+SYSCALLS = {"x86_64": {"socket": 41, "setpgid": 109}, "aarch64": {"socket": 198, "setpgid": 154}}
+HIGH = 1 << 32  # set in an int argument's register: the kernel drops it, a filter comparing 64 bits does not
+
+
+def raw_syscall(name: str, *args: int) -> int:
+    """``name``'s system call with ``args`` as full 64-bit registers; its result, or -errno."""
+    libc = _libc()
+    libc.syscall.restype = ctypes.c_long
+    result = int(libc.syscall(ctypes.c_long(SYSCALLS[os.uname().machine][name]), *map(ctypes.c_long, args)))
+    return result if result >= 0 else -ctypes.get_errno()
+
+
 def reach_unix_sockets(path: str, abstract: str) -> dict[str, str]:
-    """Connect to a filesystem and an abstract unix socket of the host."""
+    """Connect to a filesystem and an abstract unix socket of the host: with socket(), and with the
+    socket system call given AF_UNIX plus a bit above the int (the kernel reads AF_UNIX)."""
     out = {}
     for name, address in (("path", path), ("abstract", "\0" + abstract)):
-        try:
-            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
-                s.settimeout(2)
-                s.connect(address)
-                s.sendall(b"ESCAPED")
-            out[name] = "connected"
-        except OSError as exc:
-            out[name] = exc.strerror or str(exc)
+        for how in ("", "_high_bits"):
+            try:
+                if how:
+                    fd = raw_syscall("socket", socket.AF_UNIX | HIGH, socket.SOCK_STREAM, 0)
+                    if fd < 0:
+                        raise OSError(-fd, os.strerror(-fd))
+                    s = socket.socket(fileno=fd)
+                else:
+                    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                with s:
+                    s.settimeout(2)
+                    s.connect(address)
+                    s.sendall(b"ESCAPED")
+                out[name + how] = "connected"
+            except OSError as exc:
+                out[name + how] = exc.strerror or str(exc)
     return out
 
 
@@ -260,6 +282,122 @@ def reach_dgram_sockets(path: str, abstract: str) -> dict[str, str]:
                 finally:
                     a.close()
                     b.close()
+    return out
+
+
+AF_NETLINK, NETLINK_USERSOCK = 16, 2
+SIOCGIFFLAGS, SIOCSIFFLAGS, IFF_UP = 0x8913, 0x8914, 0x1
+
+
+def _tried(out: dict[str, Any], key: str, attempt: Callable[[], Any]) -> Any:
+    """``attempt()``'s value, "ok" in ``out[key]``; or the error's words there and None."""
+    try:
+        value = attempt()
+        out[key] = "ok"
+        return value
+    except OSError as exc:
+        out[key] = exc.strerror or str(exc)
+        return None
+
+
+def _await_file(path: str, limit: float = 20.0) -> bool:
+    deadline = time.monotonic() + limit
+    while not os.path.exists(path):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.02)
+    return True
+
+
+def meet_another_call(role: str, token: str, port: int, host_port: int, host_path: str,
+                      sync: str) -> dict[str, Any]:
+    """Two network=False calls of one pool at once. "host" tries every way to be found by another call (a
+    TCP and a UDP port on 0.0.0.0, a socket pair's end bound to an abstract name, a NETLINK_USERSOCK
+    socket, the loopback brought up) and holds what it got until "guest" has looked for it (connects,
+    sends, /proc/net) and for the host's own listeners (a TCP port, a unix socket's path); they take
+    turns by files in ``sync``. Both list the namespace descriptors they hold (the process that clones
+    them holds two)."""
+    out: dict[str, Any] = {"namespace_fds": []}  # the maker holds its own and the empty namespace's
+    for name in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink(f"/proc/self/fd/{name}")
+        except OSError:
+            continue
+        if target.split(":")[0] in ("net", "mnt", "user", "pid", "uts", "ipc", "cgroup", "time"):
+            out["namespace_fds"].append(target)
+    held: list[Any] = []
+    if role == "host":
+        def listen(kind: int, family: int = socket.AF_INET) -> socket.socket:
+            s = socket.socket(family, kind)
+            held.append(s)
+            s.bind(("::", port + 1) if family == socket.AF_INET6 else ("0.0.0.0", port))
+            if kind == socket.SOCK_STREAM:
+                s.listen(4)
+            return s
+
+        def bind_pair() -> None:
+            a, b = socket.socketpair()
+            held.extend((a, b))
+            a.bind("\0" + token)
+
+        def usersock(family: int) -> None:
+            fd = raw_syscall("socket", family, socket.SOCK_RAW, NETLINK_USERSOCK)
+            if fd < 0:
+                raise OSError(-fd, os.strerror(-fd))
+            s = socket.socket(fileno=fd)
+            held.append(s)
+            s.bind((port, 0))
+
+        def loopback_up() -> None:
+            import fcntl
+            import struct
+
+            with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+                flags = struct.unpack("16sH", fcntl.ioctl(s, SIOCGIFFLAGS, struct.pack("16sH", b"lo", 0)))[1]
+                fcntl.ioctl(s, SIOCSIFFLAGS, struct.pack("16sH", b"lo", flags | IFF_UP))
+
+        _tried(out, "tcp", lambda: listen(socket.SOCK_STREAM))
+        _tried(out, "tcp6", lambda: listen(socket.SOCK_STREAM, socket.AF_INET6))
+        _tried(out, "udp", lambda: listen(socket.SOCK_DGRAM))
+        _tried(out, "abstract", bind_pair)
+        _tried(out, "usersock", lambda: usersock(AF_NETLINK))
+        _tried(out, "usersock_high_bits", lambda: usersock(AF_NETLINK | HIGH))
+        _tried(out, "loopback_up", loopback_up)
+        open(os.path.join(sync, "held"), "w").close()
+        out["guest_looked"] = _await_file(os.path.join(sync, "looked"))
+    else:
+        out["host_held"] = _await_file(os.path.join(sync, "held"))
+
+        def connect(address: tuple[str, int]) -> None:
+            with socket.create_connection(address, timeout=1) as s:
+                s.sendall(token.encode())
+
+        def send_udp() -> None:
+            with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+                s.sendto(token.encode(), ("127.0.0.1", port))
+
+        def listed() -> list[str]:
+            found = []
+            for table in ("tcp", "tcp6", "udp", "unix", "netlink"):
+                try:
+                    with open(f"/proc/net/{table}") as f:
+                        text = f.read()
+                except OSError:
+                    continue
+                for what, needle in (("call", token), ("call_port", f":{port:04X} "),
+                                     ("call_port", f":{port + 1:04X} "),
+                                     ("host_port", f":{host_port:04X} "), ("host_path", host_path)):
+                    if needle in text or (what == "call_port" and table == "netlink" and f" {port} " in text):
+                        found.append(f"{what} in {table}")
+            return found
+
+        _tried(out, "connect", lambda: connect(("127.0.0.1", port)))
+        _tried(out, "connect_any", lambda: connect(("0.0.0.0", port)))
+        _tried(out, "udp", send_udp)
+        out["listed"] = listed()
+        open(os.path.join(sync, "looked"), "w").close()
+    for s in held:
+        s.close()
     return out
 
 
@@ -345,9 +483,10 @@ def start_daemon(marker: str) -> str:
     return "daemon started"
 
 
-def strand_init(token: str) -> str:
+def strand_init(token: str, high_bits: bool = False) -> str:
     """Name this process ``token``, move it (PID 1 of the sandbox) into a child's process group and let
-    that child end, then return: the kernel would never finish this process's exit."""
+    that child end, then return: the kernel would never finish this process's exit. ``high_bits``: name
+    itself as pid 0 plus a bit above the int (the kernel reads 0: this process)."""
     _libc().prctl(15, token.encode(), 0, 0, 0)  # PR_SET_NAME: found by it in /proc afterwards
     child = os.fork()
     if child == 0:
@@ -356,7 +495,12 @@ def strand_init(token: str) -> str:
         os._exit(0)
     os.setpgid(child, child)
     try:
-        os.setpgid(0, child)
+        if high_bits:
+            code = raw_syscall("setpgid", HIGH, child)
+            if code < 0:
+                raise OSError(-code, os.strerror(-code))
+        else:
+            os.setpgid(0, child)
     except OSError as exc:
         os.waitpid(child, 0)
         return f"refused: {exc.strerror}"
@@ -634,6 +778,31 @@ def s_unix_dgram(work: Path) -> Evidence:
     return ev
 
 
+def s_calls_meet(work: Path) -> Evidence:
+    """Two network=False calls at once in one pool (as root they share one empty network namespace)."""
+    sink = TcpSink()
+    path, _abstract, servers = _host_unix_servers(work, socket.SOCK_STREAM)
+    token = f"toolfork-meet-{os.getpid()}"
+    port = 20000 + os.getpid() % 20000
+    sync = work / "meet"
+    sync.mkdir(mode=0o777)
+    sync.chmod(0o777)
+    args = {"token": token, "port": port, "host_port": sink.port, "host_path": path, "sync": str(sync)}
+    try:
+        with Executor([Tool("attack", fn=meet_another_call, limits=Limits(network=False))], workers=2,
+                      timeout=CALL_TIMEOUT) as ex:
+            host, guest = ex.run([{"id": "host", "name": "attack", "arguments": {**args, "role": "host"}},
+                                  {"id": "guest", "name": "attack", "arguments": {**args, "role": "guest"}}])
+    finally:
+        got = sink.received()
+        for s in servers:
+            s.close()
+    return {"status": [host.status, guest.status], "error": [str(host.error), str(guest.error)],
+            "host": None if host.output is None else host.output.data,
+            "guest": None if guest.output is None else guest.output.data,
+            "server_got": [g.decode(errors="replace") for g in got]}
+
+
 def helpers_of(template: int, but: list[int]) -> list[int]:
     """The template's children in its own PID namespace other than ``but`` (its warm workers): the spare
     maker, the sessions' supervisor. Its sandboxes are in PID namespaces of their own."""
@@ -742,8 +911,17 @@ def s_daemon(work: Path) -> Evidence:
 
 
 def s_strand_init(work: Path) -> Evidence:
+    return _strand(high_bits=False)
+
+
+def s_strand_init_high_bits(work: Path) -> Evidence:
+    return _strand(high_bits=True)
+
+
+def _strand(high_bits: bool) -> Evidence:
     token = f"tfstrand{os.getpid() % 100000}"
-    ev = outcome(Tool("attack", fn=strand_init, limits=Limits(network=False)), {"token": token})
+    ev = outcome(Tool("attack", fn=strand_init, limits=Limits(network=False)),
+                 {"token": token, "high_bits": high_bits})
     deadline = time.monotonic() + 3  # the call's process has been killed (close()): it must be gone
     while True:
         ev["left"] = [pid for pid in os.listdir("/proc") if pid.isdigit() and _comm(pid) == token]
