@@ -100,7 +100,23 @@ def _bind_pair() -> int:
     return 0
 
 
-CHECKS = {"unshare": _unshare_user, "setns": _setns, "mount": _mount, "socket_unix": _socket_unix,
+def _tiocsti(high: int = 0) -> int:
+    """Push a keystroke through /dev/null: ENOTTY from the kernel, EPERM from the filter."""
+    import termios
+
+    fd = os.open(os.devnull, os.O_RDONLY)
+    try:
+        _libc.syscall.restype = ctypes.c_long
+        number = {"x86_64": 16, "aarch64": 29}[os.uname().machine]
+        result = _libc.syscall(ctypes.c_long(number), ctypes.c_long(fd), ctypes.c_long(termios.TIOCSTI | high),
+                               ctypes.c_char_p(b"x"))
+        return 0 if result == 0 else ctypes.get_errno()
+    finally:
+        os.close(fd)
+
+
+CHECKS = {"unshare": _unshare_user, "tiocsti": _tiocsti, "tiocsti_high": lambda: _tiocsti(HIGH),
+          "setns": _setns, "mount": _mount, "socket_unix": _socket_unix,
           "dgram_pair": _dgram_pair, "socket_inet": _socket(socket.AF_INET),
           "socket_inet6": _socket(socket.AF_INET6, socket.SOCK_DGRAM),
           "socket_netlink": _socket(socket.AF_NETLINK, socket.SOCK_RAW), "bind_pair": _bind_pair,
@@ -132,6 +148,7 @@ def test_the_base_leaves_the_mounts_setns_and_the_network_rules_to_the_rest() ->
     assert base["mount"] != errno.EPERM or os.geteuid() != 0, base  # as root: the kernel's ENOENT
     assert base["socket_unix"] == 0 and base["dgram_pair"] == 0 and base["socket_inet"] == 0, base
     assert base["setpgid_high"] == errno.EPERM, base
+    assert base["tiocsti"] == errno.EPERM and base["tiocsti_high"] == errno.EPERM, base
 
 
 def test_without_network_no_socket_can_be_made_and_nothing_bound() -> None:
@@ -169,7 +186,7 @@ def test_base_and_rest_refuse_what_the_whole_filter_refuses(no_network: bool) ->
     refused_whole = {name for name, code in _in_child(whole).items() if code == errno.EPERM}
     refused_stacked = {name for name, code in _in_child(stacked).items() if code == errno.EPERM}
     assert refused_stacked == refused_whole, (refused_whole, refused_stacked)
-    assert {"unshare", "setns", "mount", "setpgid_high"} <= refused_whole
+    assert {"unshare", "setns", "mount", "setpgid_high", "tiocsti", "tiocsti_high"} <= refused_whole
     network = {"socket_unix", "dgram_pair", "socket_netlink", "bind_pair", "socket_unix_high"}
     if no_network:
         assert network <= refused_whole, refused_whole

@@ -11,7 +11,8 @@ A one-shot call's sandbox is made in one step (``settle``), where the template c
               ── its pid, as the template sees it ──────────────>  the template is its parent, outside)
                  1. SIGKILL when the template dies; uid/gid mapped onto themselves (files keep owners)
                  2. every inherited descriptor closed but its socket to the template (which later
-                    sends the call's channels); stdin/stdout/stderr on /dev/null
+                    sends the call's channels); stdin/stdout/stderr on /dev/null; no controlling
+                    terminal
                  3. the environment: MINIMAL_ENV plus the names in Limits(env=[...])
                  4. its cgroup: made, limited and joined (``governance.cgroup``), no descriptor kept
                  5. a fresh /proc (its own processes only); every cgroup mount read-only; every
@@ -58,6 +59,7 @@ CLONE_NEWPID = 0x20000000
 CLONE_NEWNET = 0x40000000
 MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REC, MS_PRIVATE = 2, 4, 8, 0x4000, 0x40000
 PR_SET_PDEATHSIG = 1
+TIOCNOTTY = 0x5422
 MIB = 1024 * 1024
 
 # What a sandboxed call sees of the environment, besides the names its Limits(env=[...]) pass on.
@@ -80,12 +82,35 @@ def _check(result: int, step: str) -> None:
 
 def close_inherited(keep: Sequence[int]) -> None:
     """Close every descriptor but ``keep``; 0, 1 and 2 become /dev/null (a library that writes to
-    stdout must not get another file in their place)."""
+    stdout must not get another file in their place); and give up the controlling terminal."""
     null = os.open(os.devnull, os.O_RDWR)
     for fd in (0, 1, 2):
         if fd != null:
             os.dup2(null, fd, inheritable=True)
     forking.close_all_but(keep)
+    drop_terminal()
+
+
+def drop_terminal() -> None:
+    """This process gives up its controlling terminal (``TIOCNOTTY``), so /dev/tty no longer opens: the
+    terminal of a person who started the host (``toolfork run`` in a shell) would otherwise take the
+    sandbox's escape sequences and, by ``TIOCSTI``, keystrokes for their shell to run once toolfork ends.
+    The process leads no session (every worker leads a process group of its own, so ``setsid`` is not
+    open to it), so no other process loses the terminal; none it starts can take it again (a terminal
+    that is a session's already is not another's, and ``TIOCSTI`` on one that is not the caller's
+    controlling terminal needs CAP_SYS_ADMIN in the host's user namespace)."""
+    try:
+        fd = os.open("/dev/tty", os.O_RDWR | os.O_NOCTTY | os.O_CLOEXEC)
+    except OSError:  # ENXIO: no controlling terminal (a service, CI, a pipe)
+        return
+    try:
+        if os.getsid(0) == os.getpid():  # its TIOCNOTTY would hang the terminal up for the whole session
+            raise SandboxError(errno.EPERM, "this process leads a session: it cannot give up its terminal alone")
+        if libc().ioctl(ctypes.c_int(fd), ctypes.c_ulong(TIOCNOTTY), None) != 0:
+            code = ctypes.get_errno()
+            raise SandboxError(code, f"giving up the controlling terminal: {os.strerror(code)}")
+    finally:
+        os.close(fd)
 
 
 def set_environ(limits: Limits) -> None:

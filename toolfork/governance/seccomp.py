@@ -33,6 +33,8 @@ register, and a rule comparing all 64 bits would let ``AF_UNIX | 1 << 32`` throu
 must never join another group of its namespace (its exit would hang in the kernel for good, out of
 reach of any signal), and a process cannot tell from the filter which one is calling; leading a group
 of one's own and ``setsid`` stay.
+``ioctl`` ``TIOCSTI`` (push keystrokes into a terminal's input) and ``TIOCLINUX`` (among others, paste a
+virtual console's selection) fail with EPERM, behind the sandbox giving up its controlling terminal.
 ``clone3`` fails with ENOSYS (its flags are behind a pointer a filter cannot read; libc then falls back
 to ``clone``, whose namespace flags are refused).
 """
@@ -57,6 +59,7 @@ INT = 0xFFFFFFFF  # an int argument's bits: the kernel ignores the upper half of
 OTHER_FAMILIES = ((INT & ~1, 0), (INT, 3), (INT & ~3, 4), (INT & ~1, 8), (INT, 11), (INT & ~3, 12),
                   (INT & ~15, 16), (INT & ~31, 32))
 SOCK_DGRAM, SOCK_RAW = 2, 3  # the pair types whose end can be pointed at another address
+TIOCSTI, TIOCLINUX = 0x5412, 0x541C
 # clone's namespace flags: CLONE_NEWNS, NEWCGROUP, NEWUTS, NEWIPC, NEWUSER, NEWPID, NEWNET, NEWTIME
 CLONE_NAMESPACE_FLAGS = (0x00020000, 0x02000000, 0x04000000, 0x08000000, 0x10000000, 0x20000000, 0x40000000,
                          0x00000080)
@@ -116,6 +119,8 @@ def _build(no_network: bool, part: str = WHOLE) -> bytes:
             for flag in CLONE_NAMESPACE_FLAGS:
                 flt.add_rule(eperm, "clone", sc.Arg(0, sc.MASKED_EQ, flag, flag))
         if part != REST:
+            for request in (TIOCSTI, TIOCLINUX):  # keystrokes into a terminal's input, a console's selection
+                flt.add_rule(eperm, "ioctl", sc.Arg(1, sc.MASKED_EQ, INT, request))
             flt.add_rule(sc.ERRNO(errno.ENOSYS), "clone3")
             # The sandbox's first process (1 in its PID namespace) may not join another process group:
             # the kernel then never finishes its exit (it waits for that group's pid, which it holds

@@ -220,7 +220,8 @@ def offline_probe(port: int) -> dict[str, Any]:
 
 
 # System call numbers the tools below make directly (libc's wrappers would drop the upper bits).
-SYSCALLS = {"x86_64": {"socket": 41, "setpgid": 109}, "aarch64": {"socket": 198, "setpgid": 154}}
+SYSCALLS = {"x86_64": {"socket": 41, "setpgid": 109, "ioctl": 16},
+            "aarch64": {"socket": 198, "setpgid": 154, "ioctl": 29}}
 HIGH = 1 << 32  # set in an int argument's register: the kernel drops it, a filter comparing 64 bits does not
 
 
@@ -398,6 +399,41 @@ def meet_another_call(role: str, token: str, port: int, host_port: int, host_pat
         open(os.path.join(sync, "looked"), "w").close()
     for s in held:
         s.close()
+    return out
+
+
+def use_terminal(pts: str) -> dict[str, str]:
+    """The terminal the host runs on, as its controlling terminal (/dev/tty) and by its path: write an
+    escape sequence and a line to it, and push a command into its input (TIOCSTI, also with a bit above
+    the int set in the request), for the host's shell to run once the host ends."""
+    import fcntl
+    import termios
+
+    out: dict[str, str] = {}
+    for name, path in (("tty", "/dev/tty"), ("pts", pts)):
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_NOCTTY)
+        except OSError as exc:
+            out[f"{name}_open"] = exc.strerror or str(exc)
+            try:  # TIOCSTI needs no more than a read-only descriptor
+                fd = os.open(path, os.O_RDONLY | os.O_NOCTTY)
+            except OSError as again:
+                out[f"{name}_open"] += f"; read-only: {again.strerror or again}"
+                continue
+        try:
+            os.write(fd, b"\x1b]0;TOOLFORK-TITLE\x07TOOLFORK-WROTE\r\n")
+            out[f"{name}_write"] = "wrote"
+        except OSError as exc:
+            out[f"{name}_write"] = exc.strerror or str(exc)
+        try:
+            for ch in b"echo TOOLFORK-INJECTED\n":
+                fcntl.ioctl(fd, termios.TIOCSTI, bytes([ch]))
+            out[f"{name}_tiocsti"] = "pushed"
+        except OSError as exc:
+            out[f"{name}_tiocsti"] = exc.strerror or str(exc)
+        code = raw_syscall("ioctl", fd, termios.TIOCSTI | HIGH, ctypes.addressof(ctypes.c_char(b"X")))
+        out[f"{name}_tiocsti_high_bits"] = "pushed" if code == 0 else os.strerror(-code)
+        os.close(fd)
     return out
 
 
@@ -801,6 +837,55 @@ def s_calls_meet(work: Path) -> Evidence:
             "host": None if host.output is None else host.output.data,
             "guest": None if guest.output is None else guest.output.data,
             "server_got": [g.decode(errors="replace") for g in got]}
+
+
+def _on_a_terminal(work: Path, limits: Limits) -> Evidence:
+    """A host that runs on a terminal (a pty, its controlling terminal, as ``toolfork run`` in a shell):
+    the call's evidence, what the host read from the terminal after it (keystrokes pushed into its
+    input), and everything the terminal was sent."""
+    import pty
+    import select
+
+    pid, master = pty.fork()
+    if pid == 0:  # the host, on the terminal
+        try:
+            ev = outcome(Tool("attack", fn=use_terminal, limits=limits), {"pts": os.ttyname(0)})
+            got = b""
+            while select.select([0], [], [], 1.0)[0]:
+                chunk = os.read(0, 1024)
+                if not chunk:
+                    break
+                got += chunk
+            ev["host_read"] = got.decode(errors="replace")
+            os.write(1, ("\nEVIDENCE " + json.dumps(ev) + "\n").encode())
+        finally:
+            os._exit(0)
+    shown = b""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if select.select([master], [], [], 0.5)[0]:
+            try:
+                chunk = os.read(master, 65536)
+            except OSError:  # EIO: the host ended and closed the terminal
+                break
+            if not chunk:
+                break
+            shown += chunk
+    os.waitpid(pid, 0)
+    os.close(master)
+    text = shown.decode(errors="replace")
+    evidence, _, line = text.rpartition("EVIDENCE ")
+    ev = json.loads(line.splitlines()[0])
+    ev["terminal_shown"] = evidence
+    return ev
+
+
+def s_terminal(work: Path) -> Evidence:
+    return _on_a_terminal(work, Limits(sandbox=True))
+
+
+def s_terminal_write_paths(work: Path) -> Evidence:
+    return _on_a_terminal(work, Limits(network=False, write_paths=[str(work)]))
 
 
 def helpers_of(template: int, but: list[int]) -> list[int]:

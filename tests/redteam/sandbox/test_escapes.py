@@ -174,6 +174,25 @@ def test_two_calls_at_once_cannot_find_each_other_nor_see_the_hosts_sockets(atta
 
 
 @users
+@pytest.mark.parametrize("paths", ["", "_write_paths"])
+def test_the_terminal_the_host_runs_on_takes_no_keystrokes_and_no_writes(attack: Attack, user: str, paths: str) -> None:
+    """A host started in a shell (``toolfork run``): its terminal is the sandbox's controlling terminal
+    unless the sandbox gives it up. Through /dev/tty a tool could push ``echo ...\\n`` into the shell's
+    input (TIOCSTI: it runs when toolfork ends) and send escape sequences past the host's escaping; by
+    the terminal's path, TIOCSTI needs a capability the call does not hold, and a write is a write to a
+    file of the user's (refused under write_paths, allowed without)."""
+    ev = attack(f"terminal{paths}", user)
+    out = ran(ev)
+    assert out["tty_open"].endswith("No such device or address"), out  # no controlling terminal
+    assert not {k for k in out if k.startswith("tty_") and k != "tty_open"}, out
+    assert out["pts_tiocsti"] != "pushed" and out["pts_tiocsti_high_bits"] != "pushed", out
+    assert "TOOLFORK-INJECTED" not in ev["host_read"] and "TOOLFORK-INJECTED" not in ev["terminal_shown"], ev
+    if paths:
+        assert out["pts_write"] != "wrote", out
+        assert "TOOLFORK-WROTE" not in ev["terminal_shown"], ev
+
+
+@users
 def test_host_template_and_workers_cannot_be_seen_signalled_traced_or_read(attack: Attack, user: str) -> None:
     ev = attack("other_processes", user)
     out = ran(ev)
