@@ -19,6 +19,7 @@ from collections.abc import Callable
 import pytest
 
 from tests.procs import in_forked_child
+from tests.raw_syscalls import HIGH, SYSCALLS, raw_syscall
 from toolfork.governance import seccomp
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"),
@@ -62,16 +63,11 @@ def _dgram_pair() -> int:
     return 0
 
 
-HIGH = 1 << 32  # a bit above an int argument: the kernel drops it, a filter must not be fooled by it
-SYSCALLS = {"x86_64": {"socket": 41, "setpgid": 109}, "aarch64": {"socket": 198, "setpgid": 154}}
-
-
 def _raw(name: str, *args: int) -> int:
     """0 when the system call succeeded (a descriptor it made is closed), else its errno."""
-    _libc.syscall.restype = ctypes.c_long
-    result = _libc.syscall(ctypes.c_long(SYSCALLS[os.uname().machine][name]), *map(ctypes.c_long, args))
+    result = raw_syscall(name, *args)
     if result < 0:
-        return ctypes.get_errno()
+        return -result
     if name == "socket":
         os.close(result)
     return 0
@@ -104,13 +100,10 @@ def _tiocsti(high: int = 0) -> int:
     """Push a keystroke through /dev/null: ENOTTY from the kernel, EPERM from the filter."""
     import termios
 
+    key = ctypes.c_char(b"x")
     fd = os.open(os.devnull, os.O_RDONLY)
     try:
-        _libc.syscall.restype = ctypes.c_long
-        number = {"x86_64": 16, "aarch64": 29}[os.uname().machine]
-        result = _libc.syscall(ctypes.c_long(number), ctypes.c_long(fd), ctypes.c_long(termios.TIOCSTI | high),
-                               ctypes.c_char_p(b"x"))
-        return 0 if result == 0 else ctypes.get_errno()
+        return _raw("ioctl", fd, termios.TIOCSTI | high, ctypes.addressof(key))
     finally:
         os.close(fd)
 
@@ -205,7 +198,7 @@ def test_an_x32_system_call_ends_the_process() -> None:
             _no_new_privs()
             seccomp.load(True)
             _libc.syscall.restype = ctypes.c_long
-            _libc.syscall(ctypes.c_long(0x40000000 | 41), ctypes.c_long(socket.AF_UNIX),
+            _libc.syscall(ctypes.c_long(0x40000000 | SYSCALLS['x86_64']['socket']), ctypes.c_long(socket.AF_UNIX),
                           ctypes.c_long(socket.SOCK_STREAM), ctypes.c_long(0))
         finally:
             os._exit(0)

@@ -41,11 +41,13 @@ from __future__ import annotations
 
 import ctypes
 import errno
+import fcntl
 import functools
 import math
 import os
 import signal
 import sys
+import termios
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
@@ -59,7 +61,6 @@ CLONE_NEWPID = 0x20000000
 CLONE_NEWNET = 0x40000000
 MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REC, MS_PRIVATE = 2, 4, 8, 0x4000, 0x40000
 PR_SET_PDEATHSIG = 1
-TIOCNOTTY = 0x5422
 MIB = 1024 * 1024
 
 # What a sandboxed call sees of the environment, besides the names its Limits(env=[...]) pass on.
@@ -106,9 +107,11 @@ def drop_terminal() -> None:
     try:
         if os.getsid(0) == os.getpid():  # its TIOCNOTTY would hang the terminal up for the whole session
             raise SandboxError(errno.EPERM, "this process leads a session: it cannot give up its terminal alone")
-        if libc().ioctl(ctypes.c_int(fd), ctypes.c_ulong(TIOCNOTTY), None) != 0:
-            code = ctypes.get_errno()
-            raise SandboxError(code, f"giving up the controlling terminal: {os.strerror(code)}")
+        fcntl.ioctl(fd, termios.TIOCNOTTY)
+    except SandboxError:
+        raise
+    except OSError as exc:
+        raise SandboxError(exc.errno or errno.EIO, f"giving up the controlling terminal: {exc.strerror}") from None
     finally:
         os.close(fd)
 

@@ -21,6 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from tests.raw_syscalls import HIGH, raw_syscall
 from toolfork import Limits
 from toolfork.executor import Executor
 from toolfork.governance import LimitsNotEnforceable
@@ -217,20 +218,6 @@ def offline_probe(port: int) -> dict[str, Any]:
     except OSError as exc:
         net = exc.strerror or str(exc)
     return {"network": net, "threads": len(os.listdir("/proc/self/task"))}
-
-
-# System call numbers the tools below make directly (libc's wrappers would drop the upper bits).
-SYSCALLS = {"x86_64": {"socket": 41, "setpgid": 109, "ioctl": 16},
-            "aarch64": {"socket": 198, "setpgid": 154, "ioctl": 29}}
-HIGH = 1 << 32  # set in an int argument's register: the kernel drops it, a filter comparing 64 bits does not
-
-
-def raw_syscall(name: str, *args: int) -> int:
-    """``name``'s system call with ``args`` as full 64-bit registers; its result, or -errno."""
-    libc = _libc()
-    libc.syscall.restype = ctypes.c_long
-    result = int(libc.syscall(ctypes.c_long(SYSCALLS[os.uname().machine][name]), *map(ctypes.c_long, args)))
-    return result if result >= 0 else -ctypes.get_errno()
 
 
 def reach_unix_sockets(path: str, abstract: str) -> dict[str, str]:
@@ -431,7 +418,8 @@ def use_terminal(pts: str) -> dict[str, str]:
             out[f"{name}_tiocsti"] = "pushed"
         except OSError as exc:
             out[f"{name}_tiocsti"] = exc.strerror or str(exc)
-        code = raw_syscall("ioctl", fd, termios.TIOCSTI | HIGH, ctypes.addressof(ctypes.c_char(b"X")))
+        key = ctypes.c_char(b"X")
+        code = raw_syscall("ioctl", fd, termios.TIOCSTI | HIGH, ctypes.addressof(key))
         out[f"{name}_tiocsti_high_bits"] = "pushed" if code == 0 else os.strerror(-code)
         os.close(fd)
     return out

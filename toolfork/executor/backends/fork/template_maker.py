@@ -110,14 +110,13 @@ def _clone(sock: socket.socket, sandbox: Any, tools: dict[str, Any], hooks: Work
         ours.close()
 
     flags = sandboxing.namespaces(sandbox) | CLONE_PARENT
-    if beside is not None and flags & netns.CLONE_NEWNET:
+    shared = beside if beside is not None and flags & netns.CLONE_NEWNET else None
+    if shared is not None:
         try:
-            beside.into_empty()
+            shared.into_empty()
             flags &= ~netns.CLONE_NEWNET
         except OSError:  # a namespace of its own, then
-            beside = None
-    else:
-        beside = None
+            shared = None
     pid = -1
     try:
         pid = forking.fork([theirs.fileno()], cleanup, flags)
@@ -126,8 +125,8 @@ def _clone(sock: socket.socket, sandbox: Any, tools: dict[str, Any], hooks: Work
         theirs.close()
         return -1, None
     finally:
-        if beside is not None and pid != 0:
-            _home(beside)
+        if shared is not None and pid != 0:
+            _home(shared)
     if pid == 0:
         worker_main(-1, -1, -1, tools, hooks, template, sandbox, theirs.fileno(), cloned=ids)
     theirs.close()
