@@ -165,7 +165,7 @@ def test_the_executor_timeout_ends_a_stuck_sync_tool(ex: Executor) -> None:
                 time.sleep(60)
 
         out = asyncio.run(stuck.on_invoke_tool(_ctx(stuck, "{}"), "{}"))
-    assert out == "An error occurred while running the tool. Please try again."  # the SDK's default policy
+    assert out == _sdk_default_error()  # the SDK's default policy
 
 
 def test_the_sdk_refusals_hold() -> None:
@@ -232,3 +232,11 @@ def test_the_first_calls_of_many_threads_share_one_runner() -> None:
         with ThreadPoolExecutor(8) as threads:
             outs = list(threads.map(lambda n: asyncio.run(one(n)), range(8)))
     assert outs == [2 * n for n in range(8)]
+
+
+def _sdk_default_error() -> str:
+    """The SDK's own default failure text (its wording changed across releases: 0.25 dropped "Please
+    try again."), so the tests hold against the lowest and the newest SDK alike."""
+    from agents.tool import default_tool_error_function
+
+    return default_tool_error_function(None, Exception("boom"))  # type: ignore[arg-type]
